@@ -1,0 +1,104 @@
+from django.contrib import admin, messages
+
+from . import services
+from .models import Agent, Episode, Frame, FrameLabel, LabelChange, Project, Step, WindowLabel
+
+
+@admin.register(Project)
+class ProjectAdmin(admin.ModelAdmin):
+    list_display = ["name", "camera_views", "window_size", "target_success_frames", "target_fail_frames", "created_at"]
+    search_fields = ["name", "task_description"]
+
+
+@admin.register(Agent)
+class AgentAdmin(admin.ModelAdmin):
+    list_display = ["name", "kind", "token_prefix", "is_active", "last_seen_at", "created_at"]
+    list_filter = ["kind", "is_active"]
+    search_fields = ["name", "token_prefix"]
+    readonly_fields = ["token_prefix", "last_seen_at", "created_at"]
+    actions = ["rotate_tokens"]
+
+    def save_model(self, request, obj, form, change):
+        if change:
+            super().save_model(request, obj, form, change)
+            return
+        agent, token = services.agent_create(name=obj.name, kind=obj.kind)
+        obj.pk = agent.pk
+        obj.token_hash, obj.token_prefix = agent.token_hash, agent.token_prefix
+        self.message_user(request, f"Token for {agent.name} (shown once, copy it now): {token}", messages.WARNING)
+
+    @admin.action(description="Issue new tokens (old ones stop working)")
+    def rotate_tokens(self, request, queryset):
+        for agent in queryset:
+            token = services.agent_rotate_token(agent=agent)
+            self.message_user(request, f"New token for {agent.name} (shown once): {token}", messages.WARNING)
+
+
+class StepInline(admin.TabularInline):
+    model = Step
+    fields = ["index", "reward", "terminated", "truncated", "env_success"]
+    readonly_fields = fields
+    extra = 0
+    can_delete = False
+    show_change_link = True
+    max_num = 0
+
+
+@admin.register(Episode)
+class EpisodeAdmin(admin.ModelAdmin):
+    list_display = ["uuid", "project", "source", "agent", "env_id", "num_steps", "success", "status", "created_at"]
+    list_filter = ["project", "source", "status", "success", "agent"]
+    search_fields = ["uuid", "env_id", "agent__name"]
+    readonly_fields = ["uuid", "num_steps", "created_at", "finished_at"]
+    inlines = [StepInline]
+
+
+@admin.register(Step)
+class StepAdmin(admin.ModelAdmin):
+    list_display = ["episode", "index", "reward", "terminated", "truncated", "env_success"]
+    list_filter = ["env_success", "terminated", "truncated"]
+    search_fields = ["episode__uuid"]
+    raw_id_fields = ["episode"]
+
+
+@admin.register(Frame)
+class FrameAdmin(admin.ModelAdmin):
+    list_display = ["step", "camera", "width", "height", "image"]
+    list_filter = ["camera"]
+    raw_id_fields = ["step"]
+
+
+@admin.register(FrameLabel)
+class FrameLabelAdmin(admin.ModelAdmin):
+    list_display = ["episode", "step", "value", "source", "status", "author", "updated_at"]
+    list_filter = ["project", "value", "source", "status"]
+    search_fields = ["episode__uuid", "author__username"]
+    raw_id_fields = ["step", "episode"]
+
+
+@admin.register(WindowLabel)
+class WindowLabelAdmin(admin.ModelAdmin):
+    list_display = ["episode", "start", "end", "value", "source", "status", "score", "author", "updated_at"]
+    list_filter = ["project", "value", "source", "status"]
+    search_fields = ["episode__uuid", "author__username"]
+    raw_id_fields = ["episode"]
+
+
+@admin.register(LabelChange)
+class LabelChangeAdmin(admin.ModelAdmin):
+    list_display = [
+        "at",
+        "project",
+        "episode",
+        "kind",
+        "action",
+        "source",
+        "start",
+        "end",
+        "old_value",
+        "new_value",
+        "author",
+    ]
+    list_filter = ["project", "kind", "action", "source"]
+    search_fields = ["episode__uuid", "author__username"]
+    raw_id_fields = ["episode"]

@@ -1,0 +1,13 @@
+from django.apps import AppConfig
+
+
+class LabelingConfig(AppConfig):
+    name = "labeling"
+    verbose_name = "Labeling"
+
+    def ready(self) -> None:
+        from django.conf import settings
+        from PIL import Image
+
+        # Pillow refuses images past twice this many pixels before decoding them (bomb guard).
+        Image.MAX_IMAGE_PIXELS = settings.MAX_IMAGE_PIXELS

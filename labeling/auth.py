@@ -1,0 +1,63 @@
+"""Authentication of agents and RL workers by API token, for DRF views and Channels consumers."""
+
+from __future__ import annotations
+
+from urllib.parse import parse_qs
+
+from channels.db import database_sync_to_async
+from django.utils import timezone
+from rest_framework import authentication, exceptions
+
+from .tokens import hash_token, token_from_header
+
+
+def agent_for_token(token: str):
+    from .models import Agent
+
+    agent = Agent.objects.filter(token_hash=hash_token(token)).first()
+    if agent is None or not agent.is_active:
+        return None
+    now = timezone.now()
+    if agent.last_seen_at is None or (now - agent.last_seen_at).total_seconds() > 60:
+        Agent.objects.filter(pk=agent.pk).update(last_seen_at=now)
+    return agent
+
+
+class AgentTokenAuthentication(authentication.BaseAuthentication):
+    """`Authorization: Bearer <token>`; request.user is then the Agent."""
+
+    keyword = "Bearer"
+
+    def authenticate(self, request):
+        header = request.META.get("HTTP_AUTHORIZATION")
+        if not header:
+            return None
+        token = token_from_header(header)
+        if token is None:
+            raise exceptions.AuthenticationFailed("Malformed Authorization header: use 'Bearer <token>'.")
+        agent = agent_for_token(token)
+        if agent is None:
+            raise exceptions.AuthenticationFailed("Unknown or revoked agent token.")
+        return agent, token
+
+    def authenticate_header(self, request):
+        return self.keyword
+
+
+class AgentTokenMiddleware:
+    """Channels middleware: puts `scope["agent"]` from a Bearer header or `?token=` query value."""
+
+    def __init__(self, inner):
+        self.inner = inner
+
+    async def __call__(self, scope, receive, send):
+        token = None
+        for name, value in scope.get("headers", []):
+            if name == b"authorization":
+                token = token_from_header(value.decode("latin-1"))
+        if token is None:
+            query = parse_qs(scope.get("query_string", b"").decode())
+            token = (query.get("token") or [None])[0]
+        scope = dict(scope)
+        scope["agent"] = await database_sync_to_async(agent_for_token)(token) if token else None
+        return await self.inner(scope, receive, send)

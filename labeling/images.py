@@ -1,0 +1,96 @@
+"""Decoding and validating uploaded frames without trusting them.
+
+Accepts PNG/JPEG bytes or a raw uint8 HWC array serialised as `.npy`. Pillow's decompression-bomb
+guard is set from our own pixel limit, headers are checked before pixels are decoded, and every
+problem raises ImageError with a message fit for a 4xx response.
+"""
+
+from __future__ import annotations
+
+import io
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+from PIL import Image
+
+NPY_MAGIC = b"\x93NUMPY"
+ALLOWED_FORMATS = {"PNG": ".png", "JPEG": ".jpg"}
+
+
+class ImageError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class CheckedImage:
+    """An image that passed validation, ready to store: encoded bytes, extension and size."""
+
+    data: bytes
+    extension: str
+    width: int
+    height: int
+
+
+def check_image(raw: bytes, *, max_side: int, max_pixels: int) -> CheckedImage:
+    if not raw:
+        raise ImageError("empty image")
+    if raw.startswith(NPY_MAGIC):
+        array = _load_npy(raw)
+        return encode_array(array, max_side=max_side, max_pixels=max_pixels)
+    return _check_encoded(raw, max_side=max_side, max_pixels=max_pixels)
+
+
+def encode_array(array: np.ndarray, *, max_side: int, max_pixels: int) -> CheckedImage:
+    """A uint8 HxWx3 array as PNG bytes (fast compression: frames are written far more than read)."""
+    if array.dtype != np.uint8:
+        raise ImageError(f"raw array must be uint8, got {array.dtype}")
+    if array.ndim != 3 or array.shape[2] != 3:
+        raise ImageError(f"raw array must be HxWx3 (RGB), got shape {list(array.shape)}")
+    height, width = int(array.shape[0]), int(array.shape[1])
+    _check_size(width, height, max_side=max_side, max_pixels=max_pixels)
+    buffer = io.BytesIO()
+    Image.fromarray(np.ascontiguousarray(array), "RGB").save(buffer, format="PNG", compress_level=1)
+    return CheckedImage(buffer.getvalue(), ".png", width, height)
+
+
+def decode_rgb(raw: bytes) -> np.ndarray:
+    """Stored frame bytes (already validated) to a uint8 HxWx3 array."""
+    with Image.open(io.BytesIO(raw)) as image:
+        return np.asarray(image.convert("RGB"))
+
+
+def _load_npy(raw: bytes) -> np.ndarray:
+    try:
+        return np.load(io.BytesIO(raw), allow_pickle=False)
+    except (ValueError, OSError, EOFError) as exc:
+        raise ImageError(f"unreadable .npy array: {exc}") from None
+
+
+def _check_size(width: int, height: int, *, max_side: int, max_pixels: int) -> None:
+    if width < 1 or height < 1:
+        raise ImageError("image has no pixels")
+    if width > max_side or height > max_side or width * height > max_pixels:
+        raise ImageError(f"image is {width}x{height}; the limit is {max_side} px a side and {max_pixels} pixels")
+
+
+def _check_encoded(raw: bytes, *, max_side: int, max_pixels: int) -> CheckedImage:
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", Image.DecompressionBombWarning)
+            with Image.open(io.BytesIO(raw)) as image:
+                fmt = image.format
+                if fmt not in ALLOWED_FORMATS:
+                    raise ImageError(f"unsupported image format {fmt}; send PNG, JPEG or a uint8 .npy array")
+                width, height = image.size
+                _check_size(width, height, max_side=max_side, max_pixels=max_pixels)
+                if image.mode != "RGB":
+                    raise ImageError(f"image must be RGB with 3 channels, got mode {image.mode}")
+                image.load()  # decodes every pixel: truncated or corrupt data fails here
+    except ImageError:
+        raise
+    except (Image.DecompressionBombError, Image.DecompressionBombWarning):
+        raise ImageError("image rejected as a decompression bomb") from None
+    except Exception as exc:  # Pillow raises many types for corrupt input
+        raise ImageError(f"undecodable image: {exc.__class__.__name__}: {exc}") from None
+    return CheckedImage(raw, ALLOWED_FORMATS[fmt], width, height)

@@ -1,0 +1,252 @@
+"""Projects, agents, episodes (steps and frames) and the labels people and proposals put on them."""
+
+from __future__ import annotations
+
+import uuid
+
+from django.conf import settings
+from django.db import models
+
+
+def default_camera_views() -> list[str]:
+    return ["main", "extra"]
+
+
+DEFAULT_PROMPT_TEMPLATE = (
+    "Task: {task}\n"
+    "You see two synchronized videos of {window_size} frames each, one from the main camera and one "
+    "from a second view. Judge whether the robot made progress on the task during these frames.\n"
+    "Answer with exactly one word: positive, negative or unclear."
+)
+
+
+class Project(models.Model):
+    name = models.CharField(max_length=200, unique=True)
+    task_description = models.TextField(blank=True, help_text="Used in VLM prompts.")
+    camera_views = models.JSONField(default=default_camera_views, help_text="Camera names, e.g. main, extra.")
+    target_success_frames = models.PositiveIntegerField(default=50)
+    target_fail_frames = models.PositiveIntegerField(default=150)
+    target_windows_per_class = models.PositiveIntegerField(default=50)
+    window_size = models.PositiveIntegerField(default=5)
+    # Trend-rule parameters for window proposals (shared/reference formats section 4).
+    trend_delta_threshold = models.FloatField(default=0.05)
+    trend_tail_unclear_ratio = models.FloatField(default=0.15)
+    trend_stride = models.PositiveIntegerField(default=1)
+    prompt_template = models.TextField(default=DEFAULT_PROMPT_TEMPLATE)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def trend_params(self) -> dict:
+        return {
+            "window_size": self.window_size,
+            "stride": self.trend_stride,
+            "delta_threshold": self.trend_delta_threshold,
+            "tail_unclear_ratio": self.trend_tail_unclear_ratio,
+        }
+
+
+class Agent(models.Model):
+    """A machine client (simulator, robot host, RL worker) that authenticates with an API token."""
+
+    class Kind(models.TextChoices):
+        SIM = "sim", "Simulated agent"
+        ROBOT = "robot", "Robot agent"
+        RL_WORKER = "rl_worker", "RL worker"
+
+    name = models.CharField(max_length=200, unique=True)
+    kind = models.CharField(max_length=20, choices=Kind.choices, default=Kind.SIM)
+    token_prefix = models.CharField(max_length=12, editable=False, help_text="First characters, to recognise a token.")
+    token_hash = models.CharField(max_length=64, unique=True, editable=False)
+    is_active = models.BooleanField(default=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_seen_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    # Lets DRF's IsAuthenticated accept an agent as request.user.
+    is_authenticated = True
+    is_anonymous = False
+    is_staff = False
+
+
+class Episode(models.Model):
+    class Source(models.TextChoices):
+        SIM = "sim", "Simulation"
+        ROBOT = "robot", "Robot"
+        IMPORT = "import", "Import"
+
+    class Status(models.TextChoices):
+        OPEN = "open", "Receiving steps"
+        FINISHED = "finished", "Finished"
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="episodes")
+    uuid = models.UUIDField(default=uuid.uuid4, unique=True)
+    source = models.CharField(max_length=10, choices=Source.choices, default=Source.SIM)
+    agent = models.ForeignKey(Agent, null=True, blank=True, on_delete=models.SET_NULL, related_name="episodes")
+    env_id = models.CharField(max_length=100, blank=True)
+    success = models.BooleanField(null=True, blank=True, help_text="Episode-level success, when known.")
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.OPEN)
+    num_steps = models.PositiveIntegerField(default=0)
+    metadata = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [
+            models.Index(fields=["project", "-created_at"]),
+            models.Index(fields=["project", "source"]),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.project} / {self.uuid}"
+
+
+class Step(models.Model):
+    episode = models.ForeignKey(Episode, on_delete=models.CASCADE, related_name="steps")
+    index = models.PositiveIntegerField()
+    action = models.JSONField(default=list, blank=True)
+    reward = models.FloatField(default=0.0)
+    terminated = models.BooleanField(default=False)
+    truncated = models.BooleanField(default=False)
+    env_success = models.BooleanField(default=False)
+    score = models.FloatField(null=True, blank=True, help_text="Trend score (RLinf's gae) when it differs from reward.")
+    info = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["episode", "index"]
+        constraints = [models.UniqueConstraint(fields=["episode", "index"], name="step_unique_index")]
+
+    def __str__(self) -> str:
+        return f"{self.episode_id}#{self.index}"
+
+
+def frame_upload_to(instance: Frame, filename: str) -> str:
+    step = instance.step
+    return f"frames/{step.episode.project_id}/{step.episode.uuid}/{step.index:06d}_{instance.camera}{filename[-4:]}"
+
+
+class Frame(models.Model):
+    """One camera image of one step; the pixels live in the storage backend, not the database."""
+
+    step = models.ForeignKey(Step, on_delete=models.CASCADE, related_name="frames")
+    camera = models.CharField(max_length=50)
+    image = models.FileField(upload_to=frame_upload_to, max_length=300)
+    width = models.PositiveIntegerField()
+    height = models.PositiveIntegerField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["step", "camera"], name="frame_unique_camera")]
+
+
+class LabelSource(models.TextChoices):
+    HUMAN = "human", "Human"
+    PROPOSAL = "proposal", "Proposal"
+    MODEL = "model", "Model"
+
+
+class ProposalStatus(models.TextChoices):
+    OPEN = "open", "Open"
+    ACCEPTED = "accepted", "Accepted"
+    REJECTED = "rejected", "Rejected"
+
+
+class FrameLabel(models.Model):
+    """success/fail for one step. One row per (step, source): a human label and a proposal coexist."""
+
+    class Value(models.TextChoices):
+        SUCCESS = "success", "Success"
+        FAIL = "fail", "Fail"
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="frame_labels")
+    episode = models.ForeignKey(Episode, on_delete=models.CASCADE, related_name="frame_labels")
+    step = models.ForeignKey(Step, on_delete=models.CASCADE, related_name="labels")
+    value = models.CharField(max_length=10, choices=Value.choices)
+    source = models.CharField(max_length=10, choices=LabelSource.choices, default=LabelSource.HUMAN)
+    status = models.CharField(max_length=10, choices=ProposalStatus.choices, default=ProposalStatus.OPEN)
+    author = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    agent = models.ForeignKey(Agent, null=True, blank=True, on_delete=models.SET_NULL)
+    params = models.JSONField(default=dict, blank=True, help_text="What produced a proposal or model label.")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["step", "source"], name="framelabel_unique_source")]
+        indexes = [
+            models.Index(fields=["project", "source", "value"]),
+            models.Index(fields=["episode", "source"]),
+        ]
+
+
+class WindowLabel(models.Model):
+    """positive/negative/unclear progress over steps start..end (inclusive). Windows may overlap."""
+
+    class Value(models.TextChoices):
+        POSITIVE = "positive", "Positive"
+        NEGATIVE = "negative", "Negative"
+        UNCLEAR = "unclear", "Unclear"
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="window_labels")
+    episode = models.ForeignKey(Episode, on_delete=models.CASCADE, related_name="window_labels")
+    start = models.PositiveIntegerField()
+    end = models.PositiveIntegerField()
+    value = models.CharField(max_length=10, choices=Value.choices)
+    source = models.CharField(max_length=10, choices=LabelSource.choices, default=LabelSource.HUMAN)
+    status = models.CharField(max_length=10, choices=ProposalStatus.choices, default=ProposalStatus.OPEN)
+    author = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    score = models.FloatField(null=True, blank=True, help_text="Score delta that produced a proposal.")
+    params = models.JSONField(default=dict, blank=True, help_text="Parameters that produced a proposal.")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["episode", "start"]
+        constraints = [
+            models.UniqueConstraint(fields=["episode", "start", "end", "source"], name="windowlabel_unique_span"),
+            models.CheckConstraint(condition=models.Q(end__gte=models.F("start")), name="windowlabel_end_after_start"),
+        ]
+        indexes = [
+            models.Index(fields=["project", "source", "value"]),
+            models.Index(fields=["episode", "source"]),
+        ]
+
+
+class LabelChange(models.Model):
+    """Append-only history of every label change (who, what, before, after)."""
+
+    class Kind(models.TextChoices):
+        FRAME = "frame", "Frame"
+        WINDOW = "window", "Window"
+
+    class Action(models.TextChoices):
+        SET = "set", "Set"
+        CLEAR = "clear", "Clear"
+        ACCEPT = "accept", "Accept proposal"
+        REJECT = "reject", "Reject proposal"
+        PROPOSE = "propose", "Propose"
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="label_changes")
+    episode = models.ForeignKey(Episode, on_delete=models.CASCADE, related_name="label_changes")
+    kind = models.CharField(max_length=10, choices=Kind.choices)
+    action = models.CharField(max_length=10, choices=Action.choices)
+    source = models.CharField(max_length=10, choices=LabelSource.choices)
+    start = models.PositiveIntegerField(help_text="Step index (frames) or window start.")
+    end = models.PositiveIntegerField()
+    old_value = models.CharField(max_length=10, blank=True)
+    new_value = models.CharField(max_length=10, blank=True)
+    author = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    agent = models.ForeignKey(Agent, null=True, blank=True, on_delete=models.SET_NULL)
+    at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-at"]
+        indexes = [models.Index(fields=["episode", "-at"])]

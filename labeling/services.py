@@ -1,0 +1,157 @@
+"""Writes for the labeling app: agents, episodes and the atomic, idempotent step ingest."""
+
+from __future__ import annotations
+
+import uuid as uuid_lib
+from dataclasses import dataclass, field
+
+from django.core.files.base import ContentFile
+from django.core.files.storage import default_storage
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from .images import CheckedImage
+from .models import Agent, Episode, Frame, Project, Step
+from .tokens import hash_token, new_token
+
+
+class IngestError(ValueError):
+    """Input that cannot be stored; the message names what is wrong."""
+
+
+class IngestConflict(IngestError):
+    """The request contradicts what is already stored (for example a UUID used by another project)."""
+
+
+def agent_create(*, name: str, kind: str = Agent.Kind.SIM) -> tuple[Agent, str]:
+    """A new agent and its token. The token is returned once; only its hash is stored."""
+    token = new_token()
+    agent = Agent.objects.create(name=name, kind=kind, token_hash=hash_token(token), token_prefix=token[:10])
+    return agent, token
+
+
+def agent_rotate_token(*, agent: Agent) -> str:
+    token = new_token()
+    agent.token_hash = hash_token(token)
+    agent.token_prefix = token[:10]
+    agent.save(update_fields=["token_hash", "token_prefix"])
+    return token
+
+
+@dataclass
+class StepInput:
+    index: int
+    action: list[float] = field(default_factory=list)
+    reward: float = 0.0
+    terminated: bool = False
+    truncated: bool = False
+    success: bool = False
+    score: float | None = None
+    info: dict = field(default_factory=dict)
+    images: dict[str, CheckedImage] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class AppendResult:
+    created: int
+    skipped: int
+    num_steps: int
+
+
+def episode_create(
+    *,
+    project: Project,
+    uuid: uuid_lib.UUID,
+    source: str = Episode.Source.SIM,
+    agent: Agent | None = None,
+    env_id: str = "",
+    metadata: dict | None = None,
+) -> tuple[Episode, bool]:
+    """The episode with this client-supplied UUID, created if new. Retrying returns the same row."""
+    defaults = {"project": project, "source": source, "agent": agent, "env_id": env_id, "metadata": metadata or {}}
+    try:
+        with transaction.atomic():
+            episode, created = Episode.objects.get_or_create(uuid=uuid, defaults=defaults)
+    except IntegrityError:  # a concurrent retry created it first
+        episode, created = Episode.objects.get(uuid=uuid), False
+    if episode.project_id != project.pk:
+        raise IngestConflict(f"episode {uuid} already belongs to another project")
+    return episode, created
+
+
+def steps_append(*, episode: Episode, steps: list[StepInput]) -> AppendResult:
+    """Store a chunk of steps with their frames, all or nothing.
+
+    Steps whose index is already stored are skipped (a retried chunk changes nothing). Chunks of one
+    episode are serialised by a row lock, so concurrent retries never duplicate. Frame files written
+    before a failure are removed again.
+    """
+    cameras = set(episode.project.camera_views)
+    indices = [step.index for step in steps]
+    if len(set(indices)) != len(indices):
+        raise IngestError("a chunk lists the same step index twice")
+    for step in steps:
+        unknown = set(step.images) - cameras
+        if unknown:
+            raise IngestError(
+                f"steps[{step.index}].images: unknown camera {sorted(unknown)[0]!r}; "
+                f"project cameras are {sorted(cameras)}"
+            )
+    written: list[str] = []
+    try:
+        with transaction.atomic():
+            locked = Episode.objects.select_for_update().get(pk=episode.pk)
+            if locked.status == Episode.Status.FINISHED:
+                existing = set(Step.objects.filter(episode=locked, index__in=indices).values_list("index", flat=True))
+                if len(existing) == len(indices):
+                    return AppendResult(0, len(indices), locked.num_steps)
+                raise IngestConflict("episode is finished; it takes no new steps")
+            existing = set(Step.objects.filter(episode=locked, index__in=indices).values_list("index", flat=True))
+            new_steps = [s for s in steps if s.index not in existing]
+            rows = Step.objects.bulk_create([_step_row(locked, s) for s in new_steps])
+            frames = []
+            for row, step in zip(rows, new_steps, strict=True):
+                for camera, image in step.images.items():
+                    frame = Frame(step=row, camera=camera, width=image.width, height=image.height)
+                    name = f"frames/{locked.project_id}/{locked.uuid}/{step.index:06d}_{camera}{image.extension}"
+                    frame.image.name = default_storage.save(name, ContentFile(image.data))
+                    written.append(frame.image.name)
+                    frames.append(frame)
+            Frame.objects.bulk_create(frames)
+            locked.num_steps = Step.objects.filter(episode=locked).count()
+            locked.save(update_fields=["num_steps"])
+            return AppendResult(len(new_steps), len(existing), locked.num_steps)
+    except Exception:
+        for name in written:
+            default_storage.delete(name)
+        raise
+
+
+def _step_row(episode: Episode, step: StepInput) -> Step:
+    return Step(
+        episode=episode,
+        index=step.index,
+        action=list(step.action),
+        reward=step.reward,
+        terminated=step.terminated,
+        truncated=step.truncated,
+        env_success=step.success,
+        score=step.score,
+        info=step.info,
+    )
+
+
+def episode_finish(*, episode: Episode, success: bool | None = None, metadata: dict | None = None) -> Episode:
+    """Mark the episode complete (idempotent). Success defaults to whether any step reported success."""
+    with transaction.atomic():
+        episode = Episode.objects.select_for_update().get(pk=episode.pk)
+        if success is None:
+            success = Step.objects.filter(episode=episode, env_success=True).exists()
+        episode.success = success
+        if metadata:
+            episode.metadata = {**episode.metadata, **metadata}
+        if episode.status != Episode.Status.FINISHED:
+            episode.status = Episode.Status.FINISHED
+            episode.finished_at = timezone.now()
+        episode.save(update_fields=["success", "metadata", "status", "finished_at"])
+    return episode

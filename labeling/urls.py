@@ -1,0 +1,9 @@
+"""Labeling URLs, one module per area so each can grow on its own."""
+
+from django.urls import include, path
+
+urlpatterns = [
+    path("", include("labeling.ingest_urls")),
+    path("", include("labeling.label_urls")),
+    path("", include("labeling.import_urls")),
+]

@@ -1,0 +1,200 @@
+"""Shared fixtures: people, agents, projects, and the real processes (ASGI server, Celery worker,
+Chromium) that end-to-end tests talk to. Processes run against the same PostgreSQL test database as
+the test, so tests that use them need `@pytest.mark.django_db(transaction=True)` (data committed)."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+ARTIFACTS = ROOT / "artifacts"
+CHROMIUM = os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium")
+
+
+@pytest.fixture
+def user(django_user_model):
+    return django_user_model.objects.create_user("alice", password="pw-alice-123")
+
+
+@pytest.fixture
+def admin_user(django_user_model):
+    return django_user_model.objects.create_superuser("admin", "admin@example.com", "pw-admin-123")
+
+
+@pytest.fixture
+def user_client(client, user):
+    client.force_login(user)
+    return client
+
+
+@pytest.fixture
+def project(db):
+    from labeling.models import Project
+
+    return Project.objects.create(name="PickCube", task_description="Pick up the red cube.")
+
+
+@pytest.fixture
+def agent_token(db):
+    """(agent, token) for an agent created the way an admin does."""
+    from labeling.services import agent_create
+
+    return agent_create(name="sim-agent-1", kind="sim")
+
+
+@pytest.fixture
+def agent_client(agent_token):
+    from rest_framework.test import APIClient
+
+    agent, token = agent_token
+    api = APIClient()
+    api.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
+    return api
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _wait_for_port(port: int, proc: subprocess.Popen, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"process exited early with code {proc.returncode}")
+        with socket.socket() as sock:
+            if sock.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.1)
+    raise TimeoutError(f"nothing listening on port {port} after {timeout}s")
+
+
+@pytest.fixture(scope="session")
+def process_env(django_db_setup, django_db_blocker):
+    """Environment for child processes: same settings, pointed at the test database."""
+    from django.db import connection
+
+    with django_db_blocker.unblock():
+        db = connection.settings_dict
+    env = dict(os.environ)
+    env["DJANGO_SETTINGS_MODULE"] = "webapp.settings"
+    if db["ENGINE"].endswith("postgresql"):
+        env["DATABASE_URL"] = (
+            f"postgres://{db['USER'] or 'postgres'}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
+        )
+    else:
+        env["DATABASE_URL"] = f"sqlite:///{db['NAME']}"
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+def _spawn(args: list[str], env: dict, log_name: str) -> subprocess.Popen:
+    ARTIFACTS.mkdir(exist_ok=True)
+    log = open(ARTIFACTS / log_name, "w")  # noqa: SIM115 - closed with the process
+    return subprocess.Popen(args, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    proc.terminate()
+    try:
+        proc.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+@pytest.fixture(scope="session")
+def live_server_url(process_env):
+    """A real ASGI server (uvicorn: HTTP + WebSockets) on a free port."""
+    port = free_port()
+    proc = _spawn(
+        [
+            sys.executable,
+            "-m",
+            "uvicorn",
+            "webapp.asgi:application",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--log-level",
+            "warning",
+        ],
+        process_env,
+        f"uvicorn-{port}.log",
+    )
+    try:
+        _wait_for_port(port, proc)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        _stop(proc)
+
+
+@pytest.fixture(scope="session")
+def celery_worker_process(process_env):
+    """A real Celery worker on Redis taking every queue, one task at a time."""
+    proc = _spawn(
+        [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "webapp",
+            "worker",
+            "-Q",
+            "ingest,training,inference,default",
+            "--pool",
+            "solo",
+            "--concurrency",
+            "1",
+            "--loglevel",
+            "INFO",
+            "--without-gossip",
+            "--without-mingle",
+        ],
+        process_env,
+        "celery-worker.log",
+    )
+    time.sleep(0.5)
+    if proc.poll() is not None:
+        raise RuntimeError("celery worker exited at start; see artifacts/celery-worker.log")
+    yield proc
+    _stop(proc)
+
+
+@pytest.fixture(scope="session")
+def browser():
+    """Debian's Chromium, headless, driven by Playwright."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        chromium = pw.chromium.launch(
+            executable_path=CHROMIUM,
+            headless=True,
+            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"],
+        )
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture
+def screenshot_dir() -> Path:
+    path = ARTIFACTS / "screenshots"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def login(page, base_url: str, username: str, password: str) -> None:
+    page.goto(f"{base_url}/accounts/login/")
+    page.fill("input[name=username]", username)
+    page.fill("input[name=password]", password)
+    page.click("button[type=submit]")
+    page.wait_for_url(f"{base_url}/")
