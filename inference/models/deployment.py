@@ -1,0 +1,1 @@
+"""Deployments of trained reward models (owned by the inference server work)."""

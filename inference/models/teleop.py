@@ -1,0 +1,1 @@
+"""Teleoperation sessions (owned by the teleop work)."""
