@@ -1,1 +1,84 @@
-"""Deployments of trained reward models (owned by the inference server work)."""
+"""Deployments of trained reward models (owned by the inference server work).
+
+A Deployment serves one trained model under a name with the reward settings an RL run needs
+(shared/reference/formats.md section 5). Inference workers load the model; the web process reads the
+settings and turns probabilities into rewards. `version` grows whenever the served checkpoint changes,
+so workers know to reload.
+"""
+
+from __future__ import annotations
+
+from django.db import models
+
+from labeling.models import Episode, Project
+
+__all__ = ["Deployment", "ServedFrame"]
+
+
+class Deployment(models.Model):
+    class RewardMode(models.TextChoices):
+        PER_STEP = "per_step", "Per step"
+        TERMINAL = "terminal", "Terminal (first done step only)"
+        HISTORY_BUFFER = "history_buffer", "History buffer"
+
+    class RewardType(models.TextChoices):
+        BINARY = "binary", "Binary (success_reward / fail_reward)"
+        SOFT = "soft", "Soft (the probability)"
+
+    class Status(models.TextChoices):
+        LOADING = "loading", "Loading"
+        HEALTHY = "healthy", "Healthy"
+        UNHEALTHY = "unhealthy", "Unhealthy"
+
+    name = models.SlugField(max_length=100, unique=True, help_text="RL workers ask for rewards by this name.")
+    project = models.ForeignKey(Project, null=True, blank=True, on_delete=models.SET_NULL, related_name="deployments")
+    # Reward settings (formats.md section 5).
+    reward_mode = models.CharField(max_length=20, choices=RewardMode.choices, default=RewardMode.PER_STEP)
+    threshold = models.FloatField(default=0.5, help_text="success = probability > threshold")
+    reward_type = models.CharField(max_length=10, choices=RewardType.choices, default=RewardType.BINARY)
+    success_reward = models.FloatField(default=1.0)
+    fail_reward = models.FloatField(default=0.0)
+    env_reward_weight = models.FloatField(default=0.0)
+    reward_weight = models.FloatField(default=1.0)
+    history_size = models.PositiveIntegerField(default=5)
+    min_history_size = models.PositiveIntegerField(default=1)
+    input_interval = models.PositiveIntegerField(default=1)
+    interval_reward = models.FloatField(default=0.0, help_text="Reward of steps the history buffer does not score.")
+    # Dynamic batching in the inference workers.
+    max_batch_size = models.PositiveIntegerField(default=64)
+    max_wait_ms = models.FloatField(default=2.0)
+    # Health, reported by the workers.
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.LOADING)
+    error = models.TextField(blank=True)
+    version = models.PositiveIntegerField(default=1, help_text="Bumped when the served checkpoint changes.")
+    # Served-frames gallery: keep every k-th served frame (0 = off).
+    sample_every = models.PositiveIntegerField(default=0, help_text="Keep every k-th served frame (0 = off).")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+def served_frame_upload_to(instance: ServedFrame, filename: str) -> str:
+    return f"served/{instance.deployment_id}/{filename}"
+
+
+class ServedFrame(models.Model):
+    """A frame a deployment served, kept for the gallery with the probability it got."""
+
+    deployment = models.ForeignKey(Deployment, on_delete=models.CASCADE, related_name="served_frames")
+    image = models.FileField(upload_to=served_frame_upload_to, max_length=300)
+    probability = models.FloatField()
+    success = models.BooleanField(help_text="Judged success: probability above the deployment's threshold.")
+    model_version = models.PositiveIntegerField(default=1)
+    labeled_episode = models.ForeignKey(Episode, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    label_value = models.CharField(max_length=10, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [models.Index(fields=["deployment", "success", "-created_at"])]
