@@ -12,7 +12,7 @@ import warnings
 from dataclasses import dataclass
 
 import numpy as np
-from PIL import Image
+from PIL import Image, UnidentifiedImageError
 
 NPY_MAGIC = b"\x93NUMPY"
 ALLOWED_FORMATS = {"PNG": ".png", "JPEG": ".jpg"}
@@ -78,10 +78,8 @@ def _check_encoded(raw: bytes, *, max_side: int, max_pixels: int) -> CheckedImag
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("error", Image.DecompressionBombWarning)
-            with Image.open(io.BytesIO(raw)) as image:
+            with Image.open(io.BytesIO(raw), formats=list(ALLOWED_FORMATS)) as image:
                 fmt = image.format
-                if fmt not in ALLOWED_FORMATS:
-                    raise ImageError(f"unsupported image format {fmt}; send PNG, JPEG or a uint8 .npy array")
                 width, height = image.size
                 _check_size(width, height, max_side=max_side, max_pixels=max_pixels)
                 if image.mode != "RGB":
@@ -91,6 +89,8 @@ def _check_encoded(raw: bytes, *, max_side: int, max_pixels: int) -> CheckedImag
         raise
     except (Image.DecompressionBombError, Image.DecompressionBombWarning):
         raise ImageError("image rejected as a decompression bomb") from None
+    except UnidentifiedImageError:
+        raise ImageError("undecodable image: not a PNG or JPEG file (or a uint8 .npy array)") from None
     except Exception as exc:  # Pillow raises many types for corrupt input
         raise ImageError(f"undecodable image: {exc.__class__.__name__}: {exc}") from None
     return CheckedImage(raw, ALLOWED_FORMATS[fmt], width, height)

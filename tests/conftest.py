@@ -8,6 +8,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -16,6 +17,16 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = ROOT / "artifacts"
 CHROMIUM = os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium")
+# Stored files of a test run go to a scratch folder, shared with the processes the tests start.
+TEST_MEDIA_ROOT = os.environ.setdefault("MEDIA_ROOT", tempfile.mkdtemp(prefix="rs-test-media-"))
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _test_media_root():
+    from django.conf import settings
+
+    settings.MEDIA_ROOT = TEST_MEDIA_ROOT
+    yield
 
 
 @pytest.fixture

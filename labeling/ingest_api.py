@@ -1,0 +1,182 @@
+"""Ingest API: agents create an episode, append steps in atomic chunks, then finish it."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+
+from django.conf import settings
+from django.shortcuts import get_object_or_404
+from drf_spectacular.utils import OpenApiExample, extend_schema
+from rest_framework import status
+from rest_framework.exceptions import ValidationError
+from rest_framework.parsers import JSONParser, MultiPartParser
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from . import services
+from .images import CheckedImage, ImageError, check_image
+from .ingest_serializers import (
+    AppendResultSerializer,
+    EpisodeCreateSerializer,
+    EpisodeSerializer,
+    FinishSerializer,
+    StepChunkSerializer,
+    StepSerializer,
+)
+from .models import Agent, Episode, Project
+
+
+def _project(ref: str) -> Project:
+    project = Project.objects.filter(pk=int(ref)).first() if ref.isdigit() else None
+    project = project or Project.objects.filter(name=ref).first()
+    if project is None:
+        raise ValidationError({"project": [f"no project with id or name {ref!r}"]})
+    return project
+
+
+def _agent(request) -> Agent | None:
+    return request.user if isinstance(request.user, Agent) else None
+
+
+class EpisodeCreateView(APIView):
+    parser_classes = [JSONParser]
+
+    @extend_schema(
+        request=EpisodeCreateSerializer,
+        responses={200: EpisodeSerializer, 201: EpisodeSerializer},
+        summary="Create an episode (idempotent by uuid)",
+    )
+    def post(self, request):
+        data = EpisodeCreateSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        values = data.validated_data
+        try:
+            episode, created = services.episode_create(
+                project=_project(values["project"]),
+                uuid=values["uuid"],
+                source=values["source"],
+                agent=_agent(request),
+                env_id=values["env_id"],
+                metadata=values["metadata"],
+            )
+        except services.IngestConflict as exc:
+            return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
+        return Response(
+            EpisodeSerializer(episode).data, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK
+        )
+
+
+class EpisodeDetailView(APIView):
+    @extend_schema(responses=EpisodeSerializer, summary="An episode's state (steps stored so far, status)")
+    def get(self, request, uuid):
+        return Response(EpisodeSerializer(get_object_or_404(Episode, uuid=uuid)).data)
+
+
+class StepChunkView(APIView):
+    parser_classes = [MultiPartParser, JSONParser]
+
+    @extend_schema(
+        request={"multipart/form-data": StepChunkSerializer, "application/json": StepChunkSerializer},
+        responses=AppendResultSerializer,
+        summary="Append a chunk of steps (atomic; retries skip stored steps)",
+        examples=[
+            OpenApiExample(
+                "JSON chunk",
+                request_only=True,
+                value={
+                    "steps": [
+                        {
+                            "index": 0,
+                            "action": [0.0, 0.1],
+                            "reward": 0.0,
+                            "success": False,
+                            "images": {"main": "<base64 PNG>"},
+                        }
+                    ]
+                },
+            )
+        ],
+    )
+    def post(self, request, uuid):
+        episode = get_object_or_404(Episode.objects.select_related("project"), uuid=uuid)
+        steps = self._parse(request)
+        try:
+            result = services.steps_append(episode=episode, steps=steps)
+        except services.IngestConflict as exc:
+            return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
+        except services.IngestError as exc:
+            raise ValidationError({"steps": [str(exc)]}) from None
+        return Response(AppendResultSerializer(result).data)
+
+    def _parse(self, request) -> list[services.StepInput]:
+        raw_steps = request.data.get("steps")
+        multipart = request.content_type.startswith("multipart/")
+        if multipart and isinstance(raw_steps, str):
+            try:
+                raw_steps = json.loads(raw_steps)
+            except json.JSONDecodeError as exc:
+                raise ValidationError({"steps": [f"not valid JSON: {exc}"]}) from None
+        if not isinstance(raw_steps, list) or not raw_steps:
+            raise ValidationError({"steps": ["a non-empty list of steps is required"]})
+        limits = {"max_side": settings.MAX_IMAGE_SIDE, "max_pixels": settings.MAX_IMAGE_PIXELS}
+        files = request.FILES if multipart else {}
+        parsed = []
+        for position, raw in enumerate(raw_steps):
+            serializer = StepSerializer(data=raw)
+            if not serializer.is_valid():
+                field, messages = next(iter(serializer.errors.items()))
+                label = raw.get("index", position) if isinstance(raw, dict) else position
+                raise ValidationError({"steps": [f"step {label}: {field}: {_first(messages)}"]})
+            values = serializer.validated_data
+            images = {
+                camera: self._decode_b64(values["index"], camera, text, limits)
+                for camera, text in values.pop("images").items()
+            }
+            parsed.append(services.StepInput(**values, images=images))
+        by_index = {step.index: step for step in parsed}
+        for name, upload in files.items():
+            parts = name.split(".", 2)
+            if len(parts) != 3 or parts[0] != "frame" or not parts[1].isdigit():
+                raise ValidationError({"files": [f"file field {name!r}: name files frame.<index>.<camera>"]})
+            index, camera = int(parts[1]), parts[2]
+            if index not in by_index:
+                raise ValidationError({"files": [f"file {name!r}: step {index} is not in this chunk"]})
+            by_index[index].images[camera] = self._check(index, camera, upload.read(), limits)
+        return parsed
+
+    def _decode_b64(self, index: int, camera: str, text: str, limits: dict) -> CheckedImage:
+        try:
+            raw = base64.b64decode(text, validate=True)
+        except (binascii.Error, ValueError):
+            raise ValidationError({"steps": [f"step {index}: images.{camera}: not valid base64"]}) from None
+        return self._check(index, camera, raw, limits)
+
+    @staticmethod
+    def _check(index: int, camera: str, raw: bytes, limits: dict) -> CheckedImage:
+        try:
+            return check_image(raw, **limits)
+        except ImageError as exc:
+            raise ValidationError({"steps": [f"step {index}: images.{camera}: {exc}"]}) from None
+
+
+def _first(messages) -> str:
+    if isinstance(messages, dict):
+        key, value = next(iter(messages.items()))
+        return f"{key}: {_first(value)}"
+    if isinstance(messages, list) and messages:
+        return _first(messages[0])
+    return str(messages)
+
+
+class EpisodeFinishView(APIView):
+    parser_classes = [JSONParser]
+
+    @extend_schema(request=FinishSerializer, responses=EpisodeSerializer, summary="Finish an episode (idempotent)")
+    def post(self, request, uuid):
+        episode = get_object_or_404(Episode, uuid=uuid)
+        data = FinishSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        episode = services.episode_finish(episode=episode, **data.validated_data)
+        return Response(EpisodeSerializer(episode).data)

@@ -1,0 +1,69 @@
+"""Input and output shapes of the ingest API."""
+
+from __future__ import annotations
+
+from rest_framework import serializers
+
+from .models import Episode
+
+
+class EpisodeCreateSerializer(serializers.Serializer):
+    project = serializers.CharField(help_text="Project id or name.")
+    uuid = serializers.UUIDField(help_text="Client-supplied id; retrying with the same id returns the same episode.")
+    source = serializers.ChoiceField(choices=Episode.Source.choices, default=Episode.Source.SIM)
+    env_id = serializers.CharField(max_length=100, required=False, allow_blank=True, default="")
+    metadata = serializers.DictField(required=False, default=dict)
+
+
+class EpisodeSerializer(serializers.ModelSerializer):
+    project = serializers.CharField(source="project.name")
+    agent = serializers.CharField(source="agent.name", default=None)
+
+    class Meta:
+        model = Episode
+        fields = [
+            "uuid",
+            "project",
+            "source",
+            "agent",
+            "env_id",
+            "success",
+            "status",
+            "num_steps",
+            "metadata",
+            "created_at",
+            "finished_at",
+        ]
+
+
+class StepSerializer(serializers.Serializer):
+    index = serializers.IntegerField(min_value=0)
+    action = serializers.ListField(child=serializers.FloatField(), required=False, default=list)
+    reward = serializers.FloatField(required=False, default=0.0)
+    terminated = serializers.BooleanField(required=False, default=False)
+    truncated = serializers.BooleanField(required=False, default=False)
+    success = serializers.BooleanField(required=False, default=False, help_text="The env's per-step success flag.")
+    score = serializers.FloatField(required=False, allow_null=True, default=None, help_text="Trend score (gae).")
+    info = serializers.DictField(required=False, default=dict)
+    images = serializers.DictField(
+        child=serializers.CharField(),
+        required=False,
+        default=dict,
+        help_text="JSON bodies only: camera name -> base64 PNG/JPEG/.npy bytes. Multipart bodies send files "
+        "named frame.<index>.<camera> instead.",
+    )
+
+
+class StepChunkSerializer(serializers.Serializer):
+    steps = StepSerializer(many=True, help_text="Multipart: a JSON string.")
+
+
+class AppendResultSerializer(serializers.Serializer):
+    created = serializers.IntegerField(help_text="Steps stored by this call.")
+    skipped = serializers.IntegerField(help_text="Steps already stored (a retry); left unchanged.")
+    num_steps = serializers.IntegerField()
+
+
+class FinishSerializer(serializers.Serializer):
+    success = serializers.BooleanField(required=False, allow_null=True, default=None)
+    metadata = serializers.DictField(required=False, default=dict)
