@@ -1,0 +1,106 @@
+# Shared helpers for the setup, run and test scripts. Sourced, not run.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+
+log() { printf '\033[1;34m==>\033[0m %s\n' "$*"; }
+die() { printf '\033[1;31merror:\033[0m %s\n' "$*" >&2; exit 1; }
+
+SUDO=""
+if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
+APT_UPDATED=""
+apt_install() {
+  # apt_install PACKAGE... : installs the Debian packages that are missing.
+  local missing=()
+  for pkg in "$@"; do dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg"); done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  command -v apt-get >/dev/null || die "please install: ${missing[*]}"
+  log "installing system packages: ${missing[*]}"
+  if [ -z "$APT_UPDATED" ]; then $SUDO apt-get update -qq; APT_UPDATED=1; fi
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+}
+
+redis_url() { echo "${REDIS_URL:-redis://127.0.0.1:6379/0}"; }
+
+redis_answers() {
+  local url host port
+  url="$(redis_url)"; url="${url#redis://}"; url="${url##*@}"; host="${url%%[:/]*}"
+  port="$(echo "$url" | sed -nE 's#^[^:/]+:([0-9]+).*#\1#p')"; port="${port:-6379}"
+  (exec 3<>"/dev/tcp/$host/$port" && printf 'PING\r\n' >&3 && timeout 2 head -c 5 <&3 | grep -q PONG) 2>/dev/null
+}
+
+ensure_redis() {
+  redis_answers && return 0
+  apt_install redis-server
+  log "starting a local Redis"
+  mkdir -p "$ROOT/data/redis"
+  redis-server --daemonize yes --bind 127.0.0.1 -::1 --port 6379 --save "" --appendonly no \
+    --dir "$ROOT/data/redis" --logfile "$ROOT/data/redis/redis.log"
+  for _ in $(seq 50); do redis_answers && return 0; sleep 0.1; done
+  die "Redis did not start; see data/redis/redis.log"
+}
+
+postgres_answers() { pg_isready -q -h 127.0.0.1 -p 5432 2>/dev/null; }
+
+ensure_postgres() {
+  postgres_answers && return 0
+  if ! ls /etc/postgresql/*/main >/dev/null 2>&1; then apt_install postgresql; fi
+  log "starting PostgreSQL"
+  local version
+  version="$(ls /etc/postgresql | sort -V | tail -1)"
+  $SUDO pg_ctlcluster --skip-systemctl-redirect "$version" main start || true
+  for _ in $(seq 100); do postgres_answers && break; sleep 0.2; done
+  postgres_answers || die "PostgreSQL did not start"
+  # trust local TCP connections for the postgres user (a fresh install asks for a password)
+  if ! psql -h 127.0.0.1 -U postgres -c 'select 1' >/dev/null 2>&1; then
+    local hba="/etc/postgresql/$version/main/pg_hba.conf"
+    $SUDO sed -i -E 's/^(host\s+all\s+all\s+127\.0\.0\.1\/32\s+)\S+/\1trust/' "$hba"
+    $SUDO pg_ctlcluster --skip-systemctl-redirect "$version" main reload
+  fi
+}
+
+lock_hash() { sha256sum requirements.lock | cut -c1-16; }
+
+ensure_venv() {
+  local home venv python
+  home="${RS_VENV_HOME:-$HOME/.cache/reward-studio}"
+  venv="$home/venv-$(lock_hash)"
+  if [ ! -f "$venv/.rs-complete" ]; then
+    python="$(command -v python3.11 || command -v python3)"
+    "$python" -c 'import sys; assert sys.version_info[:2] == (3, 11), sys.version' \
+      || die "Python 3.11 is required (found $("$python" --version))"
+    "$python" -c 'import venv' 2>/dev/null || apt_install python3-venv
+    log "creating the virtualenv $venv (torch included: this takes a few minutes once)"
+    rm -rf "$venv"; mkdir -p "$home"
+    "$python" -m venv "$venv"
+    "$venv/bin/pip" install -q --upgrade pip
+    "$venv/bin/pip" install -q -r requirements.lock
+    touch "$venv/.rs-complete"
+  fi
+  ln -sfn "$venv" "$ROOT/.venv"
+  export PATH="$ROOT/.venv/bin:$PATH"
+}
+
+ensure_frontend() {
+  command -v npm >/dev/null || apt_install nodejs npm
+  local stamp="frontend/node_modules/.rs-lock-$(sha256sum frontend/package-lock.json | cut -c1-16)"
+  if [ ! -f "$stamp" ]; then
+    log "installing front-end packages"
+    (cd frontend && npm ci --no-audit --no-fund --loglevel=error)
+    touch "$stamp"
+  fi
+  log "building the front end"
+  (cd frontend && npm run --silent build >/dev/null)
+}
+
+ensure_system_packages() {
+  # HID library for SpaceMouse teleop; software Vulkan for the ManiSkill simulator.
+  apt_install libhidapi-hidraw0 libvulkan1 mesa-vulkan-drivers
+  if [ -x scripts/setup_vulkan.sh ]; then bash scripts/setup_vulkan.sh >/dev/null; fi
+}
+
+setup_all() {
+  ensure_system_packages
+  ensure_venv
+  ensure_frontend
+}

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Runs the whole test suite against PostgreSQL and Redis (started here when they are not running),
+# with real Celery workers, inference workers, Chromium and the ManiSkill simulator.
+# Extra arguments go to pytest, e.g. scripts/test.sh tests/labeling -x
+source "$(dirname "$0")/lib.sh"
+
+setup_all
+apt_install chromium
+ensure_postgres
+export REDIS_URL="${REDIS_URL:-redis://127.0.0.1:6379/1}"
+ensure_redis
+export DATABASE_URL="${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/reward_studio}"
+export DEBUG=0
+log "lint (ruff)"
+ruff check .
+ruff format --check . >/dev/null || die "ruff format would change files: run 'ruff format .'"
+log "tests (pytest on $DATABASE_URL)"
+exec python -m pytest "$@"
