@@ -1,0 +1,147 @@
+"""Dataset snapshots, training jobs (with their metric history) and the models they produce.
+
+Files live in Django's storage under storage-relative folders (`snapshots/project_<id>/snapshot_<n>/`,
+`checkpoints/job_<id>/`). Torch needs local files: `training.storage.local_path()` resolves a folder with
+`default_storage.path()`, which FileSystemStorage supports; an object store needs a local cache (a shared
+volume or a sync step) on the machines that train or serve.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+from labeling.models import Project
+
+
+class ImmutableError(RuntimeError):
+    """A written snapshot was about to change."""
+
+
+class ModelKind(models.TextChoices):
+    RESNET = "resnet", "ResNet reward classifier"
+    VLM = "vlm", "Qwen3-VL trend (LoRA)"
+
+
+class DatasetSnapshot(models.Model):
+    """An immutable, numbered export of a project's labels (options, counts and files fixed once ready)."""
+
+    class Status(models.TextChoices):
+        BUILDING = "building", "Building"
+        READY = "ready", "Ready"
+        FAILED = "failed", "Failed"
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="snapshots")
+    number = models.PositiveIntegerField()
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.BUILDING)
+    options = models.JSONField(default=dict, help_text="Export options (sources, split, ratio, sampling, seed).")
+    stats = models.JSONField(default=dict, blank=True, help_text="Label counts per split, episodes, sources.")
+    folder = models.CharField(max_length=300, blank=True, help_text="Storage-relative folder of the files.")
+    error = models.TextField(blank=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    created_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["project", "-number"]
+        constraints = [models.UniqueConstraint(fields=["project", "number"], name="snapshot_unique_number")]
+
+    def __str__(self) -> str:
+        return f"{self.project} snapshot #{self.number}"
+
+    def save(self, *args, **kwargs) -> None:
+        if not self._state.adding and type(self).objects.filter(pk=self.pk, status=self.Status.READY).exists():
+            raise ImmutableError(f"snapshot #{self.number} of {self.project} is written and cannot change")
+        super().save(*args, **kwargs)
+
+
+class JobStatus(models.TextChoices):
+    QUEUED = "queued", "Queued"
+    RUNNING = "running", "Running"
+    SUCCEEDED = "succeeded", "Succeeded"
+    FAILED = "failed", "Failed"
+    CANCELLED = "cancelled", "Cancelled"
+
+
+FINISHED_STATUSES = (JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED)
+
+
+class TrainingJob(models.Model):
+    """One training run of one kind on one snapshot. Status moves only by guarded updates (services)."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="training_jobs")
+    snapshot = models.ForeignKey(DatasetSnapshot, on_delete=models.PROTECT, related_name="jobs")
+    kind = models.CharField(max_length=10, choices=ModelKind.choices, default=ModelKind.RESNET)
+    name = models.CharField(max_length=200, blank=True)
+    config = models.JSONField(default=dict)
+    status = models.CharField(max_length=10, choices=JobStatus.choices, default=JobStatus.QUEUED)
+    cancel_requested = models.BooleanField(default=False)
+    progress = models.FloatField(default=0.0, help_text="0..1")
+    eta_seconds = models.FloatField(null=True, blank=True)
+    summary = models.JSONField(default=dict, blank=True, help_text="Latest and best metrics.")
+    log = models.TextField(blank=True)
+    error = models.TextField(blank=True, help_text="Error message and traceback of a failed run.")
+    attempt = models.PositiveIntegerField(default=0)
+    celery_task_id = models.CharField(max_length=100, blank=True)
+    worker = models.CharField(max_length=200, blank=True, help_text="Host and pid running the job.")
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [models.Index(fields=["project", "-created_at"]), models.Index(fields=["status", "heartbeat_at"])]
+
+    def __str__(self) -> str:
+        return f"job {self.pk} ({self.kind}, {self.status})"
+
+    @property
+    def is_finished(self) -> bool:
+        return self.status in FINISHED_STATUSES
+
+    @property
+    def checkpoint_folder(self) -> str:
+        return f"checkpoints/job_{self.pk}"
+
+
+class JobMetric(models.Model):
+    """One point of a job's curves: a training step or a validation epoch."""
+
+    class Kind(models.TextChoices):
+        STEP = "step", "Training step"
+        EPOCH = "epoch", "Validation epoch"
+
+    job = models.ForeignKey(TrainingJob, on_delete=models.CASCADE, related_name="metric_points")
+    kind = models.CharField(max_length=10, choices=Kind.choices)
+    step = models.PositiveIntegerField()
+    epoch = models.PositiveIntegerField(null=True, blank=True)
+    values = models.JSONField(default=dict)
+    at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["job", "kind", "step"]
+        indexes = [models.Index(fields=["job", "kind", "step"])]
+
+
+class TrainedModel(models.Model):
+    """A checkpoint folder a job produced (the best by validation loss), ready to evaluate and deploy."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="trained_models")
+    job = models.ForeignKey(TrainingJob, null=True, blank=True, on_delete=models.SET_NULL, related_name="models")
+    snapshot = models.ForeignKey(
+        DatasetSnapshot, null=True, blank=True, on_delete=models.SET_NULL, related_name="trained_models"
+    )
+    kind = models.CharField(max_length=10, choices=ModelKind.choices, default=ModelKind.RESNET)
+    name = models.CharField(max_length=200)
+    checkpoint_path = models.CharField(max_length=300, help_text="Storage-relative checkpoint folder.")
+    config = models.JSONField(default=dict)
+    metrics = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return self.name

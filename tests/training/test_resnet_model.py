@@ -1,0 +1,110 @@
+"""The ResNet reward model, its config and checkpoints match RLinf's layout and preprocessing."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+import torchvision
+from torch.nn import functional as F
+
+from training.resnet.checkpoint import load_checkpoint, save_checkpoint
+from training.resnet.config import ConfigError, ResNetConfig
+from training.resnet.model import RewardResNet, clean_state_dict, load_pretrained_backbone, predict_proba
+from training.synthetic import make_scene, make_scenes
+
+
+def small_config(**overrides) -> ResNetConfig:
+    return ResNetConfig(**{"hidden_dim": 32, "image_size": [3, 32, 32], **overrides})
+
+
+def test_state_dict_keys_are_rlinfs_backbone_layout_with_no_extra_buffers():
+    model = RewardResNet(small_config())
+    keys = set(model.state_dict())
+    reference = {
+        f"backbone.{k}" for k in torchvision.models.resnet18(weights=None).state_dict() if not k.startswith("fc.")
+    }
+    head = {"backbone.fc.0.weight", "backbone.fc.0.bias", "backbone.fc.3.weight", "backbone.fc.3.bias"}
+    assert keys == reference | head
+    assert not {"mean", "std"} & keys
+
+
+def test_head_without_hidden_dim_is_one_linear_layer_with_xavier_and_zero_bias():
+    model = RewardResNet(small_config(hidden_dim=None))
+    assert model.state_dict()["backbone.fc.weight"].shape == (1, 512)
+    assert torch.count_nonzero(model.state_dict()["backbone.fc.bias"]) == 0
+    wide = RewardResNet(small_config(arch="resnet50", hidden_dim=8))
+    assert wide.state_dict()["backbone.fc.0.weight"].shape == (8, 2048)
+
+
+def test_preprocessing_is_channels_last_div255_bilinear_resize_imagenet_normalize():
+    model = RewardResNet(small_config()).eval()
+    images = torch.from_numpy(make_scenes([True, False], 48, seed=1))
+    x = images.permute(0, 3, 1, 2).float() / 255.0
+    x = F.interpolate(x, size=(32, 32), mode="bilinear", align_corners=False)
+    mean = torch.tensor([0.485, 0.456, 0.406]).view(1, 3, 1, 1)
+    std = torch.tensor([0.229, 0.224, 0.225]).view(1, 3, 1, 1)
+    assert torch.allclose(model.preprocess(images), (x - mean) / std, atol=1e-6)
+    with torch.no_grad():
+        nchw = model(x)  # float NCHW in [0, 1] takes the same path after the layout step
+        assert torch.allclose(model(images), nchw, atol=1e-5)
+        assert model(images).shape == (2,)
+
+
+def test_checkpoint_reloads_with_identical_probabilities_and_rlinf_layout(tmp_path):
+    config = small_config()
+    model = RewardResNet(config).eval()
+    images = make_scenes([True, False, True], 32, seed=2)
+    expected = predict_proba(model, images)
+    save_checkpoint(model, config, tmp_path, metrics={"val_acc": 0.5}, step=7, rlinf_layout=True)
+    loaded, loaded_config = load_checkpoint(tmp_path)
+    assert loaded_config == config
+    assert not loaded.training
+    np.testing.assert_array_equal(predict_proba(loaded, images), expected)
+    assert json.loads((tmp_path / "config.json").read_text())["step"] == 7
+    rlinf = torch.load(tmp_path / "actor/model_state_dict/full_weights.pt", weights_only=True)
+    fresh = RewardResNet(config)
+    fresh.load_state_dict(clean_state_dict({f"module.{k}": v for k, v in rlinf.items()} | {"mean": torch.zeros(3)}))
+
+
+def test_pretrained_backbone_loads_from_a_local_torchvision_file(tmp_path):
+    reference = torchvision.models.resnet18(weights=None)
+    torch.save(reference.state_dict(), tmp_path / "resnet18.pth")
+    model = RewardResNet(small_config(pretrained=True, pretrained_path=str(tmp_path / "resnet18.pth")))
+    missing = load_pretrained_backbone(model, str(tmp_path / "resnet18.pth"))
+    assert all(k.startswith("fc.") for k in missing)
+    assert torch.equal(model.backbone.conv1.weight, reference.conv1.weight)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"arch": "vgg16"}, "arch"),
+        ({"image_size": [3, 8, 8]}, "image_size"),
+        ({"lr": -1}, "lr"),
+        ({"batch_size": 0}, "batch_size"),
+        ({"pretrained": True}, "pretrained_path"),
+        ({"device": "tpu"}, "device"),
+    ],
+)
+def test_config_rejects_bad_values_with_the_field_name(overrides, message):
+    with pytest.raises(ConfigError, match=message):
+        ResNetConfig(**overrides)
+
+
+def test_config_round_trips_and_rejects_unknown_keys():
+    config = small_config(dropout=0.0)
+    assert ResNetConfig.from_dict(config.to_dict()) == config
+    with pytest.raises(ConfigError, match="unknown config field"):
+        ResNetConfig.from_dict({"learning_rate": 1e-3})
+
+
+def test_make_scene_is_uint8_hwc_and_deterministic_per_seed():
+    a = make_scene(True, 32, np.random.default_rng(0))
+    b = make_scene(True, 32, np.random.default_rng(0))
+    assert a.dtype == np.uint8 and a.shape == (32, 32, 3)
+    assert np.array_equal(a, b)
+    assert ((a == (220, 40, 40)).all(-1)).sum() >= 100
+    assert not ((make_scene(False, 32, np.random.default_rng(1)) == (220, 40, 40)).all(-1)).any()

@@ -1,0 +1,1 @@
+"""RLinf-compatible ResNet reward classifier: config, model, checkpoint (plain torch, no Django)."""

@@ -1,0 +1,116 @@
+"""The ResNet reward classifier's configuration: what builds the model and how it is trained.
+
+Defaults follow RLinf's reward-model recipe (shared/reference formats section 3). Validation happens in
+`__post_init__`, so a bad config fails before a job is queued, with a message naming the field.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+ARCH_FEATURES = {"resnet18": 512, "resnet34": 512, "resnet50": 2048, "resnet101": 2048, "resnet152": 2048}
+# Keys a config.json may carry beside the config itself (written by save_checkpoint).
+META_KEYS = frozenset({"model_type", "format_version", "step"})
+
+
+class ConfigError(ValueError):
+    """A configuration value that cannot be used; the message names the field."""
+
+
+@dataclass
+class ResNetConfig:
+    # model
+    arch: str = "resnet18"
+    hidden_dim: int | None = 256
+    dropout: float = 0.1
+    image_size: list[int] = field(default_factory=lambda: [3, 128, 128])
+    pretrained: bool = False
+    pretrained_path: str = ""
+    # optimisation
+    lr: float = 1e-4
+    weight_decay: float = 1e-5
+    grad_clip: float = 1.0
+    warmup_steps: int = 100
+    batch_size: int = 32
+    epochs: int = 10
+    # augmentation: random crop after zero padding (as HIL-SERL does)
+    augment: bool = True
+    crop_padding: int = 4
+    # early stopping on val_loss (patience 0 disables it)
+    patience: int = 5
+    min_delta: float = 0.001
+    # run
+    seed: int = 42
+    device: str = "auto"
+    num_threads: int = 0
+    save_rlinf_layout: bool = False
+
+    def __post_init__(self) -> None:
+        if self.arch not in ARCH_FEATURES:
+            raise ConfigError(f"arch must be one of {sorted(ARCH_FEATURES)}, got {self.arch!r}")
+        if self.hidden_dim in (0, None):
+            self.hidden_dim = None
+        elif not _is_int(self.hidden_dim) or self.hidden_dim < 1:
+            raise ConfigError(f"hidden_dim must be a positive integer or empty, got {self.hidden_dim!r}")
+        _check_range("dropout", self.dropout, 0.0, 0.99)
+        size = list(self.image_size) if isinstance(self.image_size, list | tuple) else None
+        if size is None or len(size) != 3 or not all(_is_int(v) for v in size):
+            raise ConfigError(f"image_size must be [3, H, W], got {self.image_size!r}")
+        if size[0] != 3 or not (16 <= size[1] <= 1024 and 16 <= size[2] <= 1024):
+            raise ConfigError(f"image_size must be [3, H, W] with 16 <= H, W <= 1024, got {size}")
+        self.image_size = [int(v) for v in size]
+        if self.pretrained and not self.pretrained_path:
+            raise ConfigError("pretrained needs pretrained_path: a local file with torchvision resnet weights")
+        _check_range("lr", self.lr, 1e-9, 1.0)
+        _check_range("weight_decay", self.weight_decay, 0.0, 1.0)
+        _check_range("grad_clip", self.grad_clip, 0.0, 1e6)
+        _check_int("warmup_steps", self.warmup_steps, 0, 10_000_000)
+        _check_int("batch_size", self.batch_size, 1, 4096)
+        _check_int("epochs", self.epochs, 1, 10_000)
+        _check_int("crop_padding", self.crop_padding, 0, 64)
+        _check_int("patience", self.patience, 0, 10_000)
+        _check_range("min_delta", self.min_delta, 0.0, 1e6)
+        _check_int("seed", self.seed, 0, 2**32 - 1)
+        _check_int("num_threads", self.num_threads, 0, 512)
+        if not (self.device in ("auto", "cpu", "cuda") or self.device.startswith("cuda:")):
+            raise ConfigError(f"device must be auto, cpu, cuda or cuda:N, got {self.device!r}")
+        for name in ("pretrained", "augment", "save_rlinf_layout"):
+            if not isinstance(getattr(self, name), bool):
+                raise ConfigError(f"{name} must be true or false")
+
+    @property
+    def feature_dim(self) -> int:
+        return ARCH_FEATURES[self.arch]
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ResNetConfig:
+        """A config from JSON-like data; unknown keys are an error (a typo must not pass silently)."""
+        if not isinstance(data, dict):
+            raise ConfigError("config must be a JSON object")
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - names - META_KEYS)
+        if unknown:
+            raise ConfigError(f"unknown config field(s): {', '.join(unknown)}")
+        try:
+            return cls(**{k: v for k, v in data.items() if k in names})
+        except TypeError as exc:
+            raise ConfigError(str(exc)) from None
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _check_int(name: str, value: Any, low: int, high: int) -> None:
+    if not _is_int(value) or not low <= value <= high:
+        raise ConfigError(f"{name} must be an integer between {low} and {high}, got {value!r}")
+
+
+def _check_range(name: str, value: Any, low: float, high: float) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not low <= value <= high:
+        raise ConfigError(f"{name} must be a number between {low} and {high}, got {value!r}")

@@ -1,0 +1,131 @@
+"""RLinf's ResNet reward classifier (shared/reference formats section 3), plain torch.
+
+The state dict is exactly RLinf's: the torchvision ResNet under `backbone.` with `backbone.fc` replaced by
+the head, and nothing else (mean/std are non-persistent buffers), so RLinf loads it with strict=True.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+import torchvision
+from torch import nn
+from torch.nn import functional as F
+
+from .config import ResNetConfig
+
+IMAGENET_MEAN = (0.485, 0.456, 0.406)
+IMAGENET_STD = (0.229, 0.224, 0.225)
+# Prefixes RLinf strips from checkpoint keys and keys it ignores.
+STRIP_PREFIXES = ("module.", "_orig_mod.", "model.")
+IGNORED_KEYS = frozenset({"mean", "std", "_mean", "_std"})
+
+
+def build_head(config: ResNetConfig) -> nn.Module:
+    if config.hidden_dim:
+        head: nn.Module = nn.Sequential(
+            nn.Linear(config.feature_dim, config.hidden_dim),
+            nn.ReLU(),
+            nn.Dropout(config.dropout),
+            nn.Linear(config.hidden_dim, 1),
+        )
+    else:
+        head = nn.Linear(config.feature_dim, 1)
+    for module in head.modules():
+        if isinstance(module, nn.Linear):
+            nn.init.xavier_uniform_(module.weight)
+            nn.init.zeros_(module.bias)
+    return head
+
+
+class RewardResNet(nn.Module):
+    """Images in (uint8 [B,H,W,C] or float NCHW in [0,1]), one success logit per image out ([B])."""
+
+    def __init__(self, config: ResNetConfig):
+        super().__init__()
+        self.config = config
+        backbone = getattr(torchvision.models, config.arch)(weights=None)
+        backbone.fc = build_head(config)
+        self.backbone = backbone
+        self.register_buffer("mean", torch.tensor(IMAGENET_MEAN).view(1, 3, 1, 1), persistent=False)
+        self.register_buffer("std", torch.tensor(IMAGENET_STD).view(1, 3, 1, 1), persistent=False)
+
+    def preprocess(self, images: torch.Tensor) -> torch.Tensor:
+        """RLinf's preprocessing: channels last -> NCHW, /255 for uint8, bilinear resize, ImageNet normalize."""
+        if images.ndim == 3:
+            images = images.unsqueeze(0)
+        if images.ndim != 4:
+            raise ValueError(f"images must be [B,H,W,C] or [B,C,H,W], got shape {list(images.shape)}")
+        if images.shape[-1] in (1, 3, 4):
+            images = images.permute(0, 3, 1, 2)
+        if images.dtype == torch.uint8:
+            x = images.to(self.mean.device, non_blocking=True).float().div_(255.0)
+        else:
+            x = images.to(self.mean.device, dtype=torch.float32)
+        channels = x.shape[1]
+        if channels == 1:
+            x = x.expand(-1, 3, -1, -1)
+        elif channels == 4:
+            x = x[:, :3]
+        elif channels != 3:
+            raise ValueError(f"images must have 1, 3 or 4 channels, got {channels}")
+        height, width = self.config.image_size[1:]
+        if x.shape[-2:] != (height, width):
+            x = F.interpolate(x, size=(height, width), mode="bilinear", align_corners=False)
+        return (x - self.mean) / self.std
+
+    def forward(self, images: torch.Tensor) -> torch.Tensor:
+        return self.backbone(self.preprocess(images)).squeeze(-1)
+
+
+def clean_state_dict(state_dict: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """A checkpoint's keys as RLinf's loader reads them: prefixes stripped, mean/std dropped."""
+    cleaned = {}
+    for key, value in state_dict.items():
+        name = key
+        stripped = True
+        while stripped:
+            stripped = False
+            for prefix in STRIP_PREFIXES:
+                if name.startswith(prefix):
+                    name = name[len(prefix) :]
+                    stripped = True
+        if name in IGNORED_KEYS or name.rsplit(".", 1)[-1] in IGNORED_KEYS:
+            continue
+        cleaned[name] = value
+    return cleaned
+
+
+def load_pretrained_backbone(model: RewardResNet, path: str) -> list[str]:
+    """Copy torchvision ResNet weights from a local file into the backbone (the head stays fresh).
+
+    Accepts a torchvision state dict (`conv1.weight`, ...) or one with `backbone.` keys. Returns the
+    backbone keys that were not in the file (the head's); any other missing key is an error.
+    """
+    state = torch.load(path, map_location="cpu", weights_only=True)
+    if isinstance(state, dict) and "state_dict" in state and isinstance(state["state_dict"], dict):
+        state = state["state_dict"]
+    state = clean_state_dict(state)
+    state = {k.removeprefix("backbone."): v for k, v in state.items()}
+    state = {k: v for k, v in state.items() if not k.startswith("fc.")}
+    result = model.backbone.load_state_dict(state, strict=False)
+    missing = [k for k in result.missing_keys if not k.startswith("fc.")]
+    if missing or result.unexpected_keys:
+        raise ValueError(
+            f"{path} does not match {model.config.arch}: missing {missing[:5]}, unexpected {result.unexpected_keys[:5]}"
+        )
+    return list(result.missing_keys)
+
+
+def predict_proba(model: RewardResNet, images: np.ndarray, *, batch_size: int = 256) -> np.ndarray:
+    """Success probabilities (float32 [B]) for uint8 [B,H,W,3] images."""
+    if images.ndim == 3:
+        images = images[None]
+    if len(images) == 0:
+        return np.zeros(0, dtype=np.float32)
+    outputs = []
+    with torch.inference_mode():
+        for start in range(0, len(images), batch_size):
+            batch = torch.from_numpy(np.ascontiguousarray(images[start : start + batch_size]))
+            outputs.append(torch.sigmoid(model(batch).float()).cpu().numpy())
+    return np.concatenate(outputs).astype(np.float32, copy=False)

@@ -1,0 +1,49 @@
+"""Celery tasks of the training app (queue `training`): thin wrappers over services."""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+
+from celery import shared_task
+from celery.signals import worker_ready
+
+logger = logging.getLogger(__name__)
+
+
+def _worker_name() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+@shared_task(name="training.tasks.run_training_job", acks_late=False)
+def run_training_job(job_id: int) -> str:
+    from .services import job_execute
+
+    return job_execute(job_id=job_id, worker=_worker_name())
+
+
+@shared_task(name="training.tasks.fail_stale_jobs")
+def fail_stale_jobs() -> int:
+    from .services import jobs_fail_stale
+
+    return jobs_fail_stale()
+
+
+@shared_task(name="training.tasks.build_snapshot")
+def build_snapshot(snapshot_id: int) -> str:
+    from .snapshot_services import snapshot_build
+
+    return snapshot_build(snapshot_id=snapshot_id)
+
+
+@worker_ready.connect
+def _sweep_on_start(sender=None, **kwargs) -> None:
+    from .services import jobs_fail_stale
+
+    try:
+        count = jobs_fail_stale()
+        if count:
+            logger.warning("marked %d stale training job(s) failed", count)
+    except Exception:
+        logger.exception("stale-job sweep failed")
