@@ -1,0 +1,102 @@
+"""Dynamic batching: gather concurrent requests, run one forward pass, split the results. No Django.
+
+`collect_batch` takes the request that woke the worker, drains whatever else is already queued, and
+then waits for more up to `max_wait_ms` while the batch holds fewer than `max_batch_size` items (as
+Triton's max queue delay does). With `adaptive` on, the wait only happens when the previous batch
+showed concurrency (it held more than one request): a lone client sending one image at a time never
+pays the wait, while concurrent clients fill batches.
+
+`score_requests` concatenates the requests' arrays (grouped by item shape), scores them in chunks of at
+most `max_batch_size` items, and hands each request its own slice of the results.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeVar
+
+import numpy as np
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class BatchPolicy:
+    max_batch_size: int = 64
+    max_wait_ms: float = 2.0
+
+    def __post_init__(self) -> None:
+        if self.max_batch_size < 1:
+            raise ValueError("max_batch_size must be at least 1")
+        if self.max_wait_ms < 0:
+            raise ValueError("max_wait_ms cannot be negative")
+
+
+class Source(Protocol[T]):
+    def pop_now(self, max_count: int) -> list[T]:
+        """Up to max_count queued items without waiting."""
+
+    def pop_wait(self, timeout_s: float) -> T | None:
+        """The next item, waiting at most timeout_s (a few ms); None if none came."""
+
+
+@dataclass
+class Batcher:
+    policy: BatchPolicy
+    size: Callable[[Any], int] = lambda item: 1
+    adaptive: bool = True
+    clock: Callable[[], float] = time.monotonic
+    _last_requests: int = 1
+
+    def collect(self, first: T, source: Source[T]) -> list[T]:
+        batch = [first]
+        total = self.size(first)
+        limit = self.policy.max_batch_size
+        wait = self.policy.max_wait_ms / 1000.0
+        if self.adaptive and self._last_requests <= 1:
+            wait = 0.0
+        deadline = self.clock() + wait
+        while total < limit:
+            more = source.pop_now(limit - total)
+            if more:
+                batch.extend(more)
+                total += sum(self.size(item) for item in more)
+                continue
+            remaining = deadline - self.clock()
+            if remaining <= 0:
+                break
+            item = source.pop_wait(remaining)
+            if item is None:
+                break
+            batch.append(item)
+            total += self.size(item)
+        self._last_requests = len(batch)
+        return batch
+
+
+def score_requests(
+    arrays: Sequence[np.ndarray], score: Callable[[np.ndarray], Sequence[Any]], max_batch_size: int
+) -> list[list[Any]]:
+    """Results per request, from as few `score` calls as the shapes and max_batch_size allow."""
+    results: list[list[Any]] = [[] for _ in arrays]
+    groups: dict[tuple, list[int]] = {}
+    for index, array in enumerate(arrays):
+        groups.setdefault((array.dtype.str, array.shape[1:]), []).append(index)
+    for indices in groups.values():
+        stacked = arrays[indices[0]] if len(indices) == 1 else np.concatenate([arrays[i] for i in indices])
+        scores: list[Any] = []
+        for start in range(0, len(stacked), max_batch_size):
+            chunk_scores = list(score(stacked[start : start + max_batch_size]))
+            if len(chunk_scores) != len(stacked[start : start + max_batch_size]):
+                raise RuntimeError(
+                    f"scorer returned {len(chunk_scores)} results for {len(stacked[start : start + max_batch_size])} items"
+                )
+            scores.extend(chunk_scores)
+        offset = 0
+        for i in indices:
+            n = len(arrays[i])
+            results[i] = scores[offset : offset + n]
+            offset += n
+    return results

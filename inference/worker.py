@@ -1,0 +1,205 @@
+"""The inference worker loop: take requests from Redis, batch them, score, reply. No Django here.
+
+Django-specific parts (which deployments exist, how a deployment's model loads, where health is
+recorded) come in as callables, wired by `manage.py inference_worker`.
+
+- Models load on demand, once per deployment, and reload when a request carries a newer deployment
+  version. Requests that arrive while a model loads wait in Redis, so none is dropped.
+- A model that fails to load is reported unhealthy with the error; requests for it are answered with
+  that error (the web side turns it into a 503). Loading is retried after `retry_failed_s`, or at once
+  when the deployment's version changes.
+- Requests whose deadline passed (the caller gave up) are skipped rather than scored.
+- BRPOP wakes the worker the moment a request arrives. Its timeout has Redis' `hz` resolution (100 ms),
+  so the short batching wait (`max_wait_ms`) polls with non-blocking RPOP instead.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from .batching import Batcher, BatchPolicy, score_requests
+from .broker import WORKERS_KEY, InferenceRequest, MessageError, Reply, queue_key, send_replies
+from .scorers import Scorer
+
+log = logging.getLogger(__name__)
+
+LoadModel = Callable[[str], tuple[int, Scorer]]  # deployment name -> (version, scorer)
+ReportHealth = Callable[[str, int | None, str], None]  # (deployment, version, error or "" when healthy)
+ListDeployments = Callable[[], list[str]]
+
+POLL_INTERVAL_S = 0.0002
+
+
+@dataclass
+class LoadedModel:
+    version: int
+    scorer: Scorer | None
+    error: str = ""
+    failed_at: float = 0.0
+
+
+class RedisQueue:
+    """One deployment's request list as a batching Source."""
+
+    def __init__(self, redis, deployment: str):
+        self.redis = redis
+        self.key = queue_key(deployment)
+
+    def pop_now(self, max_count: int) -> list[InferenceRequest]:
+        return [r for r in map(decode_request, self.redis.rpop(self.key, max_count) or []) if r is not None]
+
+    def pop_wait(self, timeout_s: float) -> InferenceRequest | None:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            message = self.redis.rpop(self.key)
+            if message is not None:
+                request = decode_request(message)
+                if request is not None:
+                    return request
+            if time.monotonic() >= deadline:
+                return None
+            time.sleep(POLL_INTERVAL_S)
+
+
+@dataclass
+class InferenceWorker:
+    redis: object
+    load_model: LoadModel
+    report_health: ReportHealth
+    list_deployments: ListDeployments
+    worker_id: str = field(default_factory=lambda: f"{socket.gethostname()}:{os.getpid()}")
+    refresh_s: float = 2.0
+    retry_failed_s: float = 5.0
+    models: dict[str, LoadedModel] = field(default_factory=dict)
+    batchers: dict[str, Batcher] = field(default_factory=dict)
+    served: int = 0
+    _deployments: list[str] = field(default_factory=list)
+    _refreshed_at: float = 0.0
+    _turn: int = 0
+
+    def run(self, stop: threading.Event | None = None) -> None:
+        stop = stop or threading.Event()
+        log.info("inference worker %s started", self.worker_id)
+        while not stop.is_set():
+            try:
+                self.poll_once(timeout_s=1.0)
+            except Exception:  # keep serving other requests; the traceback goes to the log
+                log.exception("inference worker loop error")
+                time.sleep(0.5)
+        self.redis.hdel(WORKERS_KEY, self.worker_id)
+
+    def poll_once(self, timeout_s: float = 1.0) -> int:
+        """Wait for one request, serve its batch; the number of requests answered."""
+        if time.monotonic() - self._refreshed_at > self.refresh_s or not self._deployments:
+            self._refresh()
+        if not self._deployments:
+            time.sleep(min(timeout_s, 0.5))
+            return 0
+        # Rotate the key order so no deployment starves the others (BRPOP serves the first non-empty key).
+        self._turn = (self._turn + 1) % len(self._deployments)
+        names = self._deployments[self._turn :] + self._deployments[: self._turn]
+        got = self.redis.brpop([queue_key(n) for n in names], timeout=max(1, int(timeout_s)))
+        if got is None:
+            return 0
+        key, message = got
+        deployment = key.decode()[len(queue_key("")) :]
+        return self.serve(deployment, message)
+
+    def serve(self, deployment: str, first_message: bytes) -> int:
+        first = decode_request(first_message)
+        if first is None:
+            return 0
+        policy = BatchPolicy(max(1, first.max_batch_size), max(0.0, first.max_wait_ms))
+        batcher = self.batchers.get(deployment)
+        if batcher is None or batcher.policy != policy:
+            batcher = self.batchers[deployment] = Batcher(policy, size=_item_count)
+        requests = batcher.collect(first, RedisQueue(self.redis, deployment))
+        now = time.time()
+        live = [r for r in requests if r.deadline > now]
+        if not live:
+            return 0
+        replies = self._answer(deployment, live, policy)
+        send_replies(self.redis, replies)
+        self.served += len(replies)
+        return len(replies)
+
+    def _answer(
+        self, deployment: str, requests: list[InferenceRequest], policy: BatchPolicy
+    ) -> list[tuple[InferenceRequest, Reply]]:
+        model = self._model_for(deployment, max(r.version for r in requests))
+        if model.scorer is None:
+            return [(r, Reply(None, model.error, model.version, self.worker_id)) for r in requests]
+        good, replies = [], []
+        for request in requests:
+            try:
+                request.array  # noqa: B018 - decodes the payload, raising on a bad one
+                good.append(request)
+            except (ValueError, OSError, EOFError) as exc:
+                replies.append((request, Reply(None, f"unreadable images: {exc}", model.version, self.worker_id)))
+        try:
+            results = score_requests([r.array for r in good], model.scorer.score, policy.max_batch_size)
+            replies += [
+                (r, Reply(res, "", model.version, self.worker_id)) for r, res in zip(good, results, strict=True)
+            ]
+        except Exception as exc:  # a scoring failure answers this batch; the worker keeps going
+            log.exception("scoring failed for deployment %s", deployment)
+            replies += [
+                (r, Reply(None, f"scoring failed: {exc.__class__.__name__}: {exc}", model.version, self.worker_id))
+                for r in good
+            ]
+        return replies
+
+    def _model_for(self, deployment: str, wanted_version: int) -> LoadedModel:
+        model = self.models.get(deployment)
+        current = model is not None and model.version >= wanted_version
+        if current and (model.scorer is not None or time.monotonic() - model.failed_at < self.retry_failed_s):
+            return model
+        try:
+            started = time.monotonic()
+            version, scorer = self.load_model(deployment)
+            model = LoadedModel(version, scorer)
+            log.info("loaded deployment %s version %s in %.2fs", deployment, version, time.monotonic() - started)
+            self.report_health(deployment, version, "")
+        except Exception as exc:
+            error = f"model failed to load: {exc.__class__.__name__}: {exc}"
+            log.error("deployment %s: %s\n%s", deployment, error, traceback.format_exc())
+            model = LoadedModel(wanted_version, None, error, time.monotonic())
+            self.report_health(deployment, None, error)
+        self.models[deployment] = model
+        return model
+
+    def _refresh(self) -> None:
+        self._deployments = sorted(self.list_deployments())
+        self._refreshed_at = time.monotonic()
+        for gone in set(self.models) - set(self._deployments):
+            del self.models[gone]
+        heartbeat = {
+            "at": time.time(),
+            "served": self.served,
+            "models": {name: m.version for name, m in self.models.items() if m.scorer is not None},
+        }
+        self.redis.hset(WORKERS_KEY, self.worker_id, json.dumps(heartbeat))
+
+
+def decode_request(message: bytes) -> InferenceRequest | None:
+    try:
+        return InferenceRequest.decode(message)
+    except MessageError:
+        log.warning("dropped a malformed inference request")
+        return None
+
+
+def _item_count(request: InferenceRequest) -> int:
+    """Items in a request (decoding its array once; a bad payload counts as one and fails later)."""
+    try:
+        return max(1, int(request.array.shape[0])) if request.array.ndim else 1
+    except (ValueError, OSError, EOFError):
+        return 1
