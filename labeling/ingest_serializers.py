@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
-from .models import Episode
+from .models import Episode, Frame
 
 
 class EpisodeCreateSerializer(serializers.Serializer):
@@ -18,6 +18,7 @@ class EpisodeCreateSerializer(serializers.Serializer):
 class EpisodeSerializer(serializers.ModelSerializer):
     project = serializers.CharField(source="project.name")
     agent = serializers.CharField(source="agent.name", default=None)
+    num_frames = serializers.SerializerMethodField(help_text="Frame files stored, all cameras.")
 
     class Meta:
         model = Episode
@@ -30,10 +31,14 @@ class EpisodeSerializer(serializers.ModelSerializer):
             "success",
             "status",
             "num_steps",
+            "num_frames",
             "metadata",
             "created_at",
             "finished_at",
         ]
+
+    def get_num_frames(self, episode: Episode) -> int:
+        return Frame.objects.filter(step__episode=episode).count()
 
 
 class StepSerializer(serializers.Serializer):

@@ -118,7 +118,7 @@ def steps_append(*, episode: Episode, steps: list[StepInput]) -> AppendResult:
                     written.append(frame.image.name)
                     frames.append(frame)
             Frame.objects.bulk_create(frames)
-            locked.num_steps = Step.objects.filter(episode=locked).count()
+            locked.num_steps += len(new_steps)
             locked.save(update_fields=["num_steps"])
             return AppendResult(len(new_steps), len(existing), locked.num_steps)
     except Exception:
