@@ -209,3 +209,11 @@ def login(page, base_url: str, username: str, password: str) -> None:
     page.fill("input[name=password]", password)
     page.click("button[type=submit]")
     page.wait_for_url(f"{base_url}/")
+
+
+@pytest.fixture(scope="session")
+def vlm_fixture_dir(tmp_path_factory) -> Path:
+    """A tiny random-weight Qwen3-VL saved with save_pretrained (loads like a downloaded model folder)."""
+    from training.vlm.fixture import build_tiny_qwen3_vl
+
+    return build_tiny_qwen3_vl(tmp_path_factory.mktemp("qwen3-vl-tiny"))

@@ -1,0 +1,98 @@
+"""Load base Qwen3-VL models and save / reload LoRA checkpoints.
+
+A checkpoint folder holds:
+- `adapter/`: the PEFT adapter (`adapter_config.json`, `adapter_model.safetensors`);
+- `vlm.json`: what rebuilds the scorer (base model folder, prompt template, task, window size, labels,
+  LoRA settings, step, metrics);
+- optionally RLinf's `checkpoints/best_model/actor/model_state_dict/full_weights.pt`, a flat state dict of
+  the `lora_` tensors only.
+A folder that is itself a Hugging Face model (has `config.json`, no `vlm.json`) loads as a base model.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+
+from .labels import LABELS
+
+ADAPTER_DIR = "adapter"
+META_FILE = "vlm.json"
+FULL_WEIGHTS = Path("checkpoints") / "best_model" / "actor" / "model_state_dict" / "full_weights.pt"
+
+
+def device_pick(device: str = "auto") -> torch.device:
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(device)
+
+
+def dtype_pick(device: torch.device, bf16: bool = True) -> torch.dtype:
+    return torch.bfloat16 if (bf16 and device.type == "cuda") else torch.float32
+
+
+def base_load(path: str | Path, *, device: str = "auto", bf16: bool = True):
+    """(model, processor) from a local model folder; nothing is downloaded."""
+    from transformers import AutoProcessor, Qwen3VLForConditionalGeneration
+
+    path = Path(path)
+    if not (path / "config.json").is_file():
+        raise FileNotFoundError(f"{path} is not a model folder (no config.json)")
+    dev = device_pick(device)
+    model = Qwen3VLForConditionalGeneration.from_pretrained(path, dtype=dtype_pick(dev, bf16), local_files_only=True)
+    processor = AutoProcessor.from_pretrained(path, local_files_only=True)
+    return model.to(dev), processor
+
+
+def lora_state_dict(model) -> dict[str, torch.Tensor]:
+    return {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items() if "lora_" in k}
+
+
+def checkpoint_save(model, folder: str | Path, *, meta: dict, full_weights: bool = False) -> Path:
+    """Write the adapter, `vlm.json` and optionally `full_weights.pt` into `folder`."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(folder / ADAPTER_DIR)
+    (folder / META_FILE).write_text(json.dumps({"kind": "vlm", "labels": list(LABELS), **meta}, indent=2))
+    if full_weights:
+        target = folder / FULL_WEIGHTS
+        target.parent.mkdir(parents=True, exist_ok=True)
+        torch.save(lora_state_dict(model), target)
+    return folder
+
+
+def checkpoint_meta(folder: str | Path) -> dict:
+    folder = Path(folder)
+    meta_path = folder / META_FILE
+    if meta_path.is_file():
+        return json.loads(meta_path.read_text())
+    if (folder / "config.json").is_file():
+        return {"kind": "vlm", "base_model_path": str(folder), "labels": list(LABELS)}
+    raise FileNotFoundError(f"{folder} holds neither a VLM checkpoint ({META_FILE}) nor a model (config.json)")
+
+
+def checkpoint_load(folder: str | Path, *, base_model_path: str | None = None, device: str = "auto", bf16: bool = True):
+    """(model, processor, meta): the base model with the folder's adapter applied (if it has one)."""
+    from peft import PeftModel
+
+    folder = Path(folder)
+    meta = checkpoint_meta(folder)
+    model, processor = base_load(base_model_path or meta["base_model_path"], device=device, bf16=bf16)
+    if (folder / ADAPTER_DIR).is_dir():
+        model = PeftModel.from_pretrained(model, folder / ADAPTER_DIR, is_trainable=False)
+    return model.eval(), processor, meta
+
+
+def full_weights_load(model, path: str | Path) -> None:
+    """Load RLinf-style `full_weights.pt` (lora_ keys) into a PEFT model built with the same LoRA config."""
+    state = torch.load(path, map_location="cpu", weights_only=True)
+    bad = [k for k in state if "lora_" not in k]
+    if bad:
+        raise ValueError(f"full_weights.pt holds non-LoRA keys, e.g. {bad[:3]}")
+    expected = set(lora_state_dict(model))
+    missing, unexpected = expected - set(state), set(state) - expected
+    if missing or unexpected:
+        raise ValueError(f"LoRA keys do not match: missing {sorted(missing)[:3]}, unexpected {sorted(unexpected)[:3]}")
+    model.load_state_dict(state, strict=False)

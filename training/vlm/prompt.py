@@ -1,0 +1,34 @@
+"""The trend prompt: a project's template filled with its task description and window size.
+
+`DEFAULT_PROMPT_TEMPLATE` mirrors `labeling.models.DEFAULT_PROMPT_TEMPLATE` (a test keeps them equal) so
+this module stays free of Django.
+"""
+
+from __future__ import annotations
+
+import string
+
+DEFAULT_PROMPT_TEMPLATE = (
+    "Task: {task}\n"
+    "You see two synchronized videos of {window_size} frames each, one from the main camera and one "
+    "from a second view. Judge whether the robot made progress on the task during these frames.\n"
+    "Answer with exactly one word: positive, negative or unclear."
+)
+FIELDS = ("task", "window_size")
+
+
+def template_check(template: str) -> None:
+    """Raise ValueError when the template is malformed or names a field other than {task}, {window_size}."""
+    try:
+        names = {name for _, name, _, _ in string.Formatter().parse(template) if name is not None}
+    except ValueError as exc:
+        raise ValueError(f"prompt template is not a valid format string: {exc}") from None
+    unknown = names - set(FIELDS)
+    if unknown:
+        raise ValueError(f"prompt template names unknown fields {sorted(unknown)}; allowed: {{task}}, {{window_size}}")
+
+
+def prompt_render(template: str | None, *, task: str, window_size: int) -> str:
+    template = template or DEFAULT_PROMPT_TEMPLATE
+    template_check(template)
+    return template.format(task=task.strip() or "the task", window_size=int(window_size))

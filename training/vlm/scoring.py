@@ -1,0 +1,90 @@
+"""Label probabilities in one forward pass, and greedy generation, for batches of windows.
+
+Probabilities: softmax over the logits of the three label tokens (each label's first token) at the last
+prompt position. Batches are left padded, so batched results equal unbatched ones.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from .data import encode_images
+from .labels import LABELS
+
+
+def label_token_ids(tokenizer) -> list[int]:
+    """The first token of each label, in LABELS order; they must differ or the labels cannot be told apart."""
+    ids = []
+    for label in LABELS:
+        tokens = tokenizer(label, add_special_tokens=False)["input_ids"]
+        if not tokens:
+            raise ValueError(f"label {label!r} encodes to no tokens")
+        ids.append(tokens[0])
+    if len(set(ids)) != len(ids):
+        raise ValueError(f"the labels' first tokens collide ({ids}); cannot score them in one forward pass")
+    return ids
+
+
+@dataclass
+class ScoreItem:
+    """One request: the images (main view frames then extra view frames) and the prompt text."""
+
+    images: list[np.ndarray]
+    prompt: str
+
+
+class TrendScorer:
+    """Scores windows with a loaded Qwen3-VL (base or with a LoRA adapter) and its processor."""
+
+    def __init__(self, model, processor, *, max_batch: int = 8, min_pixels=None, max_pixels=None):
+        self.model = model.eval()
+        self.processor = processor
+        self.max_batch = max_batch
+        self.pixels = {"min_pixels": min_pixels, "max_pixels": max_pixels}
+        self.label_ids = label_token_ids(processor.tokenizer)
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+    def _inputs(self, items: list[ScoreItem]):
+        batch = encode_images(
+            self.processor, [item.images for item in items], [item.prompt for item in items], **self.pixels
+        )
+        dtype = next(self.model.parameters()).dtype
+        batch = batch.to(self.device)
+        if "pixel_values" in batch:
+            batch["pixel_values"] = batch["pixel_values"].to(dtype)
+        return batch
+
+    @torch.inference_mode()
+    def probabilities(self, items: list[ScoreItem]) -> np.ndarray:
+        """[B, 3] probabilities ordered as LABELS."""
+        out = []
+        for start in range(0, len(items), self.max_batch):
+            batch = self._inputs(items[start : start + self.max_batch])
+            logits = self.model(**batch, logits_to_keep=1).logits[:, -1, :]
+            label_logits = logits[:, self.label_ids].float()
+            out.append(torch.softmax(label_logits, dim=-1).cpu().numpy())
+        return np.concatenate(out, axis=0) if out else np.zeros((0, len(LABELS)))
+
+    @torch.inference_mode()
+    def generate(self, items: list[ScoreItem], *, max_new_tokens: int = 16) -> list[str]:
+        """Greedy completions (no sampling), decoded without special tokens."""
+        texts: list[str] = []
+        tokenizer = self.processor.tokenizer
+        for start in range(0, len(items), self.max_batch):
+            batch = self._inputs(items[start : start + self.max_batch])
+            prompt_len = batch["input_ids"].shape[1]
+            generated = self.model.generate(
+                **batch,
+                max_new_tokens=max_new_tokens,
+                do_sample=False,
+                pad_token_id=tokenizer.pad_token_id,
+                eos_token_id=tokenizer.eos_token_id,
+            )
+            texts.extend(tokenizer.batch_decode(generated[:, prompt_len:], skip_special_tokens=True))
+        return texts

@@ -1,0 +1,232 @@
+"""The LoRA fine-tuning loop for a Qwen3-VL trend classifier (no Django; the job runner wraps it).
+
+Each sample is a window's frames from both views, the prompt, and the label as the answer; the loss is
+cross-entropy on the answer tokens only, weighted per label (balance="weight") or with labels drawn
+evenly (balance="sample"). The reporter gets every optimiser step and every evaluation.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from training.reporting import JobCancelled, MemoryReporter, Reporter
+
+from .checkpoint import base_load, checkpoint_save, device_pick, dtype_pick
+from .config import VLMTrainConfig
+from .data import IGNORE_INDEX, TrendWindow, balance_weights, encode_windows, label_counts
+from .evaluation import trend_evaluate
+from .labels import LABELS
+from .prompt import prompt_render
+from .scoring import ScoreItem, TrendScorer, label_token_ids
+
+EVALUATION_FILE = "evaluation.json"
+
+
+def lr_lambda(config: VLMTrainConfig):
+    def factor(step: int) -> float:
+        if step < config.warmup_steps:
+            return (step + 1) / (config.warmup_steps + 1)
+        if config.schedule == "constant":
+            return 1.0
+        progress = (step - config.warmup_steps) / max(1, config.max_steps - config.warmup_steps)
+        progress = min(1.0, progress)
+        if config.schedule == "linear":
+            return 1.0 - progress
+        return 0.5 * (1.0 + math.cos(math.pi * progress))
+
+    return factor
+
+
+def lora_wrap(model, config: VLMTrainConfig):
+    from peft import LoraConfig, get_peft_model
+
+    lora = LoraConfig(
+        r=config.lora_rank,
+        lora_alpha=config.lora_alpha,
+        lora_dropout=config.lora_dropout,
+        target_modules=list(config.target_modules),
+        task_type="CAUSAL_LM",
+    )
+    return get_peft_model(model, lora)
+
+
+def batch_loss(model, batch, label_ids: list[int], label_index: torch.Tensor, weights: torch.Tensor):
+    """(weighted answer-token loss, number of windows whose label token wins among the three)."""
+    labels = batch.pop("labels")
+    logits = model(**batch).logits.float()
+    shift_logits, shift_labels = logits[:, :-1], labels[:, 1:]
+    token_loss = F.cross_entropy(
+        shift_logits.reshape(-1, shift_logits.shape[-1]),
+        shift_labels.reshape(-1),
+        ignore_index=IGNORE_INDEX,
+        reduction="none",
+    ).view(shift_labels.shape)
+    mask = (shift_labels != IGNORE_INDEX).float()
+    per_sample = (token_loss * mask).sum(1) / mask.sum(1).clamp(min=1)
+    loss = (per_sample * weights).sum() / weights.sum()
+    first_answer = mask.argmax(dim=1)  # position whose logits predict the first answer token
+    rows = torch.arange(len(first_answer), device=logits.device)
+    guesses = shift_logits[rows, first_answer][:, label_ids].argmax(-1)
+    correct = int((guesses == label_index).sum())
+    return loss, correct
+
+
+class _Batches:
+    """An endless stream of training mini-batches: shuffled passes, or label-balanced draws."""
+
+    def __init__(self, windows: list[TrendWindow], config: VLMTrainConfig):
+        self.windows = windows
+        self.config = config
+        self.rng = random.Random(config.seed)
+        self.order: list[int] = []
+        self.sample_p = balance_weights(windows) / len(windows) if config.balance == "sample" else None
+        self.np_rng = np.random.default_rng(config.seed)
+
+    def next(self) -> list[int]:
+        size = min(self.config.batch_size, len(self.windows))
+        if self.sample_p is not None:
+            return [int(i) for i in self.np_rng.choice(len(self.windows), size=size, p=self.sample_p)]
+        picked = []
+        while len(picked) < size:
+            if not self.order:
+                self.order = list(range(len(self.windows)))
+                self.rng.shuffle(self.order)
+            picked.append(self.order.pop())
+        return picked
+
+
+def _to_device(batch, device: torch.device, dtype: torch.dtype):
+    batch = batch.to(device)
+    if "pixel_values" in batch:
+        batch["pixel_values"] = batch["pixel_values"].to(dtype)
+    return batch
+
+
+@torch.no_grad()
+def evaluate_loss(model, processor, windows, prompt, config, label_ids, device, dtype) -> dict:
+    model.eval()
+    total_loss, correct = 0.0, 0
+    for start in range(0, len(windows), max(1, config.batch_size)):
+        chunk = windows[start : start + max(1, config.batch_size)]
+        batch = encode_windows(
+            processor, chunk, prompt, with_answers=True, min_pixels=config.min_pixels, max_pixels=config.max_pixels
+        )
+        batch = _to_device(batch, device, dtype)
+        target = torch.tensor([LABELS.index(w.label) for w in chunk], device=device)
+        loss, ok = batch_loss(model, batch, label_ids, target, torch.ones(len(chunk), device=device))
+        total_loss += float(loss) * len(chunk)
+        correct += ok
+    model.train()
+    n = max(1, len(windows))
+    return {"val_loss": total_loss / n, "val_accuracy": correct / n}
+
+
+def train_vlm(
+    config: VLMTrainConfig,
+    train_windows: list[TrendWindow],
+    eval_windows: list[TrendWindow],
+    out_dir: str | Path,
+    *,
+    reporter: Reporter | None = None,
+) -> dict:
+    """Fine-tune, evaluate every `eval_every` steps and at the end, save the checkpoint into `out_dir`."""
+    reporter = reporter or MemoryReporter()
+    if not train_windows:
+        raise ValueError("the training split has no windows")
+    torch.manual_seed(config.seed)
+    device = device_pick(config.device)
+    dtype = dtype_pick(device, config.bf16)
+    reporter.log(f"loading {config.base_model_path} on {device} ({dtype})")
+    model, processor = base_load(config.base_model_path, device=config.device, bf16=config.bf16)
+    model = lora_wrap(model, config)
+    model.train()
+    label_ids = label_token_ids(processor.tokenizer)
+    prompt = prompt_render(config.prompt_template, task=config.task, window_size=config.window_size)
+    weights_all = balance_weights(train_windows) if config.balance == "weight" else np.ones(len(train_windows))
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(trainable, lr=config.lr, weight_decay=config.weight_decay)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda(config))
+    batches = _Batches(train_windows, config)
+    reporter.log(
+        f"train windows {label_counts(train_windows)}, eval windows {label_counts(eval_windows)}, "
+        f"trainable parameters {sum(p.numel() for p in trainable)}"
+    )
+    started = time.monotonic()
+    history: list[float] = []
+    last_eval: dict = {}
+    for step in range(1, config.max_steps + 1):
+        if reporter.should_cancel():
+            raise JobCancelled(f"cancelled at step {step}")
+        optimizer.zero_grad(set_to_none=True)
+        step_loss, step_correct, step_count = 0.0, 0, 0
+        for _ in range(config.grad_accum):
+            idx = batches.next()
+            chunk = [train_windows[i] for i in idx]
+            batch = encode_windows(
+                processor, chunk, prompt, with_answers=True, min_pixels=config.min_pixels, max_pixels=config.max_pixels
+            )
+            batch = _to_device(batch, device, dtype)
+            target = torch.tensor([LABELS.index(w.label) for w in chunk], device=device)
+            weights = torch.tensor(weights_all[idx], dtype=torch.float32, device=device)
+            loss, correct = batch_loss(model, batch, label_ids, target, weights)
+            (loss / config.grad_accum).backward()
+            step_loss += loss.item() / config.grad_accum
+            step_correct += correct
+            step_count += len(chunk)
+        if config.grad_clip > 0:
+            torch.nn.utils.clip_grad_norm_(trainable, config.grad_clip)
+        optimizer.step()
+        scheduler.step()
+        history.append(step_loss)
+        reporter.report_step(
+            step, config.max_steps, loss=step_loss, accuracy=step_correct / step_count, lr=scheduler.get_last_lr()[0]
+        )
+        if eval_windows and (step % config.eval_every == 0 or step == config.max_steps):
+            last_eval = evaluate_loss(model, processor, eval_windows, prompt, config, label_ids, device, dtype)
+            reporter.report_epoch(math.ceil(step / config.eval_every), step=step, **last_eval)
+    meta = {
+        "base_model_path": str(config.base_model_path),
+        "prompt_template": config.prompt_template,
+        "task": config.task,
+        "window_size": config.window_size,
+        "prompt": prompt,
+        "label_token_ids": label_ids,
+        "min_pixels": config.min_pixels,
+        "max_pixels": config.max_pixels,
+        "config": config.to_dict(),
+        "step": config.max_steps,
+        "metrics": {"train_loss": history[-1], **last_eval},
+    }
+    checkpoint_save(model, out_dir, meta=meta, full_weights=config.save_full_weights)
+    evaluation = None
+    if eval_windows:
+        model.eval()
+        scorer = TrendScorer(
+            model,
+            processor,
+            max_batch=max(1, config.batch_size),
+            min_pixels=config.min_pixels,
+            max_pixels=config.max_pixels,
+        )
+        probs = scorer.probabilities([ScoreItem(w.images(), prompt) for w in eval_windows])
+        evaluation = trend_evaluate(probs, [w.label for w in eval_windows])
+        evaluation["probabilities"] = probs.tolist()
+        evaluation["windows"] = [dict(w.meta) for w in eval_windows]
+        (Path(out_dir) / EVALUATION_FILE).write_text(json.dumps(evaluation, indent=1, default=str))
+    reporter.log(f"saved checkpoint to {out_dir} after {time.monotonic() - started:.1f}s")
+    return {
+        "loss_history": history,
+        "final": meta["metrics"],
+        "checkpoint_path": str(out_dir),
+        "evaluation": evaluation,
+        "model": model,
+        "processor": processor,
+    }
