@@ -1,0 +1,209 @@
+"""RLinf's VLM trend dataset (shared/reference formats section 4): windows, split, files.
+
+Output folder: `dataset_info.json`, `train|eval/segments.jsonl`, `train|eval/pkl/<label>_<sample_id>.pkl`.
+Window pickles hold only numpy arrays and plain values, so they load with a restricted unpickler.
+"""
+
+from __future__ import annotations
+
+import json
+import pickle
+import random
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+LABELS = ("positive", "negative", "unclear")
+SPLITS = ("train", "eval")
+
+
+@dataclass(frozen=True)
+class WindowRef:
+    """One labeled window of steps start..end (inclusive) with the frame names of both views."""
+
+    episode: str  # episode uuid
+    episode_stem: str  # RLinf's episode file stem, or a stand-in built from the uuid
+    start: int
+    end: int
+    label: str
+    main_images: tuple[str, ...]
+    extra_images: tuple[str, ...]
+    source: str = "human"
+    start_score: float | None = None
+    end_score: float | None = None
+    episode_id: int | None = None
+    env_idx: int | None = None
+    success: bool | None = None
+    augmentation: str = "none"
+
+    @property
+    def sample_id(self) -> str:
+        suffix = "" if self.augmentation == "none" else f"_{self.augmentation}"
+        return f"{self.episode_stem}_frames_{self.start:04d}_{self.end:04d}{suffix}"
+
+    @property
+    def score(self) -> float | None:
+        if self.start_score is None or self.end_score is None:
+            return None
+        delta = self.end_score - self.start_score
+        return -delta if self.augmentation == "reverse" else delta
+
+
+@dataclass(frozen=True)
+class TrendOptions:
+    window_size: int = 5
+    stride: int = 1
+    delta_threshold: float = 0.05
+    tail_unclear_ratio: float = 0.15
+    val_split: float = 0.1
+    balance: bool = False
+    reverse_positive_augmentation: bool = False
+    seed: int = 42
+    score_name: str = "gae"
+    views: tuple[str, str] = ("main", "extra")
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.val_split < 1.0:
+            raise ValueError("trend val_split must be in [0, 1)")
+
+
+@dataclass
+class TrendSplit:
+    train: list[WindowRef] = field(default_factory=list)
+    eval: list[WindowRef] = field(default_factory=list)
+    train_episodes: list[str] = field(default_factory=list)
+    eval_episodes: list[str] = field(default_factory=list)
+
+
+def reversed_negative(window: WindowRef) -> WindowRef:
+    """A positive window played backwards: progress undone, so a negative."""
+    return replace(
+        window,
+        label="negative",
+        main_images=tuple(reversed(window.main_images)),
+        extra_images=tuple(reversed(window.extra_images)),
+        augmentation="reverse",
+    )
+
+
+def split_windows(windows: Sequence[WindowRef], options: TrendOptions) -> TrendSplit:
+    """Split by episode (shuffled with the seed; eval gets max(1, int(n*val_split)) episodes when there are
+    two or more), then optionally add reversed positives and balance each split to its smallest class."""
+    rng = random.Random(options.seed)
+    usable = [w for w in windows if w.main_images and w.extra_images and w.label in LABELS]
+    episodes = sorted({w.episode for w in usable}, key=[w.episode for w in usable].index)
+    rng.shuffle(episodes)
+    n_eval = max(1, int(len(episodes) * options.val_split)) if len(episodes) >= 2 and options.val_split > 0 else 0
+    eval_eps = set(episodes[:n_eval])
+    result = TrendSplit(train_episodes=episodes[n_eval:], eval_episodes=episodes[:n_eval])
+    for name in SPLITS:
+        chosen = [w for w in usable if (w.episode in eval_eps) == (name == "eval")]
+        if options.reverse_positive_augmentation:
+            chosen += [reversed_negative(w) for w in chosen if w.label == "positive"]
+        if options.balance:
+            chosen = _balance(chosen, rng)
+        setattr(result, name, chosen)
+    return result
+
+
+def _balance(windows: list[WindowRef], rng: random.Random) -> list[WindowRef]:
+    by_label: dict[str, list[WindowRef]] = {}
+    for w in windows:
+        by_label.setdefault(w.label, []).append(w)
+    if not by_label:
+        return []
+    smallest = min(len(v) for v in by_label.values())
+    kept = {id(w) for group in by_label.values() for w in rng.sample(group, smallest)}
+    return [w for w in windows if id(w) in kept]
+
+
+def label_counts(windows: Sequence[WindowRef]) -> dict[str, int]:
+    counts = Counter(w.label for w in windows)
+    return {label: counts.get(label, 0) for label in LABELS}
+
+
+def messages(prompt: str, label: str) -> list[dict[str, Any]]:
+    return [
+        {"role": "user", "content": [{"type": "text", "text": prompt}]},
+        {"role": "assistant", "content": [{"type": "text", "text": label}]},
+    ]
+
+
+def segment_row(window: WindowRef, *, pkl_path: Path, prompt: str, task: str, options: TrendOptions) -> dict:
+    return {
+        "task": task,
+        "prompt": prompt,
+        "question": prompt,
+        "answer": window.label,
+        "pkl_path": str(pkl_path.resolve()),
+        "messages": messages(prompt, window.label),
+        "source_episode_path": window.episode_stem,
+        "segment_metadata": {
+            "start_step": window.start,
+            "end_step": window.end,
+            "window_size": window.end - window.start + 1,
+            "episode_id": window.episode_id,
+            "env_idx": window.env_idx,
+            "success": window.success,
+            "augmentation": window.augmentation,
+            "views": list(options.views),
+        },
+        "supervision": {
+            "label": window.label,
+            "score": window.score,
+            "score_name": options.score_name,
+            "score_source": window.source,
+            "delta_threshold": options.delta_threshold,
+            "start_gae": window.start_score,
+            "end_gae": window.end_score,
+        },
+    }
+
+
+def write_trend_dataset(
+    folder: str | Path,
+    split: TrendSplit,
+    *,
+    load: Callable[[str], np.ndarray],
+    prompt: str,
+    task: str,
+    options: TrendOptions,
+    extra_info: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Write the folder and return dataset_info (also written as dataset_info.json)."""
+    folder = Path(folder)
+    info: dict[str, Any] = {**{k: v for k, v in asdict(options).items()}, "views": list(options.views)}
+    info.update(extra_info or {})
+    for name in SPLITS:
+        windows: list[WindowRef] = getattr(split, name)
+        pkl_dir = folder / name / "pkl"
+        pkl_dir.mkdir(parents=True, exist_ok=True)
+        manifest = folder / name / "segments.jsonl"
+        with manifest.open("w") as out:
+            for window in windows:
+                pkl_path = pkl_dir / f"{window.label}_{window.sample_id}.pkl"
+                data = {
+                    "main_frames": [load(n) for n in window.main_images],
+                    "extra_view_frames": [load(n) for n in window.extra_images],
+                    "label": window.label,
+                    "score": window.score,
+                    "source_episode_path": window.episode_stem,
+                    "start_idx": window.start,
+                    "end_idx": window.end,
+                    "augmentation": window.augmentation,
+                }
+                with pkl_path.open("wb") as fh:
+                    pickle.dump(data, fh, protocol=4)
+                row = segment_row(window, pkl_path=pkl_path, prompt=prompt, task=task, options=options)
+                out.write(json.dumps(row) + "\n")
+        info[f"num_{name}_samples"] = len(windows)
+        info[f"{name}_label_counts"] = label_counts(windows)
+        info[f"{name}_manifest"] = str(manifest.resolve())
+    info["train_episodes"] = split.train_episodes
+    info["eval_episodes"] = split.eval_episodes
+    (folder / "dataset_info.json").write_text(json.dumps(info, indent=2))
+    return info

@@ -1,0 +1,152 @@
+"""Reads for the training app: the labels a snapshot takes, jobs, models and their curves."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from django.db.models import QuerySet
+
+from labeling.models import Episode, Frame, FrameLabel, Project, Step, WindowLabel
+
+from .datasets.rlinf_binary import FAIL, SUCCESS, FrameRef
+from .datasets.trend import WindowRef
+from .models import DatasetSnapshot, JobMetric, TrainedModel, TrainingJob
+
+SOURCE_PRIORITY = {"human": 0, "proposal": 1, "model": 2}
+
+
+def _episode_stem(episode: Episode) -> str:
+    meta = episode.metadata or {}
+    name = meta.get("file_name") or meta.get("source_file") or ""
+    if name:
+        return str(name).rsplit("/", 1)[-1].removesuffix(".pkl")
+    return f"episode_{episode.uuid}"
+
+
+def labeled_frames(*, project: Project, sources: list[str], camera: str) -> tuple[list[list[FrameRef]], list[dict]]:
+    """Per episode (oldest first), the labeled frames of `camera` in step order, one label per step:
+    a human label wins over a proposal, a proposal over a model label; rejected labels never count.
+    Also the manifest rows (who labeled what, when)."""
+    labels = (
+        FrameLabel.objects.filter(project=project, source__in=sources)
+        .exclude(status="rejected")
+        .select_related("author", "agent")
+        .values("step_id", "value", "source", "episode_id", "author__username", "agent__name", "updated_at")
+    )
+    best: dict[int, dict] = {}
+    for row in labels:
+        current = best.get(row["step_id"])
+        if current is None or SOURCE_PRIORITY[row["source"]] < SOURCE_PRIORITY[current["source"]]:
+            best[row["step_id"]] = row
+    images = dict(Frame.objects.filter(step_id__in=best.keys(), camera=camera).values_list("step_id", "image"))
+    steps = Step.objects.filter(pk__in=best.keys()).values("pk", "index", "episode_id")
+    episodes = {e.pk: e for e in Episode.objects.filter(project=project).order_by("created_at", "pk")}
+    per_episode: dict[int, list[tuple[int, FrameRef, dict]]] = defaultdict(list)
+    for step in steps:
+        image = images.get(step["pk"])
+        if not image:
+            continue
+        row = best[step["pk"]]
+        episode = episodes[step["episode_id"]]
+        ref = FrameRef(
+            episode=str(episode.uuid),
+            step=step["index"],
+            label=SUCCESS if row["value"] == "success" else FAIL,
+            image=image,
+            source=row["source"],
+        )
+        manifest = {
+            "episode": str(episode.uuid),
+            "step": step["index"],
+            "value": row["value"],
+            "source": row["source"],
+            "author": row["author__username"] or row["agent__name"] or "",
+            "labeled_at": row["updated_at"].isoformat(),
+        }
+        per_episode[episode.pk].append((step["index"], ref, manifest))
+    ordered, manifest_rows = [], []
+    for pk in episodes:
+        if pk in per_episode:
+            items = sorted(per_episode[pk], key=lambda item: item[0])
+            ordered.append([ref for _, ref, _ in items])
+            manifest_rows.extend(m for _, _, m in items)
+    return ordered, manifest_rows
+
+
+def labeled_windows(*, project: Project, sources: list[str], views: tuple[str, str]) -> tuple[list[WindowRef], str]:
+    """Window labels with both views' frame names (human over proposal for the same span); the score name."""
+    rows = (
+        WindowLabel.objects.filter(project=project, source__in=sources)
+        .exclude(status="rejected")
+        .exclude(value="")
+        .values("pk", "episode_id", "start", "end", "value", "source")
+    )
+    best: dict[tuple[int, int, int], dict] = {}
+    for row in rows:
+        key = (row["episode_id"], row["start"], row["end"])
+        if key not in best or SOURCE_PRIORITY[row["source"]] < SOURCE_PRIORITY[best[key]["source"]]:
+            best[key] = row
+    episode_ids = {key[0] for key in best}
+    episodes = {e.pk: e for e in Episode.objects.filter(pk__in=episode_ids)}
+    steps = Step.objects.filter(episode_id__in=episode_ids).values("pk", "episode_id", "index", "reward", "score")
+    step_info: dict[tuple[int, int], dict] = {(s["episode_id"], s["index"]): s for s in steps}
+    uses_gae = any(s["score"] is not None for s in step_info.values())
+    frames: dict[tuple[int, str], str] = {
+        (step_id, camera): image
+        for step_id, camera, image in Frame.objects.filter(
+            step__episode_id__in=episode_ids, camera__in=views
+        ).values_list("step_id", "camera", "image")
+    }
+    order = sorted(best.values(), key=lambda r: (episodes[r["episode_id"]].created_at, r["episode_id"], r["start"]))
+    windows = []
+    for row in order:
+        episode = episodes[row["episode_id"]]
+        span = [step_info.get((episode.pk, i)) for i in range(row["start"], row["end"] + 1)]
+        if any(s is None for s in span):
+            continue
+        main = tuple(frames.get((s["pk"], views[0]), "") for s in span)
+        extra = tuple(frames.get((s["pk"], views[1]), "") for s in span)
+        if not all(main) or not all(extra):
+            continue  # a window missing a view is skipped (as RLinf does)
+        meta = episode.metadata or {}
+        windows.append(
+            WindowRef(
+                episode=str(episode.uuid),
+                episode_stem=_episode_stem(episode),
+                start=row["start"],
+                end=row["end"],
+                label=row["value"],
+                main_images=main,
+                extra_images=extra,
+                source=row["source"],
+                start_score=_score(span[0]),
+                end_score=_score(span[-1]),
+                episode_id=meta.get("episode_id"),
+                env_idx=meta.get("env_idx"),
+                success=episode.success,
+            )
+        )
+    return windows, "gae" if uses_gae else "rewards"
+
+
+def _score(step: dict) -> float:
+    return float(step["score"]) if step["score"] is not None else float(step["reward"])
+
+
+def snapshots_for_project(project: Project) -> QuerySet[DatasetSnapshot]:
+    return DatasetSnapshot.objects.filter(project=project).select_related("created_by").order_by("-number")
+
+
+def jobs_for_project(project: Project) -> QuerySet[TrainingJob]:
+    return TrainingJob.objects.filter(project=project).select_related("snapshot", "created_by").order_by("-created_at")
+
+
+def models_for_project(project: Project) -> QuerySet[TrainedModel]:
+    return TrainedModel.objects.filter(project=project).select_related("job", "snapshot").order_by("-created_at")
+
+
+def job_history(job_id: int) -> list[dict]:
+    return [
+        {"kind": p.kind, "step": p.step, "epoch": p.epoch, **p.values}
+        for p in JobMetric.objects.filter(job_id=job_id).order_by("kind", "step", "pk")
+    ]

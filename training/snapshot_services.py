@@ -1,0 +1,237 @@
+"""Writes for dataset snapshots: numbering, building the files, the downloadable archive."""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+import traceback
+import zipfile
+from pathlib import Path
+
+from django.core.files.storage import default_storage
+from django.db import transaction
+from django.db.models import Max
+from django.utils import timezone
+
+from labeling.images import decode_rgb, encode_array
+from labeling.models import Project
+
+from . import selectors
+from .datasets.options import SnapshotOptions
+from .datasets.rlinf_binary import FrameRef, payload_metadata, split_by_episode, write_payload
+from .datasets.trend import TrendOptions, split_windows, write_trend_dataset
+from .models import DatasetSnapshot
+from .storage import local_path
+
+logger = logging.getLogger(__name__)
+
+
+class SnapshotError(ValueError):
+    """A snapshot that cannot be built from the project's labels; the message says why."""
+
+
+def snapshot_create(
+    *, project: Project, options: dict | None = None, created_by=None, build: bool = True
+) -> DatasetSnapshot:
+    """Number a new snapshot of the project and (by default) build its files now."""
+    opts = SnapshotOptions.from_dict(options or {})
+    if not opts.camera:
+        opts.camera = (project.camera_views or ["main"])[0]
+    if opts.camera not in (project.camera_views or []):
+        raise SnapshotError(f"camera {opts.camera!r} is not one of the project's cameras {project.camera_views}")
+    with transaction.atomic():
+        Project.objects.select_for_update().filter(pk=project.pk).first()
+        number = (DatasetSnapshot.objects.filter(project=project).aggregate(n=Max("number"))["n"] or 0) + 1
+        snapshot = DatasetSnapshot.objects.create(
+            project=project,
+            number=number,
+            options=opts.to_dict(),
+            folder=f"snapshots/project_{project.pk}/snapshot_{number}",
+            created_by=created_by,
+        )
+    if build:
+        snapshot_build(snapshot_id=snapshot.pk)
+        snapshot.refresh_from_db()
+    return snapshot
+
+
+def snapshot_build(*, snapshot_id: int) -> str:
+    """Write the snapshot's files; the row becomes ready (immutable) or failed with the reason."""
+    snapshot = DatasetSnapshot.objects.select_related("project").get(pk=snapshot_id)
+    if snapshot.status != DatasetSnapshot.Status.BUILDING:
+        return snapshot.status
+    folder = local_path(snapshot.folder)
+    try:
+        shutil.rmtree(folder, ignore_errors=True)
+        folder.mkdir(parents=True)
+        stats = _write_files(snapshot, folder)
+    except Exception as exc:
+        shutil.rmtree(folder, ignore_errors=True)
+        message = str(exc) if isinstance(exc, SnapshotError) else f"{exc.__class__.__name__}: {exc}"
+        if not isinstance(exc, SnapshotError):
+            logger.exception("snapshot %s failed", snapshot_id)
+            message += "\n" + traceback.format_exc()
+        DatasetSnapshot.objects.filter(pk=snapshot_id).update(
+            status=DatasetSnapshot.Status.FAILED, error=message, finished_at=timezone.now()
+        )
+        return DatasetSnapshot.Status.FAILED
+    DatasetSnapshot.objects.filter(pk=snapshot_id, status=DatasetSnapshot.Status.BUILDING).update(
+        status=DatasetSnapshot.Status.READY, stats=stats, finished_at=timezone.now()
+    )
+    return DatasetSnapshot.Status.READY
+
+
+class _FrameCache:
+    def __init__(self):
+        self._cache: dict[str, object] = {}
+
+    def load(self, name: str):
+        if name not in self._cache:
+            with default_storage.open(name, "rb") as fh:
+                self._cache[name] = decode_rgb(fh.read())
+        return self._cache[name]
+
+
+def _write_files(snapshot: DatasetSnapshot, folder: Path) -> dict:
+    project = snapshot.project
+    opts = SnapshotOptions.from_dict(snapshot.options)
+    episodes, manifest = selectors.labeled_frames(project=project, sources=opts.sources, camera=opts.camera)
+    if not episodes:
+        raise SnapshotError(f"no labeled frames from sources {opts.sources} with camera {opts.camera!r}")
+    binary = opts.binary()
+    split = split_by_episode(episodes, binary)
+    for name, frames in (("train", split.train), ("val", split.val)):
+        if not frames:
+            raise SnapshotError(
+                f"the {name} split is empty: its episodes have no success frame. Label success frames in more "
+                f"episodes, or change val_split (now {opts.val_split}) or seed (now {opts.seed})."
+            )
+    frames = _FrameCache()
+    raw_path = f"reward-studio://{project.name}/snapshot_{snapshot.number}"
+    metadata = payload_metadata(binary, raw_data_path=raw_path, num_train=len(split.train), num_val=len(split.val))
+    write_payload(folder / "train.pt", split.train, lambda ref: frames.load(ref.image), metadata)
+    write_payload(folder / "val.pt", split.val, lambda ref: frames.load(ref.image), metadata)
+
+    splits_by_key = {(r.episode, r.step): name for name in ("train", "val") for r in getattr(split, name)}
+    with (folder / "labels.jsonl").open("w") as out:
+        for row in manifest:
+            out.write(json.dumps({**row, "split": splits_by_key.get((row["episode"], row["step"]), "")}) + "\n")
+    with (folder / "val_index.json").open("w") as out:
+        json.dump([{"episode": r.episode, "step": r.step, "label": r.label} for r in split.val], out)
+
+    if opts.png_folders:
+        _write_png_folders(folder, split.train + split.val, splits_by_key, frames)
+
+    stats = {
+        "episodes": len(episodes),
+        "labeled_frames": sum(len(ep) for ep in episodes),
+        "train": _counts(split.train),
+        "val": _counts(split.val),
+        "raw": split.raw_counts,
+        "train_episodes": split.train_episodes,
+        "val_episodes": split.val_episodes,
+        "sources": sorted({r.source for ep in episodes for r in ep}),
+        "camera": opts.camera,
+    }
+    if opts.trend:
+        stats["trend"] = _write_trend(snapshot, folder / "trend", opts, frames)
+    (folder / "snapshot.json").write_text(
+        json.dumps(
+            {
+                "project": project.name,
+                "number": snapshot.number,
+                "options": opts.to_dict(),
+                "stats": stats,
+                "created_by": snapshot.created_by.get_username() if snapshot.created_by else "",
+                "created_at": snapshot.created_at.isoformat(),
+            },
+            indent=2,
+        )
+    )
+    return stats
+
+
+def _counts(frames: list[FrameRef]) -> dict[str, int]:
+    success = sum(1 for f in frames if f.label == 1)
+    return {"total": len(frames), "success": success, "fail": len(frames) - success}
+
+
+def _write_png_folders(folder: Path, refs: list[FrameRef], splits: dict, frames: _FrameCache) -> None:
+    for sub in ("success", "failure"):
+        (folder / sub).mkdir()
+    for ref in refs:
+        target = (
+            folder
+            / ("success" if ref.label == 1 else "failure")
+            / f"{splits[(ref.episode, ref.step)]}_{ref.episode}_{ref.step:06d}.png"
+        )
+        if ref.image.endswith(".png"):
+            with default_storage.open(ref.image, "rb") as fh:
+                target.write_bytes(fh.read())
+        else:
+            array = frames.load(ref.image)
+            target.write_bytes(encode_array(array, max_side=1 << 15, max_pixels=1 << 30).data)
+
+
+def _write_trend(snapshot: DatasetSnapshot, folder: Path, opts: SnapshotOptions, frames: _FrameCache) -> dict:
+    from training.vlm.prompt import prompt_render
+
+    project = snapshot.project
+    cameras = list(project.camera_views or [])
+    if len(cameras) < 2:
+        return {"skipped": "the project has fewer than two cameras"}
+    views = (cameras[0], cameras[1])
+    windows, score_name = selectors.labeled_windows(project=project, sources=opts.sources, views=views)
+    trend_opts = TrendOptions(
+        window_size=project.window_size,
+        stride=project.trend_stride,
+        delta_threshold=project.trend_delta_threshold,
+        tail_unclear_ratio=project.trend_tail_unclear_ratio,
+        val_split=opts.trend_val_split,
+        balance=opts.trend_balance,
+        reverse_positive_augmentation=opts.trend_reverse_augmentation,
+        seed=opts.seed,
+        score_name=score_name,
+        views=views,
+    )
+    split = split_windows(windows, trend_opts)
+    prompt = prompt_render(project.prompt_template, task=project.task_description, window_size=project.window_size)
+    info = write_trend_dataset(
+        folder,
+        split,
+        load=frames.load,
+        prompt=prompt,
+        task=project.task_description,
+        options=trend_opts,
+        extra_info={"project": project.name, "snapshot": snapshot.number, "sources": opts.sources},
+    )
+    return {k: info[k] for k in ("num_train_samples", "num_eval_samples", "train_label_counts", "eval_label_counts")}
+
+
+def snapshot_archive(*, snapshot: DatasetSnapshot) -> Path:
+    """A zip of the snapshot folder (built once; the snapshot never changes)."""
+    if snapshot.status != DatasetSnapshot.Status.READY:
+        raise SnapshotError(f"snapshot #{snapshot.number} is {snapshot.status}")
+    folder = local_path(snapshot.folder)
+    archive = folder.parent / f"{snapshot.project.name.replace('/', '_')}_snapshot_{snapshot.number}.zip"
+    if archive.exists():
+        return archive
+    tmp = archive.with_suffix(".zip.tmp")
+    root = archive.stem
+    with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_STORED, allowZip64=True) as zf:
+        for path in sorted(folder.rglob("*")):
+            if path.is_file():
+                zf.write(path, f"{root}/{path.relative_to(folder)}")
+    tmp.replace(archive)
+    return archive
+
+
+def snapshot_delete(*, snapshot: DatasetSnapshot) -> None:
+    if snapshot.jobs.exists():
+        raise SnapshotError(f"snapshot #{snapshot.number} trained jobs; delete those jobs first")
+    folder = local_path(snapshot.folder)
+    DatasetSnapshot.objects.filter(pk=snapshot.pk).delete()
+    shutil.rmtree(folder, ignore_errors=True)
+    for archive in folder.parent.glob(f"*_snapshot_{snapshot.number}.zip"):
+        archive.unlink(missing_ok=True)
