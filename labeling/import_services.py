@@ -1,0 +1,346 @@
+"""Store imported files as episodes, through the same services the ingest API uses.
+
+Mapping onto our model:
+- RLinf episode pickle -> one Episode (source=import, success = the pickle's `success`) with N+1
+  steps; step i holds observation i, rewards[i], terminated[i], truncated[i], infos[i] and the
+  action that led to it, actions[i-1] (step 0, the reset, has action []). `score` = gae[i] when the
+  pickle has `gae`. Per-step env success by RLinf's rule. Cameras: main_images -> "main",
+  extra_view_images[k] -> "extra", "extra_1", ...; cameras the project lacks are dropped (listed in
+  the episode's metadata). No labels: proposals are the labeler's job.
+- `success/` + `failure/` image folder -> one Episode per label folder (success=True for
+  `success/`, False for `failure/`), one step per image in natural file-name order, each with a
+  human FrameLabel (success / fail). The image file name is kept in the step's info.
+- RLinf `train.pt`/`val.pt` payload -> one Episode per file (success unknown), one step per image
+  in payload order, each with a human FrameLabel (label 1 -> success, 0 -> fail); the payload's
+  metadata goes into the episode's metadata.
+Folder and payload frames go to the project's "main" camera (its first camera when it has no
+"main"). Imported human labels have author=None and params={"imported_from": <file>}.
+
+Each episode is stored atomically (database rows, and frame files removed again on failure), under
+a UUID derived from the project and the file's content hash, so importing the same file twice
+changes nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import tempfile
+import uuid as uuid_lib
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from django.conf import settings
+from django.core.files.storage import default_storage
+from django.db import transaction
+
+from . import safe_pickle
+from .images import CheckedImage, ImageError, check_image, decode_rgb, encode_array
+from .import_sources import (
+    ImportSummary,
+    Source,
+    SourceError,
+    discover,
+    extract_zip,
+    file_kind,
+    file_sha256,
+    folder_images,
+    folder_sha256,
+    load_payload,
+)
+from .models import Episode, Frame, FrameLabel, LabelChange, LabelSource, Project, Step
+from .rlinf_episode import EpisodeFormatError, parse_episode, to_json
+from .services import IngestError, StepInput, episode_create, episode_finish, steps_append
+
+logger = logging.getLogger(__name__)
+
+IMPORT_NAMESPACE = uuid_lib.UUID("7d0c5f1e-3b8a-4f39-9a52-4c1e2d6b8a10")
+CHUNK_STEPS = 32
+EXPECTED_ERRORS = (SourceError, safe_pickle.PickleLoadError, EpisodeFormatError, ImageError, IngestError)
+
+
+@dataclass(frozen=True)
+class StoredEpisode:
+    episode: Episode
+    steps: int
+    frames: int
+    labels: int
+
+
+def import_uuid(*, project: Project, kind: str, digest: str) -> uuid_lib.UUID:
+    """The same file imported into the same project always maps to the same episode UUID."""
+    return uuid_lib.uuid5(IMPORT_NAMESPACE, f"{project.pk}:{kind}:{digest}")
+
+
+def import_paths(
+    *,
+    project: Project,
+    paths: Iterable[Path],
+    env_id: str = "",
+    on_sources: Callable[[int], None] | None = None,
+    on_progress: Callable[[Source], None] | None = None,
+) -> ImportSummary:
+    """Import every importable file under `paths` (zips are unpacked first).
+
+    Raises SourceError for a path that does not exist or has an unknown type; problems inside a file
+    are recorded in the summary and the other files still import.
+    """
+    summary = ImportSummary()
+    with contextlib.ExitStack() as stack:
+        roots: list[Path] = []
+        for path in paths:
+            if path.is_file() and file_kind(path) == "zip":
+                folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="rs-import-")))
+                extract_zip(path, folder / path.stem)
+                roots.append(folder / path.stem)
+            else:
+                roots.append(path)
+        sources, ignored = discover(roots)
+        summary.ignored.extend(ignored)
+        if on_sources:
+            on_sources(len(sources))
+        for source in sources:
+            import_source(project=project, source=source, env_id=env_id, summary=summary)
+            if on_progress:
+                on_progress(source)
+    return summary
+
+
+def import_source(*, project: Project, source: Source, env_id: str, summary: ImportSummary) -> None:
+    importer = {"pickle": _import_pickle, "payload": _import_payload, "folder": _import_folder}[source.kind]
+    try:
+        importer(project=project, source=source, env_id=env_id, summary=summary)
+    except EXPECTED_ERRORS as exc:
+        summary.failed.append((source.name, str(exc)))
+    except Exception as exc:  # never let one odd file abort the others, or a page 500
+        logger.exception("import of %s failed", source.path)
+        summary.failed.append((source.name, f"unexpected error: {exc.__class__.__name__}: {exc}"))
+
+
+def _import_pickle(*, project: Project, source: Source, env_id: str, summary: ImportSummary) -> None:
+    digest = file_sha256(source.path)
+    uuid = import_uuid(project=project, kind="rlinf_pickle", digest=digest)
+    if _already_imported(uuid, source, summary):
+        return
+    parsed = parse_episode(safe_pickle.load_path(source.path), file_name=source.path.name)
+    cameras = set(project.camera_views)
+    steps = []
+    for step in parsed.steps:
+        images = {}
+        for camera, array in step.images.items():
+            if camera in cameras:
+                images[camera] = _encode(array, f"step {step.index} camera {camera}")
+        steps.append(
+            StepInput(
+                index=step.index,
+                action=step.action,
+                reward=step.reward,
+                terminated=step.terminated,
+                truncated=step.truncated,
+                success=step.success,
+                score=step.score,
+                info=step.info,
+                images=images,
+            )
+        )
+    metadata = {
+        "format": "rlinf_pickle",
+        "file_name": source.path.name,
+        "sha256": digest,
+        "rank": parsed.rank,
+        "env_idx": parsed.env_idx,
+        "episode_id": parsed.episode_id,
+        "step": parsed.global_step,
+        "task_description": parsed.task_description,
+        "score_source": parsed.score_source,
+        "action_convention": "step i holds actions[i-1], the action that led to observation i; step 0 has none",
+        "cameras_dropped": [camera for camera in parsed.cameras() if camera not in cameras],
+    }
+    stored = _store_episode(
+        project=project,
+        uuid=uuid,
+        env_id=parsed.env_id or env_id,
+        metadata=metadata,
+        steps=steps,
+        success=parsed.success,
+    )
+    _count(summary, stored)
+
+
+def _import_payload(*, project: Project, source: Source, env_id: str, summary: ImportSummary) -> None:
+    digest = file_sha256(source.path)
+    uuid = import_uuid(project=project, kind="rlinf_payload", digest=digest)
+    if _already_imported(uuid, source, summary):
+        return
+    payload = load_payload(source.path)
+    camera = _label_camera(project)
+    steps = []
+    labels = {}
+    for index, (array, label) in enumerate(zip(payload.images, payload.labels, strict=True)):
+        steps.append(StepInput(index=index, images={camera: _encode(array, f"images[{index}]")}))
+        labels[index] = FrameLabel.Value.SUCCESS if label == 1 else FrameLabel.Value.FAIL
+    metadata = {
+        "format": "rlinf_reward_payload",
+        "file_name": source.path.name,
+        "sha256": digest,
+        "payload_metadata": to_json(payload.metadata),
+    }
+    stored = _store_episode(
+        project=project,
+        uuid=uuid,
+        env_id=env_id,
+        metadata=metadata,
+        steps=steps,
+        success=None,
+        labels=labels,
+        imported_from=source.path.name,
+    )
+    _count(summary, stored)
+
+
+def _import_folder(*, project: Project, source: Source, env_id: str, summary: ImportSummary) -> None:
+    images, ignored = folder_images(source.path)
+    summary.ignored.extend(ignored)
+    camera = _label_camera(project)
+    for value in (FrameLabel.Value.SUCCESS, FrameLabel.Value.FAIL):
+        files = [path for label, path in images if label == value]
+        if not files:
+            continue
+        folder_name = "success" if value == FrameLabel.Value.SUCCESS else "failure"
+        name = f"{source.name}/{folder_name}"
+        digest = folder_sha256([(value, path) for path in files])
+        uuid = import_uuid(project=project, kind="image_folder", digest=digest)
+        if _already_imported(uuid, Source("folder", source.path / folder_name, name), summary):
+            continue
+        steps = []
+        for path in files:
+            try:
+                image = _folder_image(path.read_bytes())
+            except ImageError as exc:
+                summary.failed.append((f"{name}/{path.name}", str(exc)))
+                continue
+            steps.append(StepInput(index=len(steps), info={"file_name": path.name}, images={camera: image}))
+        if not steps:
+            continue
+        metadata = {"format": "image_folder", "folder": name, "label": value, "sha256": digest}
+        stored = _store_episode(
+            project=project,
+            uuid=uuid,
+            env_id=env_id,
+            metadata=metadata,
+            steps=steps,
+            success=value == FrameLabel.Value.SUCCESS,
+            labels=dict.fromkeys(range(len(steps)), value),
+            imported_from=name,
+        )
+        _count(summary, stored)
+
+
+def _store_episode(
+    *,
+    project: Project,
+    uuid: uuid_lib.UUID,
+    env_id: str,
+    metadata: dict,
+    steps: list[StepInput],
+    success: bool | None,
+    labels: dict[int, str] | None = None,
+    imported_from: str = "",
+) -> StoredEpisode:
+    """One episode, its steps, frames and human labels: all stored, or nothing (files included)."""
+    written: list[str] = []
+    try:
+        with transaction.atomic():
+            episode, _ = episode_create(
+                project=project, uuid=uuid, source=Episode.Source.IMPORT, env_id=env_id[:100], metadata=metadata
+            )
+            for start in range(0, len(steps), CHUNK_STEPS):
+                steps_append(episode=episode, steps=steps[start : start + CHUNK_STEPS])
+                written = list(Frame.objects.filter(step__episode=episode).values_list("image", flat=True))
+            num_labels = _human_labels_create(episode=episode, labels=labels or {}, imported_from=imported_from)
+            episode = episode_finish(episode=episode, success=success)
+            if success is None:
+                Episode.objects.filter(pk=episode.pk).update(success=None)
+                episode.success = None
+    except BaseException:
+        for name in written:
+            default_storage.delete(name)
+        raise
+    return StoredEpisode(episode, len(steps), len(written), num_labels)
+
+
+def _human_labels_create(*, episode: Episode, labels: dict[int, str], imported_from: str) -> int:
+    if not labels:
+        return 0
+    step_ids = dict(Step.objects.filter(episode=episode, index__in=list(labels)).values_list("index", "id"))
+    FrameLabel.objects.bulk_create(
+        [
+            FrameLabel(
+                project_id=episode.project_id,
+                episode=episode,
+                step_id=step_ids[index],
+                value=value,
+                source=LabelSource.HUMAN,
+                author=None,
+                params={"imported_from": imported_from},
+            )
+            for index, value in labels.items()
+        ]
+    )
+    LabelChange.objects.bulk_create(
+        [
+            LabelChange(
+                project_id=episode.project_id,
+                episode=episode,
+                kind=LabelChange.Kind.FRAME,
+                action=LabelChange.Action.SET,
+                source=LabelSource.HUMAN,
+                start=index,
+                end=index,
+                new_value=value,
+            )
+            for index, value in labels.items()
+        ]
+    )
+    return len(labels)
+
+
+def _already_imported(uuid: uuid_lib.UUID, source: Source, summary: ImportSummary) -> bool:
+    episode = Episode.objects.filter(uuid=uuid, status=Episode.Status.FINISHED).first()
+    if episode is None:
+        return False
+    summary.already_imported.append((source.name, f"already imported as episode {episode.uuid}"))
+    return True
+
+
+def _count(summary: ImportSummary, stored: StoredEpisode) -> None:
+    summary.episodes += 1
+    summary.steps += stored.steps
+    summary.frames += stored.frames
+    summary.labels += stored.labels
+
+
+def _label_camera(project: Project) -> str:
+    cameras = list(project.camera_views or [])
+    if not cameras:
+        raise SourceError(f"project {project.name!r} has no cameras to put imported frames on")
+    return "main" if "main" in cameras else cameras[0]
+
+
+def _encode(array, where: str) -> CheckedImage:
+    try:
+        return encode_array(array, max_side=settings.MAX_IMAGE_SIDE, max_pixels=settings.MAX_IMAGE_PIXELS)
+    except ImageError as exc:
+        raise ImageError(f"{where}: {exc}") from None
+
+
+def _folder_image(raw: bytes) -> CheckedImage:
+    """PNG/JPEG bytes kept as they are; other modes (RGBA, grayscale) converted to RGB PNG."""
+    limits = {"max_side": settings.MAX_IMAGE_SIDE, "max_pixels": settings.MAX_IMAGE_PIXELS}
+    try:
+        return check_image(raw, **limits)
+    except ImageError as exc:
+        if "must be RGB" not in str(exc):
+            raise
+    return encode_array(decode_rgb(raw), **limits)  # size and format were checked above
