@@ -1,9 +1,9 @@
 // Bundles every page entry in src/pages/ into dist/pages/<name>.js (ES modules, minified, with source maps),
 // and copies stylesheets to dist/styles/. Django serves dist/ as static files.
 import { build, context } from "esbuild";
-import { cpSync, mkdirSync, readdirSync } from "node:fs";
+import { cpSync, existsSync, mkdirSync, readdirSync } from "node:fs";
 
-const pages = readdirSync("src/pages").filter((f) => /\.(ts|js)$/.test(f)).map((f) => `src/pages/${f}`);
+const pages = (existsSync("src/pages") ? readdirSync("src/pages") : []).filter((f) => /\.(ts|js)$/.test(f)).map((f) => `src/pages/${f}`);
 const options = {
   entryPoints: pages,
   outdir: "dist/pages",
