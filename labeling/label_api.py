@@ -1,0 +1,379 @@
+"""Label API: what the labeling pages read and write. Session (with CSRF) or agent-token auth.
+
+Every write is saved at once and returns what changed (old and new values), so a client can undo it
+by sending the old values back.
+"""
+
+from __future__ import annotations
+
+from django.shortcuts import get_object_or_404
+from drf_spectacular.utils import OpenApiParameter, OpenApiTypes, extend_schema, inline_serializer
+from rest_framework import serializers, status
+from rest_framework.exceptions import ValidationError
+from rest_framework.parsers import JSONParser
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from . import label_selectors, proposals
+from .label_services import Actor, LabelError, frame_labels_set, window_labels_set
+from .models import Episode, FrameLabel, Project, ProposalStatus, WindowLabel
+
+MAX_ITEMS = 100_000
+
+
+def _episode(uuid) -> Episode:
+    return get_object_or_404(Episode.objects.select_related("project"), uuid=uuid)
+
+
+def _bad(exc: Exception) -> ValidationError:
+    return ValidationError({"detail": str(exc)})
+
+
+# ---- serializers -------------------------------------------------------------------------------
+
+
+class FrameItemSerializer(serializers.Serializer):
+    index = serializers.IntegerField(min_value=0)
+    value = serializers.ChoiceField(choices=FrameLabel.Value.choices, allow_null=True)
+
+
+class FrameLabelsInSerializer(serializers.Serializer):
+    """Either a range (start..end inclusive, one value for all) or a list of items."""
+
+    start = serializers.IntegerField(min_value=0, required=False)
+    end = serializers.IntegerField(min_value=0, required=False)
+    value = serializers.ChoiceField(
+        choices=FrameLabel.Value.choices, allow_null=True, required=False, help_text="null clears the label"
+    )
+    items = FrameItemSerializer(many=True, required=False, max_length=MAX_ITEMS)
+
+    def validate(self, attrs):
+        if "items" in attrs:
+            if {"start", "end", "value"} & set(attrs):
+                raise serializers.ValidationError("send either items or start/end/value, not both")
+            return attrs
+        if "start" not in attrs or "value" not in attrs:
+            raise serializers.ValidationError("send start (and end) with value, or items")
+        attrs.setdefault("end", attrs["start"])
+        if attrs["end"] < attrs["start"]:
+            raise serializers.ValidationError("end must not be before start")
+        if attrs["end"] - attrs["start"] >= MAX_ITEMS:
+            raise serializers.ValidationError(f"a range may hold at most {MAX_ITEMS} steps")
+        return attrs
+
+
+class FrameChangeSerializer(serializers.Serializer):
+    index = serializers.IntegerField()
+    old = serializers.CharField(allow_null=True)
+    new = serializers.CharField(allow_null=True)
+
+
+class FrameChangesSerializer(serializers.Serializer):
+    changed = FrameChangeSerializer(many=True)
+
+
+class WindowItemSerializer(serializers.Serializer):
+    start = serializers.IntegerField(min_value=0)
+    end = serializers.IntegerField(min_value=0)
+    value = serializers.ChoiceField(
+        choices=WindowLabel.Value.choices, allow_null=True, help_text="null deletes the human window label"
+    )
+
+    def validate(self, attrs):
+        if attrs["end"] < attrs["start"]:
+            raise serializers.ValidationError("end must not be before start")
+        return attrs
+
+
+class WindowLabelsInSerializer(serializers.Serializer):
+    start = serializers.IntegerField(min_value=0, required=False)
+    end = serializers.IntegerField(min_value=0, required=False)
+    value = serializers.ChoiceField(choices=WindowLabel.Value.choices, allow_null=True, required=False)
+    items = WindowItemSerializer(many=True, required=False, max_length=MAX_ITEMS)
+
+    def validate(self, attrs):
+        if "items" in attrs:
+            if {"start", "end", "value"} & set(attrs):
+                raise serializers.ValidationError("send either items or start/end/value, not both")
+            return attrs
+        if not {"start", "end", "value"} <= set(attrs):
+            raise serializers.ValidationError("send start, end and value, or items")
+        if attrs["end"] < attrs["start"]:
+            raise serializers.ValidationError("end must not be before start")
+        return attrs
+
+
+class WindowChangeSerializer(serializers.Serializer):
+    start = serializers.IntegerField()
+    end = serializers.IntegerField()
+    old = serializers.CharField(allow_null=True)
+    new = serializers.CharField(allow_null=True)
+
+
+class WindowChangesSerializer(serializers.Serializer):
+    changed = WindowChangeSerializer(many=True)
+
+
+class WindowSpanSerializer(serializers.Serializer):
+    start = serializers.IntegerField(min_value=0)
+    end = serializers.IntegerField(min_value=0)
+
+
+class ProposalScopeSerializer(serializers.Serializer):
+    kind = serializers.ChoiceField(choices=proposals.KINDS, default="all")
+    episode = serializers.UUIDField(required=False, help_text="Limit to one episode of the project.")
+    start = serializers.IntegerField(min_value=0, required=False, help_text="First step (frames) / window start.")
+    end = serializers.IntegerField(min_value=0, required=False, help_text="Last step (frames) / window end.")
+
+    def validate(self, attrs):
+        if ("start" in attrs or "end" in attrs) and "episode" not in attrs:
+            raise serializers.ValidationError("a step range needs an episode")
+        if "start" in attrs and "end" in attrs and attrs["end"] < attrs["start"]:
+            raise serializers.ValidationError("end must not be before start")
+        return attrs
+
+
+class DecisionSerializer(serializers.Serializer):
+    frames = serializers.IntegerField(help_text="Frame proposals decided.")
+    windows = serializers.IntegerField(help_text="Window proposals decided.")
+    previous_frames = serializers.DictField(
+        child=serializers.ListField(child=serializers.DictField()),
+        help_text="Per episode UUID: human frame labels before an accept, [{index, value}] (for undo).",
+    )
+    previous_windows = serializers.DictField(
+        child=serializers.ListField(child=serializers.DictField()),
+        help_text="Per episode UUID: human window labels before an accept, [{start, end, value}].",
+    )
+
+
+class GenerateInSerializer(serializers.Serializer):
+    episode = serializers.UUIDField(required=False, help_text="Only this episode (default: every episode).")
+
+
+class GenerateOutSerializer(serializers.Serializer):
+    episodes = serializers.IntegerField()
+    frames_created = serializers.IntegerField()
+    frames_updated = serializers.IntegerField()
+    windows_created = serializers.IntegerField()
+    windows_updated = serializers.IntegerField()
+    windows_removed = serializers.IntegerField()
+
+
+class ProgressSerializer(serializers.Serializer):
+    label = serializers.CharField()
+    kind = serializers.CharField()
+    done = serializers.IntegerField()
+    target = serializers.IntegerField()
+    percent = serializers.IntegerField()
+
+
+class ProjectProgressSerializer(serializers.Serializer):
+    progress = ProgressSerializer(many=True)
+    open_proposals = serializers.DictField(child=serializers.IntegerField())
+
+
+class LabelChangeSerializer(serializers.Serializer):
+    at = serializers.DateTimeField()
+    kind = serializers.CharField()
+    action = serializers.CharField()
+    source = serializers.CharField()
+    start = serializers.IntegerField()
+    end = serializers.IntegerField()
+    old_value = serializers.CharField()
+    new_value = serializers.CharField()
+    who = serializers.SerializerMethodField()
+
+    def get_who(self, change) -> str:
+        if change.author_id:
+            return change.author.get_username()
+        if change.agent_id:
+            return f"agent:{change.agent.name}"
+        return "system"
+
+
+EPISODE_DATA = inline_serializer(
+    "EpisodeLabelingData",
+    {
+        "episode": serializers.DictField(),
+        "project": serializers.DictField(),
+        "steps": serializers.DictField(help_text="index, reward, score, success, action: one entry per step."),
+        "frames": serializers.DictField(help_text="Per camera: frame URL per step (null when missing)."),
+        "frame_labels": serializers.DictField(help_text="human, proposal, proposal_status: one entry per step."),
+        "windows": serializers.ListField(child=serializers.DictField()),
+    },
+)
+
+
+# ---- views -------------------------------------------------------------------------------------
+
+
+class EpisodeLabelingView(APIView):
+    @extend_schema(responses=EPISODE_DATA, summary="Everything the labeling page needs about an episode")
+    def get(self, request, uuid):
+        return Response(label_selectors.episode_labeling_data(episode=_episode(uuid)))
+
+
+class FrameLabelsView(APIView):
+    parser_classes = [JSONParser]
+
+    @extend_schema(
+        request=FrameLabelsInSerializer,
+        responses=FrameChangesSerializer,
+        summary="Set or clear human frame labels (a range or a list)",
+    )
+    def put(self, request, uuid):
+        data = FrameLabelsInSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        values = data.validated_data
+        if "items" in values:
+            items = [(item["index"], item["value"]) for item in values["items"]]
+        else:
+            items = [(i, values["value"]) for i in range(values["start"], values["end"] + 1)]
+        try:
+            edits = frame_labels_set(episode=_episode(uuid), items=items, actor=Actor.of(request.user))
+        except LabelError as exc:
+            raise _bad(exc) from None
+        return Response({"changed": [{"index": e.index, "old": e.old, "new": e.new} for e in edits]})
+
+
+class WindowLabelsView(APIView):
+    parser_classes = [JSONParser]
+
+    @extend_schema(
+        request=WindowLabelsInSerializer,
+        responses=WindowChangesSerializer,
+        summary="Set human window labels (value null deletes); windows may overlap",
+    )
+    def post(self, request, uuid):
+        data = WindowLabelsInSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        values = data.validated_data
+        items = [(i["start"], i["end"], i["value"]) for i in values.get("items", [values])]
+        return self._apply(request, uuid, items)
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("start", OpenApiTypes.INT, required=True),
+            OpenApiParameter("end", OpenApiTypes.INT, required=True),
+        ],
+        request=None,
+        responses=WindowChangesSerializer,
+        summary="Delete the human window label of one span",
+    )
+    def delete(self, request, uuid):
+        span = WindowSpanSerializer(data=request.query_params)
+        span.is_valid(raise_exception=True)
+        return self._apply(request, uuid, [(span.validated_data["start"], span.validated_data["end"], None)])
+
+    def _apply(self, request, uuid, items):
+        try:
+            edits = window_labels_set(episode=_episode(uuid), items=items, actor=Actor.of(request.user))
+        except LabelError as exc:
+            raise _bad(exc) from None
+        return Response({"changed": [{"start": e.start, "end": e.end, "old": e.old, "new": e.new} for e in edits]})
+
+
+class EpisodeHistoryView(APIView):
+    @extend_schema(responses=LabelChangeSerializer(many=True), summary="Label change history, newest first")
+    def get(self, request, uuid):
+        changes = label_selectors.episode_history(episode=_episode(uuid))
+        return Response(LabelChangeSerializer(changes, many=True).data)
+
+
+class ProjectProgressView(APIView):
+    @extend_schema(responses=ProjectProgressSerializer, summary="Human labels against the project's targets")
+    def get(self, request, pk):
+        project = get_object_or_404(Project, pk=pk)
+        progress = [
+            {"label": p.label, "kind": p.kind, "done": p.done, "target": p.target, "percent": p.percent}
+            for p in label_selectors.project_progress(project=project)
+        ]
+        return Response(
+            {"progress": progress, "open_proposals": label_selectors.project_open_proposals(project=project)}
+        )
+
+
+class ProposalsGenerateView(APIView):
+    parser_classes = [JSONParser]
+
+    @extend_schema(
+        request=GenerateInSerializer,
+        responses=GenerateOutSerializer,
+        summary="(Re)compute frame proposals (env success) and window proposals (trend rule)",
+    )
+    def post(self, request, pk):
+        project = get_object_or_404(Project, pk=pk)
+        data = GenerateInSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        episodes = None
+        if "episode" in data.validated_data:
+            episodes = Episode.objects.filter(uuid=data.validated_data["episode"], project=project)
+            if not episodes.exists():
+                raise ValidationError({"episode": ["no such episode in this project"]})
+        result = proposals.proposals_generate(project=project, episodes=episodes)
+        return Response(GenerateOutSerializer(result).data)
+
+
+class ProposalsDecisionView(APIView):
+    """accept / reject / reopen proposals in a scope: one step, a range, an episode or the whole project."""
+
+    parser_classes = [JSONParser]
+    action = "accept"
+
+    @extend_schema(request=ProposalScopeSerializer, responses=DecisionSerializer)
+    def post(self, request, pk):
+        project = get_object_or_404(Project, pk=pk)
+        data = ProposalScopeSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        values = data.validated_data
+        episode = None
+        if "episode" in values:
+            episode = Episode.objects.filter(uuid=values["episode"], project=project).first()
+            if episode is None:
+                raise ValidationError({"episode": ["no such episode in this project"]})
+        scope = {
+            "project": project,
+            "kind": values["kind"],
+            "actor": Actor.of(request.user),
+            "episode": episode,
+            "start": values.get("start"),
+            "end": values.get("end"),
+        }
+        if self.action == "accept":
+            result = proposals.proposals_accept(**scope)
+        else:
+            new_status = ProposalStatus.REJECTED if self.action == "reject" else ProposalStatus.OPEN
+            result = proposals.proposals_set_status(status=new_status, **scope)
+        return Response(DecisionSerializer(result).data, status=status.HTTP_200_OK)
+
+
+class ProposalsAcceptView(ProposalsDecisionView):
+    action = "accept"
+
+    @extend_schema(
+        request=ProposalScopeSerializer,
+        responses=DecisionSerializer,
+        summary="Accept open proposals: their values become the human labels",
+    )
+    def post(self, request, pk):
+        return super().post(request, pk)
+
+
+class ProposalsRejectView(ProposalsDecisionView):
+    action = "reject"
+
+    @extend_schema(request=ProposalScopeSerializer, responses=DecisionSerializer, summary="Reject open proposals")
+    def post(self, request, pk):
+        return super().post(request, pk)
+
+
+class ProposalsReopenView(ProposalsDecisionView):
+    action = "reopen"
+
+    @extend_schema(
+        request=ProposalScopeSerializer,
+        responses=DecisionSerializer,
+        summary="Reopen accepted or rejected proposals (human labels stay as they are)",
+    )
+    def post(self, request, pk):
+        return super().post(request, pk)

@@ -1,0 +1,83 @@
+"""Server-rendered labeling pages: the project page (progress, filters) and the episode page shell."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from labeling.label_selectors import episode_list
+from labeling.proposals import proposals_generate
+from labeling.services import agent_create
+
+from .factories import episode_with_frames
+
+pytestmark = pytest.mark.django_db
+
+
+def test_project_page_shows_progress_bars_and_links_to_import(user_client, project):
+    episode = episode_with_frames(project=project, num_steps=6, size=16)
+    user_client.put(
+        f"/api/episodes/{episode.uuid}/frame-labels", {"start": 0, "end": 2, "value": "fail"}, "application/json"
+    )
+    html = user_client.get(f"/projects/{project.pk}/").content.decode()
+    assert f'href="/projects/{project.pk}/import/"' in html
+    assert "3/150" in html and "0/50" in html
+    assert f"/episodes/{episode.uuid}/label/" in html
+    assert "partly" in html
+
+
+def test_episode_filters(project):
+    robot = agent_create(name="robot-1", kind="robot")[0]
+    labeled = episode_with_frames(project=project, num_steps=5, size=16, agent=robot, source="robot")
+    partly = episode_with_frames(project=project, num_steps=5, size=16, success_from=99)
+    untouched = episode_with_frames(project=project, num_steps=5, size=16)
+    from labeling.label_services import Actor, frame_labels_set
+
+    frame_labels_set(episode=labeled, items=[(i, "fail") for i in range(5)], actor=Actor())
+    frame_labels_set(episode=partly, items=[(0, "fail")], actor=Actor())
+    proposals_generate(project=project, episodes=project.episodes.filter(pk=untouched.pk))
+
+    def uuids(**filters):
+        return {e.uuid for e in episode_list(project=project, **filters)}
+
+    assert uuids(state="labeled") == {labeled.uuid}
+    assert uuids(state="partly") == {partly.uuid}
+    assert uuids(state="unlabeled") == {untouched.uuid}
+    assert uuids(source="robot") == {labeled.uuid}
+    assert uuids(agent="robot-1") == {labeled.uuid}
+    assert uuids(proposals="yes") == {untouched.uuid}
+    assert uuids(proposals="no") == {labeled.uuid, partly.uuid}
+    assert uuids(success="no") == {partly.uuid}
+    assert uuids(success="yes") == {labeled.uuid, untouched.uuid}
+    counts = {
+        e.uuid: (e.human_frames, e.open_frame_proposals, e.open_window_proposals) for e in episode_list(project=project)
+    }
+    assert counts[labeled.uuid] == (5, 0, 0) and counts[untouched.uuid] == (0, 5, 1)
+
+
+def test_project_page_filter_form_narrows_the_table(user_client, project):
+    episode_with_frames(project=project, num_steps=5, size=16, source="robot")
+    episode_with_frames(project=project, num_steps=5, size=16, source="sim")
+    html = user_client.get(f"/projects/{project.pk}/?source=robot").content.decode()
+    assert "(1 of 2)" in html
+
+
+def test_labeling_page_embeds_the_episode_data(user_client, project):
+    episode = episode_with_frames(project=project, num_steps=7, size=16)
+    response = user_client.get(f"/episodes/{episode.uuid}/label/")
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert "pages/labeling.js" in html
+    start = html.index('<script id="page-data" type="application/json">') + len(
+        '<script id="page-data" type="application/json">'
+    )
+    data = json.loads(html[start : html.index("</script>", start)])
+    assert data["episode"]["uuid"] == str(episode.uuid) and len(data["frames"]["main"]) == 7
+    assert data["links"]["project"] == f"/projects/{project.pk}/"
+
+
+def test_pages_need_a_login(client, project):
+    episode = episode_with_frames(project=project, num_steps=2, size=16)
+    assert client.get(f"/projects/{project.pk}/").status_code == 302
+    assert client.get(f"/episodes/{episode.uuid}/label/").status_code == 302

@@ -1,0 +1,158 @@
+"""Proposals: generated from env success and the trend rule, accepted or rejected one, a range, an
+episode or a whole project at a time, always kept apart from human labels."""
+
+from __future__ import annotations
+
+import pytest
+
+from labeling.models import FrameLabel, LabelChange, WindowLabel
+from labeling.trend import TrendParams, trend_windows
+
+from .factories import episode_with_frames
+
+pytestmark = pytest.mark.django_db
+
+
+def post(client, url, body=None):
+    return client.post(url, body or {}, "application/json")
+
+
+def labels(episode, source):
+    return dict(FrameLabel.objects.filter(episode=episode, source=source).values_list("step__index", "value"))
+
+
+def test_generate_proposes_frames_from_env_success_and_windows_from_the_trend_rule(user_client, project):
+    episode = episode_with_frames(project=project, num_steps=20, size=16, success_from=15)
+    response = post(user_client, f"/api/projects/{project.pk}/proposals/generate")
+    assert response.status_code == 200
+    assert response.json()["frames_created"] == 20 and response.json()["windows_created"] == 16
+    assert labels(episode, "proposal") == {i: "success" if i >= 15 else "fail" for i in range(20)}
+    assert labels(episode, "human") == {}
+    rewards = list(episode.steps.order_by("index").values_list("reward", flat=True))
+    expected = trend_windows(rewards, TrendParams(**project.trend_params()))
+    rows = list(WindowLabel.objects.filter(episode=episode, source="proposal").order_by("start"))
+    assert [(w.start, w.end, w.value) for w in rows] == [(w.start, w.end, w.label) for w in expected]
+    assert rows[0].score == pytest.approx(expected[0].delta)
+    assert rows[0].params["delta_threshold"] == 0.05 and rows[0].params["score_source"] == "reward"
+    assert rows[-1].value == "unclear" and rows[-1].params["tail"] is True  # tail forced
+    assert {w.value for w in rows} >= {"positive", "unclear"}
+
+
+def test_window_proposals_use_the_step_score_when_present(project):
+    from labeling.proposals import proposals_generate
+
+    project.trend_tail_unclear_ratio = 0.0
+    project.save()
+    scores = [0.0, 0.0, 0.0, 0.0, 0.0, -1.0, -1.0]  # gae falls while rewards rise
+    episode = episode_with_frames(project=project, num_steps=7, size=16, scores=scores)
+    proposals_generate(project=project)
+    rows = WindowLabel.objects.filter(episode=episode, source="proposal").order_by("start")
+    assert [(w.start, w.value, w.score) for w in rows] == [
+        (0, "unclear", 0.0),
+        (1, "negative", -1.0),
+        (2, "negative", -1.0),
+    ]
+    assert rows[0].params["score_source"] == "score"
+
+
+def test_regenerating_keeps_decisions_and_follows_new_parameters(user_client, project):
+    episode = episode_with_frames(project=project, num_steps=12, size=16)
+    post(user_client, f"/api/projects/{project.pk}/proposals/generate")
+    post(
+        user_client,
+        f"/api/projects/{project.pk}/proposals/reject",
+        {"kind": "frame", "episode": str(episode.uuid), "start": 0, "end": 0},
+    )
+    again = post(user_client, f"/api/projects/{project.pk}/proposals/generate").json()
+    assert again["frames_created"] == 0 and again["windows_created"] == 0
+    assert FrameLabel.objects.get(episode=episode, source="proposal", step__index=0).status == "rejected"
+    project.window_size = 3
+    project.save()
+    changed = post(user_client, f"/api/projects/{project.pk}/proposals/generate").json()
+    assert changed["windows_removed"] == 8 and changed["windows_created"] == 10
+    assert set(WindowLabel.objects.filter(episode=episode).values_list("end", "start").distinct()) == {
+        (s + 2, s) for s in range(10)
+    }
+
+
+def test_accepting_a_range_writes_human_labels_and_marks_proposals_accepted(user_client, user, project):
+    episode = episode_with_frames(project=project, num_steps=10, size=16, success_from=8)
+    post(user_client, f"/api/projects/{project.pk}/proposals/generate")
+    user_client.put(f"/api/episodes/{episode.uuid}/frame-labels", {"start": 7, "value": "success"}, "application/json")
+    response = post(
+        user_client,
+        f"/api/projects/{project.pk}/proposals/accept",
+        {"kind": "frame", "episode": str(episode.uuid), "start": 6, "end": 9},
+    )
+    assert response.status_code == 200, response.content
+    body = response.json()
+    assert body["frames"] == 4 and body["windows"] == 0
+    # 7 was success (human) and becomes fail; the others were empty
+    assert body["previous_frames"][str(episode.uuid)] == [
+        {"index": 6, "value": None},
+        {"index": 7, "value": "success"},
+        {"index": 8, "value": None},
+        {"index": 9, "value": None},
+    ]
+    assert labels(episode, "human") == {6: "fail", 7: "fail", 8: "success", 9: "success"}
+    statuses = dict(FrameLabel.objects.filter(episode=episode, source="proposal").values_list("step__index", "status"))
+    assert [statuses[i] for i in range(10)] == ["open"] * 6 + ["accepted"] * 4
+    assert LabelChange.objects.filter(episode=episode, action="accept", author=user).exists()
+
+
+def test_accepting_windows_in_a_range_takes_only_windows_inside_it(user_client, project):
+    episode = episode_with_frames(project=project, num_steps=12, size=16)
+    post(user_client, f"/api/projects/{project.pk}/proposals/generate")
+    post(
+        user_client,
+        f"/api/projects/{project.pk}/proposals/accept",
+        {"kind": "window", "episode": str(episode.uuid), "start": 2, "end": 7},
+    )
+    human = list(
+        WindowLabel.objects.filter(episode=episode, source="human").order_by("start").values_list("start", "end")
+    )
+    assert human == [(2, 6), (3, 7)]
+
+
+def test_accepting_all_proposals_of_a_project_in_bulk(user_client, project):
+    first = episode_with_frames(project=project, num_steps=10, size=16)
+    second = episode_with_frames(project=project, num_steps=8, size=16)
+    post(user_client, f"/api/projects/{project.pk}/proposals/generate")
+    body = post(user_client, f"/api/projects/{project.pk}/proposals/accept", {"kind": "all"}).json()
+    assert body["frames"] == 18 and body["windows"] == 6 + 4
+    assert labels(first, "human") == labels(first, "proposal")
+    assert labels(second, "human") == labels(second, "proposal")
+    assert WindowLabel.objects.filter(source="human").count() == 10
+    assert not FrameLabel.objects.filter(source="proposal", status="open").exists()
+    again = post(user_client, f"/api/projects/{project.pk}/proposals/accept", {"kind": "all"}).json()
+    assert again["frames"] == 0 and again["windows"] == 0
+
+
+def test_rejecting_leaves_human_labels_alone_and_reopen_undoes_it(user_client, project):
+    episode = episode_with_frames(project=project, num_steps=10, size=16)
+    post(user_client, f"/api/projects/{project.pk}/proposals/generate")
+    user_client.put(f"/api/episodes/{episode.uuid}/frame-labels", {"start": 0, "value": "success"}, "application/json")
+    scope = {"kind": "all", "episode": str(episode.uuid)}
+    body = post(user_client, f"/api/projects/{project.pk}/proposals/reject", scope).json()
+    assert body["frames"] == 10 and body["windows"] == 6
+    assert labels(episode, "human") == {0: "success"}
+    assert not FrameLabel.objects.filter(source="proposal").exclude(status="rejected").exists()
+    # one history row per run of equal values: fail 0..7, success 8..9
+    assert LabelChange.objects.filter(action="reject", kind="frame").count() == 2
+    body = post(user_client, f"/api/projects/{project.pk}/proposals/reopen", scope).json()
+    assert body["frames"] == 10
+    assert not FrameLabel.objects.filter(source="proposal").exclude(status="open").exists()
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ({"kind": "frames"}, "kind"),
+        ({"kind": "frame", "start": 1}, "needs an episode"),
+        ({"kind": "frame", "episode": "00000000-0000-0000-0000-000000000000"}, "no such episode"),
+    ],
+)
+def test_bad_proposal_requests_get_a_400(user_client, project, body, message):
+    response = post(user_client, f"/api/projects/{project.pk}/proposals/accept", body)
+    assert response.status_code == 400
+    assert message in response.json()["detail"]
