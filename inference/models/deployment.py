@@ -32,7 +32,10 @@ class Deployment(models.Model):
 
     name = models.SlugField(max_length=100, unique=True, help_text="RL workers ask for rewards by this name.")
     trained_model = models.ForeignKey(
-        "training.TrainedModel", on_delete=models.PROTECT, related_name="deployments", help_text="The served checkpoint."
+        "training.TrainedModel",
+        on_delete=models.PROTECT,
+        related_name="deployments",
+        help_text="The served checkpoint.",
     )
     project = models.ForeignKey(Project, null=True, blank=True, on_delete=models.SET_NULL, related_name="deployments")
     # Reward settings (formats.md section 5).

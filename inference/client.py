@@ -1,0 +1,257 @@
+"""Python client for RL workers: rewards from a Reward Studio deployment over HTTP.
+
+Needs only numpy and requests (no Django, no torch); copy this file into an RL code base if you like.
+
+    from inference.client import RewardClient
+    client = RewardClient("http://studio:8000", token, deployment="pick-cube")
+    result = client.compute_rewards(images, env_rewards=env_r, dones=dones)   # images: uint8 [B,H,W,3]
+    result.rewards, result.probabilities, result.success
+
+`RewardClient("http://studio:8000/api/deployments/pick-cube", token)` works too. Adapters give the
+shapes RL code already calls: `RLinfRewardModel(client).compute_rewards({"main_images": ...})` and
+`DIEngineRewardModel(client).estimate(data)`. Errors are RewardServiceError subclasses carrying the
+HTTP status and the server's message; connection errors are retried with backoff first.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+import sys
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import requests
+
+__all__ = [
+    "AuthenticationError",
+    "BadRequestError",
+    "ConnectionFailed",
+    "DIEngineRewardModel",
+    "NotFoundError",
+    "RLinfRewardModel",
+    "RewardClient",
+    "RewardResult",
+    "RewardServiceError",
+    "ServiceUnavailable",
+]
+
+
+class RewardServiceError(Exception):
+    def __init__(self, message: str, status: int | None = None):
+        super().__init__(message if status is None else f"HTTP {status}: {message}")
+        self.status = status
+        self.detail = message
+
+
+class AuthenticationError(RewardServiceError):
+    """401/403: missing, unknown or revoked token."""
+
+
+class BadRequestError(RewardServiceError):
+    """400/413/415/429: the request itself is wrong (dtype, shape, flags...)."""
+
+
+class NotFoundError(RewardServiceError):
+    """404: no deployment with that name."""
+
+
+class ServiceUnavailable(RewardServiceError):
+    """503: the deployment is unhealthy or no inference worker answered."""
+
+
+class ConnectionFailed(RewardServiceError):
+    """The server could not be reached, even after retries."""
+
+
+@dataclass
+class RewardResult:
+    rewards: np.ndarray  # float32 [B]
+    probabilities: np.ndarray  # float32 [B], NaN where the reward mode did not score the item
+    success: np.ndarray  # bool [B], False where not scored
+    scored: np.ndarray  # bool [B]
+    version: int = 0
+
+    def __len__(self) -> int:
+        return len(self.rewards)
+
+
+_DEPLOYMENT_URL = re.compile(r"^(?P<base>.*?)/api/deployments/(?P<name>[-\w]+)/?$")
+
+
+class RewardClient:
+    def __init__(
+        self,
+        base_url: str,
+        token: str,
+        deployment: str | None = None,
+        *,
+        timeout: float = 60.0,
+        retries: int = 3,
+        backoff_s: float = 0.5,
+        session: requests.Session | None = None,
+    ):
+        base_url = base_url.rstrip("/")
+        match = _DEPLOYMENT_URL.match(base_url)
+        if deployment is None:
+            if match is None:
+                raise ValueError(
+                    "name the deployment: RewardClient(base_url, token, deployment=...) or a .../api/deployments/<name> URL"
+                )
+            base_url, deployment = match["base"], match["name"]
+        self.base_url = base_url
+        self.deployment = deployment
+        self.timeout = timeout
+        self.retries = retries
+        self.backoff_s = backoff_s
+        self.session = session or requests.Session()
+        self.session.headers["Authorization"] = f"Bearer {token}"
+
+    @property
+    def rewards_url(self) -> str:
+        return f"{self.base_url}/api/deployments/{self.deployment}/rewards"
+
+    def compute_rewards(
+        self,
+        images: Any,
+        env_rewards: Any = None,
+        dones: Any = None,
+        *,
+        stream: str | None = None,
+    ) -> RewardResult:
+        """Rewards for a batch of uint8 [B,H,W,3] images (a single [H,W,3] image is a batch of one)."""
+        array = _as_uint8_batch(images)
+        params: dict[str, str] = {}
+        if env_rewards is not None:
+            params["env_rewards"] = ",".join(repr(float(v)) for v in np.asarray(_numpy(env_rewards)).reshape(-1))
+        if dones is not None:
+            params["dones"] = ",".join("1" if bool(v) else "0" for v in np.asarray(_numpy(dones)).reshape(-1))
+        if stream:
+            params["stream"] = stream
+        buffer = io.BytesIO()
+        np.save(buffer, array, allow_pickle=False)
+        data = self._post(buffer.getvalue(), params)
+        items = data["items"]
+        return RewardResult(
+            rewards=np.array([i["reward"] for i in items], dtype=np.float32),
+            probabilities=np.array(
+                [np.nan if i["probability"] is None else i["probability"] for i in items], dtype=np.float32
+            ),
+            success=np.array([bool(i["success"]) for i in items], dtype=bool),
+            scored=np.array([bool(i["scored"]) for i in items], dtype=bool),
+            version=int(data.get("version", 0)),
+        )
+
+    def _post(self, body: bytes, params: dict[str, str]) -> dict:
+        attempt = 0
+        while True:
+            try:
+                response = self.session.post(
+                    self.rewards_url,
+                    data=body,
+                    params=params,
+                    headers={"Content-Type": "application/x-npy"},
+                    timeout=self.timeout,
+                )
+                break
+            except (requests.ConnectionError, requests.Timeout) as exc:
+                attempt += 1
+                if attempt > self.retries:
+                    raise ConnectionFailed(f"cannot reach {self.rewards_url} after {attempt} tries: {exc}") from exc
+                time.sleep(self.backoff_s * 2 ** (attempt - 1))
+        if response.status_code == 200:
+            return response.json()
+        raise _error_for(response)
+
+
+def _error_for(response: requests.Response) -> RewardServiceError:
+    try:
+        detail = str(response.json().get("detail", response.text))
+    except ValueError:
+        detail = response.text[:500] or response.reason
+    status = response.status_code
+    if status in (401, 403):
+        return AuthenticationError(detail, status)
+    if status == 404:
+        return NotFoundError(detail, status)
+    if status == 503:
+        return ServiceUnavailable(detail, status)
+    if 400 <= status < 500:
+        return BadRequestError(detail, status)
+    return RewardServiceError(detail, status)
+
+
+def _numpy(value: Any) -> Any:
+    """Tensors (torch or anything with .numpy()) to numpy without importing torch."""
+    if hasattr(value, "detach"):
+        value = value.detach()
+    if hasattr(value, "cpu"):
+        value = value.cpu()
+    if hasattr(value, "numpy"):
+        return value.numpy()
+    return value
+
+
+def _as_uint8_batch(images: Any) -> np.ndarray:
+    array = np.asarray(_numpy(images))
+    if array.ndim == 3:
+        array = array[None]
+    if array.ndim == 4 and array.shape[-1] != 3 and array.shape[1] == 3:  # NCHW -> NHWC
+        array = array.transpose(0, 2, 3, 1)
+    if array.dtype != np.uint8:
+        raise ValueError(f"images must be uint8 [B,H,W,3], got {array.dtype}")
+    if array.ndim != 4 or array.shape[-1] != 3:
+        raise ValueError(f"images must be uint8 [B,H,W,3], got shape {list(array.shape)}")
+    return np.ascontiguousarray(array)
+
+
+def _like_input(values: np.ndarray, template: Any) -> Any:
+    """A torch tensor when the caller passed one (torch is then already imported), else numpy."""
+    if hasattr(template, "detach") and "torch" in sys.modules:
+        return sys.modules["torch"].from_numpy(values)
+    return values
+
+
+class RLinfRewardModel:
+    """RLinf's reward-model call shape: `compute_rewards({"main_images": [B,H,W,3]}) -> rewards [B]`."""
+
+    def __init__(self, client: RewardClient, image_key: str = "main_images"):
+        self.client = client
+        self.image_key = image_key
+
+    def compute_rewards(self, observations: dict, env_rewards: Any = None, dones: Any = None) -> Any:
+        images = observations[self.image_key]
+        result = self.client.compute_rewards(images, env_rewards=env_rewards, dones=dones)
+        return _like_input(result.rewards, images)
+
+
+class DIEngineRewardModel:
+    """DI-engine's reward-model shape: `estimate(data)` returns the items with `reward` replaced.
+
+    Each item's image is `item[obs_key]` (or `item[obs_key][image_key]` when the obs is a dict); its
+    current `reward` is passed as the env reward (used when env_reward_weight is set) and `done` as done.
+    """
+
+    def __init__(self, client: RewardClient, obs_key: str = "obs", image_key: str = "main_images"):
+        self.client = client
+        self.obs_key = obs_key
+        self.image_key = image_key
+
+    def estimate(self, data: list[dict]) -> list[dict]:
+        if not data:
+            return []
+        images, env_rewards, dones = [], [], []
+        for item in data:
+            obs = item[self.obs_key]
+            images.append(np.asarray(_numpy(obs[self.image_key] if isinstance(obs, dict) else obs)))
+            env_rewards.append(float(np.asarray(_numpy(item.get("reward", 0.0))).reshape(-1)[0]))
+            dones.append(bool(np.asarray(_numpy(item.get("done", False))).reshape(-1)[0]))
+        result = self.client.compute_rewards(np.stack(images), env_rewards=env_rewards, dones=dones)
+        out = []
+        for item, reward in zip(data, result.rewards, strict=True):
+            new = dict(item)
+            new["reward"] = _like_input(np.array([reward], dtype=np.float32), item.get("reward"))
+            out.append(new)
+        return out

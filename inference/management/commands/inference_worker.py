@@ -1,0 +1,74 @@
+"""`python manage.py inference_worker`: serve deployed models from Redis with dynamic batching.
+
+Run one per machine (or more); each loads the models of the deployments it is asked for on demand.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+
+import redis
+from django.conf import settings
+from django.core.management.base import BaseCommand
+from django.db import close_old_connections
+
+from inference.models import Deployment
+from inference.scorers import ModelSpec, load_scorer
+from inference.services import deployment_set_health
+from inference.worker import InferenceWorker
+from training.storage import local_path
+
+
+class Command(BaseCommand):
+    help = "Serve deployed reward models: take requests from Redis, batch them, score, reply."
+
+    def add_arguments(self, parser):
+        parser.add_argument(
+            "--threads",
+            type=int,
+            default=int(os.environ.get("INFERENCE_THREADS", "0")),
+            help="torch threads (0: torch's default); match the raw forward you compare against",
+        )
+        parser.add_argument("--device", default=os.environ.get("INFERENCE_DEVICE", "cpu"), help="cpu, cuda or cuda:N")
+        parser.add_argument("--deployments", default="", help="comma-separated names to serve (default: all)")
+
+    def handle(self, *args, threads: int, device: str, deployments: str, **options):
+        import torch
+
+        if threads > 0:
+            torch.set_num_threads(threads)
+        only = {n.strip() for n in deployments.split(",") if n.strip()}
+
+        def list_deployments() -> list[str]:
+            close_old_connections()
+            names = list(Deployment.objects.values_list("name", flat=True))
+            return [n for n in names if not only or n in only]
+
+        def load_model(name: str):
+            close_old_connections()
+            row = Deployment.objects.select_related("trained_model").get(name=name)
+            model = row.trained_model
+            spec = ModelSpec(
+                kind=model.kind, folder=local_path(model.checkpoint_path), config=model.config, device=device
+            )
+            return row.version, load_scorer(spec)
+
+        def report_health(name: str, version: int | None, error: str) -> None:
+            close_old_connections()
+            deployment_set_health(name=name, version=version, error=error)
+
+        worker = InferenceWorker(
+            redis.Redis.from_url(settings.REDIS_URL),
+            load_model=load_model,
+            report_health=report_health,
+            list_deployments=list_deployments,
+        )
+        stop = threading.Event()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, lambda *_: stop.set())
+        self.stdout.write(
+            f"inference worker {worker.worker_id}: torch threads {torch.get_num_threads()}, device {device}"
+        )
+        worker.run(stop)

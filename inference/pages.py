@@ -1,0 +1,48 @@
+"""Server-rendered pages: the deployments list and each deployment's served-frames gallery."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_POST
+
+from . import selectors, services
+from .models import Deployment, ServedFrame
+
+
+@login_required
+def deployment_list(request):
+    return render(
+        request,
+        "inference/deployment_list.html",
+        {"deployments": selectors.deployment_list(), "workers": selectors.workers_alive()},
+    )
+
+
+@login_required
+def gallery(request, name: str):
+    deployment = get_object_or_404(Deployment.objects.select_related("trained_model"), name=name)
+    return render(
+        request,
+        "inference/gallery.html",
+        {
+            "deployment": deployment,
+            "judged_success": selectors.served_frames(deployment=deployment, success=True),
+            "judged_fail": selectors.served_frames(deployment=deployment, success=False),
+        },
+    )
+
+
+@login_required
+@require_POST
+def gallery_label(request, name: str, frame_id: int):
+    frame = get_object_or_404(ServedFrame.objects.select_related("deployment"), pk=frame_id, deployment__name=name)
+    value = request.POST.get("value", "")
+    try:
+        episode = services.served_frame_label(frame=frame, value=value, user=request.user)
+    except services.DeploymentError as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, f"Frame {frame.pk} labeled {value} and added to {episode.project} as an episode.")
+    return redirect("deployment-gallery", name=name)

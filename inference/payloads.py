@@ -1,0 +1,129 @@
+"""Cheap validation of reward requests before anything reaches a worker. No Django.
+
+An `.npy` body is checked from its header alone (dtype, shape, byte count) and forwarded to the worker
+as is, so a valid batch is never decoded or copied on the web side. Every problem raises PayloadError
+with a message fit for a 400 response.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import io
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from labeling.images import ImageError, check_image, decode_rgb
+
+MAX_ITEMS = 1024
+
+
+class PayloadError(ValueError):
+    pass
+
+
+def npy_shape(payload: bytes, *, max_side: int, max_items: int = MAX_ITEMS) -> tuple[int, ...]:
+    """The [B,H,W,3] shape of a uint8 `.npy` body, checked without reading its pixels."""
+    if not payload:
+        raise PayloadError("empty body: send a uint8 [B,H,W,3] array as .npy")
+    stream = io.BytesIO(payload)
+    try:
+        version = np.lib.format.read_magic(stream)
+        if version == (1, 0):
+            shape, fortran, dtype = np.lib.format.read_array_header_1_0(stream)
+        else:
+            shape, fortran, dtype = np.lib.format.read_array_header_2_0(stream)
+    except (ValueError, OSError, EOFError, SyntaxError) as exc:
+        raise PayloadError(f"body is not a readable .npy array: {exc}") from None
+    if dtype != np.uint8:
+        raise PayloadError(f"images must be uint8, got {dtype}")
+    check_shape(shape, max_side=max_side, max_items=max_items)
+    if fortran:
+        raise PayloadError("images must be a C-ordered array")
+    expected = stream.tell() + math.prod(shape)
+    if len(payload) != expected:
+        raise PayloadError(
+            f"body holds {len(payload) - stream.tell()} bytes of pixels; shape {list(shape)} needs {math.prod(shape)}"
+        )
+    return tuple(int(v) for v in shape)
+
+
+def check_shape(shape: Sequence[int], *, max_side: int, max_items: int = MAX_ITEMS) -> None:
+    if len(shape) != 4 or shape[-1] != 3:
+        raise PayloadError(f"images must have shape [B,H,W,3] (RGB), got {list(shape)}")
+    if shape[0] == 0:
+        raise PayloadError("empty batch: send at least one image")
+    if shape[0] > max_items:
+        raise PayloadError(f"at most {max_items} images per request, got {shape[0]}")
+    if not (1 <= shape[1] <= max_side and 1 <= shape[2] <= max_side):
+        raise PayloadError(f"images must be at most {max_side} px a side, got {shape[1]}x{shape[2]}")
+
+
+def images_from_base64(items: object, *, max_side: int, max_pixels: int, max_items: int = MAX_ITEMS) -> np.ndarray:
+    """A uint8 [B,H,W,3] batch from a list of base64 PNG/JPEG strings (data URLs accepted)."""
+    if not isinstance(items, list):
+        raise PayloadError("images must be a list of base64-encoded PNG or JPEG strings")
+    if not items:
+        raise PayloadError("empty batch: send at least one image")
+    if len(items) > max_items:
+        raise PayloadError(f"at most {max_items} images per request, got {len(items)}")
+    arrays = []
+    for i, item in enumerate(items):
+        if not isinstance(item, str):
+            raise PayloadError(f"images[{i}] must be a base64 string")
+        text = item.split(",", 1)[1] if item.startswith("data:") else item
+        try:
+            raw = base64.b64decode(text, validate=True)
+            arrays.append(decode_rgb(check_image(raw, max_side=max_side, max_pixels=max_pixels).data))
+        except (binascii.Error, ValueError) as exc:
+            raise PayloadError(f"images[{i}]: {exc}") from None
+        except ImageError as exc:
+            raise PayloadError(f"images[{i}]: {exc}") from None
+        if arrays[-1].shape != arrays[0].shape:
+            raise PayloadError(
+                f"images[{i}] is {arrays[-1].shape[1]}x{arrays[-1].shape[0]}; all images of a batch must share one size"
+            )
+    return np.stack(arrays)
+
+
+def float_list(value: object, n: int, name: str) -> list[float] | None:
+    """Optional per-item numbers: a list, or a comma-separated string (query/header)."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, str):
+        value = [v for v in value.split(",")]
+    if not isinstance(value, list):
+        raise PayloadError(f"{name} must be a list of {n} numbers")
+    try:
+        numbers = [float(v) for v in value]
+    except (TypeError, ValueError):
+        raise PayloadError(f"{name} must hold numbers") from None
+    if len(numbers) != n:
+        raise PayloadError(f"{name} has {len(numbers)} values for {n} images")
+    if not all(math.isfinite(v) for v in numbers):
+        raise PayloadError(f"{name} must be finite numbers")
+    return numbers
+
+
+_TRUE = {"1", "true", "yes", "t"}
+_FALSE = {"0", "false", "no", "f", ""}
+
+
+def bool_list(value: object, n: int, name: str) -> list[bool] | None:
+    if value is None or value == "":
+        return None
+    if isinstance(value, str):
+        value = [v.strip().lower() for v in value.split(",")]
+    if not isinstance(value, list) or len(value) != n:
+        raise PayloadError(f"{name} must be a list of {n} booleans")
+    flags = []
+    for v in value:
+        if isinstance(v, bool) or v in (0, 1):
+            flags.append(bool(v))
+        elif isinstance(v, str) and v.strip().lower() in _TRUE | _FALSE:
+            flags.append(v.strip().lower() in _TRUE)
+        else:
+            raise PayloadError(f"{name} must hold booleans (true/false or 1/0), got {v!r}")
+    return flags

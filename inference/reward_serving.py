@@ -1,0 +1,62 @@
+"""One reward request end to end on the web side: plan which items the model scores (reward mode),
+ask the workers, turn probabilities into rewards, sample served frames for the gallery.
+
+History-buffer counts live in Redis (per deployment, client and stream, one field per item index), so
+several web processes can serve the same RL run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .broker import HISTORY_PREFIX, dump_npy, load_npy
+from .gallery import sample_served
+from .rewards import HISTORY_BUFFER, ItemReward, compute_rewards, plan_scoring
+from .serving import DeploymentConfig, broker, infer_payload
+
+HISTORY_TTL_S = 24 * 3600
+
+
+@dataclass
+class RewardRequest:
+    payload: bytes  # validated uint8 [B,H,W,3] .npy
+    count: int
+    env_rewards: list[float] | None = None
+    dones: list[bool] | None = None
+    client: str = ""  # who asks (agent id): history streams are per client
+    stream: str = ""  # optional stream name within a client (e.g. an RL worker rank)
+
+
+def rewards_serve(config: DeploymentConfig, request: RewardRequest) -> list[ItemReward]:
+    n = request.count
+    history_key = f"{HISTORY_PREFIX}{config.id}:{request.client}:{request.stream}"
+    history = _history_read(history_key, n) if config.reward.reward_mode == HISTORY_BUFFER else None
+    scored, counts_after = plan_scoring(config.reward, n, request.dones, history)
+    probabilities: list[float | None] = [None] * n
+    if all(scored):
+        results = infer_payload(config, request.payload)
+        probabilities = [float(p) for p in results]
+    elif any(scored):
+        picks = [i for i, s in enumerate(scored) if s]
+        subset = load_npy(request.payload)[np.asarray(picks)]
+        for i, p in zip(picks, infer_payload(config, dump_npy(subset)), strict=True):
+            probabilities[i] = float(p)
+    if counts_after is not None:
+        _history_write(history_key, counts_after)
+    items = compute_rewards(config.reward, probabilities, scored=scored, env_rewards=request.env_rewards)
+    sample_served(config, request.payload, probabilities)
+    return items
+
+
+def _history_read(key: str, n: int) -> list[int]:
+    values = broker().redis.hmget(key, [str(i) for i in range(n)])
+    return [int(v) if v is not None else 0 for v in values]
+
+
+def _history_write(key: str, counts: list[int]) -> None:
+    pipe = broker().redis.pipeline(transaction=False)
+    pipe.hset(key, mapping={str(i): c for i, c in enumerate(counts)})
+    pipe.expire(key, HISTORY_TTL_S)
+    pipe.execute()

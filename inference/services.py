@@ -1,0 +1,145 @@
+"""Writes for inference: deployments (create, settings, model switch, health) and served frames."""
+
+from __future__ import annotations
+
+import uuid as uuid_lib
+
+from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser
+from django.core.files.base import ContentFile
+from django.db import transaction
+from django.db.models import F
+
+from labeling.images import check_image, encode_array
+from labeling.label_services import Actor, frame_labels_set
+from labeling.models import Episode, Project
+from labeling.services import StepInput, episode_create, episode_finish, steps_append
+from training.models import TrainedModel
+
+from .models import Deployment, ServedFrame
+from .rewards import RewardSettings, RewardSettingsError
+from .serving import forget_deployment
+
+SETTING_FIELDS = (
+    "reward_mode",
+    "threshold",
+    "reward_type",
+    "success_reward",
+    "fail_reward",
+    "env_reward_weight",
+    "reward_weight",
+    "history_size",
+    "min_history_size",
+    "input_interval",
+    "interval_reward",
+)
+OTHER_FIELDS = ("max_batch_size", "max_wait_ms", "sample_every", "project")
+
+
+class DeploymentError(ValueError):
+    """A deployment change that cannot be made; the message says why."""
+
+
+def _check_settings(values: dict) -> None:
+    try:
+        RewardSettings(**{k: values[k] for k in SETTING_FIELDS if k in values})
+    except RewardSettingsError as exc:
+        raise DeploymentError(str(exc)) from None
+    if "max_batch_size" in values and not 1 <= int(values["max_batch_size"]) <= 1024:
+        raise DeploymentError("max_batch_size must be between 1 and 1024")
+    if "max_wait_ms" in values and not 0 <= float(values["max_wait_ms"]) <= 1000:
+        raise DeploymentError("max_wait_ms must be between 0 and 1000")
+
+
+def deployment_create(*, name: str, trained_model: TrainedModel, **values) -> Deployment:
+    unknown = set(values) - set(SETTING_FIELDS) - set(OTHER_FIELDS)
+    if unknown:
+        raise DeploymentError(f"unknown deployment field(s): {', '.join(sorted(unknown))}")
+    if Deployment.objects.filter(name=name).exists():
+        raise DeploymentError(f"a deployment named {name!r} already exists")
+    defaults = {f: Deployment._meta.get_field(f).default for f in SETTING_FIELDS}
+    _check_settings({**defaults, **values})
+    values.setdefault("project", trained_model.project)
+    deployment = Deployment.objects.create(name=name, trained_model=trained_model, **values)
+    forget_deployment(name)
+    return deployment
+
+
+def deployment_update(*, deployment: Deployment, trained_model: TrainedModel | None = None, **values) -> Deployment:
+    """Change settings and/or switch the served model. A switch bumps the version: workers load the new
+    checkpoint while queued requests wait in Redis, so no request in flight is dropped."""
+    unknown = set(values) - set(SETTING_FIELDS) - set(OTHER_FIELDS)
+    if unknown:
+        raise DeploymentError(f"unknown deployment field(s): {', '.join(sorted(unknown))}")
+    current = {f: getattr(deployment, f) for f in SETTING_FIELDS}
+    _check_settings({**current, **values})
+    updates = dict(values)
+    if trained_model is not None and trained_model.pk != deployment.trained_model_id:
+        updates.update(
+            trained_model=trained_model, version=F("version") + 1, status=Deployment.Status.LOADING, error=""
+        )
+    if updates:
+        Deployment.objects.filter(pk=deployment.pk).update(**updates)
+        deployment.refresh_from_db()
+    forget_deployment(deployment.name)
+    return deployment
+
+
+def deployment_reload(*, deployment: Deployment) -> Deployment:
+    """Ask the workers to load the model again (after an unhealthy state was fixed)."""
+    Deployment.objects.filter(pk=deployment.pk).update(
+        version=F("version") + 1, status=Deployment.Status.LOADING, error=""
+    )
+    deployment.refresh_from_db()
+    forget_deployment(deployment.name)
+    return deployment
+
+
+def deployment_set_health(*, name: str, version: int | None, error: str = "") -> None:
+    """Recorded by workers: healthy for the version they loaded, or unhealthy with the error."""
+    if error:
+        Deployment.objects.filter(name=name).update(status=Deployment.Status.UNHEALTHY, error=error[:5000])
+    else:
+        Deployment.objects.filter(name=name, version=version).exclude(status=Deployment.Status.HEALTHY).update(
+            status=Deployment.Status.HEALTHY, error=""
+        )
+
+
+def served_frame_create(
+    *, deployment_id: int, image, probability: float, success: bool, model_version: int
+) -> ServedFrame:
+    """Keep one served frame (uint8 HxWx3) for the gallery."""
+    checked = encode_array(image, max_side=4096, max_pixels=4096 * 4096)
+    frame = ServedFrame(
+        deployment_id=deployment_id, probability=probability, success=success, model_version=model_version
+    )
+    frame.image.save(f"{uuid_lib.uuid4().hex}{checked.extension}", ContentFile(checked.data), save=False)
+    frame.save()
+    return frame
+
+
+def served_frame_label(*, frame: ServedFrame, value: str, user: AbstractBaseUser | None = None) -> Episode:
+    """Add a served frame to its project as a one-step import episode carrying a human frame label."""
+    deployment = frame.deployment
+    project: Project | None = deployment.project or deployment.trained_model.project
+    if project is None:
+        raise DeploymentError("the deployment has no project to add frames to")
+    if value not in ("success", "fail"):
+        raise DeploymentError("label must be success or fail")
+    camera = project.camera_views[0] if project.camera_views else "main"
+    with frame.image.open("rb") as handle:
+        data = handle.read()
+    image = check_image(data, max_side=settings.MAX_IMAGE_SIDE, max_pixels=settings.MAX_IMAGE_PIXELS)
+    with transaction.atomic():
+        episode, _ = episode_create(
+            project=project,
+            uuid=uuid_lib.uuid5(uuid_lib.NAMESPACE_URL, f"reward-studio/served-frame/{frame.pk}"),
+            source=Episode.Source.IMPORT,
+            metadata={"served_frame": frame.pk, "deployment": deployment.name, "probability": frame.probability},
+        )
+        steps_append(episode=episode, steps=[StepInput(index=0, images={camera: image})])
+        episode_finish(episode=episode, success=value == "success")
+        frame_labels_set(episode=episode, items=[(0, value)], actor=Actor.of(user))
+        ServedFrame.objects.filter(pk=frame.pk).update(labeled_episode=episode, label_value=value)
+    frame.refresh_from_db()
+    return episode

@@ -1,0 +1,197 @@
+"""Web side of inference: ask the workers for a deployment's per-item results, sync or asyncio.
+
+    probabilities = infer("pick-cube", images)          # uint8 [B,H,W,3] -> list of B floats
+    probabilities = await ainfer("pick-cube", images)   # same from async code (consumers)
+
+The web process never loads a model. It reads the deployment's settings from a small in-process cache
+(refreshed every CACHE_TTL_S, so the hot path makes no database query), pushes the request to Redis with
+the version it knows, and blocks on the reply key. Errors: DeploymentNotFound (404) and
+DeploymentUnavailable (503: unhealthy, no worker answered, or the worker reported an error).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+import weakref
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import redis as redis_lib
+import redis.asyncio as aredis
+from asgiref.sync import sync_to_async
+from django.conf import settings
+
+from .broker import AsyncBrokerClient, BrokerClient, BrokerError, dump_npy
+from .rewards import RewardSettings
+
+CACHE_TTL_S = 1.0
+
+
+def request_timeout_s() -> float:
+    return float(getattr(settings, "INFERENCE_TIMEOUT_S", 30.0))
+
+
+class DeploymentNotFound(LookupError):
+    pass
+
+
+class DeploymentUnavailable(RuntimeError):
+    pass
+
+
+@dataclass(frozen=True)
+class DeploymentConfig:
+    id: int
+    name: str
+    version: int
+    status: str
+    error: str
+    kind: str
+    project_id: int | None
+    reward: RewardSettings
+    max_batch_size: int
+    max_wait_ms: float
+    sample_every: int
+
+    @classmethod
+    def from_row(cls, row) -> DeploymentConfig:
+        return cls(
+            id=row.pk,
+            name=row.name,
+            version=row.version,
+            status=row.status,
+            error=row.error,
+            kind=row.trained_model.kind,
+            project_id=row.project_id or row.trained_model.project_id,
+            reward=reward_settings(row),
+            max_batch_size=row.max_batch_size,
+            max_wait_ms=row.max_wait_ms,
+            sample_every=row.sample_every,
+        )
+
+    def check_available(self) -> None:
+        if self.status == "unhealthy":
+            raise DeploymentUnavailable(f"deployment {self.name!r} is unhealthy: {self.error or 'unknown error'}")
+
+
+def reward_settings(row) -> RewardSettings:
+    return RewardSettings(
+        reward_mode=row.reward_mode,
+        threshold=row.threshold,
+        reward_type=row.reward_type,
+        success_reward=row.success_reward,
+        fail_reward=row.fail_reward,
+        env_reward_weight=row.env_reward_weight,
+        reward_weight=row.reward_weight,
+        history_size=row.history_size,
+        min_history_size=row.min_history_size,
+        input_interval=row.input_interval,
+        interval_reward=row.interval_reward,
+    )
+
+
+_cache: dict[str, tuple[float, DeploymentConfig | None]] = {}
+_cache_lock = threading.Lock()
+
+
+def _cached(name: str) -> tuple[bool, DeploymentConfig | None]:
+    entry = _cache.get(name)
+    if entry is not None and time.monotonic() - entry[0] < CACHE_TTL_S:
+        return True, entry[1]
+    return False, None
+
+
+def deployment_config(name: str) -> DeploymentConfig:
+    """The deployment's settings, at most CACHE_TTL_S old. Raises DeploymentNotFound."""
+    hit, config = _cached(name)
+    if not hit:
+        from .models import Deployment
+
+        row = Deployment.objects.select_related("trained_model").filter(name=name).first()
+        config = DeploymentConfig.from_row(row) if row is not None else None
+        with _cache_lock:
+            _cache[name] = (time.monotonic(), config)
+    if config is None:
+        raise DeploymentNotFound(f"no deployment named {name!r}")
+    return config
+
+
+async def adeployment_config(name: str) -> DeploymentConfig:
+    hit, config = _cached(name)
+    if hit:
+        if config is None:
+            raise DeploymentNotFound(f"no deployment named {name!r}")
+        return config
+    return await sync_to_async(deployment_config, thread_sensitive=False)(name)
+
+
+def forget_deployment(name: str) -> None:
+    """Drop this process's cached settings (after a change made here)."""
+    with _cache_lock:
+        _cache.pop(name, None)
+
+
+_sync_client: BrokerClient | None = None
+_async_clients: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def broker() -> BrokerClient:
+    global _sync_client
+    if _sync_client is None:
+        _sync_client = BrokerClient(redis_lib.Redis.from_url(settings.REDIS_URL))
+    return _sync_client
+
+
+def abroker() -> AsyncBrokerClient:
+    loop = asyncio.get_running_loop()
+    client = _async_clients.get(loop)
+    if client is None:
+        client = _async_clients[loop] = AsyncBrokerClient(aredis.Redis.from_url(settings.REDIS_URL))
+    return client
+
+
+def infer_payload(config: DeploymentConfig, payload: bytes, *, timeout: float | None = None) -> list[Any]:
+    """Per-item results for an `.npy` payload already validated by the caller."""
+    config.check_available()
+    try:
+        reply = broker().submit(
+            config.name,
+            config.version,
+            payload,
+            timeout=timeout or request_timeout_s(),
+            max_batch_size=config.max_batch_size,
+            max_wait_ms=config.max_wait_ms,
+        )
+        return reply.unwrap()
+    except BrokerError as exc:
+        raise DeploymentUnavailable(str(exc)) from None
+
+
+async def ainfer_payload(config: DeploymentConfig, payload: bytes, *, timeout: float | None = None) -> list[Any]:
+    config.check_available()
+    try:
+        reply = await abroker().submit(
+            config.name,
+            config.version,
+            payload,
+            timeout=timeout or request_timeout_s(),
+            max_batch_size=config.max_batch_size,
+            max_wait_ms=config.max_wait_ms,
+        )
+        return reply.unwrap()
+    except BrokerError as exc:
+        raise DeploymentUnavailable(str(exc)) from None
+
+
+def infer(deployment_name: str, images: np.ndarray, *, timeout: float | None = None) -> list[Any]:
+    """Per-item model results (probabilities for ResNet) for `images` (first axis = items)."""
+    return infer_payload(deployment_config(deployment_name), dump_npy(np.asarray(images)), timeout=timeout)
+
+
+async def ainfer(deployment_name: str, images: np.ndarray, *, timeout: float | None = None) -> list[Any]:
+    """`infer` for asyncio code: never blocks the event loop."""
+    config = await adeployment_config(deployment_name)
+    return await ainfer_payload(config, dump_npy(np.asarray(images)), timeout=timeout)

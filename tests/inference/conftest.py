@@ -1,0 +1,85 @@
+"""Fixtures for inference tests: tiny ResNet checkpoints in storage, trained models, deployments, and a
+real inference worker process on Redis."""
+
+from __future__ import annotations
+
+import sys
+import time
+import uuid
+
+import numpy as np
+import pytest
+
+from tests.conftest import ROOT, _spawn, _stop
+
+TINY_SIZE = 32
+
+
+def make_tiny_checkpoint(*, seed: int = 0, bias: float = 0.0, size: int = TINY_SIZE) -> str:
+    """A tiny RLinf ResNet checkpoint saved with the trainer's save_checkpoint; its storage-relative folder.
+
+    `bias` shifts the final logit, so two checkpoints can give clearly different probabilities."""
+    import torch
+    from django.core.files.storage import default_storage
+
+    from training.resnet.checkpoint import save_checkpoint
+    from training.resnet.config import ResNetConfig
+    from training.resnet.model import RewardResNet
+
+    torch.manual_seed(seed)
+    config = ResNetConfig(image_size=[3, size, size], hidden_dim=16, dropout=0.0)
+    model = RewardResNet(config).eval()
+    with torch.no_grad():
+        model.backbone.fc[-1].bias.fill_(bias)
+    name = f"checkpoints/test_{uuid.uuid4().hex[:10]}"
+    save_checkpoint(model, config, default_storage.path(name), metrics={}, step=1)
+    return name
+
+
+def make_trained_model(project, *, seed: int = 0, bias: float = 0.0, checkpoint_path: str | None = None):
+    from training.models import TrainedModel
+
+    return TrainedModel.objects.create(
+        project=project,
+        kind="resnet",
+        name=f"tiny-{seed}-{bias}",
+        checkpoint_path=checkpoint_path or make_tiny_checkpoint(seed=seed, bias=bias),
+        config={},
+    )
+
+
+def deploy(trained_model, **settings):
+    from inference.services import deployment_create
+
+    return deployment_create(name=f"test-{uuid.uuid4().hex[:8]}", trained_model=trained_model, **settings)
+
+
+def direct_probabilities(checkpoint_path: str, images: np.ndarray) -> np.ndarray:
+    from django.core.files.storage import default_storage
+
+    from training.resnet.checkpoint import load_checkpoint, predict_proba
+
+    model, _ = load_checkpoint(default_storage.path(checkpoint_path), "cpu")
+    return predict_proba(model, images)
+
+
+def random_images(n: int, size: int = TINY_SIZE, seed: int = 0) -> np.ndarray:
+    return np.random.default_rng(seed).integers(0, 256, size=(n, size, size, 3), dtype=np.uint8)
+
+
+@pytest.fixture
+def trained_model(project):
+    return make_trained_model(project)
+
+
+@pytest.fixture(scope="session")
+def inference_worker_process(process_env):
+    """A real `manage.py inference_worker` (one torch thread) on the test database and Redis."""
+    proc = _spawn(
+        [sys.executable, "manage.py", "inference_worker", "--threads", "1"], process_env, "inference-worker.log"
+    )
+    time.sleep(0.5)
+    if proc.poll() is not None:
+        raise RuntimeError(f"inference worker exited at start; see {ROOT / 'artifacts' / 'inference-worker.log'}")
+    yield proc
+    _stop(proc)

@@ -1,0 +1,158 @@
+"""The rewards endpoint: every kind of bad input gets a clear 4xx before reaching a worker; deployments
+API permissions; the bad-request limiter isolates a flooding client."""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pytest
+from rest_framework.test import APIClient
+
+from inference import api
+from inference.broker import queue_key
+from inference.serving import broker
+
+from .conftest import deploy, random_images
+
+pytestmark = pytest.mark.django_db
+
+
+def npy(array: np.ndarray) -> bytes:
+    buffer = io.BytesIO()
+    np.save(buffer, array)
+    return buffer.getvalue()
+
+
+@pytest.fixture(autouse=True)
+def _fresh_limiter():
+    api.bad_requests._hits.clear()
+    yield
+    api.bad_requests._hits.clear()
+
+
+@pytest.fixture
+def deployment(trained_model):
+    return deploy(trained_model)
+
+
+def post_npy(client, name: str, body: bytes, query: str = ""):
+    return client.post(f"/api/deployments/{name}/rewards{query}", data=body, content_type="application/x-npy")
+
+
+@pytest.mark.parametrize(
+    ("array", "message"),
+    [
+        (np.zeros((2, 32, 32, 3), np.float32), "must be uint8, got float32"),
+        (np.zeros((2, 32, 32), np.uint8), "shape [B,H,W,3]"),
+        (np.zeros((2, 32, 32, 4), np.uint8), "shape [B,H,W,3]"),
+        (np.zeros((0, 32, 32, 3), np.uint8), "empty batch"),
+        (np.zeros((1, 5000, 4, 3), np.uint8), "px a side"),
+    ],
+)
+def test_bad_arrays_get_400_with_the_problem_named_and_never_reach_a_worker(agent_client, deployment, array, message):
+    response = post_npy(agent_client, deployment.name, npy(array))
+    assert response.status_code == 400
+    assert message in response.json()["detail"]
+    assert broker().redis.llen(queue_key(deployment.name)) == 0
+
+
+def test_truncated_and_garbage_bodies_get_400(agent_client, deployment):
+    good = npy(random_images(2))
+    assert "needs" in post_npy(agent_client, deployment.name, good[:-10]).json()["detail"]
+    assert "not a readable .npy" in post_npy(agent_client, deployment.name, b"hello").json()["detail"]
+    assert "empty body" in post_npy(agent_client, deployment.name, b"").json()["detail"]
+
+
+def test_object_arrays_are_refused_without_unpickling(agent_client, deployment):
+    buffer = io.BytesIO()
+    np.save(buffer, np.array([{"a": 1}], dtype=object), allow_pickle=True)
+    response = post_npy(agent_client, deployment.name, buffer.getvalue())
+    assert response.status_code == 400
+    assert "uint8" in response.json()["detail"]
+
+
+def test_flags_must_match_the_batch(agent_client, deployment):
+    body = npy(random_images(2))
+    response = post_npy(agent_client, deployment.name, body, "?env_rewards=1.0")
+    assert response.status_code == 400 and "env_rewards has 1 values for 2 images" in response.json()["detail"]
+    response = post_npy(agent_client, deployment.name, body, "?dones=1,maybe")
+    assert response.status_code == 400 and "dones must hold booleans" in response.json()["detail"]
+
+
+def test_unknown_deployment_is_404(agent_client):
+    response = post_npy(agent_client, "no-such-deployment", npy(random_images(1)))
+    assert response.status_code == 404
+    assert "no deployment named 'no-such-deployment'" in response.json()["detail"]
+
+
+def test_missing_and_wrong_tokens_are_401(deployment):
+    anonymous = APIClient()
+    response = post_npy(anonymous, deployment.name, npy(random_images(1)))
+    assert response.status_code == 401
+    assert "credentials were not provided" in response.json()["detail"]
+    anonymous.credentials(HTTP_AUTHORIZATION="Bearer rs_not-a-real-token")
+    response = post_npy(anonymous, deployment.name, npy(random_images(1)))
+    assert response.status_code == 401 and "Unknown or revoked" in response.json()["detail"]
+
+
+def test_unsupported_content_type_is_415(agent_client, deployment):
+    response = agent_client.post(f"/api/deployments/{deployment.name}/rewards", data=b"x", content_type="text/plain")
+    assert response.status_code == 415 and "application/x-npy" in response.json()["detail"]
+
+
+def test_json_body_needs_base64_images(agent_client, deployment):
+    url = f"/api/deployments/{deployment.name}/rewards"
+    response = agent_client.post(url, {"images": ["not base64!"]}, format="json")
+    assert response.status_code == 400 and "images[0]" in response.json()["detail"]
+    response = agent_client.post(url, {"images": []}, format="json")
+    assert response.status_code == 400 and "empty batch" in response.json()["detail"]
+    response = agent_client.post(url, {"pictures": []}, format="json")
+    assert response.status_code == 400 and "'images' list" in response.json()["detail"]
+
+
+def test_unhealthy_deployment_answers_503_with_its_error(agent_client, deployment):
+    from inference.services import deployment_set_health
+
+    deployment_set_health(name=deployment.name, version=None, error="model failed to load: FileNotFoundError: gone")
+    from inference.serving import forget_deployment
+
+    forget_deployment(deployment.name)
+    response = post_npy(agent_client, deployment.name, npy(random_images(1)))
+    assert response.status_code == 503
+    assert "is unhealthy: model failed to load: FileNotFoundError: gone" in response.json()["detail"]
+
+
+def test_a_flooding_client_is_throttled_while_others_are_not(deployment, agent_client):
+    from labeling.services import agent_create
+
+    _, other_token = agent_create(name="rl-worker-2", kind="rl_worker")
+    other = APIClient()
+    other.credentials(HTTP_AUTHORIZATION=f"Bearer {other_token}")
+    bad = npy(np.zeros((1, 8, 8, 3), np.float32))
+    codes = [post_npy(agent_client, deployment.name, bad).status_code for _ in range(api.bad_requests.limit + 5)]
+    assert codes[: api.bad_requests.limit] == [400] * api.bad_requests.limit
+    assert set(codes[api.bad_requests.limit :]) == {429}
+    assert post_npy(other, deployment.name, bad).status_code == 400  # the other client still gets real answers
+
+
+def test_deployments_list_for_agents_and_changes_for_staff_only(agent_client, admin_user, deployment, trained_model):
+    listing = agent_client.get("/api/deployments/")
+    assert listing.status_code == 200
+    assert [d["name"] for d in listing.json()] == [deployment.name]
+    assert listing.json()[0]["status"] == "loading"
+    denied = agent_client.patch(f"/api/deployments/{deployment.name}/", {"threshold": 0.7}, format="json")
+    assert denied.status_code == 403
+    staff = APIClient()
+    staff.force_login(admin_user)
+    created = staff.post(
+        "/api/deployments/", {"name": "second", "trained_model": trained_model.pk, "threshold": 0.8}, format="json"
+    )
+    assert created.status_code == 201, created.json()
+    assert created.json()["threshold"] == 0.8 and created.json()["version"] == 1
+    bad = staff.patch("/api/deployments/second/", {"threshold": 3}, format="json")
+    assert bad.status_code == 400 and "threshold" in bad.json()["detail"]
+    switched = staff.patch(
+        "/api/deployments/second/", {"trained_model": trained_model.pk, "reward_type": "soft"}, format="json"
+    )
+    assert switched.status_code == 200 and switched.json()["version"] == 1  # same model: no reload
