@@ -48,6 +48,7 @@ from .import_sources import (
     folder_images,
     folder_sha256,
     load_payload,
+    safe_file_name,
 )
 from .models import Episode, Frame, FrameLabel, LabelChange, LabelSource, Project, Step
 from .rlinf_episode import EpisodeFormatError, parse_episode, to_json
@@ -344,3 +345,19 @@ def _folder_image(raw: bytes) -> CheckedImage:
         if "must be RGB" not in str(exc):
             raise
     return encode_array(decode_rgb(raw), **limits)  # size and format were checked above
+
+
+def import_uploads(*, project: Project, files: Iterable, env_id: str = "") -> ImportSummary:
+    """Import uploaded files (Django UploadedFile objects): each is written to a scratch folder under
+    its own (sanitised) name, since RLinf file names carry episode ids, then imported like paths."""
+    with tempfile.TemporaryDirectory(prefix="rs-upload-") as scratch:
+        paths = []
+        for number, upload in enumerate(files):
+            folder = Path(scratch) / str(number)
+            folder.mkdir()
+            path = folder / safe_file_name(upload.name)
+            with open(path, "wb") as out:
+                for chunk in upload.chunks():
+                    out.write(chunk)
+            paths.append(path)
+        return import_paths(project=project, paths=paths, env_id=env_id)

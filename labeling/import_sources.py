@@ -25,6 +25,8 @@ from pathlib import Path, PurePosixPath
 import numpy as np
 import torch
 
+from .safe_pickle import weights_only_error
+
 PICKLE_SUFFIXES = {".pkl", ".pickle"}
 PAYLOAD_SUFFIXES = {".pt", ".pth"}
 ZIP_SUFFIXES = {".zip"}
@@ -182,8 +184,10 @@ def load_payload(path: Path) -> Payload:
     try:
         data = torch.load(path, weights_only=True, map_location="cpu")
     except pickle.UnpicklingError as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else "refused"
-        raise SourceError(f"refused: the file holds more than tensors and plain values ({first})") from None
+        forbidden, detail = weights_only_error(exc)
+        if forbidden:
+            raise SourceError(f"refused: the file holds more than tensors and plain values ({detail})") from None
+        raise SourceError(f"unreadable .pt file: {detail}") from None
     except Exception as exc:
         raise SourceError(f"unreadable .pt file: {exc.__class__.__name__}: {exc}") from None
     if not isinstance(data, Mapping) or "images" not in data or "labels" not in data:

@@ -1,1 +1,9 @@
-urlpatterns: list = []
+"""The import page (the import_episodes command is its command-line twin)."""
+
+from django.urls import path
+
+from . import import_views
+
+urlpatterns = [
+    path("projects/<int:pk>/import/", import_views.project_import, name="project-import"),
+]

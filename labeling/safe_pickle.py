@@ -149,7 +149,7 @@ def _torch_storage_from_bytes(data: Any) -> Any:
     try:
         storage = torch.load(io.BytesIO(bytes(data)), weights_only=True, map_location="cpu")
     except pickle.UnpicklingError as exc:
-        raise UnsafePickleError(f"refusing an embedded torch payload: {str(exc).splitlines()[0]}") from None
+        raise UnsafePickleError(f"refusing an embedded torch payload: {weights_only_error(exc)[1]}") from None
     if not isinstance(storage, torch.storage.TypedStorage | torch.UntypedStorage):
         raise UnsafePickleError(f"embedded torch payload is a {type(storage).__name__}, not a storage")
     return storage
@@ -171,6 +171,15 @@ def _torch_rebuild_tensor(
     if backward_hooks:
         raise UnsafePickleError("refusing a tensor with backward hooks")
     return torch._utils._rebuild_tensor_v2(storage, storage_offset, tuple(size), tuple(stride), False, None)
+
+
+def weights_only_error(exc: Exception) -> tuple[bool, str]:
+    """(names a forbidden global, the useful sentence) from torch.load(weights_only=True)'s long error."""
+    paragraphs = [part.strip() for part in str(exc).split("\n\n") if part.strip()]
+    boilerplate = ("Weights only load failed", "Check the documentation", "Please file an issue")
+    useful = [part for part in paragraphs if not part.startswith(boilerplate)]
+    detail = useful[0].splitlines()[0] if useful else "unreadable"
+    return "global" in detail.lower(), detail
 
 
 def _int_tuple(value: Any) -> bool:

@@ -1,0 +1,68 @@
+"""The import page: upload RLinf pickles, train.pt/val.pt payloads or zips of image folders."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from django import forms
+from django.contrib.auth.decorators import login_required
+from django.shortcuts import get_object_or_404, render
+
+from .import_services import import_uploads
+from .import_sources import PAYLOAD_SUFFIXES, PICKLE_SUFFIXES, ZIP_SUFFIXES, SourceError
+from .models import Project
+
+UPLOAD_SUFFIXES = sorted(PICKLE_SUFFIXES | PAYLOAD_SUFFIXES | ZIP_SUFFIXES)
+
+
+class MultipleFileInput(forms.ClearableFileInput):
+    allow_multiple_selected = True
+
+
+class MultipleFileField(forms.FileField):
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("widget", MultipleFileInput(attrs={"accept": ",".join(UPLOAD_SUFFIXES)}))
+        super().__init__(*args, **kwargs)
+
+    def clean(self, data, initial=None):
+        if isinstance(data, list | tuple):
+            return [super(MultipleFileField, self).clean(item, initial) for item in data]
+        return [super().clean(data, initial)]
+
+
+class ImportForm(forms.Form):
+    files = MultipleFileField(help_text="RLinf episode pickles (.pkl), train.pt / val.pt, or a .zip of folders.")
+    env_id = forms.CharField(
+        required=False, max_length=100, label="Env id", help_text="For files that name none, e.g. PickCube-v1."
+    )
+
+    def clean_files(self):
+        files = self.cleaned_data["files"]
+        for upload in files:
+            if Path(upload.name).suffix.lower() not in UPLOAD_SUFFIXES:
+                raise forms.ValidationError(
+                    f"{upload.name}: unsupported file type; upload {', '.join(UPLOAD_SUFFIXES)} files"
+                )
+        return files
+
+
+@login_required
+def project_import(request, pk: int):
+    project = get_object_or_404(Project, pk=pk)
+    summary = None
+    status = 200
+    if request.method == "POST":
+        form = ImportForm(request.POST, request.FILES)
+        if form.is_valid():
+            try:
+                summary = import_uploads(
+                    project=project, files=form.cleaned_data["files"], env_id=form.cleaned_data["env_id"]
+                )
+            except SourceError as exc:
+                form.add_error(None, str(exc))
+        if not form.is_valid() or (summary is not None and summary.failed):
+            status = 400
+    else:
+        form = ImportForm()
+    context = {"project": project, "form": form, "summary": summary, "suffixes": UPLOAD_SUFFIXES}
+    return render(request, "labeling/import.html", context, status=status)
