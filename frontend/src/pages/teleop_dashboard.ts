@@ -1,0 +1,227 @@
+// Live teleop dashboard: camera views, a rolling success-probability chart with the threshold, episode
+// boundaries and operator labels, and the stream's health. Reconnects by itself (backoff) and resumes.
+import uPlot from "uplot";
+import { pageData } from "../lib/api";
+
+interface PageData {
+  session: number;
+  wsPath: string;
+  cameras: string[];
+  threshold: number;
+  deployment: string;
+  labelUrl: string;
+  hz: number;
+}
+
+type Message = Record<string, any> & { type: string };
+
+const WINDOW_S = 60;
+const data = pageData<PageData>();
+const $ = (id: string) => document.getElementById(id) as HTMLElement;
+let threshold = data.threshold;
+
+// --- cameras ---------------------------------------------------------------------------------
+const cams = $("cams");
+const camImages = new Map<string, HTMLImageElement>();
+function camera(name: string): HTMLImageElement {
+  let img = camImages.get(name);
+  if (!img) {
+    const figure = document.createElement("figure");
+    img = document.createElement("img");
+    img.alt = name;
+    img.dataset.camera = name;
+    const caption = document.createElement("figcaption");
+    caption.className = "muted";
+    caption.textContent = name;
+    figure.append(img, caption);
+    cams.append(figure);
+    camImages.set(name, img);
+  }
+  return img;
+}
+data.cameras.forEach(camera);
+
+// --- chart -----------------------------------------------------------------------------------
+const xs: number[] = [];
+const probs: (number | null)[] = [];
+const thresholds: number[] = [];
+const boundaries: { t: number; kind: "start" | "end"; success?: boolean }[] = [];
+const labels: { t: number; value: string }[] = [];
+
+function drawMarks(u: uPlot) {
+  const ctx = u.ctx;
+  const { top, height } = u.bbox;
+  ctx.save();
+  for (const b of boundaries) {
+    const x = u.valToPos(b.t, "x", true);
+    if (x < u.bbox.left || x > u.bbox.left + u.bbox.width) continue;
+    ctx.strokeStyle = b.kind === "start" ? "#667085" : b.success ? "#1f9d55" : "#d64545";
+    ctx.lineWidth = 1.5 * devicePixelRatio;
+    ctx.setLineDash(b.kind === "start" ? [] : [4 * devicePixelRatio, 3 * devicePixelRatio]);
+    ctx.beginPath();
+    ctx.moveTo(x, top);
+    ctx.lineTo(x, top + height);
+    ctx.stroke();
+  }
+  ctx.setLineDash([]);
+  for (const l of labels) {
+    const x = u.valToPos(l.t, "x", true);
+    const y = u.valToPos(l.value === "success" ? 1 : 0, "y", true);
+    ctx.fillStyle = l.value === "success" ? "#1f9d55" : "#d64545";
+    ctx.beginPath();
+    ctx.arc(x, y, 6 * devicePixelRatio, 0, 2 * Math.PI);
+    ctx.fill();
+  }
+  ctx.restore();
+}
+
+const chartEl = $("chart");
+const plot = new uPlot(
+  {
+    width: Math.max(400, chartEl.clientWidth || 900),
+    height: 260,
+    scales: { x: { time: false }, y: { range: [0, 1] } },
+    axes: [{ label: "seconds", values: (_u, ticks) => ticks.map((t) => (t - Date.now() / 1000).toFixed(0)) }, { label: "p(success)" }],
+    series: [
+      {},
+      { label: "p(success)", stroke: "#3b6df0", width: 2, spanGaps: true },
+      { label: "threshold", stroke: "#d68f1f", dash: [6, 4], width: 1.5, points: { show: false } },
+    ],
+    hooks: { draw: [drawMarks] },
+  },
+  [xs, probs, thresholds] as uPlot.AlignedData,
+  chartEl,
+);
+window.addEventListener("resize", () => plot.setSize({ width: Math.max(400, chartEl.clientWidth), height: 260 }));
+
+function trim(now: number) {
+  while (xs.length && xs[0] < now - WINDOW_S) {
+    xs.shift();
+    probs.shift();
+    thresholds.shift();
+  }
+  while (boundaries.length && boundaries[0].t < now - WINDOW_S) boundaries.shift();
+  while (labels.length && labels[0].t < now - WINDOW_S) labels.shift();
+}
+
+let redrawQueued = false;
+function redraw() {
+  if (redrawQueued) return;
+  redrawQueued = true;
+  requestAnimationFrame(() => {
+    redrawQueued = false;
+    const now = Date.now() / 1000;
+    trim(now);
+    plot.batch(() => {
+      plot.setData([xs, probs, thresholds] as uPlot.AlignedData, false);
+      plot.setScale("x", { min: now - WINDOW_S, max: now + 1 });
+    });
+  });
+}
+setInterval(redraw, 1000);
+
+// --- state shown -----------------------------------------------------------------------------
+const state = { results: 0, frames: 0, lastProbability: null as number | null, connected: false, reconnects: 0 };
+(window as any).__teleop = state;
+const e2e: number[] = [];
+
+function fmt(v: number | null | undefined, digits = 3): string {
+  return v === null || v === undefined ? "–" : v.toFixed(digits);
+}
+
+function addEpisode(uuid: string, steps?: number, success?: boolean | null) {
+  let li = document.querySelector<HTMLLIElement>(`li[data-episode="${uuid}"]`);
+  if (!li) {
+    li = document.createElement("li");
+    li.dataset.episode = uuid;
+    $("episodes").append(li);
+  }
+  const href = data.labelUrl.replace("{uuid}", uuid);
+  const status = success === true ? "env success" : success === false ? "no success" : "recording";
+  li.innerHTML = `<a href="${href}">${uuid}</a> <span class="muted">${steps ?? ""} ${steps !== undefined ? "steps ·" : ""} ${status}</span>`;
+}
+
+function handle(msg: Message) {
+  const now = Date.now() / 1000;
+  switch (msg.type) {
+    case "snapshot":
+      for (const e of msg.episodes ?? []) addEpisode(e.uuid, e.num_steps, e.success);
+      $("live").textContent = msg.live ? "live" : "ended";
+      (msg.cameras ?? []).forEach(camera);
+      break;
+    case "frame":
+      state.frames++;
+      for (const [name, url] of Object.entries(msg.images ?? {})) camera(name).src = url as string;
+      $("step").textContent = String(msg.index);
+      $("env-reward").textContent = fmt(msg.reward);
+      break;
+    case "result":
+      state.results++;
+      state.lastProbability = msg.probability;
+      if (typeof msg.threshold === "number") threshold = msg.threshold;
+      xs.push(now);
+      probs.push(msg.probability);
+      thresholds.push(threshold);
+      $("prob").textContent = fmt(msg.probability);
+      $("success").textContent = msg.success ? "SUCCESS" : "no";
+      $("success").style.color = msg.success ? "var(--success)" : "var(--muted)";
+      $("reward").textContent = fmt(msg.reward);
+      $("latency").textContent = `${fmt(msg.inference_ms, 1)} ms`;
+      $("dropped").textContent = String(msg.dropped ?? 0);
+      $("results").textContent = String(state.results);
+      if (msg.sent_at) {
+        e2e.push((now - msg.sent_at) * 1000);
+        if (e2e.length > 50) e2e.shift();
+        const sorted = [...e2e].sort((a, b) => a - b);
+        $("e2e").textContent = `${sorted[Math.floor(sorted.length / 2)].toFixed(0)} ms`;
+      }
+      document.body.dataset.results = String(state.results);
+      redraw();
+      break;
+    case "episode":
+      boundaries.push({ t: now, kind: msg.event, success: msg.success });
+      addEpisode(msg.episode, msg.steps, msg.event === "end" ? msg.success : undefined);
+      redraw();
+      break;
+    case "label":
+      labels.push({ t: now, value: msg.value });
+      redraw();
+      break;
+    case "status":
+      $("rate").textContent = `${fmt(msg.rate_hz, 1)} Hz`;
+      $("dropped").textContent = String(msg.dropped ?? 0);
+      $("live").textContent = msg.live ? "live" : "ended";
+      if (msg.inference_ms_p50 != null) $("latency").textContent = `${fmt(msg.inference_ms_p50, 1)} ms`;
+      break;
+    case "warning":
+      $("warning").textContent = msg.message;
+      break;
+  }
+}
+
+// --- connection with automatic reconnect -------------------------------------------------------
+let backoff = 500;
+function connect() {
+  const scheme = location.protocol === "https:" ? "wss" : "ws";
+  const ws = new WebSocket(`${scheme}://${location.host}${data.wsPath}`);
+  ws.onopen = () => {
+    backoff = 500;
+    state.connected = true;
+    $("conn").textContent = "connected";
+    $("conn").className = "conn on";
+  };
+  ws.onmessage = (event) => handle(JSON.parse(event.data));
+  ws.onclose = (event) => {
+    state.connected = false;
+    $("conn").className = "conn off";
+    if (event.code === 4401 || event.code === 4403 || event.code === 4404) {
+      $("conn").textContent = event.code === 4404 ? "no such session" : "not allowed (log in again)";
+      return;
+    }
+    state.reconnects++;
+    $("conn").textContent = `reconnecting in ${(backoff / 1000).toFixed(1)} s…`;
+    setTimeout(connect, backoff);
+    backoff = Math.min(backoff * 2, 5000);
+  };
+}
+connect();

@@ -1,0 +1,331 @@
+"""WebSocket consumers for live teleop: the robot agent's stream and the dashboard viewers.
+
+Agent (`/ws/teleop/agent/`, token auth): hello -> session; every binary step is broadcast to the
+session's group (`teleop_<id>`), recorded as an episode step, and offered to inference through a
+newest-frame-wins slot (one in flight, one waiting, replaced frames counted as dropped). Results go
+back to the agent and to every viewer. Viewers (`/ws/teleop/sessions/<id>/`, session login) only listen.
+Protocol: robot_agent/PROTOCOL.md.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import logging
+import time
+from collections import deque
+
+import numpy as np
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncJsonWebsocketConsumer, AsyncWebsocketConsumer
+
+from robot_agent.protocol import ProtocolError, decode_image, unpack_step
+
+from . import teleop_services as services
+from .teleop_latest import LatestFrameSlot
+
+log = logging.getLogger(__name__)
+
+FLUSH_EVERY = 10
+TICK_S = 1.0
+MIME = {"jpeg": "image/jpeg", "png": "image/png"}
+
+
+def group_name(session_id: int) -> str:
+    return f"teleop_{session_id}"
+
+
+def _percentile(values, q: float) -> float | None:
+    return float(np.percentile(list(values), q)) if values else None
+
+
+class TeleopAgentConsumer(AsyncWebsocketConsumer):
+    async def connect(self):
+        self.agent = self.scope.get("agent")
+        if self.agent is None:
+            await self.close(code=4401)
+            return
+        self.session_id: int | None = None
+        self.session = None
+        self.main_camera = "main"
+        self.buffer: list[services.RecordedStep] = []
+        self.flush_lock = asyncio.Lock()
+        self.received = deque(maxlen=50)
+        self.inference_ms = deque(maxlen=50)
+        self.counts = {"steps": 0, "inferred": 0, "dropped": 0}
+        self.flushed_counts = dict(self.counts)
+        self.last_probability = None
+        self.warned: dict[str, float] = {}
+        self.slot = LatestFrameSlot(self.infer)
+        self.ticker: asyncio.Task | None = None
+        self.ended = False
+        await self.accept()
+
+    async def disconnect(self, code):
+        await self.end_session()
+
+    async def end_session(self):
+        """Stop inference, store what is buffered, mark the session not live (once)."""
+        if getattr(self, "session_id", None) is None or self.ended:
+            return
+        self.ended = True
+        if self.ticker:
+            self.ticker.cancel()
+        await self.slot.close()
+        await self.flush()
+        await self.save_stats()
+        await database_sync_to_async(services.session_close)(session_id=self.session_id)
+        await self.broadcast({"type": "status", "live": False, **self.status()})
+        await self.channel_layer.group_discard(group_name(self.session_id), self.channel_name)
+
+    # -- messages from the agent ----------------------------------------------------------------
+    async def receive(self, text_data=None, bytes_data=None):
+        if bytes_data is not None:
+            if self.session_id is None:
+                await self.reply_error("say hello before sending steps")
+                return
+            await self.on_step(bytes_data)
+            return
+        try:
+            message = json.loads(text_data)
+            kind = message["type"]
+        except (ValueError, TypeError, KeyError):
+            await self.reply_error("text messages must be JSON objects with a 'type'")
+            return
+        if kind == "hello":
+            await self.on_hello(message)
+        elif self.session_id is None:
+            await self.reply_error("say hello first")
+        elif kind == "episode_start":
+            await self.on_episode_start(message)
+        elif kind == "episode_end":
+            await self.on_episode_end(message)
+        elif kind == "label":
+            await self.on_label(message)
+        elif kind == "bye":
+            await self.end_session()
+            await self.close(code=1000)
+        else:
+            await self.reply_error(f"unknown message type {kind!r}")
+
+    async def on_hello(self, message: dict):
+        try:
+            session = await database_sync_to_async(services.session_open)(agent=self.agent, hello=message)
+        except services.TeleopError as exc:
+            await self.send(json.dumps({"type": "error", "message": str(exc)}))
+            await self.close(code=4400)
+            return
+        self.session = session
+        self.session_id = session.pk
+        cameras = session.cameras or ["main"]
+        self.main_camera = "main" if "main" in cameras else cameras[0]
+        await self.channel_layer.group_add(group_name(session.pk), self.channel_name)
+        await self.send(json.dumps({"type": "session", "session": session.pk, "dashboard": f"/teleop/{session.pk}/"}))
+        await self.broadcast({"type": "status", "live": True, **self.status()})
+        self.ticker = asyncio.ensure_future(self.tick())
+
+    async def on_episode_start(self, message: dict):
+        try:
+            episode = await database_sync_to_async(services.teleop_episode_start)(
+                session_id=self.session_id, episode_uuid=message.get("episode"), metadata=message
+            )
+        except services.TeleopError as exc:
+            await self.reply_error(str(exc))
+            return
+        await self.broadcast({"type": "episode", "event": "start", "episode": str(episode.uuid), "at": time.time()})
+
+    async def on_episode_end(self, message: dict):
+        await self.flush()
+        success = message.get("success")
+        episode = await database_sync_to_async(services.teleop_episode_end)(
+            episode_uuid=str(message.get("episode")), success=success if isinstance(success, bool) else None
+        )
+        if episode is not None:
+            await self.broadcast(
+                {
+                    "type": "episode",
+                    "event": "end",
+                    "episode": str(episode.uuid),
+                    "success": episode.success,
+                    "steps": episode.num_steps,
+                    "at": time.time(),
+                }
+            )
+
+    async def on_label(self, message: dict):
+        await self.flush()
+        try:
+            index = int(message["index"])
+            await database_sync_to_async(services.teleop_label)(
+                session_id=self.session_id,
+                episode_uuid=str(message["episode"]),
+                index=index,
+                value=str(message.get("value")),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            await self.reply_error(f"label needs episode, index and value: {exc}")
+            return
+        await self.broadcast(
+            {"type": "label", "episode": str(message["episode"]), "index": index, "value": message["value"]}
+        )
+
+    async def on_step(self, raw: bytes):
+        try:
+            header, images = unpack_step(raw)
+        except ProtocolError as exc:
+            await self.reply_error(str(exc))
+            return
+        now = time.time()
+        self.received.append(now)
+        self.counts["steps"] += 1
+        fmt = {i.get("camera"): i.get("format", "jpeg") for i in header.get("images", [])}
+        await self.broadcast(
+            {
+                "type": "frame",
+                "episode": header["episode"],
+                "index": header["index"],
+                "reward": header.get("reward"),
+                "success": header.get("success"),
+                "sent_at": header.get("sent_at"),
+                "images": {
+                    camera: f"data:{MIME.get(fmt.get(camera), 'image/jpeg')};base64,{base64.b64encode(data).decode()}"
+                    for camera, data in images.items()
+                },
+            }
+        )
+        self.buffer.append(
+            services.RecordedStep(
+                episode=str(header["episode"]),
+                index=header["index"],
+                action=list(header.get("action") or []),
+                reward=float(header.get("reward") or 0.0),
+                success=bool(header.get("success")),
+                terminated=bool(header.get("terminated")),
+                truncated=bool(header.get("truncated")),
+                info=header.get("info") or {},
+                images=images,
+            )
+        )
+        if len(self.buffer) >= FLUSH_EVERY:
+            asyncio.ensure_future(self.flush())
+        has_model = self.session.deployment_name and self.main_camera in images
+        if has_model and self.slot.submit((header, images[self.main_camera])):
+            self.counts["dropped"] += 1
+
+    # -- inference, recording, stats ------------------------------------------------------------
+    async def infer(self, item):
+        from .teleop_inference import DeploymentNotFound, DeploymentUnavailable, score_frame
+
+        header, data = item
+        image = decode_image(data)
+        try:
+            score = await score_frame(self.session.deployment_name, image, env_reward=float(header.get("reward") or 0))
+        except (DeploymentNotFound, DeploymentUnavailable) as exc:
+            await self.warn(str(exc))
+            return
+        self.counts["inferred"] += 1
+        self.inference_ms.append(score.inference_ms)
+        self.last_probability = score.probability
+        result = {
+            "type": "result",
+            "episode": header["episode"],
+            "index": header["index"],
+            "probability": score.probability,
+            "success": score.success,
+            "reward": score.reward,
+            "threshold": score.threshold,
+            "sent_at": header.get("sent_at"),
+            "inference_ms": score.inference_ms,
+            "dropped": self.slot.dropped,
+        }
+        await self.send(json.dumps(result))
+        await self.broadcast(result)
+
+    async def flush(self):
+        async with self.flush_lock:
+            steps, self.buffer = self.buffer, []
+            if not steps:
+                return
+            try:
+                await database_sync_to_async(services.teleop_steps_record)(session_id=self.session_id, steps=steps)
+            except services.TeleopError as exc:
+                await self.warn(f"recording failed: {exc}")
+
+    def status(self) -> dict:
+        times = list(self.received)
+        rate = (len(times) - 1) / (times[-1] - times[0]) if len(times) > 1 and times[-1] > times[0] else 0.0
+        if times and time.time() - times[-1] > 2.0:
+            rate = 0.0
+        return {
+            "session": self.session_id,
+            "steps": self.counts["steps"],
+            "rate_hz": round(rate, 2),
+            "inferred": self.counts["inferred"],
+            "dropped": self.slot.dropped,
+            "inference_ms_p50": _percentile(self.inference_ms, 50),
+            "inference_ms_p95": _percentile(self.inference_ms, 95),
+            "last_probability": self.last_probability,
+        }
+
+    async def tick(self):
+        while True:
+            await asyncio.sleep(TICK_S)
+            if self.buffer:
+                await self.flush()
+            await self.broadcast({"type": "status", "live": True, **self.status()})
+            await self.save_stats()
+
+    async def save_stats(self):
+        delta = {k: self.counts[k] - self.flushed_counts[k] for k in self.counts}
+        self.flushed_counts = dict(self.counts)
+        await database_sync_to_async(services.session_update_stats)(
+            session_id=self.session_id,
+            steps=delta["steps"],
+            inferred=delta["inferred"],
+            dropped=delta["dropped"],
+            stats=self.status(),
+        )
+
+    async def broadcast(self, data: dict):
+        await self.channel_layer.group_send(group_name(self.session_id), {"type": "teleop.event", "data": data})
+
+    async def teleop_event(self, event):
+        pass  # the agent joins its group only so the group exists; viewers forward events
+
+    async def reply_error(self, message: str):
+        await self.send(json.dumps({"type": "warning", "message": message}))
+
+    async def warn(self, message: str):
+        now = time.monotonic()
+        if now - self.warned.get(message, -1e9) < 5.0:
+            return
+        self.warned[message] = now
+        await self.reply_error(message)
+        await self.broadcast({"type": "warning", "message": message})
+
+
+class TeleopDashboardConsumer(AsyncJsonWebsocketConsumer):
+    async def connect(self):
+        user = self.scope.get("user")
+        if user is None or not user.is_authenticated:
+            await self.close(code=4401)
+            return
+        self.session_id = int(self.scope["url_route"]["kwargs"]["session_id"])
+        snapshot = await database_sync_to_async(services.session_snapshot)(session_id=self.session_id)
+        if snapshot is None:
+            await self.close(code=4404)
+            return
+        await self.channel_layer.group_add(group_name(self.session_id), self.channel_name)
+        await self.accept()
+        await self.send_json({"type": "snapshot", **snapshot})
+
+    async def disconnect(self, code):
+        if getattr(self, "session_id", None) is not None:
+            await self.channel_layer.group_discard(group_name(self.session_id), self.channel_name)
+
+    async def receive_json(self, content, **kwargs):
+        pass  # viewers only listen
+
+    async def teleop_event(self, event):
+        await self.send_json(event["data"])

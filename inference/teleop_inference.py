@@ -1,0 +1,49 @@
+"""Scoring one live frame with a deployment's model through the inference workers (never in-process).
+
+Thin over the server app's `inference.serving` (`adeployment_config` + `ainfer_payload`): the
+deployment's settings come from its short in-process cache, so 20 Hz streams make no database query
+per frame. The reward is computed with the deployment's own settings (per-step, as a live stream is).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from .broker import dump_npy
+from .rewards import combine, model_output
+from .serving import DeploymentNotFound, DeploymentUnavailable, adeployment_config, ainfer_payload
+
+__all__ = ["DeploymentNotFound", "DeploymentUnavailable", "FrameScore", "score_frame"]
+
+
+@dataclass(frozen=True)
+class FrameScore:
+    probability: float
+    success: bool
+    reward: float
+    threshold: float
+    inference_ms: float
+
+
+async def score_frame(deployment: str, image: np.ndarray, env_reward: float = 0.0, timeout: float = 10.0) -> FrameScore:
+    """Probability, success and reward for one uint8 HxWx3 frame.
+
+    Raises DeploymentNotFound or DeploymentUnavailable (unhealthy, no worker answered in `timeout`).
+    """
+    config = await adeployment_config(deployment)
+    started = time.perf_counter()
+    results = await ainfer_payload(config, dump_npy(image[None]), timeout=timeout)
+    elapsed = (time.perf_counter() - started) * 1000
+    first = results[0]
+    probability = float(first["probability"] if isinstance(first, dict) else first)
+    reward = combine(env_reward, model_output(probability, config.reward), config.reward)
+    return FrameScore(
+        probability=probability,
+        success=probability > config.reward.threshold,
+        reward=reward,
+        threshold=config.reward.threshold,
+        inference_ms=elapsed,
+    )

@@ -1,0 +1,211 @@
+"""Writes and reads for live teleop sessions: open/resume/close, record steps as episodes, operator labels.
+
+Sync ORM functions (consumers call them through database_sync_to_async). Steps are stored with the
+labeling app's own ingest services, so a recorded session is an ordinary episode, ready to label.
+"""
+
+from __future__ import annotations
+
+import uuid as uuid_lib
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+
+from labeling.images import ImageError, check_image
+from labeling.models import Agent, Episode, FrameLabel, LabelChange, LabelSource, Project, Step
+from labeling.services import IngestError, StepInput, episode_create, episode_finish, steps_append
+
+from .models import TeleopSession
+
+
+class TeleopError(ValueError):
+    """A request from an agent that cannot be honoured; the message is sent back to it."""
+
+
+@dataclass(frozen=True)
+class RecordedStep:
+    """A step as received, before it is written (images still encoded)."""
+
+    episode: str
+    index: int
+    action: list
+    reward: float
+    success: bool
+    terminated: bool
+    truncated: bool
+    info: dict
+    images: dict[str, bytes]
+
+
+def session_open(*, agent: Agent, hello: dict) -> TeleopSession:
+    """A new session for this agent, or the one it names when resuming after a reconnect."""
+    resume = hello.get("session")
+    if resume is not None:
+        session = TeleopSession.objects.filter(pk=resume, agent=agent).first()
+        if session is not None:
+            TeleopSession.objects.filter(pk=session.pk).update(is_live=True, ended_at=None, last_seen_at=timezone.now())
+            session.refresh_from_db()
+            return session
+    name = str(hello.get("project") or "")
+    project = Project.objects.filter(name=name).first()
+    if project is None:
+        raise TeleopError(f"no project named {name!r}")
+    cameras = [str(c) for c in hello.get("cameras") or []]
+    unknown = sorted(set(cameras) - set(project.camera_views))
+    if unknown:
+        raise TeleopError(f"camera {unknown[0]!r} is not one of the project's cameras {project.camera_views}")
+    try:
+        hz = float(hello.get("hz") or 10.0)
+    except (TypeError, ValueError):
+        raise TeleopError("hz must be a number") from None
+    return TeleopSession.objects.create(
+        agent=agent,
+        project=project,
+        deployment_name=str(hello.get("deployment") or "")[:100],
+        robot=str(hello.get("robot") or "")[:100],
+        env_id=str(hello.get("env_id") or "")[:100],
+        policy=str(hello.get("policy") or "")[:50],
+        hz=hz,
+        cameras=cameras,
+        last_seen_at=timezone.now(),
+    )
+
+
+def session_close(*, session_id: int) -> None:
+    TeleopSession.objects.filter(pk=session_id).update(is_live=False, ended_at=timezone.now())
+
+
+def session_update_stats(*, session_id: int, steps: int, inferred: int, dropped: int, stats: dict) -> None:
+    TeleopSession.objects.filter(pk=session_id).update(
+        step_count=F("step_count") + steps,
+        inferred_count=F("inferred_count") + inferred,
+        dropped_frames=F("dropped_frames") + dropped,
+        stats=stats,
+        last_seen_at=timezone.now(),
+    )
+
+
+def teleop_episode_start(*, session_id: int, episode_uuid: str, metadata: dict) -> Episode:
+    session = TeleopSession.objects.select_related("project", "agent").get(pk=session_id)
+    try:
+        parsed = uuid_lib.UUID(str(episode_uuid))
+    except ValueError:
+        raise TeleopError(f"episode {episode_uuid!r} is not a UUID") from None
+    source = Episode.Source.ROBOT if metadata.get("source") == "robot" else Episode.Source.SIM
+    episode, _ = episode_create(
+        project=session.project,
+        uuid=parsed,
+        source=source,
+        agent=session.agent,
+        env_id=str(metadata.get("env_id") or session.env_id)[:100],
+        metadata={"teleop_session": session.pk, **{k: metadata[k] for k in ("seed", "policy") if k in metadata}},
+    )
+    session.episodes.add(episode)
+    return episode
+
+
+def teleop_steps_record(*, session_id: int, steps: list[RecordedStep]) -> int:
+    """Store received steps (grouped by episode); returns how many were new. Bad frames raise TeleopError."""
+    session = TeleopSession.objects.only("id", "project_id").get(pk=session_id)
+    created = 0
+    by_episode: dict[str, list[RecordedStep]] = {}
+    for step in steps:
+        by_episode.setdefault(step.episode, []).append(step)
+    for episode_uuid, items in by_episode.items():
+        episode = Episode.objects.filter(uuid=episode_uuid, project_id=session.project_id).first()
+        if episode is None:
+            raise TeleopError(f"episode {episode_uuid} was not started (send episode_start first)")
+        inputs = []
+        for item in items:
+            try:
+                images = {
+                    camera: check_image(raw, max_side=settings.MAX_IMAGE_SIDE, max_pixels=settings.MAX_IMAGE_PIXELS)
+                    for camera, raw in item.images.items()
+                }
+            except ImageError as exc:
+                raise TeleopError(f"step {item.index}: {exc}") from None
+            inputs.append(
+                StepInput(
+                    index=item.index,
+                    action=[float(a) for a in item.action],
+                    reward=float(item.reward),
+                    terminated=bool(item.terminated),
+                    truncated=bool(item.truncated),
+                    success=bool(item.success),
+                    info=item.info if isinstance(item.info, dict) else {},
+                    images=images,
+                )
+            )
+        try:
+            created += steps_append(episode=episode, steps=inputs).created
+        except IngestError as exc:
+            raise TeleopError(str(exc)) from None
+    return created
+
+
+def teleop_episode_end(*, episode_uuid: str, success: bool | None) -> Episode | None:
+    episode = Episode.objects.filter(uuid=episode_uuid).first()
+    if episode is None:
+        return None
+    return episode_finish(episode=episode, success=success)
+
+
+def teleop_label(*, session_id: int, episode_uuid: str, index: int, value: str) -> FrameLabel:
+    """The operator's c/a key: a human frame label with the agent as its author."""
+    if value not in FrameLabel.Value.values:
+        raise TeleopError(f"label value must be success or fail, got {value!r}")
+    session = TeleopSession.objects.select_related("agent").get(pk=session_id)
+    step = Step.objects.select_related("episode").filter(episode__uuid=episode_uuid, index=index).first()
+    if step is None:
+        raise TeleopError(f"step {index} of episode {episode_uuid} was not recorded")
+    with transaction.atomic():
+        old = FrameLabel.objects.filter(step=step, source=LabelSource.HUMAN).first()
+        label, _ = FrameLabel.objects.update_or_create(
+            step=step,
+            source=LabelSource.HUMAN,
+            defaults={
+                "project_id": step.episode.project_id,
+                "episode": step.episode,
+                "value": value,
+                "agent": session.agent,
+                "author": None,
+                "params": {"teleop_session": session.pk},
+            },
+        )
+        LabelChange.objects.create(
+            project_id=step.episode.project_id,
+            episode=step.episode,
+            kind=LabelChange.Kind.FRAME,
+            action=LabelChange.Action.SET,
+            source=LabelSource.HUMAN,
+            start=index,
+            end=index,
+            old_value=old.value if old else "",
+            new_value=value,
+            agent=session.agent,
+        )
+        TeleopSession.objects.filter(pk=session.pk).update(label_count=F("label_count") + 1)
+    return label
+
+
+def session_snapshot(*, session_id: int) -> dict | None:
+    """What a viewer needs on (re)connect: the session's state and its episodes so far."""
+    session = TeleopSession.objects.select_related("project", "agent").filter(pk=session_id).first()
+    if session is None:
+        return None
+    episodes = list(session.episodes.order_by("created_at").values("uuid", "num_steps", "success", "status"))
+    return {
+        "session": session.pk,
+        "project": session.project.name,
+        "agent": session.agent.name,
+        "deployment": session.deployment_name,
+        "cameras": session.cameras or session.project.camera_views,
+        "live": session.is_live,
+        "steps": session.step_count,
+        "dropped": session.dropped_frames,
+        "stats": session.stats,
+        "episodes": [{**e, "uuid": str(e["uuid"])} for e in episodes],
+    }

@@ -1,0 +1,81 @@
+"""Pages and API of live teleop: the session list and a session's live dashboard."""
+
+from __future__ import annotations
+
+from django.contrib.auth.decorators import login_required
+from django.shortcuts import get_object_or_404, render
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers
+from rest_framework.generics import ListAPIView
+
+from .models import Deployment, TeleopSession
+
+
+def _sessions():
+    return TeleopSession.objects.select_related("agent", "project").prefetch_related("episodes")
+
+
+@login_required
+def teleop_sessions(request):
+    sessions = _sessions()[:100]
+    return render(request, "inference/teleop_sessions.html", {"sessions": sessions})
+
+
+@login_required
+def teleop_dashboard(request, session_id: int):
+    session = get_object_or_404(_sessions(), pk=session_id)
+    deployment = Deployment.objects.filter(name=session.deployment_name).first() if session.deployment_name else None
+    data = {
+        "session": session.pk,
+        "wsPath": f"/ws/teleop/sessions/{session.pk}/",
+        "cameras": session.cameras or session.project.camera_views,
+        "threshold": deployment.threshold if deployment else 0.5,
+        "deployment": session.deployment_name,
+        "labelUrl": "/episodes/{uuid}/label",
+        "hz": session.hz,
+    }
+    return render(request, "inference/teleop_dashboard.html", {"session": session, "page_data": data})
+
+
+class TeleopSessionOut(serializers.ModelSerializer):
+    agent = serializers.CharField(source="agent.name")
+    project = serializers.CharField(source="project.name")
+    episodes = serializers.SerializerMethodField()
+
+    class Meta:
+        model = TeleopSession
+        fields = [
+            "id",
+            "agent",
+            "project",
+            "deployment_name",
+            "robot",
+            "env_id",
+            "policy",
+            "hz",
+            "cameras",
+            "is_live",
+            "started_at",
+            "ended_at",
+            "step_count",
+            "inferred_count",
+            "dropped_frames",
+            "label_count",
+            "stats",
+            "episodes",
+        ]
+
+    def get_episodes(self, obj) -> list[str]:
+        return [str(e.uuid) for e in obj.episodes.all()]
+
+
+@extend_schema(summary="Live and past teleop sessions, newest first")
+class TeleopSessionList(ListAPIView):
+    serializer_class = TeleopSessionOut
+
+    def get_queryset(self):
+        queryset = _sessions()
+        live = self.request.query_params.get("live")
+        if live in ("1", "true"):
+            queryset = queryset.filter(is_live=True)
+        return queryset
