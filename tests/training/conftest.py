@@ -63,7 +63,7 @@ def seed_episodes(project, *, episodes: int = 6, steps: int = 10, size: int = 32
 
 
 @pytest.fixture
-def labeled_project(project, settings, tmp_path):
-    settings.MEDIA_ROOT = str(tmp_path / "media")
+def labeled_project(project):
+    """Files go to the session's MEDIA_ROOT (tests/conftest.py), which the worker processes share."""
     seed_episodes(project)
     return project

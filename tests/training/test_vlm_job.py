@@ -1,0 +1,129 @@
+"""A Qwen3-VL LoRA job end to end: trend snapshot -> real Celery worker -> curves, checkpoint, evaluation."""
+
+from __future__ import annotations
+
+import json
+import pickle
+import time
+
+import numpy as np
+import pytest
+
+from tests.training.conftest import seed_episodes
+
+SEGMENT_KEYS = {
+    "task",
+    "prompt",
+    "question",
+    "answer",
+    "pkl_path",
+    "messages",
+    "source_episode_path",
+    "segment_metadata",
+    "supervision",
+}
+PKL_KEYS = {
+    "main_frames",
+    "extra_view_frames",
+    "label",
+    "score",
+    "source_episode_path",
+    "start_idx",
+    "end_idx",
+    "augmentation",
+}
+
+
+def _wait_finished(job, timeout: float = 120.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        job.refresh_from_db()
+        if job.is_finished:
+            return job
+        time.sleep(0.3)
+    raise AssertionError(f"job still {job.status} after {timeout}s; log:\n{job.log}\nprogress {job.progress}")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_vlm_job_fine_tunes_the_fixture_through_a_celery_worker(project, vlm_fixture_dir, celery_worker_process):
+    from training.models import JobMetric, JobStatus, TrainedModel
+    from training.services import job_create
+    from training.snapshot_services import snapshot_create
+    from training.storage import local_path
+    from training.vlm.checkpoint import FULL_WEIGHTS, checkpoint_load
+    from training.vlm.data import trend_split_load
+    from training.vlm.prompt import prompt_render
+    from training.vlm.scoring import ScoreItem, TrendScorer
+
+    episodes = seed_episodes(project, episodes=4, steps=9, size=32)
+    snapshot = snapshot_create(project=project, options={"trend_val_split": 0.25, "png_folders": False, "seed": 1})
+    trend = local_path(snapshot.folder) / "trend"
+
+    # The dataset fed to training is RLinf's trend format (formats.md section 4).
+    info = json.loads((trend / "dataset_info.json").read_text())
+    assert info["num_train_samples"] == 9 and info["num_eval_samples"] == 3
+    prompt = prompt_render(project.prompt_template, task=project.task_description, window_size=5)
+    rows = [json.loads(line) for line in (trend / "train" / "segments.jsonl").read_text().splitlines()]
+    for row in rows:
+        assert set(row) == SEGMENT_KEYS and row["prompt"] == row["question"] == prompt
+        assert row["messages"][1]["content"][0]["text"] == row["answer"]
+        with open(row["pkl_path"], "rb") as fh:
+            data = pickle.load(fh)  # noqa: S301 - our own export, checked for its exact keys here
+        assert set(data) == PKL_KEYS and len(data["main_frames"]) == len(data["extra_view_frames"]) == 5
+        assert data["main_frames"][0].dtype == np.uint8 and data["main_frames"][0].shape == (32, 32, 3)
+    train_windows, _ = trend_split_load(trend, "train")
+    assert [w.label for w in train_windows] == [row["answer"] for row in rows]
+
+    config = {
+        "base_model_path": str(vlm_fixture_dir),
+        "lr": 5e-3,
+        "warmup_steps": 2,
+        "max_steps": 30,
+        "batch_size": 3,
+        "grad_accum": 1,
+        "eval_every": 10,
+        "save_full_weights": True,
+        "device": "cpu",
+    }
+    job = job_create(project=project, snapshot=snapshot, kind="vlm", config=config)
+    job = _wait_finished(job)
+    assert job.status == JobStatus.SUCCEEDED, job.error
+
+    # Live curves were stored: a loss per step that falls, a validation point per evaluation.
+    steps = list(JobMetric.objects.filter(job=job, kind="step").order_by("step").values_list("values", flat=True))
+    assert len(steps) == 30
+    losses = [point["loss"] for point in steps]
+    assert np.mean(losses[-5:]) < np.mean(losses[:5]) - 0.3
+    epochs = JobMetric.objects.filter(job=job, kind="epoch").order_by("step")
+    assert [p.step for p in epochs] == [10, 20, 30] and "val_loss" in epochs[0].values
+
+    # The adapter reloads and gives the same label probabilities as the trained model did.
+    model_row = TrainedModel.objects.get(job=job)
+    assert model_row.kind == "vlm" and model_row.config["prompt"] == prompt
+    folder = local_path(model_row.checkpoint_path)
+    assert (folder / "adapter" / "adapter_config.json").is_file() and (folder / FULL_WEIGHTS).is_file()
+    evaluation = json.loads((folder / "evaluation.json").read_text())
+    eval_windows, _ = trend_split_load(trend, "eval")
+    model, processor, meta = checkpoint_load(folder, device="cpu")
+    probs = TrendScorer(model, processor).probabilities([ScoreItem(w.images(), meta["prompt"]) for w in eval_windows])
+    assert np.abs(probs - np.array(evaluation["probabilities"])).max() < 1e-5
+
+    # Evaluation: per-class precision/recall, confusion matrix, wrong windows one click from labeling.
+    assert sum(map(sum, evaluation["confusion"])) == 3
+    assert set(evaluation["per_class"]) == {"positive", "negative", "unclear"}
+    uuids = {str(e.uuid) for e in episodes}
+    for window in evaluation["windows"]:
+        assert window["episode_uuid"] in uuids
+        assert window["link"] == f"/episodes/{window['episode_uuid']}/label?step={window['start_step']}"
+    assert model_row.metrics["confusion"] == evaluation["confusion"]
+
+
+@pytest.mark.django_db
+def test_vlm_job_with_a_missing_model_folder_is_refused_before_queueing(project, tmp_path):
+    from training.services import job_create
+    from training.snapshot_services import snapshot_create
+
+    seed_episodes(project, episodes=2, steps=6, size=32)
+    snapshot = snapshot_create(project=project, options={"png_folders": False, "seed": 1})
+    with pytest.raises(ValueError, match="does not exist: download a Qwen3-VL model"):
+        job_create(project=project, snapshot=snapshot, kind="vlm", config={"base_model_path": str(tmp_path / "none")})

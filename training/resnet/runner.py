@@ -1,0 +1,65 @@
+"""Runs a ResNet TrainingJob: reads the snapshot's train.pt/val.pt, trains, keeps best and last checkpoints."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import numpy as np
+
+from ..datasets.rlinf_binary import read_payload
+from ..reporting import Reporter
+from ..runners import RunResult
+from ..storage import local_path
+from .config import ResNetConfig
+from .train import BEST, stack_images, train_reward_model
+
+VAL_PREDICTIONS = "val_predictions.json"
+
+
+def run_job(job, reporter: Reporter) -> RunResult:
+    config = ResNetConfig.from_dict(job.config)
+    snapshot_folder = local_path(job.snapshot.folder)
+    train = read_payload(snapshot_folder / "train.pt")
+    val = read_payload(snapshot_folder / "val.pt")
+    out_dir = local_path(job.checkpoint_folder)
+    shutil.rmtree(out_dir, ignore_errors=True)  # a retried job starts clean
+    outcome = train_reward_model(
+        config, train["images"], train["labels"], val["images"], val["labels"], out_dir=out_dir, reporter=reporter
+    )
+    write_val_predictions(outcome.best_folder, config, val["images"], val["labels"])
+    metrics = {
+        **{k: v for k, v in outcome.best_metrics.items() if k != "epoch_seconds"},
+        "best_epoch": outcome.best_epoch,
+        "epochs_run": outcome.epochs_run,
+        "steps": outcome.steps,
+        "stopped_early": outcome.stopped_early,
+        "num_train": len(train["labels"]),
+        "num_val": len(val["labels"]),
+        "last": {k: v for k, v in outcome.last_metrics.items() if k != "epoch_seconds"},
+    }
+    return RunResult(
+        checkpoint_path=f"{job.checkpoint_folder}/{BEST}",
+        metrics=metrics,
+        config=config.to_dict(),
+        name=f"{job.project.name} resnet #{job.pk}",
+    )
+
+
+def write_val_predictions(folder, config: ResNetConfig, images, labels) -> None:
+    """Cache the best model's validation probabilities beside it (evaluation pages read them)."""
+    from .checkpoint import load_checkpoint
+    from .model import predict_proba
+
+    model, _ = load_checkpoint(folder)
+    probs = predict_proba(model, stack_images(images, config.image_size).numpy())
+    data = {"probabilities": [float(p) for p in probs], "labels": [int(v) for v in labels]}
+    (folder / VAL_PREDICTIONS).write_text(json.dumps(data))
+
+
+def read_val_predictions(folder) -> tuple[np.ndarray, np.ndarray] | None:
+    path = folder / VAL_PREDICTIONS
+    if not path.exists():
+        return None
+    data = json.loads(path.read_text())
+    return np.asarray(data["probabilities"], dtype=np.float64), np.asarray(data["labels"], dtype=np.int64)

@@ -1,0 +1,249 @@
+"""The ResNet reward classifier's training loop (plain torch, no Django).
+
+Data stays in memory as one uint8 [N,H,W,3] tensor on the training device; batches are index selections,
+augmentation (random crop after edge padding, as HIL-SERL does) is one vectorised gather, and the model
+does RLinf's preprocessing itself. So the loop costs little beyond the forward and backward passes.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch.nn import functional as F
+
+from ..reporting import JobCancelled, MemoryReporter, Reporter
+from .checkpoint import save_checkpoint
+from .config import ResNetConfig
+from .model import RewardResNet, load_pretrained_backbone
+
+BEST, LAST = "best", "last"
+
+
+@dataclass
+class TrainOutcome:
+    best_metrics: dict[str, Any]
+    last_metrics: dict[str, Any]
+    best_epoch: int
+    epochs_run: int
+    steps: int
+    stopped_early: bool
+    best_folder: Path
+    last_folder: Path
+    history: list[dict[str, Any]] = field(default_factory=list)
+
+
+def pick_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name.startswith("cuda") and not torch.cuda.is_available():
+        raise RuntimeError(f"device {name} asked for, but CUDA is not available on this worker")
+    return torch.device(name)
+
+
+def stack_images(images: Sequence[torch.Tensor] | torch.Tensor | np.ndarray, image_size: Sequence[int]) -> torch.Tensor:
+    """uint8 [N,H,W,3] from a payload's list of HWC tensors. Mixed sizes are resized to image_size first
+    (bilinear, as the model would), so a batch can be one tensor."""
+    if isinstance(images, np.ndarray):
+        images = torch.from_numpy(images)
+    if isinstance(images, torch.Tensor):
+        return images.contiguous()
+    if not images:
+        raise ValueError("no images")
+    shapes = {tuple(img.shape) for img in images}
+    if len(shapes) == 1:
+        return torch.stack(list(images))
+    height, width = image_size[1], image_size[2]
+    resized = []
+    for img in images:
+        x = img.permute(2, 0, 1).unsqueeze(0).float()
+        x = F.interpolate(x, size=(height, width), mode="bilinear", align_corners=False)
+        resized.append(x.round().clamp(0, 255).to(torch.uint8)[0].permute(1, 2, 0))
+    return torch.stack(resized)
+
+
+def random_crop(images: torch.Tensor, padding: int, generator: torch.Generator | None = None) -> torch.Tensor:
+    """Pad each [B,H,W,C] image by `padding` (edge values) and crop back to HxW at a random offset."""
+    if padding <= 0:
+        return images
+    batch, height, width, _ = images.shape
+    padded = F.pad(images.permute(0, 3, 1, 2).float(), (padding,) * 4, mode="replicate").to(images.dtype)
+    padded = padded.permute(0, 2, 3, 1)
+    offsets = torch.randint(0, 2 * padding + 1, (2, batch), generator=generator, device="cpu").to(images.device)
+    rows = offsets[0][:, None] + torch.arange(height, device=images.device)[None, :]
+    cols = offsets[1][:, None] + torch.arange(width, device=images.device)[None, :]
+    index = torch.arange(batch, device=images.device)[:, None, None]
+    return padded[index, rows[:, :, None], cols[:, None, :]]
+
+
+def lr_factor(step: int, warmup_steps: int) -> float:
+    """Linear warmup from 1/warmup to 1, then constant."""
+    if warmup_steps <= 0 or step >= warmup_steps:
+        return 1.0
+    return (step + 1) / warmup_steps
+
+
+def effective_warmup(config: ResNetConfig, total_steps: int) -> int:
+    """The configured warmup, capped at a fifth of the run so short runs still reach the full learning rate."""
+    return min(config.warmup_steps, max(0, total_steps // 5))
+
+
+@torch.inference_mode()
+def evaluate(
+    model: RewardResNet, images: torch.Tensor, labels: torch.Tensor, batch_size: int
+) -> tuple[float, float, np.ndarray]:
+    """(mean BCE loss, accuracy at 0.5, probabilities) over a whole split."""
+    was_training = model.training
+    model.eval()
+    logits = []
+    for start in range(0, len(images), batch_size):
+        logits.append(model(images[start : start + batch_size]).float())
+    model.train(was_training)
+    all_logits = torch.cat(logits) if logits else torch.zeros(0, device=labels.device)
+    loss = F.binary_cross_entropy_with_logits(all_logits, labels).item() if len(labels) else float("nan")
+    probs = torch.sigmoid(all_logits)
+    accuracy = ((probs > 0.5).float() == labels).float().mean().item() if len(labels) else float("nan")
+    return loss, accuracy, probs.cpu().numpy().astype(np.float32)
+
+
+def train_reward_model(
+    config: ResNetConfig,
+    train_images,
+    train_labels: Sequence[int],
+    val_images,
+    val_labels: Sequence[int],
+    *,
+    out_dir: str | Path,
+    reporter: Reporter | None = None,
+) -> TrainOutcome:
+    reporter = reporter or MemoryReporter()
+    out_dir = Path(out_dir)
+    if config.num_threads:
+        torch.set_num_threads(config.num_threads)
+    torch.manual_seed(config.seed)
+    np.random.seed(config.seed % (2**32))
+    device = pick_device(config.device)
+    generator = torch.Generator().manual_seed(config.seed)
+
+    x_train = stack_images(train_images, config.image_size).to(device)
+    y_train = torch.as_tensor(list(train_labels), dtype=torch.float32, device=device)
+    x_val = stack_images(val_images, config.image_size).to(device)
+    y_val = torch.as_tensor(list(val_labels), dtype=torch.float32, device=device)
+    if len(x_train) != len(y_train) or len(x_val) != len(y_val):
+        raise ValueError("images and labels differ in length")
+    if len(x_train) == 0 or len(x_val) == 0:
+        raise ValueError("the training and validation splits must both hold images")
+
+    model = RewardResNet(config)
+    if config.pretrained:
+        load_pretrained_backbone(model, config.pretrained_path)
+        reporter.log(f"loaded pretrained backbone from {config.pretrained_path}")
+    model.to(device).train()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+
+    steps_per_epoch = math.ceil(len(x_train) / config.batch_size)
+    total_steps = steps_per_epoch * config.epochs
+    warmup = effective_warmup(config, total_steps)
+    reporter.log(
+        f"training {config.arch} on {len(x_train)} images ({int(y_train.sum())} success), validating on "
+        f"{len(x_val)}; {config.epochs} epochs x {steps_per_epoch} steps, warmup {warmup}, device {device}"
+    )
+
+    best_loss, best_epoch, bad_epochs, step = math.inf, 0, 0, 0
+    best_metrics: dict[str, Any] = {}
+    last_metrics: dict[str, Any] = {}
+    history: list[dict[str, Any]] = []
+    stopped_early = False
+    epoch = 0
+    for epoch in range(1, config.epochs + 1):
+        started = time.monotonic()
+        order = torch.randperm(len(x_train), generator=generator).to(device)
+        loss_sum, correct, seen = 0.0, 0, 0
+        for start in range(0, len(order), config.batch_size):
+            if reporter.should_cancel():
+                raise JobCancelled()
+            index = order[start : start + config.batch_size]
+            images, labels = x_train[index], y_train[index]
+            if config.augment:
+                images = random_crop(images, config.crop_padding, generator)
+            for group in optimizer.param_groups:
+                group["lr"] = config.lr * lr_factor(step, warmup)
+            logits = model(images)
+            loss = F.binary_cross_entropy_with_logits(logits, labels)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            if config.grad_clip > 0:
+                torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
+            optimizer.step()
+            step += 1
+            batch_loss = loss.item()
+            batch_correct = int(((logits.detach() > 0).float() == labels).sum().item())
+            loss_sum += batch_loss * len(index)
+            correct += batch_correct
+            seen += len(index)
+            reporter.report_step(
+                step,
+                total_steps,
+                train_loss=batch_loss,
+                train_acc=batch_correct / len(index),
+                lr=optimizer.param_groups[0]["lr"],
+            )
+        val_loss, val_acc, _ = evaluate(model, x_val, y_val, max(config.batch_size, 256))
+        last_metrics = {
+            "epoch": epoch,
+            "step": step,
+            "train_loss": loss_sum / max(seen, 1),
+            "train_acc": correct / max(seen, 1),
+            "val_loss": val_loss,
+            "val_acc": val_acc,
+            "epoch_seconds": time.monotonic() - started,
+        }
+        history.append(last_metrics)
+        improved = val_loss < best_loss - config.min_delta
+        if improved:
+            best_loss, best_epoch, bad_epochs = val_loss, epoch, 0
+            best_metrics = dict(last_metrics)
+            save_checkpoint(
+                model, config, out_dir / BEST, metrics=best_metrics, step=step, rlinf_layout=config.save_rlinf_layout
+            )
+        else:
+            bad_epochs += 1
+        save_checkpoint(model, config, out_dir / LAST, metrics=last_metrics, step=step)
+        reporter.report_epoch(
+            epoch,
+            step=step,
+            val_loss=val_loss,
+            val_acc=val_acc,
+            train_loss=last_metrics["train_loss"],
+            train_acc=last_metrics["train_acc"],
+        )
+        reporter.log(
+            f"epoch {epoch}: train_loss {last_metrics['train_loss']:.4f} train_acc {last_metrics['train_acc']:.3f} "
+            f"val_loss {val_loss:.4f} val_acc {val_acc:.3f}" + (" (best)" if improved else "")
+        )
+        if config.patience and bad_epochs >= config.patience:
+            stopped_early = True
+            reporter.log(f"early stop: val_loss did not improve by {config.min_delta} for {config.patience} epochs")
+            break
+    if not best_metrics:  # val_loss was never finite: keep the last weights as best
+        best_metrics = dict(last_metrics)
+        save_checkpoint(
+            model, config, out_dir / BEST, metrics=best_metrics, step=step, rlinf_layout=config.save_rlinf_layout
+        )
+    return TrainOutcome(
+        best_metrics=best_metrics,
+        last_metrics=last_metrics,
+        best_epoch=best_epoch or epoch,
+        epochs_run=epoch,
+        steps=step,
+        stopped_early=stopped_early,
+        best_folder=out_dir / BEST,
+        last_folder=out_dir / LAST,
+        history=history,
+    )
