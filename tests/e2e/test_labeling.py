@@ -1,0 +1,180 @@
+"""Labeling in a real browser: keyboard-only frame and window labels, held keys during playback,
+undo/redo, bulk proposal acceptance, and every label still there after a reload."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from labeling.models import FrameLabel, LabelChange, WindowLabel
+from tests.conftest import login
+from tests.labeling.factories import episode_with_frames
+
+# Playwright's sync API keeps an event loop in this thread; Django's ORM calls from the test are still sync.
+os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+
+FRONTEND = Path(__file__).resolve().parents[2] / "frontend"
+PASSWORD = "pw-labeler-123"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def built_frontend():
+    """Builds the front end once when the bundle is missing or older than its sources."""
+    bundle = FRONTEND / "dist" / "pages" / "labeling.js"
+    sources = [p for p in (FRONTEND / "src").rglob("*") if p.is_file()]
+    if not bundle.exists() or any(p.stat().st_mtime > bundle.stat().st_mtime for p in sources):
+        subprocess.run(["npm", "run", "build"], cwd=FRONTEND, check=True, capture_output=True)
+
+
+def human_frames(episode) -> dict[int, str]:
+    return dict(FrameLabel.objects.filter(episode=episode, source="human").values_list("step__index", "value"))
+
+
+def human_windows(episode) -> set[tuple[int, int, str]]:
+    return set(WindowLabel.objects.filter(episode=episode, source="human").values_list("start", "end", "value"))
+
+
+def wait_saved(page) -> None:
+    page.wait_for_function(
+        "() => { const s = document.getElementById('save-status'); return s && s.dataset.state === 'idle' }"
+    )
+    page.wait_for_timeout(50)
+
+
+def cursor(page) -> int:
+    return page.evaluate("() => window.__rs.state.cursor")
+
+
+@pytest.fixture
+def labeler(django_user_model):
+    return django_user_model.objects.create_user("labeler", password=PASSWORD)
+
+
+@pytest.mark.e2e
+@pytest.mark.django_db(transaction=True)
+def test_keyboard_labeling_survives_a_reload(browser, live_server_url, labeler, project, screenshot_dir):
+    episode = episode_with_frames(project=project, num_steps=200, size=64, success_from=170)
+    page = browser.new_page(viewport={"width": 1400, "height": 1100})
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    login(page, live_server_url, "labeler", PASSWORD)
+    page.goto(f"{live_server_url}/projects/{project.pk}/")
+    page.click(f"a[href='/episodes/{episode.uuid}/label/']")
+    page.wait_for_selector("body[data-ready='1']")
+    kb = page.keyboard
+
+    # frame labels, one key each; auto-advance on with `t`
+    kb.press("c")  # step 0 success
+    kb.press("t")
+    kb.press("ArrowRight")  # 1
+    kb.press("a")  # step 1 fail, advances to 2
+    assert cursor(page) == 2
+    kb.press("Shift+ArrowRight")  # hop 10 selecting 2..12
+    assert cursor(page) == 12
+    kb.press("c")  # the whole selection is success
+    kb.press("Escape")
+    kb.press("ArrowLeft")  # 11
+    kb.press("x")  # clears 11, advances to 12
+    wait_saved(page)
+    expected = {0: "success", 1: "fail", **{i: "success" for i in range(2, 13) if i != 11}}
+    assert human_frames(episode) == expected
+
+    # window labels: the window starts at the cursor; `1` positive (auto-advance by the stride)
+    kb.press("Home")
+    kb.press("1")  # 0..4 positive, cursor -> 1
+    kb.press("]")  # 2
+    kb.press("2")  # 2..6 negative, cursor -> 3
+    kb.press("3")  # 3..7 unclear
+    kb.press("z")  # undo the unclear
+    kb.press("Shift+Z")  # redo it
+    kb.press("z")  # and undo again
+    wait_saved(page)
+    assert human_windows(episode) == {(0, 4, "positive"), (2, 6, "negative")}
+
+    # the terminal habit: hold `a` while playing; every frame passed is labeled fail
+    kb.press("t")  # auto-advance off
+    page.evaluate("() => { window.__rs.state.fps = 30 }")
+    kb.press("End")
+    for _ in range(40):
+        kb.press("ArrowLeft")  # step 159
+    start = cursor(page)
+    kb.press("Space")
+    kb.down("a")
+    page.wait_for_function(f"() => window.__rs.state.cursor >= {start + 8}")
+    kb.up("a")
+    kb.press("Space")
+    wait_saved(page)
+    held = {i: v for i, v in human_frames(episode).items() if i >= start}
+    assert len(held) >= 8 and set(held.values()) == {"fail"}
+    assert sorted(held) == list(range(start, start + len(held)))  # contiguous: no frame skipped
+
+    # `?` shows the shortcuts
+    kb.press("?")
+    assert page.locator("dialog#help").is_visible()
+    page.screenshot(path=str(screenshot_dir / "labeling-help.png"))
+    kb.press("Escape")
+
+    # reload: every label is still there
+    before_frames, before_windows = human_frames(episode), human_windows(episode)
+    page.reload()
+    page.wait_for_selector("body[data-ready='1']")
+    shown = page.evaluate("() => window.__rs.model.human")
+    assert {i: v for i, v in enumerate(shown) if v} == before_frames
+    shown_windows = page.evaluate(
+        "() => window.__rs.model.windows.filter(w => w.source === 'human').map(w => [w.start, w.end, w.value])"
+    )
+    assert {tuple(w) for w in shown_windows} == before_windows
+    kb.press("Home")
+    page.screenshot(path=str(screenshot_dir / "labeling-episode.png"), full_page=True)
+    assert LabelChange.objects.filter(episode=episode, author=labeler).exists()
+    assert errors == []
+
+
+@pytest.mark.e2e
+@pytest.mark.django_db(transaction=True)
+def test_proposals_accepted_in_bulk_from_the_keyboard_and_the_project_page(
+    browser, live_server_url, labeler, project, screenshot_dir
+):
+    first = episode_with_frames(project=project, num_steps=60, size=32, success_from=50)
+    second = episode_with_frames(project=project, num_steps=40, size=32, success_from=30)
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    login(page, live_server_url, "labeler", PASSWORD)
+
+    page.goto(f"{live_server_url}/projects/{project.pk}/")
+    page.click("button[data-action=generate]")
+    page.wait_for_selector("#proposal-status[data-done=generate]")
+    page.wait_for_load_state("load")
+    page.goto(f"{live_server_url}/episodes/{first.uuid}/label/")
+    page.wait_for_selector("body[data-ready='1']")
+    kb = page.keyboard
+    kb.press("p")  # first open proposal run starts at step 0
+    kb.press("p")  # next run: where the env success flag turns on
+    assert cursor(page) == 50
+    kb.press("r")  # reject the proposals here (step 50 and window 50..54)
+    kb.press("Shift+Y")  # accept everything else still open in the episode
+    page.wait_for_function("() => window.__rs.model.proposalStatus.every((s, i) => s !== 'open')")
+    wait_saved(page)
+    frames = human_frames(first)
+    assert len(frames) == 59 and 50 not in frames
+    assert frames[0] == "fail" and frames[59] == "success"
+    assert (50, 54) not in {(s, e) for s, e, _ in human_windows(first)}
+    assert len(human_windows(first)) == 55  # 56 windows, one rejected
+    page.screenshot(path=str(screenshot_dir / "labeling-proposals-accepted.png"), full_page=True)
+
+    # the project page accepts every episode's proposals at once
+    page.goto(f"{live_server_url}/projects/{project.pk}/")
+    page.click("button[data-action=accept][data-kind=frame]")
+    page.wait_for_selector("#proposal-status[data-done=accept]")
+    assert len(human_frames(second)) == 40
+    page.wait_for_load_state("load")
+    page.goto(f"{live_server_url}/projects/{project.pk}/")
+    content = page.content()
+    assert "80/150" in content  # fail frames: 50 (first episode) + 30 (second)
+    assert "19/50" in content  # success frames: 9 (step 50 was rejected) + 10
+    page.screenshot(path=str(screenshot_dir / "labeling-project.png"), full_page=True)
+    assert errors == []
