@@ -1,0 +1,164 @@
+"""Evaluation of a binary reward classifier on its validation split (numpy only).
+
+Success at a threshold is `probability > threshold`, exactly as the reward server decides it
+(shared/reference formats section 5), so what the threshold picker shows is what an RL run receives.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Confusion:
+    tp: int
+    fp: int
+    tn: int
+    fn: int
+
+    @property
+    def total(self) -> int:
+        return self.tp + self.fp + self.tn + self.fn
+
+    def as_dict(self) -> dict:
+        return {"tp": self.tp, "fp": self.fp, "tn": self.tn, "fn": self.fn}
+
+
+def _arrays(probs, labels) -> tuple[np.ndarray, np.ndarray]:
+    p = np.asarray(probs, dtype=np.float64).ravel()
+    y = np.asarray(labels).astype(bool).ravel()
+    if p.shape != y.shape:
+        raise ValueError("probabilities and labels differ in length")
+    return p, y
+
+
+def confusion(probs, labels, threshold: float = 0.5) -> Confusion:
+    p, y = _arrays(probs, labels)
+    predicted = p > threshold
+    return Confusion(
+        tp=int(np.sum(predicted & y)),
+        fp=int(np.sum(predicted & ~y)),
+        tn=int(np.sum(~predicted & ~y)),
+        fn=int(np.sum(~predicted & y)),
+    )
+
+
+def _ratio(a: float, b: float) -> float:
+    return float(a / b) if b else 0.0
+
+
+def metrics_at(probs, labels, threshold: float = 0.5) -> dict:
+    c = confusion(probs, labels, threshold)
+    precision = _ratio(c.tp, c.tp + c.fp)
+    recall = _ratio(c.tp, c.tp + c.fn)
+    return {
+        "threshold": threshold,
+        "accuracy": _ratio(c.tp + c.tn, c.total),
+        "precision": precision,
+        "recall": recall,
+        "f1": _ratio(2 * precision * recall, precision + recall),
+        "false_positive_rate": _ratio(c.fp, c.fp + c.tn),
+        "confusion": c.as_dict(),
+    }
+
+
+def roc_curve(probs, labels) -> dict:
+    """False/true positive rates at every distinct threshold (predicted success is p > t), and the AUC."""
+    p, y = _arrays(probs, labels)
+    thresholds = np.concatenate([[np.inf], np.unique(p)[::-1], [-np.inf]])
+    positives, negatives = max(int(y.sum()), 1), max(int((~y).sum()), 1)
+    tpr = np.array([np.sum((p > t) & y) / positives for t in thresholds])
+    fpr = np.array([np.sum((p > t) & ~y) / negatives for t in thresholds])
+    # thresholds are descending, so fpr/tpr rise; AUC by trapezoids
+    auc = float(np.sum((fpr[1:] - fpr[:-1]) * (tpr[1:] + tpr[:-1]) / 2))
+    return {"fpr": fpr.tolist(), "tpr": tpr.tolist(), "thresholds": _finite(thresholds), "auc": auc}
+
+
+def pr_curve(probs, labels) -> dict:
+    """Precision and recall at every distinct threshold, and average precision (step-wise area)."""
+    p, y = _arrays(probs, labels)
+    thresholds = np.unique(p)[::-1]
+    positives = int(y.sum())
+    precision, recall = [], []
+    for t in thresholds:
+        predicted = p >= t
+        tp = int(np.sum(predicted & y))
+        precision.append(_ratio(tp, int(predicted.sum())))
+        recall.append(_ratio(tp, positives))
+    ap, previous_recall = 0.0, 0.0
+    for prec, rec in zip(precision, recall, strict=True):
+        ap += (rec - previous_recall) * prec
+        previous_recall = rec
+    return {"precision": precision, "recall": recall, "thresholds": thresholds.tolist(), "average_precision": float(ap)}
+
+
+def reliability(probs, labels, bins: int = 10) -> dict:
+    """Per probability bin: mean predicted probability, observed success rate and count; the ECE."""
+    p, y = _arrays(probs, labels)
+    edges = np.linspace(0.0, 1.0, bins + 1)
+    index = np.clip(np.digitize(p, edges[1:-1], right=False), 0, bins - 1)
+    predicted, observed, counts = [], [], []
+    ece = 0.0
+    for b in range(bins):
+        mask = index == b
+        n = int(mask.sum())
+        counts.append(n)
+        if n:
+            mean_p, rate = float(p[mask].mean()), float(y[mask].mean())
+            ece += n / len(p) * abs(mean_p - rate)
+        else:
+            mean_p, rate = None, None
+        predicted.append(mean_p)
+        observed.append(rate)
+    centers = ((edges[:-1] + edges[1:]) / 2).tolist()
+    return {"bin_centers": centers, "predicted": predicted, "observed": observed, "counts": counts, "ece": float(ece)}
+
+
+def error_order(probs, labels) -> list[int]:
+    """Indices from most confidently wrong to most confidently right (by |label - probability|)."""
+    p, y = _arrays(probs, labels)
+    error = np.abs(y.astype(np.float64) - p)
+    return [int(i) for i in np.argsort(-error, kind="stable")]
+
+
+def rl_reward_preview(
+    probs, labels, threshold: float = 0.5, *, success_reward: float = 1.0, fail_reward: float = 0.0
+) -> dict:
+    """What an RL run would receive per frame with binary rewards at this threshold, split by true label."""
+    p, y = _arrays(probs, labels)
+    reward = np.where(p > threshold, success_reward, fail_reward)
+    return {
+        "threshold": threshold,
+        "rewarded_fraction": float(np.mean(p > threshold)) if len(p) else 0.0,
+        "mean_reward_on_success_frames": float(reward[y].mean()) if y.any() else None,
+        "mean_reward_on_fail_frames": float(reward[~y].mean()) if (~y).any() else None,
+        "false_rewards": int(np.sum((p > threshold) & ~y)),
+        "missed_rewards": int(np.sum((p <= threshold) & y)),
+    }
+
+
+def threshold_sweep(probs, labels, steps: int = 101) -> list[dict]:
+    """Metrics and the RL preview at evenly spaced thresholds (for plots and quick lookups)."""
+    out = []
+    for t in np.linspace(0.0, 1.0, steps):
+        m = metrics_at(probs, labels, float(t))
+        out.append({**m, **rl_reward_preview(probs, labels, float(t))})
+    return out
+
+
+def evaluate_predictions(probs, labels, threshold: float = 0.5) -> dict:
+    return {
+        "count": int(len(np.asarray(probs))),
+        "positives": int(np.asarray(labels).astype(bool).sum()),
+        "at_threshold": metrics_at(probs, labels, threshold),
+        "roc": roc_curve(probs, labels),
+        "pr": pr_curve(probs, labels),
+        "reliability": reliability(probs, labels),
+        "rl_preview": rl_reward_preview(probs, labels, threshold),
+    }
+
+
+def _finite(values: np.ndarray) -> list[float | None]:
+    return [float(v) if np.isfinite(v) else None for v in values]
