@@ -84,8 +84,9 @@ def import_paths(
 ) -> ImportSummary:
     """Import every importable file under `paths` (zips are unpacked first).
 
-    Raises SourceError for a path that does not exist or has an unknown type; problems inside a file
-    are recorded in the summary and the other files still import.
+    Raises SourceError for a path that does not exist or has an unknown type, or when nothing under
+    the paths is importable; problems inside a file are recorded in the summary and the other files
+    still import.
     """
     summary = ImportSummary()
     with contextlib.ExitStack() as stack:
@@ -98,6 +99,11 @@ def import_paths(
             else:
                 roots.append(path)
         sources, ignored = discover(roots)
+        if not sources:
+            passed_over = f" (passed over: {', '.join(name for name, _ in ignored[:3])})" if ignored else ""
+            raise SourceError(
+                "nothing to import: no .pkl or .pt files and no folders with success/ or failure/" + passed_over
+            )
         summary.ignored.extend(ignored)
         if on_sources:
             on_sources(len(sources))

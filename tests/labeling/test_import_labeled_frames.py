@@ -150,6 +150,7 @@ def test_command_detects_every_kind_and_prints_a_summary(project, media, tmp_pat
         (["--project", "Nope", "x.pkl"], "no project named 'Nope'; existing projects: PickCube"),
         (["--project", "PickCube", "missing.pkl"], "missing.pkl: no such file or folder"),
         (["--project", "PickCube", "notes.txt"], "unsupported file type .txt"),
+        (["--project", "PickCube", "."], r"nothing to import: .* \(passed over: notes.txt\)"),
     ],
 )
 def test_command_errors_are_clear(project, tmp_path, monkeypatch, args, message):

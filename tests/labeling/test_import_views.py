@@ -118,6 +118,7 @@ def test_malicious_pickle_upload_is_refused_with_a_message(user_client, project,
         ("evil.zip", zip_of({"../outside.pkl": b"x"}), b"points outside the archive"),
         ("broken.zip", b"PK\x03\x04 not a zip", b"not a readable zip file"),
         ("train.pt", b"garbage", b"unreadable .pt file"),
+        ("empty.zip", zip_of({"readme.txt": b"x"}), b"nothing to import"),
     ],
 )
 def test_bad_uploads_get_a_clear_error_and_change_nothing(user_client, project, media, name, data, message):

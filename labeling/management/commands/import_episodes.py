@@ -28,15 +28,14 @@ class Command(BaseCommand):
 
     def handle(self, *args, paths: list[Path], project: str, env_id: str, no_progress: bool, **options) -> None:
         target = _project(project)
-        bar = tqdm(total=0, unit="file", desc="Importing", file=sys.stderr, disable=no_progress)
+        bars: list[tqdm] = []
 
         def on_sources(count: int) -> None:
-            bar.total = count
-            bar.refresh()
+            bars.append(tqdm(total=count, unit="file", desc="Importing", file=sys.stderr, disable=no_progress))
 
         def on_progress(source) -> None:
-            bar.set_postfix_str(source.name[-40:], refresh=False)
-            bar.update(1)
+            bars[0].set_postfix_str(source.name[-40:], refresh=False)
+            bars[0].update(1)
 
         try:
             summary = import_paths(
@@ -45,7 +44,8 @@ class Command(BaseCommand):
         except SourceError as exc:
             raise CommandError(str(exc)) from None
         finally:
-            bar.close()
+            for bar in bars:
+                bar.close()
         for line in summary.lines():
             self.stdout.write(line)
         if summary.failed:
