@@ -295,8 +295,13 @@ def _human_labels_create(*, episode: Episode, labels: dict[int, str], imported_f
             for index, value in labels.items()
         ]
     )
-    LabelChange.objects.bulk_create(
-        [
+    history: list[LabelChange] = []  # one row per run of consecutive steps with the same value
+    for index, value in sorted(labels.items()):
+        last = history[-1] if history else None
+        if last is not None and last.end + 1 == index and last.new_value == value:
+            last.end = index
+            continue
+        history.append(
             LabelChange(
                 project_id=episode.project_id,
                 episode=episode,
@@ -307,9 +312,8 @@ def _human_labels_create(*, episode: Episode, labels: dict[int, str], imported_f
                 end=index,
                 new_value=value,
             )
-            for index, value in labels.items()
-        ]
-    )
+        )
+    LabelChange.objects.bulk_create(history)
     return len(labels)
 
 
