@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from redis.exceptions import RedisError
 
 QUEUE_PREFIX = "rs:inf:q:"
 REPLY_PREFIX = "rs:inf:r:"
@@ -155,6 +156,18 @@ def _timeout_message(deployment: str, timeout: float) -> str:
     return f"no inference worker answered for deployment {deployment!r} within {timeout:g} s (is one running?)"
 
 
+def redis_from_url(url: str, *, asyncio: bool = False):
+    """A Redis client for blocking pops: no socket timeout (redis-py's default 5 s would cut a longer
+    BLPOP short); the command's own timeout bounds the wait."""
+    if asyncio:
+        import redis.asyncio as aredis
+
+        return aredis.Redis.from_url(url, socket_timeout=None, socket_keepalive=True)
+    import redis
+
+    return redis.Redis.from_url(url, socket_timeout=None, socket_keepalive=True)
+
+
 class BrokerClient:
     """Web side, blocking (redis-py). Thread-safe: each call borrows a pooled connection."""
 
@@ -172,8 +185,11 @@ class BrokerClient:
         max_wait_ms: float = 2.0,
     ) -> Reply:
         request = _request(deployment, version, payload, timeout, max_batch_size, max_wait_ms)
-        self.redis.lpush(queue_key(deployment), request.encode())
-        got = self.redis.blpop([request.reply_key], timeout=timeout)
+        try:
+            self.redis.lpush(queue_key(deployment), request.encode())
+            got = self.redis.blpop([request.reply_key], timeout=timeout)
+        except RedisError as exc:
+            raise BrokerError(f"Redis is unavailable: {exc}") from None
         if got is None:
             raise InferenceTimeout(_timeout_message(deployment, timeout))
         return Reply.decode(got[1])
@@ -196,8 +212,11 @@ class AsyncBrokerClient:
         max_wait_ms: float = 2.0,
     ) -> Reply:
         request = _request(deployment, version, payload, timeout, max_batch_size, max_wait_ms)
-        await self.redis.lpush(queue_key(deployment), request.encode())
-        got = await self.redis.blpop([request.reply_key], timeout=timeout)
+        try:
+            await self.redis.lpush(queue_key(deployment), request.encode())
+            got = await self.redis.blpop([request.reply_key], timeout=timeout)
+        except RedisError as exc:
+            raise BrokerError(f"Redis is unavailable: {exc}") from None
         if got is None:
             raise InferenceTimeout(_timeout_message(deployment, timeout))
         return Reply.decode(got[1])

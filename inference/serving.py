@@ -19,12 +19,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import redis as redis_lib
-import redis.asyncio as aredis
 from asgiref.sync import sync_to_async
 from django.conf import settings
 
-from .broker import AsyncBrokerClient, BrokerClient, BrokerError, dump_npy
+from .broker import AsyncBrokerClient, BrokerClient, BrokerError, dump_npy, redis_from_url
 from .rewards import RewardSettings
 
 CACHE_TTL_S = 1.0
@@ -141,7 +139,7 @@ _async_clients: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 def broker() -> BrokerClient:
     global _sync_client
     if _sync_client is None:
-        _sync_client = BrokerClient(redis_lib.Redis.from_url(settings.REDIS_URL))
+        _sync_client = BrokerClient(redis_from_url(settings.REDIS_URL))
     return _sync_client
 
 
@@ -149,7 +147,7 @@ def abroker() -> AsyncBrokerClient:
     loop = asyncio.get_running_loop()
     client = _async_clients.get(loop)
     if client is None:
-        client = _async_clients[loop] = AsyncBrokerClient(aredis.Redis.from_url(settings.REDIS_URL))
+        client = _async_clients[loop] = AsyncBrokerClient(redis_from_url(settings.REDIS_URL, asyncio=True))
     return client
 
 

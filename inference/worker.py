@@ -76,7 +76,7 @@ class InferenceWorker:
     report_health: ReportHealth
     list_deployments: ListDeployments
     worker_id: str = field(default_factory=lambda: f"{socket.gethostname()}:{os.getpid()}")
-    refresh_s: float = 2.0
+    refresh_s: float = 1.0
     retry_failed_s: float = 5.0
     models: dict[str, LoadedModel] = field(default_factory=dict)
     batchers: dict[str, Batcher] = field(default_factory=dict)

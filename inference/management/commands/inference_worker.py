@@ -9,11 +9,11 @@ import os
 import signal
 import threading
 
-import redis
 from django.conf import settings
 from django.core.management.base import BaseCommand
 from django.db import close_old_connections
 
+from inference.broker import redis_from_url
 from inference.models import Deployment
 from inference.scorers import ModelSpec, load_scorer
 from inference.services import deployment_set_health
@@ -39,6 +39,8 @@ class Command(BaseCommand):
 
         if threads > 0:
             torch.set_num_threads(threads)
+        import training.resnet.checkpoint  # noqa: F401 - pay the torchvision import before the first request
+
         only = {n.strip() for n in deployments.split(",") if n.strip()}
 
         def list_deployments() -> list[str]:
@@ -60,7 +62,7 @@ class Command(BaseCommand):
             deployment_set_health(name=name, version=version, error=error)
 
         worker = InferenceWorker(
-            redis.Redis.from_url(settings.REDIS_URL),
+            redis_from_url(settings.REDIS_URL),
             load_model=load_model,
             report_health=report_health,
             list_deployments=list_deployments,
