@@ -127,6 +127,8 @@ def _numpy_dtype(spec: Any, align: bool = False, copy: bool = False) -> np.dtype
 def _numpy_reconstruct(subtype: Any, shape: Any, dtype_code: Any) -> np.ndarray:
     if subtype is not _NDARRAY:
         raise UnsafePickleError("refusing a numpy array subclass")
+    if not isinstance(dtype_code, bytes | str) or np.dtype(dtype_code).hasobject:
+        raise UnsafePickleError("refusing a numpy array that is not plain data")
     return np.ndarray.__new__(np.ndarray, shape, dtype_code)
 
 

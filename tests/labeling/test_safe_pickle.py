@@ -107,6 +107,12 @@ def test_numpy_dtype_state_claiming_object_references_is_refused():
         safe_pickle.loads(blob)
 
 
+def test_numpy_array_constructed_with_object_dtype_is_refused():
+    blob = b"\x80\x04cnumpy.core.multiarray\n_reconstruct\n(cnumpy\nndarray\nK\x03\x85X\x01\x00\x00\x00OtR."
+    with pytest.raises(safe_pickle.UnsafePickleError, match="not plain data"):
+        safe_pickle.loads(blob)
+
+
 def test_unreadable_bytes_give_a_clear_error():
     with pytest.raises(safe_pickle.PickleLoadError, match="unreadable pickle"):
         safe_pickle.loads(b"this is not a pickle")
