@@ -24,7 +24,7 @@ def sample_served(config: DeploymentConfig, payload: bytes, probabilities: list[
     if every <= 0 or not probabilities:
         return 0
     n = len(probabilities)
-    end = broker().redis.incrby(f"{SAMPLE_COUNTER_PREFIX}{config.id}", n)
+    end = broker().redis.incrby(f"{SAMPLE_COUNTER_PREFIX}{config.name}:{config.id}", n)
     start = end - n
     picks = [i for i in range(n) if (start + i) % every == 0 and probabilities[i] is not None]
     if picks:

@@ -31,7 +31,7 @@ class RewardRequest:
 
 def rewards_serve(config: DeploymentConfig, request: RewardRequest) -> list[ItemReward]:
     n = request.count
-    history_key = f"{HISTORY_PREFIX}{config.id}:{request.client}:{request.stream}"
+    history_key = f"{HISTORY_PREFIX}{config.name}:{config.id}:{request.client}:{request.stream}"
     history = _history_read(history_key, n) if config.reward.reward_mode == HISTORY_BUFFER else None
     scored, counts_after = plan_scoring(config.reward, n, request.dones, history)
     probabilities: list[float | None] = [None] * n

@@ -1,0 +1,32 @@
+"""The web-side API other features call: `infer` (sync) and `ainfer` (asyncio), against a real worker."""
+
+from __future__ import annotations
+
+import asyncio
+
+import numpy as np
+import pytest
+
+from inference.serving import DeploymentNotFound, ainfer, infer
+
+from .conftest import deploy, direct_probabilities, make_trained_model, random_images
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+
+
+def test_infer_and_ainfer_return_the_checkpoint_probabilities(project, inference_worker_process):
+    model = make_trained_model(project, seed=21)
+    deployment = deploy(model)
+    images = random_images(3, seed=21)
+    expected = direct_probabilities(model.checkpoint_path, images)
+
+    np.testing.assert_allclose(infer(deployment.name, images), expected, atol=1e-5)
+
+    async def many():
+        return await asyncio.gather(*(ainfer(deployment.name, images[i : i + 1]) for i in range(3)))
+
+    got = asyncio.run(many())
+    np.testing.assert_allclose([g[0] for g in got], expected, atol=1e-5)
+
+    with pytest.raises(DeploymentNotFound):
+        infer("missing-deployment", images)
