@@ -64,6 +64,8 @@ class Streamer:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._ws = None
+        self._reader_done = threading.Event()
+        self._closing = False
 
     # -- the control loop's side -------------------------------------------------------------
     def start(self, wait_s: float = 15.0) -> Streamer:
@@ -97,10 +99,15 @@ class Streamer:
             self._lock.notify()
 
     def close(self, flush_s: float = 5.0) -> None:
+        """Send what is queued and a bye, then wait (up to `flush_s`) for the server to close the link."""
+        self._reader_done.clear()
+        self._closing = True
         self.send_json({"type": "bye"})
         deadline = time.monotonic() + flush_s
         while time.monotonic() < deadline and self._pending and not self.error:
             time.sleep(0.02)
+        if self.connected.is_set():
+            self._reader_done.wait(max(0.0, deadline - time.monotonic()))
         self._stop.set()
         with self._lock:
             self._lock.notify()
@@ -128,7 +135,7 @@ class Streamer:
                     self.connected.set()
                     return
             self.connected.clear()
-            if self._stop.is_set():
+            if self._stop.is_set() or (self._closing and not self._pending):
                 return
             self.stats.reconnects += 1
             time.sleep(backoff)
@@ -189,4 +196,6 @@ class Streamer:
                 elif kind in ("error", "warning"):
                     self.last_warning = message.get("message")
         except (ConnectionClosed, OSError, ValueError):
-            return
+            pass
+        finally:
+            self._reader_done.set()

@@ -1,0 +1,78 @@
+"""End to end: server + inference worker + replay agent + the dashboard in headless Chromium."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from inference.models import TeleopSession
+from labeling.models import Episode
+from tests.conftest import ROOT, login
+from tests.inference.conftest import deploy, inference_worker_process, make_trained_model  # noqa: F401
+
+# Playwright's sync API runs an event loop in this thread; the ORM calls here are plain sync test code.
+os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+
+pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
+
+
+def start_agent(process_env, url: str, token: str, deployment: str, *extra: str) -> subprocess.Popen:
+    args = [
+        sys.executable, "-m", "robot_agent", "replay", "--server", url, "--token", token, "--project", "PickCube",
+        "--deployment", deployment, "--hz", "10", "--format", "png", *extra,
+    ]  # fmt: skip
+    return subprocess.Popen(
+        args, cwd=ROOT, env=process_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+
+
+def wait_for(predicate, timeout: float = 30.0, what: str = "condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+@pytest.mark.usefixtures("inference_worker_process")
+def test_dashboard_shows_live_probabilities_from_the_replay_agent(
+    live_server_url, browser, screenshot_dir, process_env, user, project, agent_token
+):
+    deployment = deploy(make_trained_model(project), threshold=0.5)
+    agent = start_agent(
+        process_env, live_server_url, agent_token[1], deployment.name, "--episodes", "2", "--synthetic-steps", "60"
+    )
+    try:
+        session = wait_for(lambda: TeleopSession.objects.filter(is_live=True).first(), what="a live session")
+        page = browser.new_page(viewport={"width": 1300, "height": 1100})
+        login(page, live_server_url, "alice", "pw-alice-123")
+        page.goto(f"{live_server_url}/teleop/{session.pk}/")
+        page.wait_for_function("Number(document.body.dataset.results || 0) >= 5", timeout=30_000)
+        page.wait_for_function("document.querySelector('img[data-camera=main]').src.startsWith('data:image/png')")
+        probability = float(page.inner_text("#prob"))
+        assert 0.0 <= probability <= 1.0
+        assert page.inner_text("#conn") == "connected"
+        assert page.inner_text("#e2e").endswith("ms")
+        page.screenshot(path=str(screenshot_dir / "teleop_dashboard.png"), full_page=True)
+        output, _ = agent.communicate(timeout=60)
+    finally:
+        if agent.poll() is None:
+            agent.kill()
+    assert agent.returncode == 0, output
+    assert "done: 2 episodes" in output
+    wait_for(lambda: not TeleopSession.objects.get(pk=session.pk).is_live, timeout=10, what="the session to end")
+    session.refresh_from_db()
+    assert session.inferred_count > 0 and session.step_count == 120
+    episodes = Episode.objects.filter(teleop_sessions=session)
+    assert episodes.count() == 2 and all(e.num_steps == 60 for e in episodes)
+
+    page.goto(f"{live_server_url}/teleop/")
+    link = page.locator(f"tr[data-session='{session.pk}'] a.episode-link").first
+    assert link.get_attribute("href").endswith("/label") and "/episodes/" in link.get_attribute("href")
+    page.close()
