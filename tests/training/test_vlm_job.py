@@ -88,6 +88,7 @@ def test_vlm_job_fine_tunes_the_fixture_through_a_celery_worker(project, vlm_fix
     job = job_create(project=project, snapshot=snapshot, kind="vlm", config=config)
     job = _wait_finished(job)
     assert job.status == JobStatus.SUCCEEDED, job.error
+    print(f"vlm job ran {(job.finished_at - job.started_at).total_seconds():.1f}s\n{job.log}")
 
     # Live curves were stored: a loss per step that falls, a validation point per evaluation.
     steps = list(JobMetric.objects.filter(job=job, kind="step").order_by("step").values_list("values", flat=True))

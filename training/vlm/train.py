@@ -136,8 +136,12 @@ def train_vlm(
     out_dir: str | Path,
     *,
     reporter: Reporter | None = None,
+    prompt: str | None = None,
 ) -> dict:
-    """Fine-tune, evaluate every `eval_every` steps and at the end, save the checkpoint into `out_dir`."""
+    """Fine-tune, evaluate every `eval_every` steps and at the end, save the checkpoint into `out_dir`.
+
+    The prompt is the config's template filled in, unless given (a dataset snapshot's own prompt).
+    """
     reporter = reporter or MemoryReporter()
     if not train_windows:
         raise ValueError("the training split has no windows")
@@ -149,7 +153,8 @@ def train_vlm(
     model = lora_wrap(model, config)
     model.train()
     label_ids = label_token_ids(processor.tokenizer)
-    prompt = prompt_render(config.prompt_template, task=config.task, window_size=config.window_size)
+    if prompt is None:
+        prompt = prompt_render(config.prompt_template, task=config.task, window_size=config.window_size)
     weights_all = balance_weights(train_windows) if config.balance == "weight" else np.ones(len(train_windows))
     trainable = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(trainable, lr=config.lr, weight_decay=config.weight_decay)

@@ -1,0 +1,145 @@
+// Evaluation of one model (or two side by side) on a snapshot's validation split: metrics and confusion
+// matrix at a threshold picked with a slider (with what an RL run would receive), ROC, precision-recall and
+// reliability plots, and the validation frames ordered by error, each linking to its labeling page.
+import uPlot from "uplot";
+import { pageData } from "../lib/api";
+
+interface Item { episode: string; step: number; label: number; probability: number; image: string | null; label_url: string | null; }
+interface Evaluation {
+  model: { id: number; name: string; kind: string; metrics: Record<string, unknown> };
+  snapshot: { id: number; number: number };
+  probabilities: number[]; labels: number[]; items: Item[]; order: number[];
+  summary: {
+    count: number; positives: number;
+    roc: { fpr: number[]; tpr: number[]; auc: number };
+    pr: { precision: number[]; recall: number[]; average_precision: number };
+    reliability: { bin_centers: number[]; predicted: (number | null)[]; observed: (number | null)[]; counts: number[]; ece: number };
+  };
+}
+interface Data { mode: "single" | "compare"; evaluations: Evaluation[]; }
+
+const data = pageData<Data>();
+const root = document.getElementById("evaluation")!;
+const GALLERY = 60;
+
+/** Success is probability > threshold, as the reward server decides. */
+export function atThreshold(probs: number[], labels: number[], t: number) {
+  let tp = 0, fp = 0, tn = 0, fn = 0;
+  for (let i = 0; i < probs.length; i++) {
+    const predicted = probs[i] > t, actual = labels[i] === 1;
+    if (predicted && actual) tp++; else if (predicted) fp++; else if (actual) fn++; else tn++;
+  }
+  const ratio = (a: number, b: number) => (b ? a / b : 0);
+  const precision = ratio(tp, tp + fp), recall = ratio(tp, tp + fn);
+  const successes = tp + fn, fails = fp + tn;
+  return {
+    tp, fp, tn, fn, precision, recall,
+    accuracy: ratio(tp + tn, probs.length),
+    f1: ratio(2 * precision * recall, precision + recall),
+    rewarded: ratio(tp + fp, probs.length),
+    rewardOnSuccess: successes ? tp / successes : null,
+    rewardOnFail: fails ? fp / fails : null,
+  };
+}
+
+const pct = (v: number | null) => (v === null ? "–" : `${(v * 100).toFixed(1)}%`);
+const esc = (s: string) => s.replace(/[&<>"]/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;" })[c]!);
+
+function plot(el: HTMLElement, title: string, xLabel: string, yLabel: string, xs: number[], series: { label: string; stroke: string; values: (number | null)[]; dash?: number[]; points?: boolean }[]) {
+  return new uPlot(
+    {
+      width: Math.max(260, el.clientWidth - 10), height: 240, title,
+      scales: { x: { time: false, range: [0, 1] }, y: { range: [0, 1] } },
+      axes: [{ label: xLabel }, { label: yLabel }],
+      series: [{ label: xLabel }, ...series.map((s) => ({ label: s.label, stroke: s.stroke, dash: s.dash, spanGaps: true, points: { show: s.points ?? false, size: 6 } }))],
+      legend: { show: true },
+    },
+    [xs, ...series.map((s) => s.values)] as unknown as uPlot.AlignedData,
+    el,
+  );
+}
+
+function column(ev: Evaluation, index: number): HTMLElement {
+  const col = document.createElement("div");
+  col.className = "eval-column";
+  col.dataset.model = String(ev.model.id);
+  col.innerHTML = `
+    <div class="panel"><h2>${esc(ev.model.name)}</h2>
+      <p class="muted">${ev.summary.count} validation frames (${ev.summary.positives} success) of snapshot #${ev.snapshot.number}</p>
+      <div class="metrics">
+        <div class="metric"><b data-metric="accuracy"></b><span>accuracy</span></div>
+        <div class="metric"><b data-metric="precision"></b><span>precision</span></div>
+        <div class="metric"><b data-metric="recall"></b><span>recall</span></div>
+        <div class="metric"><b data-metric="f1"></b><span>F1</span></div>
+        <div class="metric"><b>${ev.summary.roc.auc.toFixed(3)}</b><span>ROC AUC</span></div>
+        <div class="metric"><b>${ev.summary.pr.average_precision.toFixed(3)}</b><span>average precision</span></div>
+        <div class="metric"><b>${ev.summary.reliability.ece.toFixed(3)}</b><span>calibration error (ECE)</span></div>
+      </div>
+    </div>
+    <div class="panel"><h2>Confusion matrix</h2>
+      <table class="confusion"><tr><th></th><th>predicted success</th><th>predicted fail</th></tr>
+        <tr><th>labeled success</th><td class="good" data-cell="tp"></td><td class="bad" data-cell="fn"></td></tr>
+        <tr><th>labeled fail</th><td class="bad" data-cell="fp"></td><td class="good" data-cell="tn"></td></tr></table>
+    </div>
+    <div class="panel"><h2>What an RL run receives</h2><p class="rl-preview"></p></div>
+    <div class="eval-grid">
+      <div class="panel"><div class="chart roc"></div></div>
+      <div class="panel"><div class="chart pr"></div></div>
+      <div class="panel"><div class="chart reliability"></div></div>
+    </div>
+    <div class="panel"><h2>Validation frames, most confidently wrong first</h2><div class="gallery"></div></div>`;
+  root.querySelector(".eval-columns")!.appendChild(col);
+  const roc = ev.summary.roc;
+  plot(col.querySelector(".roc")!, `ROC (AUC ${roc.auc.toFixed(3)})`, "false positive rate", "true positive rate", roc.fpr, [
+    { label: "ROC", stroke: "#3b6df0", values: roc.tpr },
+    { label: "chance", stroke: "#aab", values: roc.fpr, dash: [4, 4] },
+  ]);
+  const pr = ev.summary.pr;
+  const prOrder = pr.recall.map((r, i) => [r, pr.precision[i]]).sort((a, b) => a[0] - b[0]);
+  plot(col.querySelector(".pr")!, `Precision-recall (AP ${pr.average_precision.toFixed(3)})`, "recall", "precision", prOrder.map((p) => p[0]), [
+    { label: "precision", stroke: "#1f9d55", values: prOrder.map((p) => p[1]) },
+  ]);
+  const rel = ev.summary.reliability;
+  plot(col.querySelector(".reliability")!, "Reliability", "predicted probability", "observed success rate", rel.bin_centers, [
+    { label: "observed", stroke: "#d68f1f", values: rel.observed, points: true },
+    { label: "perfect", stroke: "#aab", values: rel.bin_centers, dash: [4, 4] },
+  ]);
+  const gallery = col.querySelector(".gallery")!;
+  gallery.innerHTML = ev.order.slice(0, GALLERY).map((i) => {
+    const item = ev.items[i];
+    const img = item.image ? `<img loading="lazy" src="${esc(item.image)}" alt="step ${item.step}">` : "";
+    const href = item.label_url ? ` href="${esc(item.label_url)}"` : "";
+    return `<a${href} data-index="${i}" title="episode ${esc(item.episode)} step ${item.step}">${img}
+      <div class="cap"><span>${item.label ? "success" : "fail"}</span><b>${item.probability.toFixed(2)}</b></div></a>`;
+  }).join("");
+  void index;
+  return col;
+}
+
+function update(threshold: number): void {
+  (document.getElementById("threshold-value") as HTMLElement).textContent = threshold.toFixed(2);
+  data.evaluations.forEach((ev, i) => {
+    const col = root.querySelectorAll<HTMLElement>(".eval-column")[i];
+    const m = atThreshold(ev.probabilities, ev.labels, threshold);
+    for (const key of ["accuracy", "precision", "recall", "f1"] as const) col.querySelector(`[data-metric=${key}]`)!.textContent = pct(m[key]);
+    for (const key of ["tp", "fn", "fp", "tn"] as const) col.querySelector(`[data-cell=${key}]`)!.textContent = String(m[key]);
+    col.querySelector(".rl-preview")!.innerHTML =
+      `With <code>success = probability &gt; ${threshold.toFixed(2)}</code> and binary rewards (1.0 / 0.0), a run is rewarded on ` +
+      `<b>${pct(m.rewarded)}</b> of these frames: <b>${pct(m.rewardOnSuccess)}</b> of the frames labeled success and ` +
+      `<b>${pct(m.rewardOnFail)}</b> of the frames labeled fail (${m.fp} false rewards, ${m.fn} missed).`;
+    col.querySelectorAll<HTMLElement>(".gallery a").forEach((a) => {
+      const idx = Number(a.dataset.index);
+      a.classList.toggle("wrong", (ev.probabilities[idx] > threshold) !== (ev.labels[idx] === 1));
+    });
+  });
+}
+
+if (data.evaluations.length) {
+  root.innerHTML = `<div class="panel threshold"><label for="threshold">Threshold</label>
+    <input id="threshold" type="range" min="0" max="1" step="0.01" value="0.5"><b id="threshold-value">0.50</b>
+    <span class="muted">success = probability &gt; threshold</span></div><div class="eval-columns"></div>`;
+  data.evaluations.forEach(column);
+  const slider = document.getElementById("threshold") as HTMLInputElement;
+  slider.addEventListener("input", () => update(Number(slider.value)));
+  update(0.5);
+}

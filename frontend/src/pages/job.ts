@@ -1,0 +1,156 @@
+// Job page: live loss/accuracy curves, progress bar with ETA, status and log, pushed over a WebSocket.
+// On (re)connect the server sends the whole history, then live events.
+import uPlot from "uplot";
+import { pageData } from "../lib/api";
+
+interface Point { kind: "step" | "epoch"; step: number; epoch: number | null; [metric: string]: number | string | null; }
+interface State {
+  job: number; status: string; progress: number; eta_seconds: number | null; error?: string; log?: string;
+  models?: number[]; cancel_requested?: boolean; epochs?: number;
+}
+interface Data { job: number; ws: string; state: State; }
+
+const data = pageData<Data>();
+const $ = (id: string) => document.getElementById(id)!;
+const steps = new Map<number, Point>();
+const epochs = new Map<number, Point>();
+let status = data.state.status;
+
+function chart(el: HTMLElement, title: string, series: { label: string; stroke: string; points?: boolean }[], yRange?: [number, number]): uPlot {
+  const opts: uPlot.Options = {
+    width: Math.max(300, el.clientWidth - 10), height: 260, title,
+    scales: { x: { time: false }, y: yRange ? { range: yRange } : {} },
+    axes: [{ label: "step" }, {}],
+    series: [{ label: "step" }, ...series.map((s) => ({
+      label: s.label, stroke: s.stroke, width: s.points ? 2 : 1, spanGaps: true,
+      points: { show: s.points ?? false, size: 6 },
+    }))],
+  };
+  return new uPlot(opts, [[], ...series.map(() => [])] as unknown as uPlot.AlignedData, el);
+}
+
+const lossChart = chart($("loss-chart"), "loss", [
+  { label: "train loss (step)", stroke: "#3b6df0" },
+  { label: "val loss (epoch)", stroke: "#d64545", points: true },
+]);
+const accChart = chart($("acc-chart"), "accuracy", [
+  { label: "train acc (step)", stroke: "#3b6df0" },
+  { label: "val acc (epoch)", stroke: "#1f9d55", points: true },
+], [0, 1]);
+
+function aligned(stepKey: string, epochKey: string): uPlot.AlignedData {
+  const xs = Array.from(new Set([...steps.keys(), ...Array.from(epochs.values(), (p) => p.step)])).sort((a, b) => a - b);
+  const byStep = new Map(Array.from(epochs.values(), (p) => [p.step, p]));
+  return [
+    xs,
+    xs.map((x) => (steps.get(x)?.[stepKey] as number | undefined) ?? null),
+    xs.map((x) => (byStep.get(x)?.[epochKey] as number | undefined) ?? null),
+  ] as unknown as uPlot.AlignedData;
+}
+
+let pending = false;
+function redraw(): void {
+  if (pending) return;
+  pending = true;
+  requestAnimationFrame(() => {
+    pending = false;
+    lossChart.setData(aligned("train_loss", "val_loss"));
+    accChart.setData(aligned("train_acc", "val_acc"));
+    renderLatest();
+  });
+}
+
+function renderLatest(): void {
+  const last = Array.from(epochs.values()).sort((a, b) => a.step - b.step).at(-1);
+  const lastStep = Math.max(-1, ...steps.keys());
+  const rows: [string, string][] = [["steps", String(Math.max(0, lastStep))]];
+  if (last) {
+    rows.push(["epoch", String(last.epoch)]);
+    for (const key of ["val_loss", "val_acc", "train_loss", "train_acc"]) {
+      const v = last[key];
+      if (typeof v === "number") rows.push([key, v.toFixed(4)]);
+    }
+  }
+  $("latest").innerHTML = rows.map(([k, v]) => `<tr><th>${k}</th><td data-metric="${k}">${v}</td></tr>`).join("");
+}
+
+function addPoints(points: Point[]): void {
+  for (const p of points) (p.kind === "epoch" ? epochs : steps).set(p.kind === "epoch" ? (p.epoch ?? p.step) : p.step, p);
+  redraw();
+}
+
+function formatEta(seconds: number | null): string {
+  if (seconds === null || seconds === undefined || !isFinite(seconds)) return "";
+  if (seconds < 60) return `${Math.round(seconds)} s left`;
+  const m = Math.floor(seconds / 60);
+  return m < 60 ? `${m} min ${Math.round(seconds % 60)} s left` : `${Math.floor(m / 60)} h ${m % 60} min left`;
+}
+
+function setProgress(progress: number, eta: number | null): void {
+  const percent = Math.round(Math.max(0, Math.min(1, progress)) * 100);
+  $("progress-bar").style.width = `${percent}%`;
+  $("progress-text").textContent = `${percent}%`;
+  $("eta").textContent = status === "running" ? formatEta(eta) : "";
+}
+
+function setStatus(state: Partial<State>): void {
+  if (state.status) status = state.status;
+  const badge = $("status");
+  badge.textContent = status + (state.cancel_requested && status === "running" ? " (cancelling)" : "");
+  badge.className = `badge ${status}`;
+  (document.getElementById("cancel-btn") as HTMLButtonElement).disabled = !["queued", "running"].includes(status);
+  (document.getElementById("retry-btn") as HTMLButtonElement).disabled = !["failed", "cancelled"].includes(status);
+  if (state.error) {
+    $("error-panel").hidden = false;
+    $("error").textContent = state.error;
+  }
+  if (state.models?.length) {
+    $("models-link").innerHTML = state.models.map((id) => `<a href="/models/${id}/evaluation">Open the evaluation</a>`).join(" ");
+  }
+  if (state.progress !== undefined) setProgress(state.progress, state.eta_seconds ?? null);
+}
+
+function appendLog(lines: string[]): void {
+  if (!lines.length) return;
+  const log = $("log");
+  const atBottom = log.scrollTop + log.clientHeight >= log.scrollHeight - 5;
+  log.textContent += lines.map((l) => l + "\n").join("");
+  if (atBottom) log.scrollTop = log.scrollHeight;
+}
+
+let retryDelay = 500;
+function connect(): void {
+  const url = `${location.protocol === "https:" ? "wss" : "ws"}://${location.host}${data.ws}`;
+  const socket = new WebSocket(url);
+  socket.onopen = () => { retryDelay = 500; document.body.dataset.ws = "open"; };
+  socket.onmessage = (event) => {
+    const msg = JSON.parse(event.data);
+    if (msg.event === "history") {
+      steps.clear(); epochs.clear();
+      addPoints(msg.points ?? []);
+      $("log").textContent = msg.log ?? "";
+      setStatus(msg);
+    } else if (msg.event === "progress") {
+      addPoints(msg.points ?? []);
+      appendLog(msg.log ?? []);
+      setProgress(msg.progress, msg.eta_seconds);
+    } else if (msg.event === "status") {
+      if (msg.reset) { steps.clear(); epochs.clear(); $("log").textContent = ""; redraw(); }
+      setStatus(msg);
+    }
+  };
+  socket.onclose = (event) => {
+    document.body.dataset.ws = "closed";
+    if (event.code === 4401 || event.code === 4404) return;
+    setTimeout(connect, retryDelay);
+    retryDelay = Math.min(retryDelay * 2, 10_000);
+  };
+}
+
+setStatus(data.state);
+window.addEventListener("resize", () => {
+  for (const [c, el] of [[lossChart, $("loss-chart")], [accChart, $("acc-chart")]] as [uPlot, HTMLElement][]) {
+    c.setSize({ width: Math.max(300, el.clientWidth - 10), height: 260 });
+  }
+});
+connect();

@@ -1,0 +1,31 @@
+// Project training page: the job form shows the ResNet fields or a JSON config by kind, prefilled with
+// that kind's defaults.
+import { pageData } from "../lib/api";
+
+interface Data {
+  project: number;
+  default_configs: Record<string, Record<string, unknown> | null>;
+}
+
+const data = pageData<Data>();
+const form = document.getElementById("job-form") as HTMLFormElement | null;
+const kind = form?.querySelector<HTMLSelectElement>("select[name=kind]");
+const json = form?.querySelector<HTMLTextAreaElement>("textarea[name=config_json]");
+const resnetOnly = form ? Array.from(form.querySelectorAll<HTMLElement>(".form-grid .field")).filter(
+  (el) => !/field-(snapshot|kind|name)\b/.test(el.className),
+) : [];
+
+function sync(): void {
+  if (!kind || !json) return;
+  const isResnet = kind.value === "resnet";
+  for (const el of resnetOnly) el.hidden = !isResnet;
+  const box = document.getElementById("config-json");
+  if (box) box.hidden = isResnet;
+  if (!isResnet && !json.value.trim()) {
+    const defaults = data.default_configs[kind.value];
+    json.value = defaults ? JSON.stringify(defaults, null, 2) : "{}";
+  }
+}
+
+kind?.addEventListener("change", sync);
+sync();

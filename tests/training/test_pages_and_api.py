@@ -1,0 +1,183 @@
+"""Training pages, API and the job state machine (no worker: jobs run in-process where needed)."""
+
+from __future__ import annotations
+
+import os
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from training.models import DatasetSnapshot, JobMetric, TrainedModel, TrainingJob
+from training.services import JobError, job_cancel, job_create, job_delete, job_execute, job_retry, jobs_fail_stale
+from training.snapshot_services import snapshot_create
+from training.storage import local_path
+
+TINY = {"hidden_dim": 16, "image_size": [3, 32, 32], "epochs": 1, "batch_size": 16, "warmup_steps": 0, "num_threads": 1}
+
+
+@pytest.fixture
+def snapshot(labeled_project):
+    return snapshot_create(project=labeled_project, options={"val_split": 0.34, "trend": False})
+
+
+@pytest.mark.django_db
+def test_training_page_lists_and_creates_snapshots(user_client, labeled_project):
+    page = user_client.get(f"/projects/{labeled_project.pk}/training/")
+    assert page.status_code == 200 and b"New dataset snapshot" in page.content
+    response = user_client.post(
+        f"/projects/{labeled_project.pk}/training/snapshots/new",
+        {
+            "sources": ["human"],
+            "camera": "main",
+            "num_samples_per_episode": 0,
+            "keep_last_frame": "on",
+            "val_split": 0.34,
+            "fail_success_ratio": 2.0,
+            "seed": 42,
+            "trend_val_split": 0.1,
+        },
+    )
+    assert response.status_code == 302
+    snapshot = DatasetSnapshot.objects.get(project=labeled_project)
+    assert snapshot.status == "ready" and snapshot.created_by.username == "alice"
+    download = user_client.get(f"/snapshots/{snapshot.pk}/download")
+    assert download.status_code == 200 and download["Content-Disposition"].startswith("attachment")
+    bad = user_client.post(
+        f"/projects/{labeled_project.pk}/training/snapshots/new", {"sources": ["human"], "val_split": 5}
+    )
+    assert bad.status_code == 400
+
+
+@pytest.mark.django_db
+def test_job_form_validates_config_and_queues(user_client, snapshot, django_capture_on_commit_callbacks):
+    project = snapshot.project
+    base = {
+        "snapshot": snapshot.pk,
+        "kind": "resnet",
+        "arch": "resnet18",
+        "hidden_dim": 16,
+        "dropout": 0.1,
+        "image_height": 32,
+        "image_width": 32,
+        "lr": 1e-3,
+        "weight_decay": 0,
+        "grad_clip": 1,
+        "warmup_steps": 0,
+        "batch_size": 8,
+        "epochs": 1,
+        "crop_padding": 4,
+        "patience": 0,
+        "min_delta": 0.001,
+        "seed": 1,
+        "device": "cpu",
+        "num_threads": 1,
+    }
+    bad = user_client.post(f"/projects/{project.pk}/training/jobs/new", {**base, "device": "tpu"})
+    assert bad.status_code == 400 and b"device must be" in bad.content
+    assert not TrainingJob.objects.exists()
+    with django_capture_on_commit_callbacks() as callbacks:
+        ok = user_client.post(f"/projects/{project.pk}/training/jobs/new", base)
+    job = TrainingJob.objects.get()
+    assert ok.status_code == 302 and ok["Location"] == f"/jobs/{job.pk}/"
+    assert job.config["image_size"] == [3, 32, 32] and job.config["pretrained"] is False
+    assert len(callbacks) == 1  # enqueued after commit
+    detail = user_client.get(f"/jobs/{job.pk}/")
+    assert detail.status_code == 200 and b"job.js" in detail.content
+
+
+@pytest.mark.django_db
+def test_status_machine_guards_transitions(snapshot, django_capture_on_commit_callbacks):
+    job = job_create(project=snapshot.project, snapshot=snapshot, config=TINY, enqueue=False)
+    with pytest.raises(JobError):
+        job_retry(job=job)  # queued jobs are not retried
+    job_cancel(job=job)
+    assert job.status == "cancelled"
+    assert job_execute(job_id=job.pk) == "skipped"  # a cancelled job never starts
+    with pytest.raises(JobError):
+        job_cancel(job=job)
+    with django_capture_on_commit_callbacks(execute=False):
+        job_retry(job=job)
+    assert job.status == "queued"
+    assert job_execute(job_id=job.pk) == "succeeded"
+    assert job_execute(job_id=job.pk) == "skipped"  # idempotent
+    job.refresh_from_db()
+    model = TrainedModel.objects.get(job=job)
+    assert (local_path(model.checkpoint_path) / "model.safetensors").exists()
+    assert JobMetric.objects.filter(job=job, kind="epoch").count() == 1
+    folder, job_id = local_path(job.checkpoint_folder), job.pk
+    with django_capture_on_commit_callbacks(execute=True):
+        job_delete(job=job)
+    assert not TrainingJob.objects.filter(pk=job_id).exists() and not folder.exists()
+
+
+@pytest.mark.django_db
+def test_a_job_whose_worker_died_is_failed_not_left_running(snapshot):
+    stale = job_create(project=snapshot.project, snapshot=snapshot, config=TINY, enqueue=False)
+    dead = job_create(project=snapshot.project, snapshot=snapshot, config=TINY, enqueue=False)
+    alive = job_create(project=snapshot.project, snapshot=snapshot, config=TINY, enqueue=False)
+    now = timezone.now()
+    TrainingJob.objects.filter(pk=stale.pk).update(
+        status="running", heartbeat_at=now - timedelta(minutes=10), worker="elsewhere:1"
+    )
+    import socket
+    import subprocess
+
+    proc = subprocess.Popen(["true"])
+    proc.wait()  # a pid that no longer exists
+    TrainingJob.objects.filter(pk=dead.pk).update(
+        status="running", heartbeat_at=now, worker=f"{socket.gethostname()}:{proc.pid}"
+    )
+    TrainingJob.objects.filter(pk=alive.pk).update(
+        status="running", heartbeat_at=now, worker=f"{socket.gethostname()}:{os.getpid()}"
+    )
+    assert jobs_fail_stale() == 2
+    statuses = dict(TrainingJob.objects.values_list("pk", "status"))
+    assert statuses == {stale.pk: "failed", dead.pk: "failed", alive.pk: "running"}
+    assert "heartbeat" in TrainingJob.objects.get(pk=stale.pk).error
+
+
+@pytest.mark.django_db
+def test_evaluation_page_and_api_for_a_trained_model(user_client, snapshot):
+    job = job_create(project=snapshot.project, snapshot=snapshot, config=TINY, enqueue=False)
+    job_execute(job_id=job.pk)
+    model = TrainedModel.objects.get(job=job)
+    page = user_client.get(f"/models/{model.pk}/evaluation")
+    assert page.status_code == 200 and b"evaluation.js" in page.content
+    data = user_client.get(f"/api/models/{model.pk}/evaluation?threshold=0.3").json()
+    assert data["threshold"] == 0.3 and len(data["probabilities"]) == snapshot.stats["val"]["total"]
+    assert data["items"][0]["label_url"].startswith(f"/episodes/{data['items'][0]['episode']}/label")
+    assert "?step=" in data["items"][0]["label_url"] and data["items"][0]["image"].startswith("/media/frames/")
+    assert set(data["summary"]) >= {"roc", "pr", "reliability", "at_threshold", "rl_preview"}
+    assert user_client.get(f"/api/models/{model.pk}/evaluation?threshold=2").status_code == 400
+    other = job_create(project=snapshot.project, snapshot=snapshot, config={**TINY, "seed": 5}, enqueue=False)
+    job_execute(job_id=other.pk)
+    b = TrainedModel.objects.get(job=other)
+    compare = user_client.get(f"/projects/{snapshot.project_id}/compare?a={model.pk}&b={b.pk}")
+    assert compare.status_code == 200 and b"both on the validation split of snapshot" in compare.content
+    assert user_client.get(f"/projects/{snapshot.project_id}/compare?a=x").status_code == 400
+
+
+@pytest.mark.django_db
+def test_api_creates_snapshots_and_jobs_with_clear_errors(user_client, labeled_project):
+    from django.test import Client
+
+    url = f"/api/projects/{labeled_project.pk}"
+    assert Client().get(f"{url}/jobs").status_code in (401, 403)  # anonymous
+    bad = user_client.post(f"{url}/snapshots", {"options": {"sources": ["nope"]}}, content_type="application/json")
+    assert bad.status_code == 400 and "unknown label source" in bad.json()["detail"]
+    made = user_client.post(
+        f"{url}/snapshots", {"options": {"val_split": 0.34, "trend": False}}, content_type="application/json"
+    )
+    assert made.status_code == 201 and made.json()["number"] == 1
+    job = user_client.post(f"{url}/jobs", {"snapshot": 1, "config": {"epochs": 0}}, content_type="application/json")
+    assert job.status_code == 400 and "epochs" in job.json()["detail"]
+    job = user_client.post(f"{url}/jobs", {"snapshot": 9, "config": {}}, content_type="application/json")
+    assert job.status_code == 400 and "no snapshot #9" in job.json()["detail"]
+    job = user_client.post(f"{url}/jobs", {"snapshot": 1, "config": TINY}, content_type="application/json")
+    assert job.status_code == 201 and job.json()["status"] == "queued"
+    job_id = job.json()["id"]
+    assert user_client.post(f"/api/jobs/{job_id}/retry").status_code == 409
+    assert user_client.post(f"/api/jobs/{job_id}/cancel").json()["status"] == "cancelled"
+    assert user_client.get(f"/api/jobs/{job_id}/metrics").json() == []
+    assert user_client.delete(f"/api/jobs/{job_id}").status_code == 204

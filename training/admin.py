@@ -1,0 +1,119 @@
+"""Admin: snapshots, jobs (with cancel, retry and delete-with-files actions) and trained models."""
+
+from __future__ import annotations
+
+from django.contrib import admin, messages
+from django.utils.html import format_html
+
+from . import services
+from .models import DatasetSnapshot, JobMetric, TrainedModel, TrainingJob
+
+
+@admin.register(DatasetSnapshot)
+class DatasetSnapshotAdmin(admin.ModelAdmin):
+    list_display = ["__str__", "project", "number", "status", "created_by", "created_at"]
+    list_filter = ["status", "project"]
+    search_fields = ["project__name"]
+    readonly_fields = [
+        "project",
+        "number",
+        "status",
+        "options",
+        "stats",
+        "folder",
+        "error",
+        "created_by",
+        "created_at",
+        "finished_at",
+    ]
+
+
+@admin.register(TrainingJob)
+class TrainingJobAdmin(admin.ModelAdmin):
+    list_display = [
+        "id",
+        "name",
+        "project",
+        "kind",
+        "status_badge",
+        "progress_percent",
+        "attempt",
+        "created_by",
+        "created_at",
+        "finished_at",
+    ]
+    list_filter = ["status", "kind", "project"]
+    search_fields = ["name", "project__name", "error"]
+    readonly_fields = [
+        "project",
+        "snapshot",
+        "kind",
+        "config",
+        "status",
+        "cancel_requested",
+        "progress",
+        "eta_seconds",
+        "summary",
+        "log",
+        "error",
+        "attempt",
+        "celery_task_id",
+        "worker",
+        "heartbeat_at",
+        "created_by",
+        "created_at",
+        "started_at",
+        "finished_at",
+    ]
+    actions = ["cancel_jobs", "retry_jobs", "delete_jobs_with_files"]
+
+    def get_actions(self, request):
+        actions = super().get_actions(request)
+        actions.pop("delete_selected", None)  # deleting must also remove files: use the action below
+        return actions
+
+    @admin.display(description="status", ordering="status")
+    def status_badge(self, job):
+        return format_html('<a href="/jobs/{}/">{}</a>', job.pk, job.status)
+
+    @admin.display(description="progress")
+    def progress_percent(self, job):
+        return f"{job.progress * 100:.0f}%"
+
+    def _apply(self, request, queryset, action, verb):
+        done, errors = 0, []
+        for job in queryset:
+            try:
+                action(job=job)
+                done += 1
+            except services.JobError as exc:
+                errors.append(str(exc))
+        if done:
+            self.message_user(request, f"{verb} {done} job(s).", messages.SUCCESS)
+        for error in errors:
+            self.message_user(request, error, messages.WARNING)
+
+    @admin.action(description="Cancel selected jobs")
+    def cancel_jobs(self, request, queryset):
+        self._apply(request, queryset, services.job_cancel, "Cancelled")
+
+    @admin.action(description="Retry selected jobs")
+    def retry_jobs(self, request, queryset):
+        self._apply(request, queryset, services.job_retry, "Queued again")
+
+    @admin.action(description="Delete selected jobs with their checkpoints")
+    def delete_jobs_with_files(self, request, queryset):
+        self._apply(request, queryset, services.job_delete, "Deleted")
+
+
+@admin.register(TrainedModel)
+class TrainedModelAdmin(admin.ModelAdmin):
+    list_display = ["id", "name", "project", "kind", "job", "checkpoint_path", "created_at"]
+    list_filter = ["kind", "project"]
+    search_fields = ["name", "project__name", "checkpoint_path"]
+
+
+@admin.register(JobMetric)
+class JobMetricAdmin(admin.ModelAdmin):
+    list_display = ["job", "kind", "step", "epoch", "values", "at"]
+    list_filter = ["kind"]

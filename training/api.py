@@ -1,0 +1,207 @@
+"""REST API of the training app: snapshots, jobs (create, cancel, retry, delete, curves), evaluations."""
+
+from __future__ import annotations
+
+from django.shortcuts import get_object_or_404
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import serializers, status
+from rest_framework.exceptions import ValidationError
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from labeling.models import Project
+
+from . import selectors, services
+from .model_evaluation import EvaluationUnavailable, evaluation_data
+from .models import DatasetSnapshot, ModelKind, TrainedModel, TrainingJob
+from .services import JobError
+from .snapshot_services import SnapshotError, snapshot_create
+
+
+class SnapshotOut(serializers.ModelSerializer):
+    created_by = serializers.CharField(source="created_by.username", default="", read_only=True)
+    download_url = serializers.SerializerMethodField()
+
+    class Meta:
+        model = DatasetSnapshot
+        fields = ["id", "number", "status", "options", "stats", "error", "created_by", "created_at", "download_url"]
+
+    def get_download_url(self, obj) -> str:
+        return f"/snapshots/{obj.pk}/download"
+
+
+class SnapshotIn(serializers.Serializer):
+    options = serializers.DictField(
+        required=False, default=dict, help_text="See SnapshotOptions; unknown keys are refused."
+    )
+
+
+class JobOut(serializers.ModelSerializer):
+    snapshot = serializers.IntegerField(source="snapshot.number", read_only=True)
+    models = serializers.SerializerMethodField()
+
+    class Meta:
+        model = TrainingJob
+        fields = [
+            "id",
+            "project",
+            "snapshot",
+            "kind",
+            "name",
+            "config",
+            "status",
+            "cancel_requested",
+            "progress",
+            "eta_seconds",
+            "summary",
+            "error",
+            "attempt",
+            "created_at",
+            "started_at",
+            "finished_at",
+            "heartbeat_at",
+            "models",
+        ]
+
+    def get_models(self, obj) -> list[int]:
+        return [m.pk for m in obj.models.all()]
+
+
+class JobIn(serializers.Serializer):
+    snapshot = serializers.IntegerField(help_text="Snapshot number within the project.")
+    kind = serializers.ChoiceField(choices=ModelKind.choices, default=ModelKind.RESNET)
+    name = serializers.CharField(required=False, default="", allow_blank=True, max_length=200)
+    config = serializers.DictField(required=False, default=dict)
+
+
+class MetricPoint(serializers.Serializer):
+    kind = serializers.CharField()
+    step = serializers.IntegerField()
+    epoch = serializers.IntegerField(allow_null=True)
+
+
+class SnapshotListView(APIView):
+    @extend_schema(responses=SnapshotOut(many=True))
+    def get(self, request, pk: int):
+        project = get_object_or_404(Project, pk=pk)
+        return Response(SnapshotOut(selectors.snapshots_for_project(project), many=True).data)
+
+    @extend_schema(request=SnapshotIn, responses={201: SnapshotOut})
+    def post(self, request, pk: int):
+        project = get_object_or_404(Project, pk=pk)
+        data = SnapshotIn(data=request.data)
+        data.is_valid(raise_exception=True)
+        user = (
+            request.user if getattr(request.user, "_meta", None) and request.user._meta.model_name == "user" else None
+        )
+        try:
+            snapshot = snapshot_create(project=project, options=data.validated_data["options"], created_by=user)
+        except (SnapshotError, ValueError) as exc:
+            raise ValidationError({"detail": str(exc)}) from None
+        if snapshot.status == DatasetSnapshot.Status.FAILED:
+            return Response({"detail": snapshot.error.splitlines()[0], **SnapshotOut(snapshot).data}, status=400)
+        return Response(SnapshotOut(snapshot).data, status=status.HTTP_201_CREATED)
+
+
+class JobListView(APIView):
+    @extend_schema(responses=JobOut(many=True))
+    def get(self, request, pk: int):
+        project = get_object_or_404(Project, pk=pk)
+        services.jobs_fail_stale()
+        return Response(JobOut(selectors.jobs_for_project(project).prefetch_related("models")[:200], many=True).data)
+
+    @extend_schema(request=JobIn, responses={201: JobOut})
+    def post(self, request, pk: int):
+        project = get_object_or_404(Project, pk=pk)
+        data = JobIn(data=request.data)
+        data.is_valid(raise_exception=True)
+        values = data.validated_data
+        snapshot = DatasetSnapshot.objects.filter(project=project, number=values["snapshot"]).first()
+        if snapshot is None:
+            raise ValidationError({"snapshot": f"project has no snapshot #{values['snapshot']}"})
+        user = (
+            request.user if getattr(request.user, "_meta", None) and request.user._meta.model_name == "user" else None
+        )
+        try:
+            job = services.job_create(
+                project=project,
+                snapshot=snapshot,
+                kind=values["kind"],
+                config=values["config"],
+                name=values["name"],
+                created_by=user,
+            )
+        except ValueError as exc:
+            raise ValidationError({"config": str(exc)}) from None
+        return Response(JobOut(job).data, status=status.HTTP_201_CREATED)
+
+
+class JobDetailView(APIView):
+    @extend_schema(responses=JobOut)
+    def get(self, request, job_id: int):
+        return Response(JobOut(get_object_or_404(TrainingJob, pk=job_id)).data)
+
+    @extend_schema(responses={204: None})
+    def delete(self, request, job_id: int):
+        job = get_object_or_404(TrainingJob, pk=job_id)
+        try:
+            services.job_delete(job=job)
+        except JobError as exc:
+            return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class JobCancelView(APIView):
+    @extend_schema(request=None, responses=JobOut)
+    def post(self, request, job_id: int):
+        try:
+            job = services.job_cancel(job=get_object_or_404(TrainingJob, pk=job_id))
+        except JobError as exc:
+            return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
+        return Response(JobOut(job).data)
+
+
+class JobRetryView(APIView):
+    @extend_schema(request=None, responses=JobOut)
+    def post(self, request, job_id: int):
+        try:
+            job = services.job_retry(job=get_object_or_404(TrainingJob, pk=job_id))
+        except JobError as exc:
+            return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
+        return Response(JobOut(job).data)
+
+
+class JobMetricsView(APIView):
+    @extend_schema(
+        responses=MetricPoint(many=True),
+        description="Every curve point: steps (train_loss, train_acc, lr) and epochs (val_loss, val_acc).",
+    )
+    def get(self, request, job_id: int):
+        get_object_or_404(TrainingJob, pk=job_id)
+        return Response(selectors.job_history(job_id))
+
+
+class ModelEvaluationView(APIView):
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("threshold", float, description="Success is probability > threshold (default 0.5)."),
+            OpenApiParameter("snapshot", int, description="Snapshot id to evaluate on (default: the model's own)."),
+        ],
+        responses=dict,
+    )
+    def get(self, request, model_id: int):
+        model = get_object_or_404(TrainedModel, pk=model_id)
+        try:
+            threshold = float(request.query_params.get("threshold", 0.5))
+        except ValueError:
+            raise ValidationError({"threshold": "must be a number"}) from None
+        if not 0.0 <= threshold <= 1.0:
+            raise ValidationError({"threshold": "must be between 0 and 1"})
+        snapshot = None
+        if "snapshot" in request.query_params:
+            snapshot = get_object_or_404(DatasetSnapshot, pk=request.query_params["snapshot"], project=model.project)
+        try:
+            data = evaluation_data(model=model, snapshot=snapshot, threshold=threshold)
+        except EvaluationUnavailable as exc:
+            return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
+        return Response(data)

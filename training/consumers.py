@@ -1,0 +1,41 @@
+"""The job page's WebSocket: on connect the curves so far, then live events from the job's group."""
+
+from __future__ import annotations
+
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncJsonWebsocketConsumer
+
+from .job_reporter import job_group
+
+
+class JobConsumer(AsyncJsonWebsocketConsumer):
+    async def connect(self):
+        user = self.scope.get("user")
+        if user is None or not user.is_authenticated:
+            await self.close(code=4401)
+            return
+        self.job_id = int(self.scope["url_route"]["kwargs"]["job_id"])
+        snapshot = await self._snapshot()
+        if snapshot is None:
+            await self.close(code=4404)
+            return
+        await self.channel_layer.group_add(job_group(self.job_id), self.channel_name)
+        await self.accept()
+        await self.send_json({"event": "history", **snapshot})
+
+    async def disconnect(self, code):
+        if hasattr(self, "job_id"):
+            await self.channel_layer.group_discard(job_group(self.job_id), self.channel_name)
+
+    async def job_event(self, event):
+        await self.send_json(event["message"])
+
+    @database_sync_to_async
+    def _snapshot(self):
+        from .selectors import job_history
+        from .views_data import job_state
+
+        state = job_state(self.job_id)
+        if state is None:
+            return None
+        return {**state, "points": job_history(self.job_id)}

@@ -1,0 +1,126 @@
+"""Forms of the training pages: snapshot options and a ResNet job's config (defaults from the dataclasses)."""
+
+from __future__ import annotations
+
+import json
+
+from django import forms
+
+from .datasets.options import SnapshotOptions
+from .models import DatasetSnapshot, ModelKind
+from .resnet.config import ARCH_FEATURES, ResNetConfig
+
+_SNAP = SnapshotOptions()
+_RES = ResNetConfig()
+
+
+class SnapshotForm(forms.Form):
+    sources = forms.MultipleChoiceField(
+        choices=[("human", "Human labels"), ("proposal", "Proposals (open or accepted)"), ("model", "Model labels")],
+        initial=_SNAP.sources,
+        widget=forms.CheckboxSelectMultiple,
+        help_text="A human label always wins over a proposal for the same step.",
+    )
+    camera = forms.ChoiceField(choices=[], help_text="The view the binary dataset uses.")
+    num_samples_per_episode = forms.IntegerField(initial=0, min_value=0, help_text="0 = every labeled frame.")
+    keep_last_frame = forms.BooleanField(initial=True, required=False)
+    val_split = forms.FloatField(initial=_SNAP.val_split, min_value=0.01, max_value=0.99)
+    fail_success_ratio = forms.FloatField(initial=_SNAP.fail_success_ratio, min_value=0.0)
+    seed = forms.IntegerField(initial=_SNAP.seed, min_value=0)
+    trend = forms.BooleanField(initial=True, required=False, label="Also export the VLM trend dataset")
+    trend_val_split = forms.FloatField(initial=_SNAP.trend_val_split, min_value=0.0, max_value=0.99)
+    trend_balance = forms.BooleanField(initial=False, required=False)
+    trend_reverse_augmentation = forms.BooleanField(initial=False, required=False)
+    png_folders = forms.BooleanField(initial=True, required=False, label="success/ and failure/ PNG folders")
+
+    def __init__(self, *args, project, **kwargs):
+        super().__init__(*args, **kwargs)
+        cameras = list(project.camera_views or ["main"])
+        self.fields["camera"].choices = [(c, c) for c in cameras]
+        self.fields["camera"].initial = cameras[0]
+
+    def options(self) -> dict:
+        return dict(self.cleaned_data)
+
+
+class JobForm(forms.Form):
+    """A ResNet job's settings; other kinds send their config as JSON."""
+
+    snapshot = forms.ModelChoiceField(queryset=DatasetSnapshot.objects.none(), empty_label=None)
+    kind = forms.ChoiceField(choices=ModelKind.choices, initial=ModelKind.RESNET)
+    name = forms.CharField(required=False, max_length=200)
+    arch = forms.ChoiceField(choices=[(a, a) for a in ARCH_FEATURES], initial=_RES.arch)
+    hidden_dim = forms.IntegerField(
+        initial=_RES.hidden_dim, min_value=0, required=False, help_text="0 or empty: one linear layer."
+    )
+    dropout = forms.FloatField(initial=_RES.dropout, min_value=0.0, max_value=0.99)
+    image_height = forms.IntegerField(initial=_RES.image_size[1], min_value=16, max_value=1024)
+    image_width = forms.IntegerField(initial=_RES.image_size[2], min_value=16, max_value=1024)
+    pretrained_path = forms.CharField(
+        required=False,
+        help_text="Local file with torchvision ResNet weights (nothing is downloaded). Empty: from scratch.",
+    )
+    lr = forms.FloatField(initial=_RES.lr, min_value=1e-9)
+    weight_decay = forms.FloatField(initial=_RES.weight_decay, min_value=0.0)
+    grad_clip = forms.FloatField(initial=_RES.grad_clip, min_value=0.0)
+    warmup_steps = forms.IntegerField(initial=_RES.warmup_steps, min_value=0)
+    batch_size = forms.IntegerField(initial=_RES.batch_size, min_value=1, max_value=4096)
+    epochs = forms.IntegerField(initial=_RES.epochs, min_value=1)
+    augment = forms.BooleanField(initial=_RES.augment, required=False, label="Random crop with padding")
+    crop_padding = forms.IntegerField(initial=_RES.crop_padding, min_value=0, max_value=64)
+    patience = forms.IntegerField(initial=_RES.patience, min_value=0, help_text="Early stopping on val_loss; 0 = off.")
+    min_delta = forms.FloatField(initial=_RES.min_delta, min_value=0.0)
+    seed = forms.IntegerField(initial=_RES.seed, min_value=0)
+    device = forms.CharField(initial=_RES.device, help_text="auto (CUDA when present), cpu, cuda or cuda:N")
+    num_threads = forms.IntegerField(initial=0, min_value=0, help_text="CPU threads; 0 = torch's default.")
+    save_rlinf_layout = forms.BooleanField(
+        initial=False, required=False, label="Also write RLinf's actor/model_state_dict/full_weights.pt"
+    )
+    config_json = forms.CharField(
+        required=False, widget=forms.Textarea(attrs={"rows": 6}), label="Config (JSON, for non-ResNet kinds)"
+    )
+
+    RESNET_FIELDS = (
+        "arch",
+        "hidden_dim",
+        "dropout",
+        "lr",
+        "weight_decay",
+        "grad_clip",
+        "warmup_steps",
+        "batch_size",
+        "epochs",
+        "augment",
+        "crop_padding",
+        "patience",
+        "min_delta",
+        "seed",
+        "device",
+        "num_threads",
+        "save_rlinf_layout",
+    )
+
+    def __init__(self, *args, project, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["snapshot"].queryset = DatasetSnapshot.objects.filter(project=project, status="ready").order_by(
+            "-number"
+        )
+
+    def config(self) -> dict:
+        data = self.cleaned_data
+        if data["kind"] != ModelKind.RESNET:
+            text = (data.get("config_json") or "").strip() or "{}"
+            try:
+                value = json.loads(text)
+            except json.JSONDecodeError as exc:
+                raise forms.ValidationError(f"config is not valid JSON: {exc}") from None
+            if not isinstance(value, dict):
+                raise forms.ValidationError("config must be a JSON object")
+            return value
+        config = {name: data[name] for name in self.RESNET_FIELDS}
+        config["hidden_dim"] = config["hidden_dim"] or None
+        config["image_size"] = [3, data["image_height"], data["image_width"]]
+        path = (data.get("pretrained_path") or "").strip()
+        config["pretrained"] = bool(path)
+        config["pretrained_path"] = path
+        return config

@@ -1,0 +1,102 @@
+"""A trained model's predictions on a snapshot's validation split, and the evaluation page's data."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+from django.core.files.storage import default_storage
+from django.urls import reverse
+
+from labeling.models import Frame
+
+from . import evaluation
+from .datasets.rlinf_binary import read_payload
+from .models import DatasetSnapshot, ModelKind, TrainedModel
+from .resnet.runner import VAL_PREDICTIONS, read_val_predictions
+from .storage import local_path
+
+
+class EvaluationUnavailable(ValueError):
+    pass
+
+
+def model_predictions(*, model: TrainedModel, snapshot: DatasetSnapshot) -> tuple[np.ndarray, np.ndarray]:
+    """Probabilities and labels of the snapshot's val split; computed once per (model, snapshot), then cached."""
+    if model.kind != ModelKind.RESNET:
+        raise EvaluationUnavailable("frame evaluation applies to ResNet models; VLM models are scored on windows")
+    if snapshot.status != DatasetSnapshot.Status.READY:
+        raise EvaluationUnavailable(f"snapshot #{snapshot.number} is {snapshot.status}")
+    folder = local_path(model.checkpoint_path)
+    if not folder.exists():
+        raise EvaluationUnavailable("the model's checkpoint files are gone")
+    cached = folder / f"val_predictions_snapshot_{snapshot.pk}.json"
+    if model.snapshot_id == snapshot.pk and (folder / VAL_PREDICTIONS).exists():
+        result = read_val_predictions(folder)
+        if result is not None:
+            return result
+    if cached.exists():
+        data = json.loads(cached.read_text())
+        return np.asarray(data["probabilities"]), np.asarray(data["labels"])
+    from .resnet.checkpoint import load_checkpoint
+    from .resnet.model import predict_proba
+    from .resnet.train import stack_images
+
+    net, config = load_checkpoint(folder)
+    val = read_payload(local_path(snapshot.folder) / "val.pt")
+    probs = predict_proba(net, stack_images(val["images"], config.image_size).numpy())
+    labels = np.asarray(val["labels"], dtype=np.int64)
+    cached.write_text(json.dumps({"probabilities": [float(p) for p in probs], "labels": labels.tolist()}))
+    return probs.astype(np.float64), labels
+
+
+def val_items(*, snapshot: DatasetSnapshot) -> list[dict]:
+    """The val split's frames in payload order: episode, step, label, image URL and labeling-page link."""
+    path = local_path(snapshot.folder) / "val_index.json"
+    index = json.loads(path.read_text()) if path.exists() else []
+    camera = snapshot.stats.get("camera") or snapshot.options.get("camera") or "main"
+    uuids = {row["episode"] for row in index}
+    names = {
+        (str(uuid), step): name
+        for uuid, step, name in Frame.objects.filter(step__episode__uuid__in=uuids, camera=camera).values_list(
+            "step__episode__uuid", "step__index", "image"
+        )
+    }
+    items = []
+    for row in index:
+        name = names.get((row["episode"], row["step"]))
+        items.append(
+            {
+                "episode": row["episode"],
+                "step": row["step"],
+                "label": row["label"],
+                "image": default_storage.url(name) if name else None,
+                "label_url": reverse("episode-label", args=[row["episode"]]) + f"?step={row['step']}",
+            }
+        )
+    return items
+
+
+def evaluation_data(*, model: TrainedModel, snapshot: DatasetSnapshot | None = None, threshold: float = 0.5) -> dict:
+    snapshot = snapshot or model.snapshot
+    if snapshot is None:
+        raise EvaluationUnavailable("the model's snapshot was deleted; compare it on another snapshot")
+    probs, labels = model_predictions(model=model, snapshot=snapshot)
+    items = val_items(snapshot=snapshot)
+    if len(items) != len(probs):
+        items = [
+            {"episode": "", "step": i, "label": int(labels[i]), "image": None, "label_url": None}
+            for i in range(len(probs))
+        ]
+    for item, p in zip(items, probs, strict=True):
+        item["probability"] = float(p)
+    return {
+        "model": {"id": model.pk, "name": model.name, "kind": model.kind, "metrics": model.metrics},
+        "snapshot": {"id": snapshot.pk, "number": snapshot.number},
+        "threshold": threshold,
+        "probabilities": [float(p) for p in probs],
+        "labels": [int(v) for v in labels],
+        "summary": evaluation.evaluate_predictions(probs, labels, threshold),
+        "items": items,
+        "order": evaluation.error_order(probs, labels),
+    }

@@ -1,0 +1,222 @@
+"""Server-rendered training pages; the live parts (curves, evaluation plots) are in frontend/src/pages."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import ValidationError
+from django.http import FileResponse, Http404
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_POST
+
+from labeling.models import Project
+
+from . import runners, selectors, services
+from .forms import JobForm, SnapshotForm
+from .model_evaluation import EvaluationUnavailable, evaluation_data
+from .models import DatasetSnapshot, TrainedModel, TrainingJob
+from .services import JobError
+from .snapshot_services import SnapshotError, snapshot_archive, snapshot_create, snapshot_delete
+from .views_data import job_state
+
+
+@login_required
+def project_training(request, pk: int):
+    """Snapshots, jobs and models of a project, with the forms that create them."""
+    project = get_object_or_404(Project, pk=pk)
+    services.jobs_fail_stale()
+    return _training_page(request, project, SnapshotForm(project=project), JobForm(project=project))
+
+
+def _training_page(request, project, snapshot_form, job_form, status=200):
+    defaults = {kind: _default_config(kind) for kind in runners.KINDS}
+    return render(
+        request,
+        "training/project_training.html",
+        {
+            "project": project,
+            "snapshots": selectors.snapshots_for_project(project),
+            "jobs": selectors.jobs_for_project(project)[:100],
+            "models": selectors.models_for_project(project),
+            "snapshot_form": snapshot_form,
+            "job_form": job_form,
+            "page_data": {"project": project.pk, "default_configs": defaults},
+        },
+        status=status,
+    )
+
+
+def _default_config(kind: str) -> dict | None:
+    try:
+        return runners.default_config(kind)
+    except Exception:  # a kind whose module is not installed here
+        return None
+
+
+@login_required
+@require_POST
+def snapshot_new(request, pk: int):
+    project = get_object_or_404(Project, pk=pk)
+    form = SnapshotForm(request.POST, project=project)
+    if not form.is_valid():
+        return _training_page(request, project, form, JobForm(project=project), status=400)
+    try:
+        snapshot = snapshot_create(project=project, options=form.options(), created_by=request.user)
+    except (SnapshotError, ValueError) as exc:
+        form.add_error(None, str(exc))
+        return _training_page(request, project, form, JobForm(project=project), status=400)
+    if snapshot.status == DatasetSnapshot.Status.READY:
+        messages.success(
+            request,
+            f"Snapshot #{snapshot.number} written: {snapshot.stats['train']['total']} train / {snapshot.stats['val']['total']} val frames.",
+        )
+    else:
+        messages.error(request, f"Snapshot #{snapshot.number} failed: {snapshot.error.splitlines()[0]}")
+    return redirect("training-project", pk=project.pk)
+
+
+@login_required
+@require_POST
+def job_new(request, pk: int):
+    project = get_object_or_404(Project, pk=pk)
+    form = JobForm(request.POST, project=project)
+    if form.is_valid():
+        try:
+            job = services.job_create(
+                project=project,
+                snapshot=form.cleaned_data["snapshot"],
+                kind=form.cleaned_data["kind"],
+                config=form.config(),
+                name=form.cleaned_data["name"],
+                created_by=request.user,
+            )
+        except (ValidationError, ValueError) as exc:
+            form.add_error(None, exc.messages[0] if isinstance(exc, ValidationError) else str(exc))
+        else:
+            messages.success(request, f"Job {job.pk} queued.")
+            return redirect("training-job", job_id=job.pk)
+    return _training_page(request, project, SnapshotForm(project=project), form, status=400)
+
+
+@login_required
+def snapshot_download(request, snapshot_id: int):
+    snapshot = get_object_or_404(DatasetSnapshot.objects.select_related("project"), pk=snapshot_id)
+    try:
+        archive = snapshot_archive(snapshot=snapshot)
+    except SnapshotError as exc:
+        raise Http404(str(exc)) from None
+    return FileResponse(archive.open("rb"), as_attachment=True, filename=archive.name)
+
+
+@login_required
+@require_POST
+def snapshot_remove(request, snapshot_id: int):
+    snapshot = get_object_or_404(DatasetSnapshot, pk=snapshot_id)
+    try:
+        snapshot_delete(snapshot=snapshot)
+        messages.success(request, f"Snapshot #{snapshot.number} deleted.")
+    except SnapshotError as exc:
+        messages.error(request, str(exc))
+    return redirect("training-project", pk=snapshot.project_id)
+
+
+@login_required
+def job_detail(request, job_id: int):
+    job = get_object_or_404(TrainingJob.objects.select_related("project", "snapshot"), pk=job_id)
+    if job.status == "running":
+        services.jobs_fail_stale()
+        job.refresh_from_db()
+    return render(
+        request,
+        "training/job_detail.html",
+        {
+            "job": job,
+            "project": job.project,
+            "models": job.models.all(),
+            "page_data": {"job": job.pk, "ws": f"/ws/jobs/{job.pk}/", "state": job_state(job.pk)},
+        },
+    )
+
+
+@login_required
+@require_POST
+def job_action(request, job_id: int, action: str):
+    job = get_object_or_404(TrainingJob, pk=job_id)
+    project_id = job.project_id
+    try:
+        if action == "cancel":
+            services.job_cancel(job=job)
+            messages.success(request, f"Job {job_id}: cancel requested.")
+        elif action == "retry":
+            services.job_retry(job=job)
+            messages.success(request, f"Job {job_id} queued again.")
+        elif action == "delete":
+            services.job_delete(job=job)
+            messages.success(request, f"Job {job_id} and its files deleted.")
+            return redirect("training-project", pk=project_id)
+        else:
+            raise Http404("unknown action")
+    except JobError as exc:
+        messages.error(request, str(exc))
+    return redirect("training-job", job_id=job_id)
+
+
+@login_required
+def model_evaluation(request, model_id: int):
+    model = get_object_or_404(TrainedModel.objects.select_related("project", "snapshot", "job"), pk=model_id)
+    others = TrainedModel.objects.filter(project=model.project, kind=model.kind).exclude(pk=model.pk)
+    try:
+        data = evaluation_data(model=model)
+        error = ""
+    except EvaluationUnavailable as exc:
+        data, error = None, str(exc)
+    return render(
+        request,
+        "training/evaluation.html",
+        {
+            "model": model,
+            "project": model.project,
+            "others": others,
+            "error": error,
+            "page_data": {"mode": "single", "evaluations": [data] if data else []},
+            "compare_url": reverse("training-compare", args=[model.project_id]),
+        },
+        status=200 if data else 400,
+    )
+
+
+@login_required
+def compare(request, pk: int):
+    """Two models of a project side by side on the same snapshot (model a's unless ?snapshot= names one)."""
+    project = get_object_or_404(Project, pk=pk)
+    models = TrainedModel.objects.filter(project=project)
+    error = ""
+    evaluations = []
+    try:
+        a = models.get(pk=int(request.GET.get("a", "")))
+        b = models.get(pk=int(request.GET.get("b", "")))
+        snapshot_id = request.GET.get("snapshot")
+        snapshot = (
+            get_object_or_404(DatasetSnapshot, pk=int(snapshot_id), project=project) if snapshot_id else a.snapshot
+        )
+        evaluations = [evaluation_data(model=m, snapshot=snapshot) for m in (a, b)]
+    except (ValueError, TrainedModel.DoesNotExist):
+        error = "Pick two models of this project (?a=<model id>&b=<model id>)."
+        a = b = snapshot = None
+    except EvaluationUnavailable as exc:
+        error = str(exc)
+    return render(
+        request,
+        "training/compare.html",
+        {
+            "project": project,
+            "models": models,
+            "a": a,
+            "b": b,
+            "snapshot": snapshot if not error else None,
+            "error": error,
+            "page_data": {"mode": "compare", "evaluations": evaluations},
+        },
+        status=400 if error else 200,
+    )

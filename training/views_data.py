@@ -1,0 +1,24 @@
+"""Small JSON shapes shared by the pages, the API and the WebSocket."""
+
+from __future__ import annotations
+
+from .models import TrainedModel, TrainingJob
+
+
+def job_state(job_id: int) -> dict | None:
+    job = TrainingJob.objects.filter(pk=job_id).select_related("snapshot").first()
+    if job is None:
+        return None
+    return {
+        "job": job.pk,
+        "kind": job.kind,
+        "status": job.status,
+        "cancel_requested": job.cancel_requested,
+        "progress": job.progress,
+        "eta_seconds": job.eta_seconds,
+        "error": job.error,
+        "log": job.log[-20000:],
+        "summary": job.summary,
+        "models": list(TrainedModel.objects.filter(job_id=job_id).values_list("pk", flat=True)),
+        "epochs": (job.config or {}).get("epochs"),
+    }
