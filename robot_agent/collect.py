@@ -1,0 +1,42 @@
+"""Scripted PickCube episodes collected in-process (no server): the demo's training data. No Django."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+
+from .maniskill_robot import JOINT_POS, ManiSkillRobot
+from .policies import ScriptedPickCubePolicy
+from .robot import Observation
+
+
+@dataclass
+class CollectedEpisode:
+    seed: int
+    observations: list[Observation]  # N+1: the reset observation first
+    actions: list[np.ndarray]  # N
+
+    @property
+    def first_success(self) -> int | None:
+        return next((i for i, o in enumerate(self.observations) if o.success), None)
+
+
+def collect_scripted(
+    seeds: list[int], *, size: int = 64, hold_steps: int = 12, env_id: str = "PickCube-v1"
+) -> Iterator[CollectedEpisode]:
+    """One episode per seed: ManiSkill's pick-cube plan, then `hold_steps` more steps holding the cube still."""
+    policy = ScriptedPickCubePolicy(env_id)
+    robot = ManiSkillRobot(env_id, control_mode=JOINT_POS, width=size, height=size, max_episode_steps=400)
+    with robot:
+        for seed in seeds:
+            policy.reset(seed)
+            obs = robot.reset(seed=seed)
+            observations, actions = [obs], []
+            for _ in range(len(policy.plan) + hold_steps):
+                action = policy.act(obs)
+                obs = robot.send_action(action)
+                observations.append(obs)
+                actions.append(action)
+            yield CollectedEpisode(seed, observations, actions)
