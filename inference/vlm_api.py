@@ -1,0 +1,344 @@
+"""REST API of VLM trend deployments, and an OpenAI-compatible chat-completions endpoint.
+
+- `POST /api/deployments/<name>/vlm/rewards`: trend rewards for whole windows (`windows`) or for steps
+  of parallel streams buffered server-side (`steps`, reward mode `history_vlm` / `buffered_vlm`).
+- `POST /v1/chat/completions`: the OpenAI format RLinf's API reward worker speaks (`model` = deployment
+  name, a user message of base64 `image_url` parts and text, `max_tokens`, `temperature`); the answer is
+  the model's greedy completion, plus a `reward_studio` object with label probabilities and the reward.
+Both authenticate with the agent token (`Authorization: Bearer <token>`, which is what an OpenAI
+client sends as its api_key). The web process never loads a model (see `inference.vlm_serving`).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import time
+import uuid
+
+from django.conf import settings
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework import exceptions, serializers, status
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from labeling.images import ImageError, check_image, decode_rgb
+from training.vlm.parse import label_parse
+from training.vlm.rewards import trend_reward
+
+from .serving import DeploymentNotFound, DeploymentUnavailable
+from .vlm_serving import (
+    REWARD_MODES,
+    NotAVLMDeployment,
+    StreamStep,
+    stream_rewards,
+    vlm_deployment,
+    windows_infer,
+    windows_rewards,
+)
+from .vlm_wire import MAX_IMAGES, MAX_NEW_TOKENS, WindowRequest
+
+MAX_WINDOWS = 64
+MAX_STEPS = 256
+MAX_FRAMES_PER_VIEW = MAX_IMAGES // 2
+
+
+class BadRequest(exceptions.APIException):
+    status_code = status.HTTP_400_BAD_REQUEST
+    default_code = "invalid_request_error"
+
+
+class ServiceUnavailable(exceptions.APIException):
+    status_code = status.HTTP_503_SERVICE_UNAVAILABLE
+    default_code = "service_unavailable"
+
+
+def image_decode(text: object, where: str):
+    """A uint8 HxWx3 array from base64 PNG/JPEG (a data URL is fine); BadRequest naming `where` if not."""
+    if not isinstance(text, str) or not text:
+        raise BadRequest(f"{where}: expected a base64-encoded PNG or JPEG string")
+    if text.startswith("data:"):
+        text = text.split(",", 1)[1] if "," in text else ""
+    try:
+        raw = base64.b64decode(text, validate=True)
+        checked = check_image(raw, max_side=settings.MAX_IMAGE_SIDE, max_pixels=settings.MAX_IMAGE_PIXELS)
+        return decode_rgb(checked.data)
+    except (binascii.Error, ValueError) as exc:
+        raise BadRequest(f"{where}: {exc}") from None
+    except ImageError as exc:
+        raise BadRequest(f"{where}: {exc}") from None
+
+
+def _deployment(name: str, **overrides):
+    try:
+        return vlm_deployment(name, **overrides)
+    except DeploymentNotFound as exc:
+        raise exceptions.NotFound(str(exc)) from None
+    except NotAVLMDeployment as exc:
+        raise BadRequest(str(exc)) from None
+    except ValueError as exc:  # a bad label mapping override
+        raise BadRequest(str(exc)) from None
+
+
+def _client(user) -> str:
+    return f"a{user.pk}" if getattr(user, "token_hash", None) else f"u{user.pk}"
+
+
+# ---- trend rewards -----------------------------------------------------------------------------------
+
+
+class WindowSerializer(serializers.Serializer):
+    main = serializers.ListField(child=serializers.CharField(), min_length=1, max_length=MAX_FRAMES_PER_VIEW)
+    extra = serializers.ListField(child=serializers.CharField(), min_length=1, max_length=MAX_FRAMES_PER_VIEW)
+    env_reward = serializers.FloatField(default=0.0)
+    env_success = serializers.BooleanField(default=False)
+
+
+class StepSerializer(serializers.Serializer):
+    stream = serializers.CharField(max_length=100, help_text="One per parallel env (e.g. the env index).")
+    main = serializers.CharField(help_text="This step's main-view frame, base64 PNG/JPEG.")
+    extra = serializers.CharField(help_text="This step's extra-view frame, base64 PNG/JPEG.")
+    env_reward = serializers.FloatField(default=0.0)
+    env_success = serializers.BooleanField(default=False)
+    done = serializers.BooleanField(default=False, help_text="Clears the stream's buffer after this step.")
+    reset = serializers.BooleanField(default=False, help_text="Clears the stream's buffer before this step.")
+
+
+class VLMRewardsRequestSerializer(serializers.Serializer):
+    reward_mode = serializers.ChoiceField(choices=[*REWARD_MODES, "window"], required=False)
+    windows = serializers.ListField(child=WindowSerializer(), required=False, max_length=MAX_WINDOWS)
+    steps = serializers.ListField(child=StepSerializer(), required=False, max_length=MAX_STEPS)
+    generate = serializers.BooleanField(
+        default=False, help_text="Label from greedy generation read by the parser, instead of label-token logits."
+    )
+    max_new_tokens = serializers.IntegerField(default=16, min_value=1, max_value=MAX_NEW_TOKENS)
+    label_rewards = serializers.DictField(child=serializers.FloatField(), required=False)
+    gt_success_bonus = serializers.FloatField(required=False)
+
+    def validate(self, data):
+        has_windows, has_steps = bool(data.get("windows")), bool(data.get("steps"))
+        if has_windows == has_steps:
+            raise serializers.ValidationError("send either a non-empty 'windows' list or a non-empty 'steps' list")
+        mode = data.get("reward_mode") or ("window" if has_windows else "history_vlm")
+        if (mode == "window") != has_windows:
+            raise serializers.ValidationError(
+                f"reward_mode {mode!r} takes {'windows' if mode == 'window' else 'steps'}"
+            )
+        data["reward_mode"] = mode
+        return data
+
+
+class VLMItemSerializer(serializers.Serializer):
+    stream = serializers.CharField(required=False)
+    step = serializers.IntegerField(required=False, help_text="Index of the step within its stream's buffer.")
+    scored = serializers.BooleanField()
+    label = serializers.CharField(allow_null=True)
+    probabilities = serializers.DictField(child=serializers.FloatField(), allow_null=True)
+    text = serializers.CharField(allow_null=True)
+    model_output = serializers.FloatField(help_text="Label reward (+ success bonus), or interval_reward.")
+    reward = serializers.FloatField(help_text="env_reward_weight * env_reward + reward_weight * model_output")
+
+
+class VLMRewardsResponseSerializer(serializers.Serializer):
+    deployment = serializers.CharField()
+    version = serializers.IntegerField()
+    reward_mode = serializers.CharField()
+    prompt = serializers.CharField()
+    label_rewards = serializers.DictField(child=serializers.FloatField())
+    gt_success_bonus = serializers.FloatField()
+    items = VLMItemSerializer(many=True)
+
+
+class VLMRewardsView(APIView):
+    """Trend rewards from a deployed Qwen3-VL."""
+
+    @extend_schema(
+        operation_id="deployment_vlm_rewards",
+        summary="Trend rewards for windows or buffered stream steps (VLM deployments)",
+        description=(
+            "`windows`: each a list of main-view and extra-view frames (base64 PNG/JPEG), scored as sent. "
+            "`steps` (reward_mode `history_vlm`, alias `buffered_vlm`): one frame per view per stream; the "
+            "server keeps the last `history_size` steps of each stream and scores a window once "
+            "`min_history_size` steps exist, every `input_interval` steps (the deployment's settings); other "
+            "steps get `interval_reward`. The label comes from the three label tokens' probabilities in one "
+            "forward pass, or with `generate` from greedy text read by the trend parser. The reward maps "
+            "positive/negative/unclear/invalid (default 1.0/-0.2/0.0/0.0) plus `gt_success_bonus` when "
+            "env_success, then the deployment's combine formula."
+        ),
+        request=VLMRewardsRequestSerializer,
+        responses={
+            200: VLMRewardsResponseSerializer,
+            400: OpenApiResponse(description="Bad images or fields, or not a VLM deployment (the detail says which)."),
+            401: OpenApiResponse(description="Missing or unknown token."),
+            404: OpenApiResponse(description="No such deployment."),
+            503: OpenApiResponse(description="Deployment unhealthy or no inference worker answered."),
+        },
+    )
+    def post(self, request, name: str):
+        body = VLMRewardsRequestSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        data = body.validated_data
+        deployment = _deployment(
+            name, label_rewards=data.get("label_rewards"), gt_success_bonus=data.get("gt_success_bonus")
+        )
+        try:
+            if data["reward_mode"] == "window":
+                windows = [
+                    {
+                        "main": [image_decode(f, f"windows[{i}].main[{j}]") for j, f in enumerate(w["main"])],
+                        "extra": [image_decode(f, f"windows[{i}].extra[{j}]") for j, f in enumerate(w["extra"])],
+                        "env_reward": w["env_reward"],
+                        "env_success": w["env_success"],
+                    }
+                    for i, w in enumerate(data["windows"])
+                ]
+                items = windows_rewards(
+                    deployment, windows, generate=data["generate"], max_new_tokens=data["max_new_tokens"]
+                )
+            else:
+                steps = [
+                    StreamStep(
+                        stream=s["stream"],
+                        main=image_decode(s["main"], f"steps[{i}].main"),
+                        extra=image_decode(s["extra"], f"steps[{i}].extra"),
+                        env_reward=s["env_reward"],
+                        env_success=s["env_success"],
+                        done=s["done"],
+                        reset=s["reset"],
+                    )
+                    for i, s in enumerate(data["steps"])
+                ]
+                items = stream_rewards(
+                    deployment,
+                    steps,
+                    client=_client(request.user),
+                    generate=data["generate"],
+                    max_new_tokens=data["max_new_tokens"],
+                )
+        except DeploymentUnavailable as exc:
+            raise ServiceUnavailable(str(exc)) from None
+        return Response(
+            {
+                "deployment": deployment.config.name,
+                "version": deployment.config.version,
+                "reward_mode": data["reward_mode"],
+                "prompt": deployment.prompt,
+                "label_rewards": deployment.reward.label_rewards,
+                "gt_success_bonus": deployment.reward.gt_success_bonus,
+                "items": items,
+            }
+        )
+
+
+# ---- OpenAI-compatible chat completions ------------------------------------------------------------
+
+
+class ChatCompletionRequestSerializer(serializers.Serializer):
+    model = serializers.CharField(help_text="The deployment name.")
+    messages = serializers.ListField(child=serializers.DictField(), min_length=1)
+    max_tokens = serializers.IntegerField(required=False, allow_null=True, min_value=1, max_value=MAX_NEW_TOKENS)
+    max_completion_tokens = serializers.IntegerField(
+        required=False, allow_null=True, min_value=1, max_value=MAX_NEW_TOKENS
+    )
+    temperature = serializers.FloatField(
+        required=False, allow_null=True, min_value=0.0, help_text="Accepted; decoding is always greedy."
+    )
+    n = serializers.IntegerField(required=False, allow_null=True, min_value=1, max_value=1)
+    stream = serializers.BooleanField(required=False, default=False)
+
+
+def chat_window(messages: list[dict]) -> tuple[list, str | None]:
+    """(images, prompt) from the user messages: every image_url part in order, text parts joined."""
+    images, texts = [], []
+    for m, message in enumerate(messages):
+        if message.get("role") != "user":
+            continue
+        content = message.get("content")
+        if isinstance(content, str):
+            texts.append(content)
+            continue
+        if not isinstance(content, list):
+            raise BadRequest(f"messages[{m}].content must be a string or a list of parts")
+        for p, part in enumerate(content):
+            kind = part.get("type") if isinstance(part, dict) else None
+            if kind == "text":
+                texts.append(str(part.get("text", "")))
+            elif kind == "image_url":
+                url = (part.get("image_url") or {}).get("url") if isinstance(part.get("image_url"), dict) else None
+                if not isinstance(url, str) or not url.startswith("data:image/"):
+                    raise BadRequest(
+                        f"messages[{m}].content[{p}]: only base64 data URLs (data:image/...;base64,...) are accepted"
+                    )
+                images.append(image_decode(url, f"messages[{m}].content[{p}].image_url"))
+            else:
+                raise BadRequest(f"messages[{m}].content[{p}]: unsupported part type {kind!r}")
+    if not images:
+        raise BadRequest("the user message has no image_url parts; send the window's frames as images")
+    if len(images) > MAX_IMAGES:
+        raise BadRequest(f"at most {MAX_IMAGES} images per request, got {len(images)}")
+    prompt = "\n".join(t for t in texts if t.strip()) or None
+    return images, prompt
+
+
+class ChatCompletionsView(APIView):
+    """OpenAI-compatible `POST /v1/chat/completions` for a deployed VLM."""
+
+    def handle_exception(self, exc):
+        response = super().handle_exception(exc)
+        detail = response.data.get("detail") if isinstance(response.data, dict) else response.data
+        code = getattr(exc, "default_code", None) or "error"
+        response.data = {"error": {"message": str(detail), "type": str(code), "code": response.status_code}}
+        return response
+
+    @extend_schema(
+        operation_id="chat_completions",
+        summary="OpenAI-compatible chat completions for a VLM deployment",
+        description=(
+            "`model` names the deployment. The user message holds the window's frames as base64 `image_url` "
+            "parts (main view, then extra view) and the prompt as text (none: the model's trained prompt). "
+            "Greedy decoding with `max_tokens` (default 16); `temperature` is accepted and ignored. The "
+            "response adds `reward_studio` with label probabilities, the parsed label and its reward."
+        ),
+        request=ChatCompletionRequestSerializer,
+        responses={200: OpenApiResponse(description="An OpenAI chat.completion object.")},
+    )
+    def post(self, request):
+        body = ChatCompletionRequestSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        data = body.validated_data
+        if data.get("stream"):
+            raise BadRequest("stream=true is not supported")
+        deployment = _deployment(data["model"])
+        images, prompt = chat_window(data["messages"])
+        max_tokens = data.get("max_completion_tokens") or data.get("max_tokens") or 16
+        window = WindowRequest(images, prompt or deployment.prompt, generate=True, max_new_tokens=max_tokens)
+        try:
+            result = windows_infer(deployment.config, [window])[0]
+        except DeploymentUnavailable as exc:
+            raise ServiceUnavailable(str(exc)) from None
+        text = result.get("text") or ""
+        label = label_parse(text)
+        return Response(
+            {
+                "id": f"chatcmpl-{uuid.uuid4().hex}",
+                "object": "chat.completion",
+                "created": int(time.time()),
+                "model": deployment.config.name,
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": {"role": "assistant", "content": text},
+                        "finish_reason": "stop",
+                        "logprobs": None,
+                    }
+                ],
+                "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
+                "reward_studio": {
+                    "label": label,
+                    "label_from_probabilities": result["label"],
+                    "probabilities": result["probabilities"],
+                    "reward": trend_reward(label, config=deployment.reward),
+                    "version": deployment.config.version,
+                },
+            }
+        )

@@ -1,0 +1,194 @@
+"""Web side of VLM trend rewards: windows and per-stream step buffers -> the inference workers -> rewards.
+
+The web process never loads a model: windows are packed (`inference.vlm_wire`) and sent through the
+server app's broker (`inference.serving.infer_payload`). Per-stream buffers for `history_vlm` (RLinf's
+newer name: `buffered_vlm`) live in Redis, keyed by deployment, client and stream, so several web
+processes can serve one RL run: each step pushes both views' frames, the list keeps the last
+`history_size` steps, and once `min_history_size` steps exist a window is scored every `input_interval`
+steps (the deployment's settings). Rewards: the label mapping (+ success bonus), then the deployment's
+combine formula `env_reward_weight * env_reward + reward_weight * model_output`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from training.vlm.history import HistoryConfig
+from training.vlm.labels import LABELS
+from training.vlm.prompt import prompt_render
+from training.vlm.rewards import TrendRewardConfig, trend_reward
+
+from .broker import dump_npy
+from .rewards import combine
+from .serving import DeploymentConfig, DeploymentNotFound, broker, deployment_config, infer_payload
+from .vlm_wire import WindowRequest, pack_windows, record_pack, unpack_window
+
+HISTORY_PREFIX = "rs:vlm:hist:"
+HISTORY_TTL_S = 3600
+REWARD_MODES = ("history_vlm", "buffered_vlm")
+
+
+class NotAVLMDeployment(ValueError):
+    pass
+
+
+@dataclass
+class VLMDeployment:
+    config: DeploymentConfig
+    prompt: str
+    reward: TrendRewardConfig
+    history: HistoryConfig
+
+
+def vlm_deployment(
+    name: str, *, label_rewards: dict | None = None, gt_success_bonus: float | None = None
+) -> VLMDeployment:
+    """The deployment's settings, prompt and label mapping (request overrides on top of the model's)."""
+    from .models import Deployment
+
+    config = deployment_config(name)
+    if config.kind != "vlm":
+        raise NotAVLMDeployment(f"deployment {name!r} serves a {config.kind} model, not a VLM")
+    row = Deployment.objects.select_related("trained_model__project").filter(pk=config.id).first()
+    if row is None:
+        raise DeploymentNotFound(f"no deployment named {name!r}")
+    model = row.trained_model
+    prompt = (model.config or {}).get("prompt")
+    if not prompt:
+        project = model.project
+        prompt = prompt_render(project.prompt_template, task=project.task_description, window_size=project.window_size)
+    stored = dict((model.config or {}).get("reward") or {})
+    if label_rewards:
+        stored["label_rewards"] = {**(stored.get("label_rewards") or {}), **label_rewards}
+    if gt_success_bonus is not None:
+        stored["gt_success_bonus"] = gt_success_bonus
+    reward = config.reward
+    history = HistoryConfig(
+        history_size=reward.history_size,
+        min_history_size=reward.min_history_size,
+        input_interval=reward.input_interval,
+        interval_reward=reward.interval_reward,
+    )
+    return VLMDeployment(config=config, prompt=prompt, reward=TrendRewardConfig.from_dict(stored), history=history)
+
+
+def windows_infer(
+    config: DeploymentConfig, windows: list[WindowRequest], *, timeout: float | None = None
+) -> list[dict]:
+    """Per-window results from the workers: probabilities, label, and generated text when asked."""
+    return infer_payload(config, dump_npy(pack_windows(windows)), timeout=timeout)
+
+
+def item_reward(
+    deployment: VLMDeployment, result: dict, *, env_reward: float, env_success: bool, use_text: bool
+) -> dict:
+    label = result["parsed"] if use_text else result["label"]
+    output = trend_reward(label, config=deployment.reward, env_success=env_success)
+    return {
+        "scored": True,
+        "label": label,
+        "probabilities": result["probabilities"],
+        "text": result.get("text"),
+        "model_output": output,
+        "reward": combine(env_reward, output, deployment.config.reward),
+    }
+
+
+def windows_rewards(
+    deployment: VLMDeployment, windows: list[dict], *, generate: bool, max_new_tokens: int
+) -> list[dict]:
+    """`windows`: [{"main": [frames], "extra": [frames], "env_reward", "env_success"}] (frames uint8 HxWx3)."""
+    requests = [
+        WindowRequest([*w["main"], *w["extra"]], deployment.prompt, generate=generate, max_new_tokens=max_new_tokens)
+        for w in windows
+    ]
+    results = windows_infer(deployment.config, requests)
+    return [
+        item_reward(deployment, r, env_reward=w["env_reward"], env_success=w["env_success"], use_text=generate)
+        for w, r in zip(windows, results, strict=True)
+    ]
+
+
+@dataclass
+class StreamStep:
+    stream: str
+    main: np.ndarray
+    extra: np.ndarray
+    env_reward: float = 0.0
+    env_success: bool = False
+    done: bool = False
+    reset: bool = False
+    window: list[list[np.ndarray]] = field(default_factory=list)  # buffered [main, extra] pairs
+    count: int = 0
+
+
+def _stream_key(deployment: VLMDeployment, client: str, stream: str) -> str:
+    return f"{HISTORY_PREFIX}{deployment.config.id}:{client}:{stream}"
+
+
+def _push(redis, key: str, step: StreamStep, history: HistoryConfig) -> None:
+    """Append the step's two frames to its stream; read back the count and the buffered steps."""
+    record = record_pack(WindowRequest([step.main, step.extra]))
+    pipe = redis.pipeline(transaction=True)
+    if step.reset:
+        pipe.delete(key, key + ":n")
+    pipe.rpush(key, record)
+    pipe.ltrim(key, -history.history_size, -1)
+    pipe.incr(key + ":n")
+    pipe.expire(key, HISTORY_TTL_S)
+    pipe.expire(key + ":n", HISTORY_TTL_S)
+    pipe.lrange(key, 0, -1)
+    *_, count, _, _, records = pipe.execute()
+    step.count = int(count)
+    step.window = [unpack_window(np.frombuffer(raw, dtype=np.uint8)).images for raw in records]
+
+
+def stream_rewards(
+    deployment: VLMDeployment, steps: list[StreamStep], *, client: str, generate: bool, max_new_tokens: int
+) -> list[dict]:
+    """One result per step, in order; steps of one stream count in request order."""
+    redis = broker().redis
+    history = deployment.history
+    scored_idx, requests = [], []
+    for i, step in enumerate(steps):
+        key = _stream_key(deployment, client, step.stream)
+        _push(redis, key, step, history)
+        count = step.count
+        if count >= history.min_history_size and (count - history.min_history_size) % history.input_interval == 0:
+            frames = step.window
+            pad = history.history_size - len(frames)
+            frames = [frames[0]] * pad + frames
+            main = [pair[0] for pair in frames]
+            extra = [pair[1] for pair in frames]
+            requests.append(
+                WindowRequest([*main, *extra], deployment.prompt, generate=generate, max_new_tokens=max_new_tokens)
+            )
+            scored_idx.append(i)
+        if step.done:
+            redis.delete(key, key + ":n")
+    results = windows_infer(deployment.config, requests) if requests else []
+    by_step = dict(zip(scored_idx, results, strict=True))
+    out = []
+    for i, step in enumerate(steps):
+        if i in by_step:
+            item = item_reward(
+                deployment, by_step[i], env_reward=step.env_reward, env_success=step.env_success, use_text=generate
+            )
+        else:
+            output = deployment.history.interval_reward
+            item = {
+                "scored": False,
+                "label": None,
+                "probabilities": None,
+                "text": None,
+                "model_output": output,
+                "reward": combine(step.env_reward, output, deployment.config.reward),
+            }
+        out.append({"stream": step.stream, "step": step.count - 1, **item})
+    return out
+
+
+def label_probabilities_dict(values) -> dict[str, float]:
+    return {label: float(v) for label, v in zip(LABELS, values, strict=True)}

@@ -1,0 +1,11 @@
+"""VLM URLs, included by inference/urls.py at the site root (so the OpenAI route is exactly /v1/...)."""
+
+from django.urls import path
+
+from . import vlm_api, vlm_pages
+
+urlpatterns = [
+    path("api/deployments/<slug:name>/vlm/rewards", vlm_api.VLMRewardsView.as_view(), name="deployment-vlm-rewards"),
+    path("v1/chat/completions", vlm_api.ChatCompletionsView.as_view(), name="openai-chat-completions"),
+    path("models/<int:model_id>/vlm-evaluation", vlm_pages.vlm_evaluation, name="vlm-evaluation"),
+]
