@@ -107,7 +107,7 @@ function column(ev: Evaluation, index: number): HTMLElement {
   const gallery = col.querySelector(".gallery")!;
   gallery.innerHTML = ev.order.slice(0, GALLERY).map((i) => {
     const item = ev.items[i];
-    const img = item.image ? `<img loading="lazy" src="${esc(item.image)}" alt="step ${item.step}">` : "";
+    const img = item.image ? `<img src="${esc(item.image)}" alt="step ${item.step}">` : "";
     const href = item.label_url ? ` href="${esc(item.label_url)}"` : "";
     return `<a${href} data-index="${i}" title="episode ${esc(item.episode)} step ${item.step}">${img}
       <div class="cap"><span>${item.label ? "success" : "fail"}</span><b>${item.probability.toFixed(2)}</b></div></a>`;
