@@ -12,6 +12,7 @@ from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import exceptions, serializers, status
+from rest_framework.authentication import SessionAuthentication
 from rest_framework.parsers import BaseParser, JSONParser
 from rest_framework.permissions import BasePermission
 from rest_framework.response import Response
@@ -20,6 +21,7 @@ from rest_framework.views import APIView
 from training.models import TrainedModel
 
 from . import services
+from .auth import CachedAgentTokenAuthentication
 from .broker import dump_npy
 from .models import Deployment
 from .payloads import MAX_ITEMS, PayloadError, bool_list, float_list, images_from_base64, npy_shape
@@ -116,6 +118,7 @@ class RewardsView(APIView):
     """Rewards for a batch of images from a deployment's model."""
 
     parser_classes = [NpyParser, JSONParser]
+    authentication_classes = [CachedAgentTokenAuthentication, SessionAuthentication]
 
     def initial(self, request, *args, **kwargs):
         self._client = _client_key(request)

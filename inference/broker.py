@@ -185,9 +185,11 @@ class BrokerClient:
         max_wait_ms: float = 2.0,
     ) -> Reply:
         request = _request(deployment, version, payload, timeout, max_batch_size, max_wait_ms)
-        try:
-            self.redis.lpush(queue_key(deployment), request.encode())
-            got = self.redis.blpop([request.reply_key], timeout=timeout)
+        try:  # push and wait in one round trip
+            pipe = self.redis.pipeline(transaction=False)
+            pipe.lpush(queue_key(deployment), request.encode())
+            pipe.blpop([request.reply_key], timeout=timeout)
+            got = pipe.execute()[1]
         except RedisError as exc:
             raise BrokerError(f"Redis is unavailable: {exc}") from None
         if got is None:
@@ -212,9 +214,11 @@ class AsyncBrokerClient:
         max_wait_ms: float = 2.0,
     ) -> Reply:
         request = _request(deployment, version, payload, timeout, max_batch_size, max_wait_ms)
-        try:
-            await self.redis.lpush(queue_key(deployment), request.encode())
-            got = await self.redis.blpop([request.reply_key], timeout=timeout)
+        try:  # push and wait in one round trip
+            pipe = self.redis.pipeline(transaction=False)
+            pipe.lpush(queue_key(deployment), request.encode())
+            pipe.blpop([request.reply_key], timeout=timeout)
+            got = (await pipe.execute())[1]
         except RedisError as exc:
             raise BrokerError(f"Redis is unavailable: {exc}") from None
         if got is None:

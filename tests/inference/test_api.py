@@ -156,3 +156,16 @@ def test_deployments_list_for_agents_and_changes_for_staff_only(agent_client, ad
         "/api/deployments/second/", {"trained_model": trained_model.pk, "reward_type": "soft"}, format="json"
     )
     assert switched.status_code == 200 and switched.json()["version"] == 1  # same model: no reload
+
+
+def test_the_hot_path_makes_no_database_query_once_warm(
+    agent_client, deployment, monkeypatch, django_assert_num_queries
+):
+    import inference.reward_serving as reward_serving
+
+    monkeypatch.setattr(reward_serving, "infer_payload", lambda config, payload, timeout=None: [0.75])
+    body = npy(random_images(1))
+    assert post_npy(agent_client, deployment.name, body).json()["items"][0]["probability"] == 0.75
+    with django_assert_num_queries(0):
+        response = post_npy(agent_client, deployment.name, body, "?env_rewards=1.0&dones=0")
+    assert response.json()["items"] == [{"probability": 0.75, "success": True, "reward": 1.0, "scored": True}]

@@ -1,0 +1,226 @@
+"""Reward serving benchmark: the REST API + inference worker against a plain in-process forward pass.
+
+Model: RLinf ResNet18 reward classifier (hidden_dim 256) at 128x128, random weights, on the CPU. The
+limit is `predict_proba` of the same checkpoint in this process with the same torch threads as the
+worker, measured in the same run, right before each service figure:
+
+  1. batch of 64 through the REST API: throughput vs the raw batch-64 forward   (target ratio >= 0.9)
+  2. one client sending single images: median latency vs raw single-image forward (target <= raw + 5 ms)
+  3. 16 concurrent clients sending single images: aggregate throughput vs the raw batch-1 rate
+     (target ratio >= 2, only dynamic batching gets there), with p50/p99 latency.
+
+Self-contained: it migrates the database named by DATABASE_URL (default: an SQLite file in a temporary
+folder), writes the checkpoint to a temporary MEDIA_ROOT, starts uvicorn and `manage.py inference_worker
+--threads N` on a free port, and removes what it created:
+
+    .venv/bin/python bench/inference.py [--threads 2] [--requests 200] [--clients 16]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+TMP = Path(tempfile.mkdtemp(prefix="rs-bench-inference-"))
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings")
+os.environ.setdefault("DATABASE_URL", f"sqlite:///{TMP / 'bench.sqlite3'}")
+os.environ["MEDIA_ROOT"] = str(TMP / "media")
+os.environ.setdefault("DEBUG", "0")
+os.environ.setdefault("LOG_LEVEL", "WARNING")
+
+SIZE = 128
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_for_port(port: int, proc: subprocess.Popen, timeout: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError("server exited at start")
+        with socket.socket() as sock:
+            if sock.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.1)
+    raise TimeoutError("server did not start")
+
+
+def median_time(fn, repeats: int) -> float:
+    times = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - started)
+    return statistics.median(times)
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+
+
+def setup(threads: int):
+    import django
+
+    django.setup()
+    import torch
+    from django.core.files.storage import default_storage
+    from django.core.management import call_command
+
+    from inference.services import deployment_create
+    from labeling.models import Project
+    from labeling.services import agent_create
+    from training.models import TrainedModel
+    from training.resnet.checkpoint import save_checkpoint
+    from training.resnet.config import ResNetConfig
+    from training.resnet.model import RewardResNet
+
+    call_command("migrate", verbosity=0)
+    torch.manual_seed(0)
+    config = ResNetConfig(arch="resnet18", image_size=[3, SIZE, SIZE], hidden_dim=256, dropout=0.1)
+    folder = f"checkpoints/bench_{uuid.uuid4().hex[:8]}"
+    save_checkpoint(RewardResNet(config).eval(), config, default_storage.path(folder), metrics={}, step=0)
+    project, _ = Project.objects.get_or_create(name="bench-inference")
+    model = TrainedModel.objects.create(project=project, kind="resnet", name="bench-resnet18", checkpoint_path=folder)
+    deployment = deployment_create(name=f"bench-{uuid.uuid4().hex[:8]}", trained_model=model)
+    agent, token = agent_create(name=f"bench-rl-{uuid.uuid4().hex[:6]}", kind="rl_worker")
+    return project, model, deployment, agent, token, default_storage.path(folder)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--threads", type=int, default=0, help="torch threads for raw and worker (0: torch default)")
+    parser.add_argument("--requests", type=int, default=200, help="single-image requests per scenario")
+    parser.add_argument("--batches", type=int, default=10, help="batch-64 requests")
+    parser.add_argument("--clients", type=int, default=16)
+    args = parser.parse_args()
+
+    import torch
+
+    threads = args.threads or torch.get_num_threads()
+    torch.set_num_threads(threads)
+    project, model, deployment, agent, token, folder = setup(threads)
+
+    from inference.client import RewardClient
+    from training.resnet.checkpoint import load_checkpoint, predict_proba
+
+    raw_model, _ = load_checkpoint(folder, "cpu")
+    rng = np.random.default_rng(0)
+    batch64 = rng.integers(0, 256, size=(64, SIZE, SIZE, 3), dtype=np.uint8)
+    singles = [rng.integers(0, 256, size=(1, SIZE, SIZE, 3), dtype=np.uint8) for _ in range(32)]
+
+    env = dict(os.environ)
+    port = free_port()
+    logs = TMP / "logs"
+    logs.mkdir()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "uvicorn", "webapp.asgi:application", "--port", str(port), "--log-level", "warning"],
+        cwd=ROOT,
+        env=env,
+        stdout=open(logs / "uvicorn.log", "w"),  # noqa: SIM115
+        stderr=subprocess.STDOUT,
+    )
+    worker = subprocess.Popen(
+        [sys.executable, "manage.py", "inference_worker", "--threads", str(threads)],
+        cwd=ROOT,
+        env=env,
+        stdout=open(logs / "worker.log", "w"),  # noqa: SIM115
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        wait_for_port(port, server)
+        url = f"http://127.0.0.1:{port}"
+        client = RewardClient(url, token, deployment.name)
+        for _ in range(5):  # warm up: model loaded, connections open
+            client.compute_rewards(batch64[:8])
+            client.compute_rewards(singles[0])
+        served = client.compute_rewards(batch64).probabilities
+        assert np.allclose(served, predict_proba(raw_model, batch64), atol=1e-5), "served probabilities differ"
+
+        print(f"ResNet18 {SIZE}x{SIZE}, CPU, torch threads {threads} (raw in-process and worker)")
+        print(f"{'scenario':<44} {'service':>14} {'raw limit':>14} {'ratio':>7}  target")
+
+        # 1. batch of 64
+        predict_proba(raw_model, batch64)
+        raw64 = median_time(lambda: predict_proba(raw_model, batch64), args.batches)
+        api64 = median_time(lambda: client.compute_rewards(batch64), args.batches)
+        raw_tput, api_tput = 64 / raw64, 64 / api64
+        print(
+            f"{'1. batch of 64 via REST (images/s)':<44} {api_tput:>14.1f} {raw_tput:>14.1f} "
+            f"{api_tput / raw_tput:>7.2f}  >= 0.90"
+        )
+
+        # 2. one client, single images
+        raw1 = median_time(lambda: predict_proba(raw_model, singles[0]), args.requests // 2)
+        latencies = []
+        for i in range(args.requests):
+            started = time.perf_counter()
+            client.compute_rewards(singles[i % len(singles)])
+            latencies.append(time.perf_counter() - started)
+        median_ms, raw1_ms = statistics.median(latencies) * 1000, raw1 * 1000
+        print(
+            f"{'2. one client, median latency (ms)':<44} {median_ms:>14.2f} {raw1_ms:>14.2f} "
+            f"{median_ms - raw1_ms:>+7.2f}  <= +5.00 ms"
+        )
+
+        # 3. concurrent clients, single images
+        raw1 = median_time(lambda: predict_proba(raw_model, singles[0]), args.requests // 2)
+        per_client = max(1, args.requests // args.clients * 2)
+        clients = [RewardClient(url, token, deployment.name) for _ in range(args.clients)]
+
+        def run_client(c: RewardClient) -> list[float]:
+            own = []
+            for i in range(per_client):
+                started = time.perf_counter()
+                c.compute_rewards(singles[i % len(singles)])
+                own.append(time.perf_counter() - started)
+            return own
+
+        with ThreadPoolExecutor(args.clients) as pool:
+            list(pool.map(lambda c: c.compute_rewards(singles[0]), clients))  # connections open
+            started = time.perf_counter()
+            all_latencies = [x for own in pool.map(run_client, clients) for x in own]
+            wall = time.perf_counter() - started
+        rate, raw_rate = len(all_latencies) / wall, 1 / raw1
+        print(
+            f"{f'3. {args.clients} clients, single images (images/s)':<44} {rate:>14.1f} {raw_rate:>14.1f} "
+            f"{rate / raw_rate:>7.2f}  >= 2.00"
+        )
+        print(
+            f"   latency p50 {percentile(all_latencies, 0.5) * 1000:.1f} ms, "
+            f"p99 {percentile(all_latencies, 0.99) * 1000:.1f} ms over {len(all_latencies)} requests"
+        )
+    finally:
+        for proc in (server, worker):
+            proc.terminate()
+        for proc in (server, worker):
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        deployment.delete()
+        model.delete()
+        agent.delete()
+        if project.trained_models.count() == 0 and project.episodes.count() == 0:
+            project.delete()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,48 @@
+"""Token authentication for the rewards endpoint without a database query per request.
+
+RL workers call the endpoint at every step; looking the token up in the database each time would cost
+more than the rest of the request (a fresh connection under ASGI). Agents found by token are kept in
+process memory for TOKEN_CACHE_S, so a revoked token stops working within that time. Unknown tokens
+are never cached (the bad-request limiter bounds how often they are looked up).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from rest_framework import exceptions
+
+from labeling.auth import AgentTokenAuthentication, agent_for_token
+from labeling.tokens import hash_token, token_from_header
+
+TOKEN_CACHE_S = 10.0
+_agents: dict[str, tuple[float, object]] = {}
+_lock = threading.Lock()
+
+
+class CachedAgentTokenAuthentication(AgentTokenAuthentication):
+    def authenticate(self, request):
+        header = request.META.get("HTTP_AUTHORIZATION")
+        if not header:
+            return None
+        token = token_from_header(header)
+        if token is None:
+            raise exceptions.AuthenticationFailed("Malformed Authorization header: use 'Bearer <token>'.")
+        key = hash_token(token)
+        entry = _agents.get(key)
+        if entry is not None and time.monotonic() - entry[0] < TOKEN_CACHE_S:
+            return entry[1], token
+        agent = agent_for_token(token)
+        if agent is None:
+            raise exceptions.AuthenticationFailed("Unknown or revoked agent token.")
+        with _lock:
+            if len(_agents) > 10_000:
+                _agents.clear()
+            _agents[key] = (time.monotonic(), agent)
+        return agent, token
+
+
+def forget_tokens() -> None:
+    with _lock:
+        _agents.clear()
