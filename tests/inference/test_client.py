@@ -159,3 +159,32 @@ def test_a_model_that_fails_to_load_marks_the_deployment_unhealthy(
     time.sleep(1.1)  # the web process's settings cache now knows: answers at once, no worker round trip
     with pytest.raises(ServiceUnavailable, match="is unhealthy"):
         client.compute_rewards(random_images(1))
+
+
+def test_the_documented_example_runs(project, rl_token, live_server_url, inference_worker_process):
+    model = make_trained_model(project, seed=8)
+    deployment = deploy(model, reward_mode="terminal")
+    out = subprocess.run(
+        [
+            sys.executable,
+            "inference/examples/reward_client_example.py",
+            "--url",
+            live_server_url,
+            "--token",
+            rl_token,
+            "--deployment",
+            deployment.name,
+            "--envs",
+            "2",
+            "--steps",
+            "3",
+            "--size",
+            "32",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.count("step ") == 3 and "DI-engine-style estimate" in out.stdout
