@@ -86,7 +86,7 @@ def unpack_window(row: np.ndarray) -> WindowRequest:
         n = h * w * 3
         if offset + n > len(raw):
             raise WireError("window record is shorter than its images")
-        images.append(np.frombuffer(raw, dtype=np.uint8, count=n, offset=offset).reshape(h, w, 3))
+        images.append(np.frombuffer(raw, dtype=np.uint8, count=n, offset=offset).reshape(h, w, 3).copy())
         offset += n
     return WindowRequest(
         images=images,

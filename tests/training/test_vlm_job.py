@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import pickle
 import time
@@ -45,7 +46,9 @@ def _wait_finished(job, timeout: float = 120.0):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_vlm_job_fine_tunes_the_fixture_through_a_celery_worker(project, vlm_fixture_dir, celery_worker_process):
+def test_vlm_job_fine_tunes_the_fixture_through_a_celery_worker(
+    project, user_client, vlm_fixture_dir, celery_worker_process
+):
     from training.models import JobMetric, JobStatus, TrainedModel
     from training.services import job_create
     from training.snapshot_services import snapshot_create
@@ -78,25 +81,25 @@ def test_vlm_job_fine_tunes_the_fixture_through_a_celery_worker(project, vlm_fix
         "base_model_path": str(vlm_fixture_dir),
         "lr": 5e-3,
         "warmup_steps": 2,
-        "max_steps": 30,
+        "max_steps": 24,
         "batch_size": 3,
         "grad_accum": 1,
-        "eval_every": 10,
+        "eval_every": 8,
         "save_full_weights": True,
         "device": "cpu",
+        "num_threads": 1,
     }
     job = job_create(project=project, snapshot=snapshot, kind="vlm", config=config)
     job = _wait_finished(job)
     assert job.status == JobStatus.SUCCEEDED, job.error
-    print(f"vlm job ran {(job.finished_at - job.started_at).total_seconds():.1f}s\n{job.log}")
 
     # Live curves were stored: a loss per step that falls, a validation point per evaluation.
     steps = list(JobMetric.objects.filter(job=job, kind="step").order_by("step").values_list("values", flat=True))
-    assert len(steps) == 30
+    assert len(steps) == 24
     losses = [point["loss"] for point in steps]
     assert np.mean(losses[-5:]) < np.mean(losses[:5]) - 0.3
     epochs = JobMetric.objects.filter(job=job, kind="epoch").order_by("step")
-    assert [p.step for p in epochs] == [10, 20, 30] and "val_loss" in epochs[0].values
+    assert [p.step for p in epochs] == [8, 16, 24] and "val_loss" in epochs[0].values
 
     # The adapter reloads and gives the same label probabilities as the trained model did.
     model_row = TrainedModel.objects.get(job=job)
@@ -117,6 +120,10 @@ def test_vlm_job_fine_tunes_the_fixture_through_a_celery_worker(project, vlm_fix
         assert window["episode_uuid"] in uuids
         assert window["link"] == f"/episodes/{window['episode_uuid']}/label?step={window['start_step']}"
     assert model_row.metrics["confusion"] == evaluation["confusion"]
+    page = user_client.get(f"/models/{model_row.pk}/vlm-evaluation")
+    assert page.status_code == 200 and b"Confusion matrix" in page.content
+    for wrong in evaluation["wrong"]:
+        assert evaluation["windows"][wrong["index"]]["link"].encode() in page.content
 
 
 @pytest.mark.django_db
@@ -128,3 +135,34 @@ def test_vlm_job_with_a_missing_model_folder_is_refused_before_queueing(project,
     snapshot = snapshot_create(project=project, options={"png_folders": False, "seed": 1})
     with pytest.raises(ValueError, match="does not exist: download a Qwen3-VL model"):
         job_create(project=project, snapshot=snapshot, kind="vlm", config={"base_model_path": str(tmp_path / "none")})
+
+
+@pytest.mark.django_db
+def test_evaluation_page_links_each_wrong_window_to_the_labeling_page(project, user_client):
+    from django.core.files.storage import default_storage
+    from django.test import Client
+
+    from training.models import TrainedModel
+    from training.vlm.evaluation import trend_evaluate
+
+    probs = [[0.1, 0.8, 0.1], [0.7, 0.2, 0.1], [0.2, 0.2, 0.6]]
+    evaluation = trend_evaluate(probs, ["positive", "positive", "negative"])
+    evaluation["windows"] = [
+        {
+            "start_step": 3 * i,
+            "end_step": 3 * i + 4,
+            "source_episode_path": f"ep{i}",
+            "link": f"/episodes/u{i}/label?step={3 * i}",
+        }
+        for i in range(3)
+    ]
+    name = "checkpoints/vlm_eval_page"
+    default_storage.save(f"{name}/evaluation.json", io.BytesIO(json.dumps(evaluation).encode()))
+    model = TrainedModel.objects.create(project=project, kind="vlm", name="trend", checkpoint_path=name)
+    page = user_client.get(f"/models/{model.pk}/vlm-evaluation").content.decode()
+    wrong = page[page.index('id="wrong"') :]
+    # most confidently wrong first: window 0 (negative at 0.8), then window 2 (unclear at 0.6)
+    assert wrong.index("/episodes/u0/label?step=0") < wrong.index("/episodes/u2/label?step=6")
+    assert "/episodes/u1/label" not in wrong
+    assert "<td>positive</td><td>1.000</td><td>0.500</td><td>2</td>" in page.replace("\n", "").replace("  ", "")
+    assert Client().get(f"/models/{model.pk}/vlm-evaluation").status_code == 302  # login required

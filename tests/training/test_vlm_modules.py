@@ -32,6 +32,15 @@ def coloured_window(label: str, size: int = 32, seed: int = 0) -> TrendWindow:
     return TrendWindow(frames, [f[::-1].copy() for f in frames], label)
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _one_torch_thread():
+    """The tiny model is fastest on one thread (OpenMP spinning hurts on a shared 2-core machine)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 @pytest.fixture(scope="module")
 def tiny(vlm_fixture_dir):
     from training.vlm.checkpoint import base_load
@@ -336,3 +345,43 @@ def test_a_window_pickle_that_runs_code_is_refused(tmp_path):
     (tmp_path / "train" / "segments.jsonl").write_text(json.dumps({"answer": "positive", "pkl_path": str(bad)}))
     with pytest.raises(pickle.UnpicklingError, match="builtins.print"):
         trend_split_load(tmp_path, "train")
+
+
+# ---- wire format and the worker-side scorer -----------------------------------------------------------
+
+
+def test_packed_windows_round_trip_and_batch_by_size():
+    from inference.vlm_wire import BUCKET, WindowRequest, is_packed, pack_windows, unpack_window
+
+    small = WindowRequest(coloured_window("positive").images(), "p", generate=True, max_new_tokens=4)
+    other = WindowRequest(coloured_window("negative", size=48).images(), None)
+    packed = pack_windows([small, other])
+    assert packed.dtype == np.uint8 and packed.shape[1] % BUCKET == 0 and is_packed(packed)
+    back = [unpack_window(row) for row in packed]
+    assert back[0].prompt == "p" and back[0].generate and back[0].max_new_tokens == 4
+    assert back[1].prompt is None and not back[1].generate
+    for request, got in zip([small, other], back, strict=True):
+        assert all(np.array_equal(a, b) for a, b in zip(request.images, got.images, strict=True))
+
+
+def test_vlm_scorer_scores_packed_windows_and_live_frames(vlm_fixture_dir, tiny):
+    from inference.scorers import ModelSpec, load_scorer
+    from inference.vlm_wire import WindowRequest, pack_windows
+    from training.vlm.scoring import ScoreItem, TrendScorer
+
+    scorer = load_scorer(ModelSpec(kind="vlm", folder=vlm_fixture_dir))
+    window = coloured_window("unclear")
+    [result] = scorer.score(pack_windows([WindowRequest(window.images(), None, generate=True, max_new_tokens=3)]))
+    direct = TrendScorer(*tiny).probabilities([ScoreItem(window.images(), scorer.prompt)])[0]
+    assert np.allclose([result["probabilities"][k] for k in LABELS], direct, atol=1e-6)
+    assert result["probability"] == result["probabilities"]["positive"]
+    assert result["text"] is not None and result["parsed"] == label_parse(result["text"])
+
+    # live frames (one view standing in for both): a rolling window, front-padded, scored every step
+    frames = np.stack(window.main_frames)
+    live = scorer.score(frames[:2])
+    padded = [frames[0]] * 4 + [frames[1]]
+    expected = TrendScorer(*tiny).probabilities([ScoreItem(padded + padded, scorer.prompt)])[0]
+    assert len(live) == 2 and np.isclose(live[1]["probability"], expected[0], atol=1e-6)
+    with pytest.raises(ValueError, match="packed windows or uint8 frames"):
+        scorer.score(np.zeros((2, 3), dtype=np.float32))

@@ -64,6 +64,7 @@ class VLMTrainConfig:
     seed: int = 42
     device: str = "auto"
     bf16: bool = True
+    num_threads: int = 0  # torch CPU threads while the job runs (0: leave the process's setting)
     # Prompt (a model must be served with the prompt it was trained on)
     prompt_template: str = DEFAULT_PROMPT_TEMPLATE
     task: str = ""
@@ -98,6 +99,8 @@ class VLMTrainConfig:
             except (TypeError, ValueError):
                 errors.append(f"{name} must be a number, got {getattr(self, name)!r}")
                 setattr(self, name, 0.0)
+        if not isinstance(self.num_threads, int) or isinstance(self.num_threads, bool) or self.num_threads < 0:
+            errors.append(f"num_threads must be an integer >= 0, got {self.num_threads!r}")
         if not isinstance(self.warmup_steps, int) or self.warmup_steps < 0:
             errors.append(f"warmup_steps must be an integer >= 0, got {self.warmup_steps!r}")
         if not 0.0 <= float(self.lora_dropout) < 1.0:

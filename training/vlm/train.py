@@ -145,6 +145,16 @@ def train_vlm(
     reporter = reporter or MemoryReporter()
     if not train_windows:
         raise ValueError("the training split has no windows")
+    threads = torch.get_num_threads()
+    if config.num_threads:
+        torch.set_num_threads(config.num_threads)
+    try:
+        return _train(config, train_windows, eval_windows, Path(out_dir), reporter, prompt)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _train(config, train_windows, eval_windows, out_dir: Path, reporter, prompt: str | None) -> dict:
     torch.manual_seed(config.seed)
     device = device_pick(config.device)
     dtype = dtype_pick(device, config.bf16)
