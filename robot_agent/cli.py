@@ -19,7 +19,7 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--deployment", default="", help="deployment whose model scores the frames (optional)")
     parser.add_argument("--hz", type=float, default=10.0, help="control rate (10-20 Hz)")
     parser.add_argument("--episodes", type=int, default=1)
-    parser.add_argument("--max-steps", type=int, default=100)
+    parser.add_argument("--max-steps", type=int, default=None, help="steps per episode (run: 100; replay: all)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--format", choices=["jpeg", "png"], default="jpeg", help="image encoding on the wire")
     parser.add_argument("--save-dir", type=Path, help="also save each episode as a replayable .npz here")
@@ -109,7 +109,7 @@ def make_robot(args):
 
     mode = JOINT_POS if args.policy == "scripted" else "pd_ee_delta_pose"
     return ManiSkillRobot(
-        args.env_id, control_mode=mode, width=args.width, height=args.height, max_episode_steps=args.max_steps
+        args.env_id, control_mode=mode, width=args.width, height=args.height, max_episode_steps=args.max_steps or 100
     )
 
 
@@ -153,6 +153,8 @@ def stream(args) -> int:
     from .streamer import Streamer, StreamFatal
 
     robot = make_robot(args)
+    if args.max_steps is None:
+        args.max_steps = robot.length - 1 if hasattr(robot, "length") else 100
     with robot:
         policy = make_policy(args, robot)
         hello = {

@@ -76,3 +76,42 @@ def test_dashboard_shows_live_probabilities_from_the_replay_agent(
     link = page.locator(f"tr[data-session='{session.pk}'] a.episode-link").first
     assert link.get_attribute("href").endswith("/label") and "/episodes/" in link.get_attribute("href")
     page.close()
+
+
+def test_agent_and_dashboard_reconnect_after_a_server_restart(browser, process_env, user, project, agent_token):
+    from tests.conftest import _spawn, _stop, _wait_for_port, free_port
+
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    args = [sys.executable, "-m", "uvicorn", "webapp.asgi:application", "--port", str(port), "--log-level", "warning"]
+    server = _spawn(args, process_env, f"uvicorn-restart-{port}.log")
+    agent = None
+    try:
+        _wait_for_port(port, server)
+        agent = start_agent(
+            process_env, url, agent_token[1], "", "--episodes", "1", "--synthetic-steps", "400", "--hz", "20"
+        )
+        session = wait_for(lambda: TeleopSession.objects.filter(is_live=True).first(), what="a live session")
+        page = browser.new_page()
+        login(page, url, "alice", "pw-alice-123")
+        page.goto(f"{url}/teleop/{session.pk}/")
+        page.wait_for_function("window.__teleop && window.__teleop.frames >= 5", timeout=20_000)
+
+        _stop(server)  # the server goes away mid-stream...
+        page.wait_for_function("window.__teleop.connected === false", timeout=10_000)
+        server = _spawn(args, process_env, f"uvicorn-restart-{port}-2.log")  # ...and comes back
+        _wait_for_port(port, server)
+        page.wait_for_function("window.__teleop.connected && window.__teleop.reconnects >= 1", timeout=20_000)
+        before = page.evaluate("window.__teleop.frames")
+        page.wait_for_function(f"window.__teleop.frames >= {before + 10}", timeout=20_000)
+        output, _ = agent.communicate(timeout=60)
+        assert agent.returncode == 0, output
+    finally:
+        if agent is not None and agent.poll() is None:
+            agent.kill()
+        _stop(server)
+    assert TeleopSession.objects.count() == 1  # the agent resumed its session
+    episode = Episode.objects.get()
+    assert episode.status == Episode.Status.FINISHED
+    assert 100 < episode.num_steps <= 400  # steps sent while the server was down may be lost, not the rest
+    page.close()
