@@ -12,7 +12,7 @@ const options = {
   target: "es2022",
   minify: true,
   sourcemap: true,
-  logLevel: "info",
+  logLevel: "warning",
   loader: { ".css": "css" },
 };
 
