@@ -108,3 +108,27 @@ def test_make_scene_is_uint8_hwc_and_deterministic_per_seed():
     assert np.array_equal(a, b)
     assert ((a == (220, 40, 40)).all(-1)).sum() >= 100
     assert not ((make_scene(False, 32, np.random.default_rng(1)) == (220, 40, 40)).all(-1)).any()
+
+
+def test_training_loop_skips_a_last_batch_of_one_and_stops_on_cancel(tmp_path):
+    from training.reporting import JobCancelled, MemoryReporter
+    from training.resnet.train import train_reward_model
+
+    torch.set_num_threads(1)
+    labels = [True, False] * 4 + [True]  # 9 images, batch 8: the lone 9th would break BatchNorm
+    images = make_scenes(labels, 32, seed=3)
+    config = small_config(batch_size=8, epochs=2, warmup_steps=0, hidden_dim=8)
+    reporter = MemoryReporter()
+    outcome = train_reward_model(config, images, labels, images[:4], labels[:4], out_dir=tmp_path, reporter=reporter)
+    assert outcome.steps == 2 and [s["step"] for s in reporter.steps] == [1, 2]
+    assert len(reporter.epochs) == 2 and (tmp_path / "best" / "model.safetensors").exists()
+    with pytest.raises(JobCancelled):
+        train_reward_model(
+            config,
+            images,
+            labels,
+            images[:4],
+            labels[:4],
+            out_dir=tmp_path / "c",
+            reporter=MemoryReporter(cancel_after_steps=1),
+        )

@@ -24,6 +24,7 @@ from .config import ResNetConfig
 from .model import RewardResNet, load_pretrained_backbone
 
 BEST, LAST = "best", "last"
+REPORT_EVERY = 10  # steps whose metrics are read from the device together
 
 
 @dataclass
@@ -112,6 +113,15 @@ def evaluate(
     return loss, accuracy, probs.cpu().numpy().astype(np.float32)
 
 
+def _report_steps(reporter: Reporter, pending: list, total_steps: int) -> None:
+    if not pending:
+        return
+    values = torch.stack([torch.stack([loss.float(), correct.float()]) for _, _, _, loss, correct in pending]).tolist()
+    for (step, size, lr, _, _), (loss, correct) in zip(pending, values, strict=True):
+        reporter.report_step(step, total_steps, train_loss=loss, train_acc=correct / size, lr=lr)
+    pending.clear()
+
+
 def train_reward_model(
     config: ResNetConfig,
     train_images,
@@ -137,8 +147,8 @@ def train_reward_model(
     y_val = torch.as_tensor(list(val_labels), dtype=torch.float32, device=device)
     if len(x_train) != len(y_train) or len(x_val) != len(y_val):
         raise ValueError("images and labels differ in length")
-    if len(x_train) == 0 or len(x_val) == 0:
-        raise ValueError("the training and validation splits must both hold images")
+    if len(x_train) < 2 or len(x_val) == 0:
+        raise ValueError("the training split needs at least 2 images and the validation split at least 1")
 
     model = RewardResNet(config)
     if config.pretrained:
@@ -147,7 +157,9 @@ def train_reward_model(
     model.to(device).train()
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
 
-    steps_per_epoch = math.ceil(len(x_train) / config.batch_size)
+    # a last batch of one image is dropped: BatchNorm cannot train on a single sample
+    starts = [s for s in range(0, len(x_train), config.batch_size) if len(x_train) - s > 1 or s == 0]
+    steps_per_epoch = len(starts)
     total_steps = steps_per_epoch * config.epochs
     warmup = effective_warmup(config, total_steps)
     reporter.log(
@@ -157,6 +169,7 @@ def train_reward_model(
 
     best_loss, best_epoch, bad_epochs, step = math.inf, 0, 0, 0
     best_metrics: dict[str, Any] = {}
+    best_state: dict[str, torch.Tensor] | None = None
     last_metrics: dict[str, Any] = {}
     history: list[dict[str, Any]] = []
     stopped_early = False
@@ -164,16 +177,19 @@ def train_reward_model(
     for epoch in range(1, config.epochs + 1):
         started = time.monotonic()
         order = torch.randperm(len(x_train), generator=generator).to(device)
-        loss_sum, correct, seen = 0.0, 0, 0
-        for start in range(0, len(order), config.batch_size):
+        # per-step metrics stay on the device and are read in groups, so a GPU is not synchronised every step
+        pending: list[tuple[int, int, float, torch.Tensor, torch.Tensor]] = []
+        totals = torch.zeros(2, device=device, dtype=torch.float64)  # loss sum, correct count
+        for start in starts:
             if reporter.should_cancel():
                 raise JobCancelled()
             index = order[start : start + config.batch_size]
             images, labels = x_train[index], y_train[index]
             if config.augment:
                 images = random_crop(images, config.crop_padding, generator)
+            lr = config.lr * lr_factor(step, warmup)
             for group in optimizer.param_groups:
-                group["lr"] = config.lr * lr_factor(step, warmup)
+                group["lr"] = lr
             logits = model(images)
             loss = F.binary_cross_entropy_with_logits(logits, labels)
             optimizer.zero_grad(set_to_none=True)
@@ -182,24 +198,21 @@ def train_reward_model(
                 torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
             optimizer.step()
             step += 1
-            batch_loss = loss.item()
-            batch_correct = int(((logits.detach() > 0).float() == labels).sum().item())
-            loss_sum += batch_loss * len(index)
-            correct += batch_correct
-            seen += len(index)
-            reporter.report_step(
-                step,
-                total_steps,
-                train_loss=batch_loss,
-                train_acc=batch_correct / len(index),
-                lr=optimizer.param_groups[0]["lr"],
-            )
+            loss_value = loss.detach()
+            correct = ((logits.detach() > 0).float() == labels).sum()
+            totals += torch.stack([loss_value.double() * len(index), correct.double()])
+            pending.append((step, len(index), lr, loss_value, correct))
+            if len(pending) >= REPORT_EVERY:
+                _report_steps(reporter, pending, total_steps)
+        _report_steps(reporter, pending, total_steps)
+        loss_sum, correct_sum = totals.tolist()
+        seen = min(len(x_train), steps_per_epoch * config.batch_size)
         val_loss, val_acc, _ = evaluate(model, x_val, y_val, max(config.batch_size, 256))
         last_metrics = {
             "epoch": epoch,
             "step": step,
-            "train_loss": loss_sum / max(seen, 1),
-            "train_acc": correct / max(seen, 1),
+            "train_loss": loss_sum / seen,
+            "train_acc": correct_sum / seen,
             "val_loss": val_loss,
             "val_acc": val_acc,
             "epoch_seconds": time.monotonic() - started,
@@ -209,12 +222,9 @@ def train_reward_model(
         if improved:
             best_loss, best_epoch, bad_epochs = val_loss, epoch, 0
             best_metrics = dict(last_metrics)
-            save_checkpoint(
-                model, config, out_dir / BEST, metrics=best_metrics, step=step, rlinf_layout=config.save_rlinf_layout
-            )
+            best_state = {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}
         else:
             bad_epochs += 1
-        save_checkpoint(model, config, out_dir / LAST, metrics=last_metrics, step=step)
         reporter.report_epoch(
             epoch,
             step=step,
@@ -231,11 +241,23 @@ def train_reward_model(
             stopped_early = True
             reporter.log(f"early stop: val_loss did not improve by {config.min_delta} for {config.patience} epochs")
             break
-    if not best_metrics:  # val_loss was never finite: keep the last weights as best
-        best_metrics = dict(last_metrics)
+    save_checkpoint(model, config, out_dir / LAST, metrics=last_metrics, step=step)
+    if best_state is None:  # val_loss was never finite: the last weights are the best we have
+        best_metrics, best_state = dict(last_metrics), None
         save_checkpoint(
             model, config, out_dir / BEST, metrics=best_metrics, step=step, rlinf_layout=config.save_rlinf_layout
         )
+    else:
+        model.load_state_dict(best_state)
+        save_checkpoint(
+            model,
+            config,
+            out_dir / BEST,
+            metrics=best_metrics,
+            step=best_metrics["step"],
+            rlinf_layout=config.save_rlinf_layout,
+        )
+    reporter.log(f"saved best (epoch {best_epoch or epoch}) and last checkpoints")
     return TrainOutcome(
         best_metrics=best_metrics,
         last_metrics=last_metrics,
