@@ -1,12 +1,37 @@
-from django.contrib import admin, messages
+from django import forms
+from django.contrib import admin
 from django.utils.html import format_html
 
 from . import services
 from .models import Deployment, ServedFrame
 
 
+class DeploymentForm(forms.ModelForm):
+    class Meta:
+        model = Deployment
+        fields = [
+            "name",
+            "trained_model",
+            "project",
+            *services.SETTING_FIELDS,
+            "max_batch_size",
+            "max_wait_ms",
+            "sample_every",
+        ]
+
+    def clean(self):
+        data = super().clean()
+        values = {f: data[f] for f in (*services.SETTING_FIELDS, "max_batch_size", "max_wait_ms") if f in data}
+        try:
+            services.check_settings(values)
+        except services.DeploymentError as exc:
+            raise forms.ValidationError(str(exc)) from None
+        return data
+
+
 @admin.register(Deployment)
 class DeploymentAdmin(admin.ModelAdmin):
+    form = DeploymentForm
     list_display = [
         "name",
         "trained_model",
@@ -17,35 +42,30 @@ class DeploymentAdmin(admin.ModelAdmin):
         "threshold",
         "max_batch_size",
         "max_wait_ms",
+        "sample_every",
         "updated_at",
     ]
     list_filter = ["status", "reward_mode", "reward_type"]
     search_fields = ["name", "trained_model__name"]
     readonly_fields = ["status", "error", "version", "created_at", "updated_at"]
-    autocomplete_fields = []
     actions = ["reload_models"]
 
     def save_model(self, request, obj, form, change):
+        """Through the services, so that switching the model bumps the version (workers reload)."""
         values = {
             f: form.cleaned_data[f]
             for f in (*services.SETTING_FIELDS, *services.OTHER_FIELDS)
             if f in form.cleaned_data
         }
-        try:
-            if change:
-                services.deployment_update(
-                    deployment=Deployment.objects.get(pk=obj.pk),
-                    trained_model=form.cleaned_data["trained_model"],
-                    **values,
-                )
-            else:
-                created = services.deployment_create(
-                    name=obj.name, trained_model=form.cleaned_data["trained_model"], **values
-                )
-                obj.pk = created.pk
-        except services.DeploymentError as exc:
-            self.message_user(request, str(exc), messages.ERROR)
-        obj.refresh_from_db() if obj.pk else None
+        model = form.cleaned_data["trained_model"]
+        if change:
+            saved = services.deployment_update(
+                deployment=Deployment.objects.get(pk=obj.pk), trained_model=model, **values
+            )
+        else:
+            saved = services.deployment_create(name=form.cleaned_data["name"], trained_model=model, **values)
+        obj.pk = saved.pk
+        obj.refresh_from_db()
 
     @admin.action(description="Reload the model in the inference workers")
     def reload_models(self, request, queryset):

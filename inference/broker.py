@@ -29,6 +29,7 @@ WORKERS_KEY = "rs:inf:workers"
 SAMPLE_COUNTER_PREFIX = "rs:inf:served:"
 HISTORY_PREFIX = "rs:inf:hist:"
 REPLY_TTL_S = 60
+WORKER_ALIVE_S = 30.0  # a worker's heartbeat is this fresh while it runs (loading a model included)
 _HEADER_LEN = struct.Struct(">I")
 
 
@@ -129,6 +130,18 @@ class Reply:
         if self.error or self.results is None:
             raise WorkerError(self.error or "the inference worker returned no results")
         return self.results
+
+
+def any_worker_alive(heartbeats: dict) -> bool:
+    """Whether any heartbeat in the workers hash (id -> JSON with "at") is recent."""
+    now = time.time()
+    for raw in heartbeats.values():
+        try:
+            if now - float(json.loads(raw).get("at", 0)) < WORKER_ALIVE_S:
+                return True
+        except (ValueError, TypeError, AttributeError):
+            continue
+    return False
 
 
 def dump_npy(array: np.ndarray) -> bytes:

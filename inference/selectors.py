@@ -7,11 +7,9 @@ import time
 
 from django.db.models import QuerySet
 
-from .broker import WORKERS_KEY
+from .broker import WORKER_ALIVE_S, WORKERS_KEY
 from .models import Deployment, ServedFrame
 from .serving import broker
-
-WORKER_ALIVE_S = 10.0
 
 
 def deployment_list() -> QuerySet[Deployment]:

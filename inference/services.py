@@ -40,7 +40,7 @@ class DeploymentError(ValueError):
     """A deployment change that cannot be made; the message says why."""
 
 
-def _check_settings(values: dict) -> None:
+def check_settings(values: dict) -> None:
     try:
         RewardSettings(**{k: values[k] for k in SETTING_FIELDS if k in values})
     except RewardSettingsError as exc:
@@ -58,8 +58,9 @@ def deployment_create(*, name: str, trained_model: TrainedModel, **values) -> De
     if Deployment.objects.filter(name=name).exists():
         raise DeploymentError(f"a deployment named {name!r} already exists")
     defaults = {f: Deployment._meta.get_field(f).default for f in SETTING_FIELDS}
-    _check_settings({**defaults, **values})
-    values.setdefault("project", trained_model.project)
+    check_settings({**defaults, **values})
+    if values.get("project") is None:
+        values["project"] = trained_model.project
     deployment = Deployment.objects.create(name=name, trained_model=trained_model, **values)
     forget_deployment(name)
     return deployment
@@ -72,7 +73,7 @@ def deployment_update(*, deployment: Deployment, trained_model: TrainedModel | N
     if unknown:
         raise DeploymentError(f"unknown deployment field(s): {', '.join(sorted(unknown))}")
     current = {f: getattr(deployment, f) for f in SETTING_FIELDS}
-    _check_settings({**current, **values})
+    check_settings({**current, **values})
     updates = dict(values)
     if trained_model is not None and trained_model.pk != deployment.trained_model_id:
         updates.update(

@@ -22,7 +22,16 @@ import numpy as np
 from asgiref.sync import sync_to_async
 from django.conf import settings
 
-from .broker import AsyncBrokerClient, BrokerClient, BrokerError, dump_npy, redis_from_url
+from .broker import (
+    WORKERS_KEY,
+    AsyncBrokerClient,
+    BrokerClient,
+    BrokerError,
+    InferenceTimeout,
+    any_worker_alive,
+    dump_npy,
+    redis_from_url,
+)
 from .rewards import RewardSettings
 
 CACHE_TTL_S = 1.0
@@ -164,8 +173,21 @@ def infer_payload(config: DeploymentConfig, payload: bytes, *, timeout: float | 
             max_wait_ms=config.max_wait_ms,
         )
         return reply.unwrap()
+    except InferenceTimeout as exc:
+        raise DeploymentUnavailable(_timeout_reason(exc)) from None
     except BrokerError as exc:
         raise DeploymentUnavailable(str(exc)) from None
+
+
+def _timeout_reason(exc: InferenceTimeout) -> str:
+    """Say whether any worker is alive, so that a missing worker is told apart from a busy one."""
+    try:
+        beats = broker().redis.hgetall(WORKERS_KEY)
+    except Exception:
+        return str(exc)
+    if not any_worker_alive(beats):
+        return f"{exc}: no inference worker is running; start one with `python manage.py inference_worker`"
+    return f"{exc}: the inference workers are busy or cannot load this model"
 
 
 async def ainfer_payload(config: DeploymentConfig, payload: bytes, *, timeout: float | None = None) -> list[Any]:
@@ -180,6 +202,8 @@ async def ainfer_payload(config: DeploymentConfig, payload: bytes, *, timeout: f
             max_wait_ms=config.max_wait_ms,
         )
         return reply.unwrap()
+    except InferenceTimeout as exc:
+        raise DeploymentUnavailable(await sync_to_async(_timeout_reason, thread_sensitive=False)(exc)) from None
     except BrokerError as exc:
         raise DeploymentUnavailable(str(exc)) from None
 

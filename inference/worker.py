@@ -163,6 +163,7 @@ class InferenceWorker:
         if current and (model.scorer is not None or time.monotonic() - model.failed_at < self.retry_failed_s):
             return model
         try:
+            self._heartbeat()  # loading may take a while: stay visibly alive
             started = time.monotonic()
             version, scorer = self.load_model(deployment)
             model = LoadedModel(version, scorer)
@@ -181,6 +182,9 @@ class InferenceWorker:
         self._refreshed_at = time.monotonic()
         for gone in set(self.models) - set(self._deployments):
             del self.models[gone]
+        self._heartbeat()
+
+    def _heartbeat(self) -> None:
         heartbeat = {
             "at": time.time(),
             "served": self.served,

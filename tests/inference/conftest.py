@@ -78,8 +78,18 @@ def inference_worker_process(process_env):
     proc = _spawn(
         [sys.executable, "manage.py", "inference_worker", "--threads", "1"], process_env, "inference-worker.log"
     )
-    time.sleep(0.5)
-    if proc.poll() is not None:
-        raise RuntimeError(f"inference worker exited at start; see {ROOT / 'artifacts' / 'inference-worker.log'}")
+    import redis
+    from django.conf import settings
+
+    from inference.broker import WORKERS_KEY
+
+    client = redis.Redis.from_url(settings.REDIS_URL)
+    client.delete(WORKERS_KEY)
+    deadline = time.monotonic() + 120
+    while not client.hlen(WORKERS_KEY):  # its first heartbeat: torch imported, listening
+        if proc.poll() is not None or time.monotonic() > deadline:
+            _stop(proc)
+            raise RuntimeError(f"inference worker did not start; see {ROOT / 'artifacts' / 'inference-worker.log'}")
+        time.sleep(0.2)
     yield proc
     _stop(proc)

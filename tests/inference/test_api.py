@@ -169,3 +169,40 @@ def test_the_hot_path_makes_no_database_query_once_warm(
     with django_assert_num_queries(0):
         response = post_npy(agent_client, deployment.name, body, "?env_rewards=1.0&dones=0")
     assert response.json()["items"] == [{"probability": 0.75, "success": True, "reward": 1.0, "scored": True}]
+
+
+def test_admin_deploys_and_switching_the_model_bumps_the_version(admin_user, client, project, trained_model):
+    from inference.models import Deployment
+
+    from .conftest import make_trained_model
+
+    client.force_login(admin_user)
+    form = {
+        "name": "from-admin",
+        "trained_model": trained_model.pk,
+        "reward_mode": "per_step",
+        "threshold": "0.6",
+        "reward_type": "binary",
+        "success_reward": "1",
+        "fail_reward": "0",
+        "env_reward_weight": "0",
+        "reward_weight": "1",
+        "history_size": "5",
+        "min_history_size": "1",
+        "input_interval": "1",
+        "interval_reward": "0",
+        "max_batch_size": "64",
+        "max_wait_ms": "2",
+        "sample_every": "0",
+    }
+    assert client.post("/admin/inference/deployment/add/", form).status_code == 302
+    deployment = Deployment.objects.get(name="from-admin")
+    assert deployment.threshold == 0.6 and deployment.version == 1 and deployment.project == project
+    bad = client.post(f"/admin/inference/deployment/{deployment.pk}/change/", {**form, "min_history_size": "9"})
+    assert bad.status_code == 200 and "min_history_size cannot exceed history_size" in bad.content.decode()
+    other = make_trained_model(project, seed=1)
+    response = client.post(f"/admin/inference/deployment/{deployment.pk}/change/", {**form, "trained_model": other.pk})
+    assert response.status_code == 302
+    deployment.refresh_from_db()
+    assert deployment.trained_model == other and deployment.version == 2 and deployment.status == "loading"
+    assert client.get("/admin/inference/deployment/").status_code == 200
