@@ -43,3 +43,6 @@ class TeleopSession(models.Model):
     @property
     def group_name(self) -> str:
         return f"teleop_{self.pk}"
+
+
+from .. import teleop_admin  # noqa: E402, F401  (registers TeleopSession in the admin)
