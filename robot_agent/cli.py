@@ -24,6 +24,7 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--format", choices=["jpeg", "png"], default="jpeg", help="image encoding on the wire")
     parser.add_argument("--save-dir", type=Path, help="also save each episode as a replayable .npz here")
     parser.add_argument("--quiet", action="store_true", help="no status lines")
+    parser.add_argument("--connect-timeout", type=float, default=15.0, help="seconds to wait for the server at start")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -88,12 +89,12 @@ def check() -> int:
         print(f"vulkan: VK_ICD_FILENAMES={icd} but that file does not exist")
     else:
         print(f"vulkan: no software driver at {DEFAULT_ICD}; run scripts/setup_vulkan.sh (a GPU driver may work too)")
-    try:
-        import mani_skill
+    from importlib import metadata, util
 
-        print(f"maniskill: {mani_skill.__version__} importable")
-    except ImportError as exc:
-        print(f"maniskill: not installed ({exc})")
+    if util.find_spec("mani_skill") is not None:
+        print(f"maniskill: {metadata.version('mani-skill')} importable")
+    else:
+        print("maniskill: not installed (pip install mani-skill)")
     print(f"spacemouse: {spacemouse_status()}")
     return 0
 
@@ -168,7 +169,7 @@ def stream(args) -> int:
         }
         streamer = Streamer(args.server, args.token, hello)
         try:
-            streamer.start()
+            streamer.start(wait_s=args.connect_timeout)
         except StreamFatal as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 1

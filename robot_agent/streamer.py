@@ -104,7 +104,7 @@ class Streamer:
         self._closing = True
         self.send_json({"type": "bye"})
         deadline = time.monotonic() + flush_s
-        while time.monotonic() < deadline and self._pending and not self.error:
+        while self.connected.is_set() and time.monotonic() < deadline and self._pending and not self.error:
             time.sleep(0.02)
         if self.connected.is_set():
             self._reader_done.wait(max(0.0, deadline - time.monotonic()))
