@@ -6,6 +6,8 @@ by sending the old values back.
 
 from __future__ import annotations
 
+from django.core.files.storage import default_storage
+from django.http import HttpResponse
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import OpenApiParameter, OpenApiTypes, extend_schema, inline_serializer
 from rest_framework import serializers, status
@@ -16,9 +18,10 @@ from rest_framework.views import APIView
 
 from . import label_selectors, proposals
 from .label_services import Actor, LabelError, frame_labels_set, window_labels_set
-from .models import Episode, FrameLabel, Project, ProposalStatus, WindowLabel
+from .models import Episode, Frame, FrameLabel, Project, ProposalStatus, WindowLabel
 
 MAX_ITEMS = 100_000
+MAX_FRAMES_PER_BUNDLE = 200
 
 
 def _episode(uuid) -> Episode:
@@ -211,6 +214,62 @@ class EpisodeLabelingView(APIView):
     @extend_schema(responses=EPISODE_DATA, summary="Everything the labeling page needs about an episode")
     def get(self, request, uuid):
         return Response(label_selectors.episode_labeling_data(episode=_episode(uuid)))
+
+
+class FrameBundleQuerySerializer(serializers.Serializer):
+    camera = serializers.CharField(max_length=50)
+    start = serializers.IntegerField(min_value=0, help_text="First step index.")
+    end = serializers.IntegerField(min_value=0, help_text="Last step index (inclusive).")
+
+    def validate(self, attrs):
+        if attrs["end"] < attrs["start"]:
+            raise serializers.ValidationError("end must not be before start")
+        if attrs["end"] - attrs["start"] >= MAX_FRAMES_PER_BUNDLE:
+            raise serializers.ValidationError(f"a bundle holds at most {MAX_FRAMES_PER_BUNDLE} frames")
+        return attrs
+
+
+class FrameBundleView(APIView):
+    """Many frames of one camera in one response, so a page can prefetch an episode in a few requests."""
+
+    @extend_schema(
+        parameters=[FrameBundleQuerySerializer],
+        responses={(200, "application/octet-stream"): OpenApiTypes.BINARY},
+        summary="The encoded frames of one camera for steps start..end, concatenated",
+        description=(
+            "The body is the frames' stored bytes (PNG or JPEG) back to back. Header `X-Frame-Steps` lists the "
+            "step indices and `X-Frame-Lengths` the byte length of each frame, in the same order."
+        ),
+    )
+    def get(self, request, uuid):
+        query = FrameBundleQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        values = query.validated_data
+        episode = _episode(uuid)
+        if values["camera"] not in episode.project.camera_views:
+            raise ValidationError({"camera": [f"project cameras are {episode.project.camera_views}"]})
+        frames = (
+            Frame.objects.filter(
+                step__episode=episode,
+                camera=values["camera"],
+                step__index__gte=values["start"],
+                step__index__lte=values["end"],
+            )
+            .order_by("step__index")
+            .values_list("step__index", "image")
+        )
+        steps, lengths, parts = [], [], []
+        for index, name in frames:
+            with default_storage.open(name, "rb") as handle:
+                data = handle.read()
+            steps.append(str(index))
+            lengths.append(str(len(data)))
+            parts.append(data)
+        response = HttpResponse(b"".join(parts), content_type="application/octet-stream")
+        response["X-Frame-Steps"] = ",".join(steps)
+        response["X-Frame-Lengths"] = ",".join(lengths)
+        response["Cache-Control"] = "private, max-age=3600"
+        return response
 
 
 class FrameLabelsView(APIView):

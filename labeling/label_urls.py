@@ -8,6 +8,7 @@ urlpatterns = [
     path("projects/<int:pk>/", pages.project_detail, name="project-detail"),
     path("episodes/<uuid:uuid>/label/", pages.episode_label, name="episode-label"),
     path("api/episodes/<uuid:uuid>/labeling", label_api.EpisodeLabelingView.as_view(), name="api-episode-labeling"),
+    path("api/episodes/<uuid:uuid>/frames", label_api.FrameBundleView.as_view(), name="api-episode-frames"),
     path("api/episodes/<uuid:uuid>/frame-labels", label_api.FrameLabelsView.as_view(), name="api-frame-labels"),
     path("api/episodes/<uuid:uuid>/window-labels", label_api.WindowLabelsView.as_view(), name="api-window-labels"),
     path("api/episodes/<uuid:uuid>/history", label_api.EpisodeHistoryView.as_view(), name="api-episode-history"),

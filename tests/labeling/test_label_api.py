@@ -190,3 +190,33 @@ def test_progress_counts_human_labels_against_targets(user_client, project, epis
     data = user_client.get(f"/api/projects/{project.pk}/progress").json()
     by_kind = {p["kind"]: (p["done"], p["target"]) for p in data["progress"]}
     assert by_kind["success"] == (1, 50) and by_kind["fail"] == (3, 150) and by_kind["positive"] == (0, 50)
+
+
+def test_frame_bundle_returns_the_stored_bytes_of_a_step_range(user_client, episode):
+    from django.core.files.storage import default_storage
+
+    response = user_client.get(f"/api/episodes/{episode.uuid}/frames?camera=extra&start=3&end=6")
+    assert response.status_code == 200
+    assert response["X-Frame-Steps"] == "3,4,5,6"
+    lengths = [int(n) for n in response["X-Frame-Lengths"].split(",")]
+    body = response.content
+    assert len(body) == sum(lengths)
+    names = episode.steps.filter(index__in=[3, 4, 5, 6]).order_by("index").values_list("frames__image", flat=True)
+    expected = [default_storage.open(name).read() for name in names if name.endswith("_extra.png")]
+    offsets = [sum(lengths[:i]) for i in range(4)]
+    assert [body[o : o + n] for o, n in zip(offsets, lengths, strict=True)] == expected
+    assert body[:4] == b"\x89PNG"
+
+
+@pytest.mark.parametrize(
+    ("query", "message"),
+    [
+        ("camera=top&start=0&end=1", "project cameras"),
+        ("camera=main&start=5&end=1", "end must not"),
+        ("camera=main&start=0&end=500", "at most 200"),
+    ],
+)
+def test_frame_bundle_refuses_bad_queries(user_client, episode, query, message):
+    response = user_client.get(f"/api/episodes/{episode.uuid}/frames?{query}")
+    assert response.status_code == 400
+    assert message in response.json()["detail"]

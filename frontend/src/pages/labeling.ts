@@ -82,7 +82,12 @@ const playButton = $<HTMLButtonElement>("play");
 const fpsSelect = $<HTMLSelectElement>("fps");
 const autoBox = $<HTMLInputElement>("auto-advance");
 
-const store = new FrameStore(cameras.map((c) => data.frames[c] ?? new Array(n).fill(null)));
+const store = new FrameStore(
+  `${episodeApi}/frames`,
+  cameras,
+  indexOf,
+  cameras.map((c) => data.frames[c] ?? new Array(n).fill(null)),
+);
 const views = cameras.map((camera) => {
   const figure = document.createElement("figure");
   figure.className = "view loading";
@@ -112,7 +117,7 @@ const strip = cameras.map((camera) => {
 });
 const timeline = new Timeline(timelineCanvas, model);
 
-const probe = { ready: 0, lastDraw: { position: -1, at: 0 }, state, model };
+const probe = { ready: 0, lastDraw: { position: -1, at: 0 }, state, model, framesComplete: () => store.complete };
 (window as unknown as { __rs: typeof probe }).__rs = probe;
 
 // ---- saving ----------------------------------------------------------------------------------
