@@ -125,7 +125,7 @@ class StreamStep:
 
 
 def _stream_key(deployment: VLMDeployment, client: str, stream: str) -> str:
-    return f"{HISTORY_PREFIX}{deployment.config.id}:{client}:{stream}"
+    return f"{HISTORY_PREFIX}{deployment.config.name}:{deployment.config.id}:{client}:{stream}"
 
 
 def _push(redis, key: str, step: StreamStep, history: HistoryConfig) -> None:

@@ -36,10 +36,15 @@ def vlm_model(project):
 
     from training.models import TrainedModel
     from training.vlm.fixture import build_tiny_qwen3_vl
+    from training.vlm.prompt import prompt_render
 
     name = f"checkpoints/vlm_{uuid.uuid4().hex[:8]}"
     build_tiny_qwen3_vl(default_storage.path(name))
-    return TrainedModel.objects.create(project=project, kind="vlm", name="tiny-qwen3-vl", checkpoint_path=name)
+    # a base model registered for serving carries the prompt it is served with, as trained models do
+    prompt = prompt_render(project.prompt_template, task=project.task_description, window_size=5)
+    return TrainedModel.objects.create(
+        project=project, kind="vlm", name="tiny-qwen3-vl", checkpoint_path=name, config={"prompt": prompt}
+    )
 
 
 @pytest.fixture
@@ -229,3 +234,21 @@ def test_bad_vlm_requests_get_clear_4xx(project, vlm_model, rl_token, live_serve
     assert wrong_kind.status_code == 400 and "not a VLM" in wrong_kind.json()["detail"]
     mapping = post(url, rl_token, {"windows": [window], "label_rewards": {"sideways": 1.0}})
     assert mapping.status_code == 400 and "unknown labels" in mapping.json()["detail"]
+
+
+def test_live_frames_score_as_progress_probability_for_the_dashboard(
+    project, vlm_model, direct, inference_worker_process
+):
+    """The teleop dashboard's scoring call (one frame per step) works on a VLM deployment: the worker keeps
+    a rolling window and answers P(positive) as the probability."""
+    from asgiref.sync import async_to_sync
+
+    from inference.teleop_inference import score_frame
+
+    deployment = deploy(vlm_model, threshold=0.4)
+    steps = frames(2, 33)
+    scores = [async_to_sync(score_frame)(deployment.name, f, timeout=60) for f in steps]
+    window = [steps[0]] * 4 + [steps[1]]
+    expected = direct.probabilities([window + window])[0]
+    assert scores[1].probability == pytest.approx(float(expected[0]), abs=1e-5)
+    assert scores[1].success == (scores[1].probability > 0.4)
