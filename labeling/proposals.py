@@ -97,15 +97,17 @@ def _episode_generate(*, episode: Episode, project: Project, params: TrendParams
     result.frames_updated += len(changed)
 
     # windows
-    use_score = all(s[3] is not None for s in steps)
-    scores = [s[3] if use_score else s[2] for s in steps]
+    # Score per step: the stored trend score (RLinf's gae) when present, else the env reward.
+    scores = [s[3] if s[3] is not None else s[2] for s in steps]
+    with_score = sum(s[3] is not None for s in steps)
+    score_source = "score" if with_score == len(steps) else "reward" if with_score == 0 else "score+reward"
     windows = trend_windows(
         scores,
         params,
         indices=[s[1] for s in steps],
         complete=[s[5] >= len(project.camera_views) for s in steps],
     )
-    base = {**params.as_dict(), "rule": "trend", "score_source": "score" if use_score else "reward"}
+    base = {**params.as_dict(), "rule": "trend", "score_source": score_source}
     existing_w = {(w.start, w.end): w for w in WindowLabel.objects.filter(episode=episode, source=LabelSource.PROPOSAL)}
     new_w, changed_w, w_edits = [], [], []
     for w in windows:

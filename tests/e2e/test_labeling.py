@@ -117,6 +117,11 @@ def test_keyboard_labeling_survives_a_reload(browser, live_server_url, labeler, 
     page.screenshot(path=str(screenshot_dir / "labeling-help.png"))
     kb.press("Escape")
 
+    # the history shows who changed what
+    kb.press("h")
+    page.wait_for_selector("#history-rows tr")
+    assert "labeler" in page.inner_text("#history-rows")
+
     # reload: every label is still there
     before_frames, before_windows = human_frames(episode), human_windows(episode)
     page.reload()

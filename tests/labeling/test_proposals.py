@@ -55,6 +55,23 @@ def test_window_proposals_use_the_step_score_when_present(project):
     assert rows[0].params["score_source"] == "score"
 
 
+def test_a_step_without_a_score_falls_back_to_its_reward(project):
+    from labeling.models import Step
+    from labeling.proposals import proposals_generate
+
+    project.trend_tail_unclear_ratio = 0.0
+    project.window_size = 2
+    project.save()
+    episode = episode_with_frames(
+        project=project, num_steps=3, size=16, rewards=[0.0, 0.5, 0.0], scores=[0.0, 1.0, 1.0]
+    )
+    Step.objects.filter(episode=episode, index=2).update(score=None)  # reward 0.0 is used for step 2
+    proposals_generate(project=project)
+    rows = WindowLabel.objects.filter(episode=episode, source="proposal").order_by("start")
+    assert [(w.value, w.score) for w in rows] == [("positive", 1.0), ("negative", -1.0)]
+    assert rows[0].params["score_source"] == "score+reward"
+
+
 def test_regenerating_keeps_decisions_and_follows_new_parameters(user_client, project):
     episode = episode_with_frames(project=project, num_steps=12, size=16)
     post(user_client, f"/api/projects/{project.pk}/proposals/generate")

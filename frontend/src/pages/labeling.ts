@@ -157,7 +157,7 @@ async function reload(): Promise<void> {
 const frameBuffer = new Map<number, string | null>();
 let flushTimer = 0;
 
-function flushFrames(): void {
+function flushFrames(keepalive = false): void {
   window.clearTimeout(flushTimer);
   flushTimer = 0;
   if (!frameBuffer.size) return;
@@ -169,7 +169,7 @@ function flushFrames(): void {
   const json = oneRange
     ? { start: indexOf[first[0]], end: indexOf[last[0]], value: first[1] }
     : { items: entries.map(([p, value]) => ({ index: indexOf[p], value })) };
-  send(`${episodeApi}/frame-labels`, { method: "PUT", json });
+  send(`${episodeApi}/frame-labels`, { method: "PUT", json, keepalive });
 }
 
 function writeFrames(items: [number, string | null][], delay = 0): void {
@@ -601,6 +601,9 @@ function onKeyDown(event: KeyboardEvent): void {
     case "?":
       help.showModal();
       break;
+    case "h":
+      if (!repeat) historyPanel.open = !historyPanel.open;
+      break;
     case "Escape":
       state.anchor = null;
       render();
@@ -639,11 +642,52 @@ window.addEventListener("resize", () => {
 });
 
 playButton.addEventListener("click", () => setPlaying(!state.playing));
+// Form controls give the focus back at once, so the keyboard keeps driving the page.
 fpsSelect.addEventListener("change", () => {
   state.fps = Number(fpsSelect.value) || 10;
+  fpsSelect.blur();
 });
 autoBox.addEventListener("change", () => {
   state.autoAdvance = autoBox.checked;
+  autoBox.blur();
+});
+
+interface Change {
+  at: string;
+  who: string;
+  kind: string;
+  action: string;
+  source: string;
+  start: number;
+  end: number;
+  old_value: string;
+  new_value: string;
+}
+const historyPanel = $<HTMLDetailsElement>("history");
+async function showHistory(): Promise<void> {
+  const rows = await api<Change[]>(`${episodeApi}/history`);
+  const body = $("history-rows");
+  body.replaceChildren(
+    ...rows.map((c) => {
+      const tr = document.createElement("tr");
+      const cells = [
+        new Date(c.at).toLocaleString(),
+        c.who,
+        `${c.kind} ${c.action}${c.source === "human" ? "" : ` (${c.source})`}`,
+        c.start === c.end ? String(c.start) : `${c.start}–${c.end}`,
+        `${c.old_value || "—"} → ${c.new_value || "—"}`,
+      ];
+      for (const text of cells) {
+        const td = document.createElement("td");
+        td.textContent = text;
+        tr.append(td);
+      }
+      return tr;
+    }),
+  );
+}
+historyPanel.addEventListener("toggle", () => {
+  if (historyPanel.open) queue.run(showHistory).catch(failed);
 });
 for (const button of document.querySelectorAll<HTMLButtonElement>("[data-frame]")) {
   button.addEventListener("click", () => {
@@ -669,7 +713,7 @@ for (const button of document.querySelectorAll<HTMLButtonElement>("#labeler butt
   button.addEventListener("mouseup", () => button.blur());
 }
 window.addEventListener("beforeunload", (event) => {
-  flushFrames();
+  flushFrames(true);
   if (queue.busy) event.preventDefault();
 });
 
