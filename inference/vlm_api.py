@@ -87,14 +87,14 @@ def _client(user) -> str:
 # ---- trend rewards -----------------------------------------------------------------------------------
 
 
-class WindowSerializer(serializers.Serializer):
+class VLMWindowSerializer(serializers.Serializer):
     main = serializers.ListField(child=serializers.CharField(), min_length=1, max_length=MAX_FRAMES_PER_VIEW)
     extra = serializers.ListField(child=serializers.CharField(), min_length=1, max_length=MAX_FRAMES_PER_VIEW)
     env_reward = serializers.FloatField(default=0.0)
     env_success = serializers.BooleanField(default=False)
 
 
-class StepSerializer(serializers.Serializer):
+class VLMStreamStepSerializer(serializers.Serializer):
     stream = serializers.CharField(max_length=100, help_text="One per parallel env (e.g. the env index).")
     main = serializers.CharField(help_text="This step's main-view frame, base64 PNG/JPEG.")
     extra = serializers.CharField(help_text="This step's extra-view frame, base64 PNG/JPEG.")
@@ -106,8 +106,8 @@ class StepSerializer(serializers.Serializer):
 
 class VLMRewardsRequestSerializer(serializers.Serializer):
     reward_mode = serializers.ChoiceField(choices=[*REWARD_MODES, "window"], required=False)
-    windows = serializers.ListField(child=WindowSerializer(), required=False, max_length=MAX_WINDOWS)
-    steps = serializers.ListField(child=StepSerializer(), required=False, max_length=MAX_STEPS)
+    windows = serializers.ListField(child=VLMWindowSerializer(), required=False, max_length=MAX_WINDOWS)
+    steps = serializers.ListField(child=VLMStreamStepSerializer(), required=False, max_length=MAX_STEPS)
     generate = serializers.BooleanField(
         default=False, help_text="Label from greedy generation read by the parser, instead of label-token logits."
     )
