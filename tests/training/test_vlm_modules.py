@@ -385,3 +385,22 @@ def test_vlm_scorer_scores_packed_windows_and_live_frames(vlm_fixture_dir, tiny)
     assert len(live) == 2 and np.isclose(live[1]["probability"], expected[0], atol=1e-6)
     with pytest.raises(ValueError, match="packed windows or uint8 frames"):
         scorer.score(np.zeros((2, 3), dtype=np.float32))
+
+
+def test_label_balanced_sampling_draws_each_label_about_equally(vlm_fixture_dir):
+    from training.vlm.train import _Batches
+
+    windows = [coloured_window(label) for label in ["positive"] * 8 + ["negative", "unclear"]]
+    config = VLMTrainConfig(base_model_path=str(vlm_fixture_dir), balance="sample", batch_size=4)
+    batches = _Batches(windows, config)
+    drawn = [windows[i].label for _ in range(600) for i in batches.next()]
+    shares = {label: drawn.count(label) / len(drawn) for label in LABELS}
+    assert all(abs(share - 1 / 3) < 0.05 for share in shares.values()), shares
+
+
+def test_cosine_schedule_warms_up_then_decays_to_zero(vlm_fixture_dir):
+    from training.vlm.train import lr_lambda
+
+    factor = lr_lambda(VLMTrainConfig(base_model_path=str(vlm_fixture_dir), warmup_steps=4, max_steps=104))
+    assert [round(factor(s), 2) for s in range(4)] == [0.2, 0.4, 0.6, 0.8]
+    assert factor(4) == 1.0 and factor(54) == pytest.approx(0.5) and factor(104) == pytest.approx(0.0)
