@@ -11,6 +11,7 @@ from __future__ import annotations
 import threading
 import time
 
+from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import exceptions
 
 from labeling.auth import AgentTokenAuthentication, agent_for_token
@@ -46,3 +47,13 @@ class CachedAgentTokenAuthentication(AgentTokenAuthentication):
 def forget_tokens() -> None:
     with _lock:
         _agents.clear()
+
+
+class CachedAgentTokenScheme(OpenApiAuthenticationExtension):
+    """Shows the token scheme in the OpenAPI schema: `Authorization: Bearer <agent token>`."""
+
+    target_class = "inference.auth.CachedAgentTokenAuthentication"
+    name = "AgentToken"
+
+    def get_security_definition(self, auto_schema):
+        return {"type": "http", "scheme": "bearer", "description": "An agent's API token (Agents in the admin)."}
