@@ -6,10 +6,17 @@ import logging
 import os
 import socket
 
-from celery import shared_task
+from celery import current_app, shared_task
 from celery.signals import worker_ready
 
 logger = logging.getLogger(__name__)
+
+# `celery beat` (see Procfile) sweeps for jobs whose worker died; pages and the job list sweep too.
+STALE_SWEEP_SECONDS = 60.0
+current_app.conf.beat_schedule = {
+    **(current_app.conf.beat_schedule or {}),
+    "training-fail-stale-jobs": {"task": "training.tasks.fail_stale_jobs", "schedule": STALE_SWEEP_SECONDS},
+}
 
 
 def _worker_name() -> str:

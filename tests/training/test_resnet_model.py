@@ -16,6 +16,15 @@ from training.resnet.model import RewardResNet, clean_state_dict, load_pretraine
 from training.synthetic import make_scene, make_scenes
 
 
+@pytest.fixture(autouse=True)
+def one_thread():
+    """The CI machine's cores are shared: one torch thread is faster than two contending ones."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 def small_config(**overrides) -> ResNetConfig:
     return ResNetConfig(**{"hidden_dim": 32, "image_size": [3, 32, 32], **overrides})
 
@@ -114,7 +123,6 @@ def test_training_loop_skips_a_last_batch_of_one_and_stops_on_cancel(tmp_path):
     from training.reporting import JobCancelled, MemoryReporter
     from training.resnet.train import train_reward_model
 
-    torch.set_num_threads(1)
     labels = [True, False] * 4 + [True]  # 9 images, batch 8: the lone 9th would break BatchNorm
     images = make_scenes(labels, 32, seed=3)
     config = small_config(batch_size=8, epochs=2, warmup_steps=0, hidden_dim=8)
