@@ -128,21 +128,40 @@ def _stream_key(deployment: VLMDeployment, client: str, stream: str) -> str:
     return f"{HISTORY_PREFIX}{deployment.config.name}:{deployment.config.id}:{client}:{stream}"
 
 
-def _push(redis, key: str, step: StreamStep, history: HistoryConfig) -> None:
-    """Append the step's two frames to its stream; read back the count and the buffered steps."""
-    record = record_pack(WindowRequest([step.main, step.extra]))
+def _scored(count: int, history: HistoryConfig) -> bool:
+    return count >= history.min_history_size and (count - history.min_history_size) % history.input_interval == 0
+
+
+def _push_group(redis, keys: list[str], steps: list[StreamStep], history: HistoryConfig) -> None:
+    """Buffer a group of steps of distinct streams in two round trips: push and count every step, then
+    read back the buffers of the steps that get scored and clear the streams that are done."""
+    if not steps:
+        return
     pipe = redis.pipeline(transaction=True)
-    if step.reset:
-        pipe.delete(key, key + ":n")
-    pipe.rpush(key, record)
-    pipe.ltrim(key, -history.history_size, -1)
-    pipe.incr(key + ":n")
-    pipe.expire(key, HISTORY_TTL_S)
-    pipe.expire(key + ":n", HISTORY_TTL_S)
-    pipe.lrange(key, 0, -1)
-    *_, count, _, _, records = pipe.execute()
-    step.count = int(count)
-    step.window = [unpack_window(np.frombuffer(raw, dtype=np.uint8)).images for raw in records]
+    count_at = []  # position of each step's INCR reply
+    for key, step in zip(keys, steps, strict=True):
+        if step.reset:
+            pipe.delete(key, key + ":n")
+        pipe.rpush(key, record_pack(WindowRequest([step.main, step.extra])))
+        pipe.ltrim(key, -history.history_size, -1)
+        pipe.incr(key + ":n")
+        count_at.append(len(pipe.command_stack) - 1)
+        pipe.expire(key, HISTORY_TTL_S)
+        pipe.expire(key + ":n", HISTORY_TTL_S)
+    replies = pipe.execute()
+    for step, at in zip(steps, count_at, strict=True):
+        step.count = int(replies[at])
+    pipe = redis.pipeline(transaction=True)
+    reads = [step for step in steps if _scored(step.count, history)]
+    for key, step in zip(keys, steps, strict=True):
+        if _scored(step.count, history):
+            pipe.lrange(key, 0, -1)
+    for key, step in zip(keys, steps, strict=True):
+        if step.done:
+            pipe.delete(key, key + ":n")
+    results = pipe.execute()
+    for step, records in zip(reads, results, strict=False):
+        step.window = [unpack_window(np.frombuffer(raw, dtype=np.uint8)).images for raw in records]
 
 
 def stream_rewards(
@@ -151,23 +170,23 @@ def stream_rewards(
     """One result per step, in order; steps of one stream count in request order."""
     redis = broker().redis
     history = deployment.history
+    group: list[StreamStep] = []  # consecutive steps of distinct streams go to Redis together
+    for step in [*steps, None]:
+        if step is None or step.stream in {s.stream for s in group}:
+            _push_group(redis, [_stream_key(deployment, client, s.stream) for s in group], group, history)
+            group = []
+        if step is not None:
+            group.append(step)
     scored_idx, requests = [], []
     for i, step in enumerate(steps):
-        key = _stream_key(deployment, client, step.stream)
-        _push(redis, key, step, history)
-        count = step.count
-        if count >= history.min_history_size and (count - history.min_history_size) % history.input_interval == 0:
-            frames = step.window
-            pad = history.history_size - len(frames)
-            frames = [frames[0]] * pad + frames
+        if _scored(step.count, history):
+            frames = [step.window[0]] * (history.history_size - len(step.window)) + step.window
             main = [pair[0] for pair in frames]
             extra = [pair[1] for pair in frames]
             requests.append(
                 WindowRequest([*main, *extra], deployment.prompt, generate=generate, max_new_tokens=max_new_tokens)
             )
             scored_idx.append(i)
-        if step.done:
-            redis.delete(key, key + ":n")
     results = windows_infer(deployment.config, requests) if requests else []
     by_step = dict(zip(scored_idx, results, strict=True))
     out = []

@@ -159,6 +159,22 @@ def test_history_vlm_streams_buffer_steps_and_score_every_interval(
         idx = [idx[0]] * (5 - len(idx)) + idx
         return [mains[stream][i] for i in idx] + [extras[stream][i] for i in idx]
 
+    # one request may carry several steps of one stream (they count in order) next to other streams
+    steps = [
+        {"stream": s, "main": b64png(mains["a"][t]), "extra": b64png(extras["a"][t]), "reset": t == 0}
+        for t, s in [(0, "c"), (1, "c"), (0, "d"), (2, "c")]
+    ]
+    items = post(url, rl_token, {"steps": steps}).json()["items"]
+    assert [(i["stream"], i["step"], i["scored"]) for i in items] == [
+        ("c", 0, False),
+        ("c", 1, False),
+        ("d", 0, False),
+        ("c", 2, True),
+    ]
+    np.testing.assert_allclose(
+        [items[3]["probabilities"][k] for k in LABELS], direct.probabilities([window("a", 2)])[0], atol=1e-5
+    )
+
     expected = direct.probabilities([window("a", 2), window("a", 4), window("a", 6), window("b", 4)])
     got = [results["a"][2], results["a"][4], results["a"][6], results["b"][4]]
     for item, probs in zip(got, expected, strict=True):
