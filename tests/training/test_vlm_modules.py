@@ -404,3 +404,14 @@ def test_cosine_schedule_warms_up_then_decays_to_zero(vlm_fixture_dir):
     factor = lr_lambda(VLMTrainConfig(base_model_path=str(vlm_fixture_dir), warmup_steps=4, max_steps=104))
     assert [round(factor(s), 2) for s in range(4)] == [0.2, 0.4, 0.6, 0.8]
     assert factor(4) == 1.0 and factor(54) == pytest.approx(0.5) and factor(104) == pytest.approx(0.0)
+
+
+def test_a_checkpoint_from_another_machine_finds_the_local_base_model(vlm_fixture_dir, tmp_path, settings):
+    from training.vlm.checkpoint import base_model_find
+
+    settings.MODEL_DIR = tmp_path
+    with pytest.raises(FileNotFoundError, match="is not on this machine"):
+        base_model_find({"base_model_path": "/elsewhere/qwen3-vl"})
+    (tmp_path / "qwen3-vl").symlink_to(vlm_fixture_dir)
+    assert base_model_find({"base_model_path": "/elsewhere/qwen3-vl"}) == str(tmp_path / "qwen3-vl")
+    assert base_model_find({"base_model_path": str(vlm_fixture_dir)}) == str(vlm_fixture_dir)

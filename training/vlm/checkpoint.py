@@ -73,13 +73,30 @@ def checkpoint_meta(folder: str | Path) -> dict:
     raise FileNotFoundError(f"{folder} holds neither a VLM checkpoint ({META_FILE}) nor a model (config.json)")
 
 
+def base_model_find(meta: dict) -> str:
+    """The base model folder a checkpoint names, or this machine's default Qwen3-VL folder when the
+    named one is absent (a checkpoint trained on another machine)."""
+    from .config import default_base_model_path
+
+    named = meta["base_model_path"]
+    if (Path(named) / "config.json").is_file():
+        return named
+    fallback = default_base_model_path()
+    if (Path(fallback) / "config.json").is_file():
+        return fallback
+    raise FileNotFoundError(
+        f"base model {named!r} of this checkpoint is not on this machine, nor is the default {fallback!r}: "
+        "copy the Qwen3-VL model folder there"
+    )
+
+
 def checkpoint_load(folder: str | Path, *, base_model_path: str | None = None, device: str = "auto", bf16: bool = True):
     """(model, processor, meta): the base model with the folder's adapter applied (if it has one)."""
     from peft import PeftModel
 
     folder = Path(folder)
     meta = checkpoint_meta(folder)
-    model, processor = base_load(base_model_path or meta["base_model_path"], device=device, bf16=bf16)
+    model, processor = base_load(base_model_path or base_model_find(meta), device=device, bf16=bf16)
     if (folder / ADAPTER_DIR).is_dir():
         model = PeftModel.from_pretrained(model, folder / ADAPTER_DIR, is_trainable=False)
     return model.eval(), processor, meta
