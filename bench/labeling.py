@@ -169,6 +169,7 @@ def run(url: str, username: str, password: str, uuid: str, loads: int, presses: 
         save_times = page.evaluate(SAVE_PROBE, {"uuid": uuid, "count": saves})
         browser.close()
 
+    print(f"server: {url}; DB_CONN_MAX_AGE={os.environ.get('DB_CONN_MAX_AGE', '0 (default)')}")
     print(f"episode: {steps} steps; all frames prefetched {prefetch_s:.1f} s after the last load")
     print(
         f"interactive over {loads} loads: first {interactive[0]:.2f} s, median {statistics.median(interactive):.2f} s"

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
+from django.db.models import FilteredRelation, Q
 from django.utils import timezone
 
 from .models import Agent, Episode, FrameLabel, LabelChange, LabelSource, Step, WindowLabel
@@ -64,17 +65,21 @@ def frame_labels_set(
     if not wanted:
         return []
     with transaction.atomic():
-        steps = dict(Step.objects.filter(episode=episode, index__in=wanted).values_list("index", "pk"))
+        # One query for the steps and their human labels (order_by() drops Step's join-inducing default order).
+        rows = (
+            Step.objects.filter(episode=episode, index__in=wanted)
+            .order_by()
+            .annotate(human=FilteredRelation("labels", condition=Q(labels__source=LabelSource.HUMAN)))
+            .values_list("index", "pk", "human__value")
+        )
+        steps, old = {}, {}
+        for index, pk, value in rows:
+            steps[index] = pk
+            if value is not None:
+                old[index] = value
         missing = sorted(set(wanted) - set(steps))
         if missing:
             raise LabelError(f"episode has no step {missing[0]} (it has {episode.num_steps} steps)")
-        by_step = {pk: index for index, pk in steps.items()}
-        old = {
-            by_step[step_id]: value
-            for step_id, value in FrameLabel.objects.filter(step_id__in=by_step, source=LabelSource.HUMAN).values_list(
-                "step_id", "value"
-            )
-        }
         edits = [FrameEdit(i, old.get(i), v) for i, v in sorted(wanted.items()) if old.get(i) != v]
         _frame_labels_write(episode=episode, edits=edits, steps=steps, actor=actor)
         frame_history_append(episode=episode, edits=edits, actor=actor, action=action)
@@ -178,6 +183,7 @@ def window_labels_set(
             (s, e): v
             for s, e, v in WindowLabel.objects.filter(episode=episode, source=LabelSource.HUMAN)
             .filter(start__in={s for s, _ in wanted})
+            .order_by()
             .values_list("start", "end", "value")
         }
         edits = [WindowEdit(s, e, existing.get((s, e)), v) for (s, e), v in wanted.items() if existing.get((s, e)) != v]
