@@ -5,12 +5,28 @@ from __future__ import annotations
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.shortcuts import get_object_or_404, render
-from django.urls import reverse
+from django.urls import NoReverseMatch, reverse
 
 from . import label_selectors
 from .models import Agent, Episode, Project
 
 FILTERS = ("source", "agent", "state", "proposals", "success")
+
+# Extension points for other apps (append from AppConfig.ready()):
+# PROJECT_LINKS: (label, URL name taking the project pk) shown as buttons at the top of the project page;
+# PROJECT_SECTIONS: template names rendered as panels on the project page, with `project` in their context.
+PROJECT_LINKS: list[tuple[str, str]] = [("Import files", "project-import"), ("Training", "training-project")]
+PROJECT_SECTIONS: list[str] = []
+
+
+def _project_links(project: Project) -> list[tuple[str, str]]:
+    links = []
+    for label, name in PROJECT_LINKS:
+        try:
+            links.append((label, reverse(name, args=[project.pk])))
+        except NoReverseMatch:  # the app that provides it is not installed
+            continue
+    return links
 
 
 @login_required
@@ -37,6 +53,8 @@ def project_detail(request, pk: int):
             "sources": Episode.Source.choices,
             "agents": Agent.objects.filter(episodes__project=project).distinct().values_list("name", flat=True),
             "page_data": {"project": project.pk, "api": f"/api/projects/{project.pk}"},
+            "project_links": _project_links(project),
+            "project_sections": PROJECT_SECTIONS,
         },
     )
 
