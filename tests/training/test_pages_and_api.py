@@ -181,3 +181,21 @@ def test_api_creates_snapshots_and_jobs_with_clear_errors(user_client, labeled_p
     assert user_client.post(f"/api/jobs/{job_id}/cancel").json()["status"] == "cancelled"
     assert user_client.get(f"/api/jobs/{job_id}/metrics").json() == []
     assert user_client.delete(f"/api/jobs/{job_id}").status_code == 204
+
+
+@pytest.mark.django_db
+def test_admin_lists_jobs_and_cancels_retries_deletes(client, admin_user, snapshot, django_capture_on_commit_callbacks):
+    client.force_login(admin_user)
+    job = job_create(project=snapshot.project, snapshot=snapshot, config=TINY, enqueue=False)
+    changelist = client.get("/admin/training/trainingjob/")
+    assert changelist.status_code == 200 and b"Cancel selected jobs" in changelist.content
+    assert b"Delete selected jobs with their checkpoints" in changelist.content
+    client.post("/admin/training/trainingjob/", {"action": "cancel_jobs", "_selected_action": [job.pk]})
+    job.refresh_from_db()
+    assert job.status == "cancelled"
+    with django_capture_on_commit_callbacks(execute=False):
+        client.post("/admin/training/trainingjob/", {"action": "retry_jobs", "_selected_action": [job.pk]})
+    job.refresh_from_db()
+    assert job.status == "queued"
+    client.post("/admin/training/trainingjob/", {"action": "delete_jobs_with_files", "_selected_action": [job.pk]})
+    assert not TrainingJob.objects.filter(pk=job.pk).exists()

@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import os
 import re
+import time
 
 import pytest
 
 from tests.conftest import login
+from training.models import TrainedModel
+from training.services import job_create
 
 from .conftest import seed_episodes
 
@@ -69,4 +72,18 @@ def test_queue_a_job_watch_curves_and_pick_a_threshold(
     page.screenshot(path=str(screenshot_dir / "training_05_threshold.png"), full_page=True)
     href = page.locator(".gallery a").first.get_attribute("href")
     assert re.match(r"^/episodes/[0-9a-f-]{36}/label/\?step=\d+$", href)
+
+    # a second model (fewer epochs), then both side by side on the same snapshot
+    first = TrainedModel.objects.get(project=project)
+    second_job = job_create(project=project, snapshot=first.snapshot, config={**first.config, "epochs": 1, "seed": 3})
+    deadline = time.monotonic() + 120
+    while not TrainedModel.objects.filter(job=second_job).exists() and time.monotonic() < deadline:
+        time.sleep(0.5)
+    second = TrainedModel.objects.get(job=second_job)
+    page.goto(f"{live_server_url}/projects/{project.pk}/compare?a={first.pk}&b={second.pk}")
+    page.wait_for_selector(".eval-column >> nth=1")
+    assert page.locator(".eval-column").count() == 2
+    page.locator("#threshold").fill("0.3")
+    assert page.locator("[data-metric=accuracy]").count() == 2
+    page.screenshot(path=str(screenshot_dir / "training_06_compare.png"), full_page=True)
     page.close()

@@ -46,7 +46,7 @@ const pct = (v: number | null) => (v === null ? "–" : `${(v * 100).toFixed(1)}
 const esc = (s: string) => s.replace(/[&<>"]/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;" })[c]!);
 
 function plot(el: HTMLElement, title: string, xLabel: string, yLabel: string, xs: number[], series: { label: string; stroke: string; values: (number | null)[]; dash?: number[]; points?: boolean }[]) {
-  return new uPlot(
+  const chart = new uPlot(
     {
       width: Math.max(260, el.clientWidth - 10), height: 240, title,
       scales: { x: { time: false, range: [0, 1] }, y: { range: [0, 1] } },
@@ -57,6 +57,12 @@ function plot(el: HTMLElement, title: string, xLabel: string, yLabel: string, xs
     [xs, ...series.map((s) => s.values)] as unknown as uPlot.AlignedData,
     el,
   );
+  // follow the panel's width (columns settle after every model is laid out, and on window resizes)
+  new ResizeObserver(() => {
+    const width = Math.max(260, el.clientWidth - 10);
+    if (Math.abs(width - chart.width) > 4) chart.setSize({ width, height: 240 });
+  }).observe(el);
+  return chart;
 }
 
 function column(ev: Evaluation, index: number): HTMLElement {
