@@ -201,7 +201,7 @@ def trend_split_load(folder: str | Path, split: str) -> tuple[list[TrendWindow],
             main_frames=_frames(data["main_frames"]),
             extra_frames=_frames(data["extra_view_frames"]),
             label=row["answer"],
-            meta={**row.get("segment_metadata", {}), "prompt": row.get("prompt", "")},
+            meta=dict(row.get("segment_metadata") or {}),
         )
         window_check(window)
         windows.append(window)
