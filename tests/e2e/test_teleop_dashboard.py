@@ -45,13 +45,13 @@ def test_dashboard_shows_live_probabilities_from_the_replay_agent(
     live_server_url, browser, screenshot_dir, process_env, user, project, agent_token
 ):
     deployment = deploy(make_trained_model(project), threshold=0.5)
+    page = browser.new_page(viewport={"width": 1300, "height": 1100})
+    login(page, live_server_url, "alice", "pw-alice-123")
     agent = start_agent(
-        process_env, live_server_url, agent_token[1], deployment.name, "--episodes", "2", "--synthetic-steps", "60"
+        process_env, live_server_url, agent_token[1], deployment.name, "--episodes", "2", "--synthetic-steps", "80"
     )
     try:
         session = wait_for(lambda: TeleopSession.objects.filter(is_live=True).first(), what="a live session")
-        page = browser.new_page(viewport={"width": 1300, "height": 1100})
-        login(page, live_server_url, "alice", "pw-alice-123")
         page.goto(f"{live_server_url}/teleop/{session.pk}/")
         page.wait_for_function("Number(document.body.dataset.results || 0) >= 5", timeout=30_000)
         page.wait_for_function("document.querySelector('img[data-camera=main]').src.startsWith('data:image/png')")
@@ -68,9 +68,9 @@ def test_dashboard_shows_live_probabilities_from_the_replay_agent(
     assert "done: 2 episodes" in output
     wait_for(lambda: not TeleopSession.objects.get(pk=session.pk).is_live, timeout=10, what="the session to end")
     session.refresh_from_db()
-    assert session.inferred_count > 0 and session.step_count == 120
+    assert session.inferred_count > 0 and session.step_count == 160
     episodes = Episode.objects.filter(teleop_sessions=session)
-    assert episodes.count() == 2 and all(e.num_steps == 60 for e in episodes)
+    assert episodes.count() == 2 and all(e.num_steps == 80 for e in episodes)
 
     page.goto(f"{live_server_url}/teleop/")
     link = page.locator(f"tr[data-session='{session.pk}'] a.episode-link").first
@@ -88,12 +88,12 @@ def test_agent_and_dashboard_reconnect_after_a_server_restart(browser, process_e
     agent = None
     try:
         _wait_for_port(port, server)
+        page = browser.new_page()
+        login(page, url, "alice", "pw-alice-123")
         agent = start_agent(
             process_env, url, agent_token[1], "", "--episodes", "1", "--synthetic-steps", "400", "--hz", "20"
         )
         session = wait_for(lambda: TeleopSession.objects.filter(is_live=True).first(), what="a live session")
-        page = browser.new_page()
-        login(page, url, "alice", "pw-alice-123")
         page.goto(f"{url}/teleop/{session.pk}/")
         page.wait_for_function("window.__teleop && window.__teleop.frames >= 5", timeout=20_000)
 
