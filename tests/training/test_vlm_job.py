@@ -96,10 +96,11 @@ def test_vlm_job_fine_tunes_the_fixture_through_a_celery_worker(
     # Live curves were stored: a loss per step that falls, a validation point per evaluation.
     steps = list(JobMetric.objects.filter(job=job, kind="step").order_by("step").values_list("values", flat=True))
     assert len(steps) == 24
-    losses = [point["loss"] for point in steps]
+    losses = [point["train_loss"] for point in steps]
     assert np.mean(losses[-5:]) < np.mean(losses[:5]) - 0.3
     epochs = JobMetric.objects.filter(job=job, kind="epoch").order_by("step")
-    assert [p.step for p in epochs] == [8, 16, 24] and "val_loss" in epochs[0].values
+    assert [p.step for p in epochs] == [8, 16, 24] and {"val_loss", "val_acc"} <= set(epochs[0].values)
+    assert {"train_loss", "train_acc", "lr"} <= set(steps[0])  # the keys the job page plots
 
     # The adapter reloads and gives the same label probabilities as the trained model did.
     model_row = TrainedModel.objects.get(job=job)

@@ -225,7 +225,7 @@ def test_lora_training_lowers_the_loss_and_the_checkpoint_reloads_identically(vl
     )
     reporter = MemoryReporter()
     result = train_vlm(config, windows, windows[:3], tmp_path / "ckpt", reporter=reporter)
-    losses = [point["loss"] for point in reporter.steps]
+    losses = [point["train_loss"] for point in reporter.steps]
     assert len(losses) == 20 and np.mean(losses[-3:]) < np.mean(losses[:3]) - 0.3
     assert [e["step"] for e in reporter.epochs] == [10, 20]
     assert json.loads((tmp_path / "ckpt" / "vlm.json").read_text())["prompt"].startswith("Task: Pick up")

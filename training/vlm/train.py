@@ -126,7 +126,7 @@ def evaluate_loss(model, processor, windows, prompt, config, label_ids, device, 
         correct += ok
     model.train()
     n = max(1, len(windows))
-    return {"val_loss": total_loss / n, "val_accuracy": correct / n}
+    return {"val_loss": total_loss / n, "val_acc": correct / n}
 
 
 def train_vlm(
@@ -202,7 +202,11 @@ def _train(config, train_windows, eval_windows, out_dir: Path, reporter, prompt:
         scheduler.step()
         history.append(step_loss)
         reporter.report_step(
-            step, config.max_steps, loss=step_loss, accuracy=step_correct / step_count, lr=scheduler.get_last_lr()[0]
+            step,
+            config.max_steps,
+            train_loss=step_loss,
+            train_acc=step_correct / step_count,
+            lr=scheduler.get_last_lr()[0],
         )
         if eval_windows and (step % config.eval_every == 0 or step == config.max_steps):
             last_eval = evaluate_loss(model, processor, eval_windows, prompt, config, label_ids, device, dtype)
