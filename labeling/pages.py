@@ -70,6 +70,10 @@ def episode_label(request, uuid):
         "newer": reverse("episode-label", args=[newer.uuid]) if newer else None,
         "older": reverse("episode-label", args=[older.uuid]) if older else None,
     }
-    return render(
-        request, "labeling/episode_label.html", {"episode": episode, "project": episode.project, "data": data}
-    )
+    # The frames of the starting step are preloaded by the browser while the script loads.
+    start = request.GET.get("step", "")
+    indices = data["steps"]["index"]
+    position = indices.index(int(start)) if start.isdigit() and int(start) in indices else 0
+    preload = [urls[position] for urls in data["frames"].values() if urls and urls[position]]
+    context = {"episode": episode, "project": episode.project, "data": data, "preload": preload}
+    return render(request, "labeling/episode_label.html", context)

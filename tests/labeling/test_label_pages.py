@@ -75,6 +75,9 @@ def test_labeling_page_embeds_the_episode_data(user_client, project):
     data = json.loads(html[start : html.index("</script>", start)])
     assert data["episode"]["uuid"] == str(episode.uuid) and len(data["frames"]["main"]) == 7
     assert data["links"]["project"] == f"/projects/{project.pk}/"
+    assert f'<link rel="preload" as="image" href="{data["frames"]["main"][0]}">' in html
+    html = user_client.get(f"/episodes/{episode.uuid}/label/?step=3").content.decode()
+    assert f'<link rel="preload" as="image" href="{data["frames"]["extra"][3]}">' in html
 
 
 def test_pages_need_a_login(client, project):
