@@ -9,8 +9,15 @@ from . import services
 from .models import DatasetSnapshot, JobMetric, TrainedModel, TrainingJob
 
 
+class NoAddMixin:
+    """Rows are made by the training pages, API and commands (validated, files written), not by hand."""
+
+    def has_add_permission(self, request):
+        return False
+
+
 @admin.register(DatasetSnapshot)
-class DatasetSnapshotAdmin(admin.ModelAdmin):
+class DatasetSnapshotAdmin(NoAddMixin, admin.ModelAdmin):
     list_display = ["__str__", "project", "number", "status", "created_by", "created_at"]
     list_filter = ["status", "project"]
     search_fields = ["project__name"]
@@ -29,7 +36,7 @@ class DatasetSnapshotAdmin(admin.ModelAdmin):
 
 
 @admin.register(TrainingJob)
-class TrainingJobAdmin(admin.ModelAdmin):
+class TrainingJobAdmin(NoAddMixin, admin.ModelAdmin):
     list_display = [
         "id",
         "name",
@@ -107,13 +114,13 @@ class TrainingJobAdmin(admin.ModelAdmin):
 
 
 @admin.register(TrainedModel)
-class TrainedModelAdmin(admin.ModelAdmin):
+class TrainedModelAdmin(NoAddMixin, admin.ModelAdmin):
     list_display = ["id", "name", "project", "kind", "job", "checkpoint_path", "created_at"]
     list_filter = ["kind", "project"]
     search_fields = ["name", "project__name", "checkpoint_path"]
 
 
 @admin.register(JobMetric)
-class JobMetricAdmin(admin.ModelAdmin):
+class JobMetricAdmin(NoAddMixin, admin.ModelAdmin):
     list_display = ["job", "kind", "step", "epoch", "values", "at"]
     list_filter = ["kind"]
