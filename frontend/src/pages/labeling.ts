@@ -144,12 +144,26 @@ function send<T>(path: string, init: RequestInit & { json?: unknown }): Promise<
   });
 }
 
+// Local edits, numbered, so a reload that raced with newer edits keeps them on screen (they are on their way).
+let localSeq = 0;
+const frameWrites = new Map<number, [number, string | null]>();
+const windowWrites = new Map<string, [number, number, number, string | null]>();
+
 async function reload(): Promise<void> {
+  const since = localSeq;
   const fresh = await api<EpisodeData>(`${episodeApi}/labeling`);
   model.human = fresh.frame_labels.human;
   model.proposal = fresh.frame_labels.proposal;
   model.proposalStatus = fresh.frame_labels.proposal_status;
   loadWindows(fresh.windows);
+  for (const [p, [seq, value]] of frameWrites) {
+    if (seq > since || frameBuffer.has(p)) model.human[p] = value; // newer, or not sent yet
+    else frameWrites.delete(p);
+  }
+  for (const [key, [seq, start, end, value]] of windowWrites) {
+    if (seq > since) applyWindow(start, end, value);
+    else windowWrites.delete(key);
+  }
   labelsChanged();
 }
 
@@ -176,6 +190,7 @@ function writeFrames(items: [number, string | null][], delay = 0): void {
   for (const [p, value] of items) {
     model.human[p] = value;
     frameBuffer.set(p, value);
+    frameWrites.set(p, [++localSeq, value]);
   }
   labelsChanged();
   window.clearTimeout(flushTimer);
@@ -201,12 +216,17 @@ function humanWindow(start: number, end: number) {
   return model.windows.find((w) => w.source === "human" && w.start === start && w.end === end);
 }
 
+function applyWindow(start: number, end: number, value: string | null): void {
+  const existing = humanWindow(start, end);
+  if (value === null) model.windows = model.windows.filter((w) => w !== existing);
+  else if (existing) existing.value = value;
+  else model.windows.push({ start, end, value, source: "human", status: "open", score: null });
+}
+
 function writeWindows(items: [number, number, string | null][]): void {
   for (const [start, end, value] of items) {
-    const existing = humanWindow(start, end);
-    if (value === null) model.windows = model.windows.filter((w) => w !== existing);
-    else if (existing) existing.value = value;
-    else model.windows.push({ start, end, value, source: "human", status: "open", score: null });
+    applyWindow(start, end, value);
+    windowWrites.set(`${start}-${end}`, [++localSeq, start, end, value]);
   }
   labelsChanged();
   flushFrames();
@@ -728,4 +748,9 @@ const startStep = Number(new URLSearchParams(location.search).get("step"));
 state.cursor = positionOf.get(startStep) ?? 0;
 for (const [value, color] of Object.entries(COLORS)) document.documentElement.style.setProperty(`--label-${value}`, color);
 if (n === 0) stepInfo.textContent = "This episode has no steps yet.";
-else render();
+else {
+  render();
+  // An episode nobody has generated proposals for gets them on first open (existing ones are never redone here).
+  const hasProposals = model.proposal.some((v) => v !== null) || model.windows.some((w) => w.source !== "human");
+  if (!hasProposals && data.episode.status === "finished") void generate();
+}
