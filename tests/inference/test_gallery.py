@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 
 import numpy as np
@@ -12,6 +13,7 @@ from inference.client import RewardClient
 from .conftest import deploy, direct_probabilities, make_trained_model, random_images
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")  # Playwright's sync API runs a loop in this thread
 
 
 def _wait_for_rows(queryset, n: int, timeout: float = 30.0) -> None:
@@ -75,3 +77,33 @@ def test_deployments_page_lists_deployments_and_workers(project, user_client, in
     html = user_client.get("/deployments/").content.decode()
     assert deployment.name in html
     assert "No inference worker is running" not in html
+
+
+@pytest.mark.e2e
+def test_one_click_in_the_browser_labels_a_served_frame(project, user, live_server_url, browser, screenshot_dir):
+    from inference.services import served_frame_create
+    from labeling.models import FrameLabel
+    from tests.conftest import login
+
+    model = make_trained_model(project, seed=13)
+    deployment = deploy(model, sample_every=1, threshold=0.5)
+    images = random_images(4, seed=13)
+    frames = [
+        served_frame_create(deployment_id=deployment.pk, image=img, probability=p, success=p > 0.5, model_version=1)
+        for img, p in zip(images, [0.9, 0.8, 0.2, 0.1], strict=True)
+    ]
+    page = browser.new_page()
+    try:
+        login(page, live_server_url, "alice", "pw-alice-123")
+        page.goto(f"{live_server_url}/deployments/{deployment.name}/gallery")
+        assert page.locator("#judged-success .thumb").count() == 2
+        assert page.locator("#judged-fail .thumb").count() == 2
+        page.wait_for_function("[...document.images].every(img => img.complete && img.naturalWidth > 0)")
+        page.screenshot(path=str(screenshot_dir / "served_frames_gallery.png"), full_page=True)
+        page.click(f'.thumb[data-frame="{frames[2].pk}"] button[value="success"]')
+        page.wait_for_selector(f'.thumb[data-frame="{frames[2].pk}"] .badge.success')
+        assert "added to PickCube" in page.content()
+    finally:
+        page.close()
+    label = FrameLabel.objects.get(source="human", episode__metadata__served_frame=frames[2].pk)
+    assert label.value == "success" and label.project == project
