@@ -13,12 +13,16 @@ from __future__ import annotations
 
 import base64
 import binascii
+import io
 import time
 import uuid
 
+import numpy as np
 from django.conf import settings
-from drf_spectacular.utils import OpenApiResponse, extend_schema
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_field
 from rest_framework import exceptions, serializers, status
+from rest_framework.parsers import JSONParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -26,6 +30,8 @@ from labeling.images import ImageError, check_image, decode_rgb
 from training.vlm.parse import label_parse
 from training.vlm.rewards import trend_reward
 
+from .api import NpyParser
+from .payloads import PayloadError, bool_list, float_list
 from .serving import DeploymentNotFound, DeploymentUnavailable
 from .vlm_serving import (
     REWARD_MODES,
@@ -54,7 +60,10 @@ class ServiceUnavailable(exceptions.APIException):
 
 
 def image_decode(text: object, where: str):
-    """A uint8 HxWx3 array from base64 PNG/JPEG (a data URL is fine); BadRequest naming `where` if not."""
+    """A uint8 HxWx3 array from base64 PNG/JPEG (a data URL is fine); BadRequest naming `where` if not.
+    Frames that came as a checked `.npy` array pass through."""
+    if isinstance(text, np.ndarray):
+        return np.ascontiguousarray(text)
     if not isinstance(text, str) or not text:
         raise BadRequest(f"{where}: expected a base64-encoded PNG or JPEG string")
     if text.startswith("data:"):
@@ -87,17 +96,35 @@ def _client(user) -> str:
 # ---- trend rewards -----------------------------------------------------------------------------------
 
 
+class FrameField(serializers.Field):
+    """A frame: base64 PNG/JPEG in JSON (decoded later, so errors can name the frame), or an array row
+    of an `.npy` body."""
+
+    def to_internal_value(self, data):
+        if isinstance(data, np.ndarray | str):
+            return data
+        raise serializers.ValidationError("expected a base64-encoded PNG or JPEG string")
+
+    def to_representation(self, value):
+        return value
+
+
+@extend_schema_field(OpenApiTypes.STR)
+class Base64FrameField(FrameField):
+    pass
+
+
 class VLMWindowSerializer(serializers.Serializer):
-    main = serializers.ListField(child=serializers.CharField(), min_length=1, max_length=MAX_FRAMES_PER_VIEW)
-    extra = serializers.ListField(child=serializers.CharField(), min_length=1, max_length=MAX_FRAMES_PER_VIEW)
+    main = serializers.ListField(child=Base64FrameField(), min_length=1, max_length=MAX_FRAMES_PER_VIEW)
+    extra = serializers.ListField(child=Base64FrameField(), min_length=1, max_length=MAX_FRAMES_PER_VIEW)
     env_reward = serializers.FloatField(default=0.0)
     env_success = serializers.BooleanField(default=False)
 
 
 class VLMStreamStepSerializer(serializers.Serializer):
     stream = serializers.CharField(max_length=100, help_text="One per parallel env (e.g. the env index).")
-    main = serializers.CharField(help_text="This step's main-view frame, base64 PNG/JPEG.")
-    extra = serializers.CharField(help_text="This step's extra-view frame, base64 PNG/JPEG.")
+    main = Base64FrameField(help_text="This step's main-view frame, base64 PNG/JPEG.")
+    extra = Base64FrameField(help_text="This step's extra-view frame, base64 PNG/JPEG.")
     env_reward = serializers.FloatField(default=0.0)
     env_success = serializers.BooleanField(default=False)
     done = serializers.BooleanField(default=False, help_text="Clears the stream's buffer after this step.")
@@ -149,8 +176,69 @@ class VLMRewardsResponseSerializer(serializers.Serializer):
     items = VLMItemSerializer(many=True)
 
 
+def npy_body(raw: bytes) -> np.ndarray:
+    """A uint8 [B,2,H,W,3] (steps) or [B,2,T,H,W,3] (windows) array from an `.npy` body."""
+    try:
+        array = np.load(io.BytesIO(raw), allow_pickle=False)
+    except (ValueError, OSError, EOFError) as exc:
+        raise BadRequest(f"body is not a readable .npy array: {exc}") from None
+    if array.dtype != np.uint8 or array.ndim not in (5, 6) or array.shape[1] != 2 or array.shape[-1] != 3:
+        raise BadRequest(
+            f"send uint8 [B,2,H,W,3] (one step per stream, two views) or [B,2,T,H,W,3] (windows), got "
+            f"{array.dtype} {list(array.shape)}"
+        )
+    limit = MAX_STEPS if array.ndim == 5 else MAX_WINDOWS
+    if not 1 <= array.shape[0] <= limit:
+        raise BadRequest(f"send 1 to {limit} items, got {array.shape[0]}")
+    if array.ndim == 6 and array.shape[2] > MAX_FRAMES_PER_VIEW:
+        raise BadRequest(f"at most {MAX_FRAMES_PER_VIEW} frames per view")
+    side = settings.MAX_IMAGE_SIDE
+    if not (1 <= array.shape[-3] <= side and 1 <= array.shape[-2] <= side):
+        raise BadRequest(f"frames must be at most {side} px a side")
+    return array
+
+
+def npy_request(request) -> dict:
+    """The JSON-shaped request data from an `.npy` body and its query parameters."""
+    array = npy_body(request.data if isinstance(request.data, bytes) else b"")
+    query = request.query_params
+    n = array.shape[0]
+    try:
+        env_rewards = float_list(query.get("env_rewards"), n, "env_rewards") or [0.0] * n
+        env_success = bool_list(query.get("env_success"), n, "env_success") or [False] * n
+        dones = bool_list(query.get("dones"), n, "dones") or [False] * n
+        resets = bool_list(query.get("resets"), n, "resets") or [False] * n
+    except PayloadError as exc:
+        raise BadRequest(str(exc)) from None
+    streams = [s.strip() for s in query.get("streams", "").split(",")] if query.get("streams") else None
+    if streams is not None and len(streams) != n:
+        raise BadRequest(f"streams names {len(streams)} streams for {n} items")
+    data = {k: query[k] for k in ("reward_mode", "generate", "max_new_tokens", "gt_success_bonus") if k in query}
+    if array.ndim == 6:
+        data["windows"] = [
+            {"main": list(a[0]), "extra": list(a[1]), "env_reward": r, "env_success": s}
+            for a, r, s in zip(array, env_rewards, env_success, strict=True)
+        ]
+    else:
+        data["steps"] = [
+            {
+                "stream": streams[i] if streams else str(i),
+                "main": a[0],
+                "extra": a[1],
+                "env_reward": env_rewards[i],
+                "env_success": env_success[i],
+                "done": dones[i],
+                "reset": resets[i],
+            }
+            for i, a in enumerate(array)
+        ]
+    return data
+
+
 class VLMRewardsView(APIView):
     """Trend rewards from a deployed Qwen3-VL."""
+
+    parser_classes = [NpyParser, JSONParser]
 
     @extend_schema(
         operation_id="deployment_vlm_rewards",
@@ -163,9 +251,18 @@ class VLMRewardsView(APIView):
             "steps get `interval_reward`. The label comes from the three label tokens' probabilities in one "
             "forward pass, or with `generate` from greedy text read by the trend parser. The reward maps "
             "positive/negative/unclear/invalid (default 1.0/-0.2/0.0/0.0) plus `gt_success_bonus` when "
-            "env_success, then the deployment's combine formula."
+            "env_success, then the deployment's combine formula. Compact form: `application/x-npy` with a "
+            "uint8 `[B,2,H,W,3]` array (one step per stream, both views) or `[B,2,T,H,W,3]` (windows) and the "
+            "per-item values as comma-separated query parameters."
         ),
-        request=VLMRewardsRequestSerializer,
+        request={"application/json": VLMRewardsRequestSerializer, "application/x-npy": OpenApiTypes.BINARY},
+        parameters=[
+            OpenApiParameter("streams", str, description=".npy only: stream names, comma-separated (default 0..B-1)."),
+            OpenApiParameter("env_rewards", str, description=".npy only: env rewards, comma-separated."),
+            OpenApiParameter("env_success", str, description=".npy only: env success flags (1/0), comma-separated."),
+            OpenApiParameter("dones", str, description=".npy only: done flags (1/0), comma-separated."),
+            OpenApiParameter("resets", str, description=".npy only: reset flags (1/0), comma-separated."),
+        ],
         responses={
             200: VLMRewardsResponseSerializer,
             400: OpenApiResponse(description="Bad images or fields, or not a VLM deployment (the detail says which)."),
@@ -175,7 +272,9 @@ class VLMRewardsView(APIView):
         },
     )
     def post(self, request, name: str):
-        body = VLMRewardsRequestSerializer(data=request.data)
+        content_type = (request.content_type or "").split(";")[0].strip()
+        raw = npy_request(request) if content_type == NpyParser.media_type else request.data
+        body = VLMRewardsRequestSerializer(data=raw)
         body.is_valid(raise_exception=True)
         data = body.validated_data
         deployment = _deployment(

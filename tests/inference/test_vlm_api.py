@@ -115,6 +115,24 @@ def test_window_rewards_match_the_model_and_the_label_mapping(
         assert item["model_output"] == pytest.approx(output)
         assert item["reward"] == pytest.approx(0.5 * env_reward + 2.0 * output)
 
+    # the compact form: one uint8 [B,2,T,H,W,3] .npy body, per-item values as query parameters
+    array = np.stack([np.stack([np.stack(main), np.stack(extra)]) for main, extra in windows])
+    buffer = io.BytesIO()
+    np.save(buffer, array)
+    response = requests.post(
+        f"{live_server_url}/api/deployments/{deployment.name}/vlm/rewards",
+        params={"env_rewards": "1,0,-1", "env_success": "0,1,0", "gt_success_bonus": "20"},
+        data=buffer.getvalue(),
+        headers={"Authorization": f"Bearer {rl_token}", "Content-Type": "application/x-npy"},
+        timeout=60,
+    )
+    assert response.status_code == 200, response.text
+    default = {"positive": 1.0, "negative": -0.2, "unclear": 0.0}
+    for item, probs, (env_reward, success) in zip(response.json()["items"], expected, env, strict=True):
+        np.testing.assert_allclose([item["probabilities"][k] for k in LABELS], probs, atol=1e-5)
+        output = default[LABELS[int(np.argmax(probs))]] + (20.0 if success else 0.0)
+        assert item["reward"] == pytest.approx(0.5 * env_reward + 2.0 * output)
+
     # greedy generation read by the parser decides the label when asked
     body = {"windows": body["windows"][:1], "generate": True, "max_new_tokens": 6, "label_rewards": LABEL_REWARDS}
     item = post(f"{live_server_url}/api/deployments/{deployment.name}/vlm/rewards", rl_token, body).json()["items"][0]
@@ -173,6 +191,27 @@ def test_history_vlm_streams_buffer_steps_and_score_every_interval(
     ]
     np.testing.assert_allclose(
         [items[3]["probabilities"][k] for k in LABELS], direct.probabilities([window("a", 2)])[0], atol=1e-5
+    )
+
+    # the compact form: uint8 [B,2,H,W,3] (one step per stream, both views) with stream names in the query
+    for t in range(3):
+        buffer = io.BytesIO()
+        np.save(
+            buffer, np.stack([np.stack([mains["a"][t], extras["a"][t]]), np.stack([mains["b"][t], extras["b"][t]])])
+        )
+        response = requests.post(
+            url,
+            params={"streams": "e,f"},
+            data=buffer.getvalue(),
+            headers={"Authorization": f"Bearer {rl_token}", "Content-Type": "application/x-npy"},
+            timeout=60,
+        )
+        assert response.status_code == 200, response.text
+        assert [(i["stream"], i["scored"]) for i in response.json()["items"]] == [("e", t == 2), ("f", t == 2)]
+    np.testing.assert_allclose(
+        [response.json()["items"][0]["probabilities"][k] for k in LABELS],
+        direct.probabilities([window("a", 2)])[0],
+        atol=1e-5,
     )
 
     expected = direct.probabilities([window("a", 2), window("a", 4), window("a", 6), window("b", 4)])
@@ -248,6 +287,11 @@ def test_bad_vlm_requests_get_clear_4xx(project, vlm_model, rl_token, live_serve
     resnet = deploy(trained_model)
     wrong_kind = post(f"{live_server_url}/api/deployments/{resnet.name}/vlm/rewards", rl_token, {"windows": [window]})
     assert wrong_kind.status_code == 400 and "not a VLM" in wrong_kind.json()["detail"]
+    buffer = io.BytesIO()
+    np.save(buffer, np.zeros((2, 3, 8, 8, 3), dtype=np.uint8))
+    headers = {"Authorization": f"Bearer {rl_token}", "Content-Type": "application/x-npy"}
+    wrong_shape = requests.post(url, data=buffer.getvalue(), headers=headers, timeout=30)
+    assert wrong_shape.status_code == 400 and "[B,2,H,W,3]" in wrong_shape.json()["detail"]
     mapping = post(url, rl_token, {"windows": [window], "label_rewards": {"sideways": 1.0}})
     assert mapping.status_code == 400 and "unknown labels" in mapping.json()["detail"]
 
