@@ -77,7 +77,6 @@ class TeleopAgentConsumer(AsyncWebsocketConsumer):
         await self.save_stats()
         await database_sync_to_async(services.session_close)(session_id=self.session_id)
         await self.broadcast({"type": "status", "live": False, **self.status()})
-        await self.channel_layer.group_discard(group_name(self.session_id), self.channel_name)
 
     # -- messages from the agent ----------------------------------------------------------------
     async def receive(self, text_data=None, bytes_data=None):
@@ -120,7 +119,6 @@ class TeleopAgentConsumer(AsyncWebsocketConsumer):
         self.session_id = session.pk
         cameras = session.cameras or ["main"]
         self.main_camera = "main" if "main" in cameras else cameras[0]
-        await self.channel_layer.group_add(group_name(session.pk), self.channel_name)
         await self.send(json.dumps({"type": "session", "session": session.pk, "dashboard": f"/teleop/{session.pk}/"}))
         await self.broadcast({"type": "status", "live": True, **self.status()})
         self.ticker = asyncio.ensure_future(self.tick())
@@ -289,9 +287,6 @@ class TeleopAgentConsumer(AsyncWebsocketConsumer):
 
     async def broadcast(self, data: dict):
         await self.channel_layer.group_send(group_name(self.session_id), {"type": "teleop.event", "data": data})
-
-    async def teleop_event(self, event):
-        pass  # the agent joins its group only so the group exists; viewers forward events
 
     async def reply_error(self, message: str):
         await self.send(json.dumps({"type": "warning", "message": message}))
