@@ -114,7 +114,9 @@ function redraw() {
     trim(now);
     plot.batch(() => {
       plot.setData([xs, probs, thresholds] as uPlot.AlignedData, false);
-      plot.setScale("x", { min: now - WINDOW_S, max: now + 1 });
+      // Zoom to the data until a full window has arrived, so a fresh session is not a dot at the edge.
+      const first = xs.length ? xs[0] : now - 10;
+      plot.setScale("x", { min: Math.max(now - WINDOW_S, Math.min(first, now - 10) - 1), max: now + 1 });
     });
   });
 }
