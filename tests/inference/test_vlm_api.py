@@ -49,7 +49,10 @@ def vlm_model(project):
 
 @pytest.fixture
 def direct(vlm_model, project):
-    """The same model loaded in this process, with the prompt the deployment serves."""
+    """The same model loaded in this process, with the prompt the deployment serves, on one torch thread
+    like the worker (same arithmetic, so greedy texts match exactly)."""
+    import torch
+
     from training.storage import local_path
     from training.vlm.checkpoint import checkpoint_load
     from training.vlm.prompt import prompt_render
@@ -67,7 +70,10 @@ def direct(vlm_model, project):
             return scorer.generate([ScoreItem(images, text)], max_new_tokens=max_new_tokens)[0]
 
     Direct.prompt = prompt
-    return Direct()
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield Direct()
+    torch.set_num_threads(threads)
 
 
 def frames(n: int, seed: int, size: int = 32) -> list[np.ndarray]:
