@@ -415,3 +415,35 @@ def test_a_checkpoint_from_another_machine_finds_the_local_base_model(vlm_fixtur
     (tmp_path / "qwen3-vl").symlink_to(vlm_fixture_dir)
     assert base_model_find({"base_model_path": "/elsewhere/qwen3-vl"}) == str(tmp_path / "qwen3-vl")
     assert base_model_find({"base_model_path": str(vlm_fixture_dir)}) == str(vlm_fixture_dir)
+
+
+def test_gradient_checkpointing_trains_to_the_same_loss(vlm_fixture_dir, tmp_path):
+    from training.reporting import MemoryReporter
+    from training.vlm.train import train_vlm
+
+    windows = [coloured_window(label) for label in LABELS]
+    losses = []
+    for checkpointing in (False, True):
+        config = VLMTrainConfig(
+            base_model_path=str(vlm_fixture_dir),
+            lr=5e-3,
+            warmup_steps=0,
+            max_steps=3,
+            batch_size=3,
+            grad_accum=1,
+            lora_dropout=0.0,
+            gradient_checkpointing=checkpointing,
+        )
+        reporter = MemoryReporter()
+        train_vlm(config, windows, [], tmp_path / str(checkpointing), reporter=reporter)
+        losses.append([p["train_loss"] for p in reporter.steps])
+    np.testing.assert_allclose(losses[0], losses[1], rtol=1e-4)
+
+
+def test_fixture_command_writes_a_loadable_model_folder(tmp_path, capsys):
+    from training.vlm.checkpoint import checkpoint_meta
+    from training.vlm.fixture import main
+
+    main([str(tmp_path / "tiny")])
+    assert capsys.readouterr().out.strip() == str(tmp_path / "tiny")
+    assert checkpoint_meta(tmp_path / "tiny")["base_model_path"] == str(tmp_path / "tiny")

@@ -65,6 +65,7 @@ class VLMTrainConfig:
     device: str = "auto"
     bf16: bool = True
     num_threads: int = 0  # torch CPU threads while the job runs (0: leave the process's setting)
+    gradient_checkpointing: bool = False  # trade compute for memory (large models on small GPUs)
     # Prompt (a model must be served with the prompt it was trained on)
     prompt_template: str = DEFAULT_PROMPT_TEMPLATE
     task: str = ""

@@ -162,3 +162,18 @@ def build_tiny_qwen3_vl(folder: str | Path, *, seed: int = 0) -> Path:
     model.save_pretrained(folder)
     processor.save_pretrained(folder)
     return folder
+
+
+def main(argv: list[str] | None = None) -> None:
+    """`python -m training.vlm.fixture <folder>`: write the tiny model there (for demos and benchmarks)."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("folder", help="where to save the model, tokenizer and processor")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    print(build_tiny_qwen3_vl(args.folder, seed=args.seed))
+
+
+if __name__ == "__main__":
+    main()

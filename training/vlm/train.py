@@ -160,6 +160,9 @@ def _train(config, train_windows, eval_windows, out_dir: Path, reporter, prompt:
     dtype = dtype_pick(device, config.bf16)
     reporter.log(f"loading {config.base_model_path} on {device} ({dtype})")
     model, processor = base_load(config.base_model_path, device=config.device, bf16=config.bf16)
+    if config.gradient_checkpointing:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        model.enable_input_require_grads()
     model = lora_wrap(model, config)
     model.train()
     label_ids = label_token_ids(processor.tokenizer)
