@@ -3,6 +3,7 @@ undo/redo, bulk proposal acceptance, and every label still there after a reload.
 
 from __future__ import annotations
 
+import math
 import os
 import subprocess
 from pathlib import Path
@@ -56,7 +57,8 @@ def labeler(django_user_model):
 @pytest.mark.e2e
 @pytest.mark.django_db(transaction=True)
 def test_keyboard_labeling_survives_a_reload(browser, live_server_url, labeler, project, screenshot_dir):
-    episode = episode_with_frames(project=project, num_steps=200, size=64, success_from=170)
+    rewards = [round(0.5 + 0.5 * math.sin(2 * math.pi * i / 60), 4) for i in range(200)]  # rises and falls
+    episode = episode_with_frames(project=project, num_steps=200, size=64, success_from=170, rewards=rewards)
     page = browser.new_page(viewport={"width": 1400, "height": 1100})
     errors: list[str] = []
     page.on("pageerror", lambda exc: errors.append(str(exc)))
@@ -64,6 +66,9 @@ def test_keyboard_labeling_survives_a_reload(browser, live_server_url, labeler, 
     page.goto(f"{live_server_url}/projects/{project.pk}/")
     page.click(f"a[href='/episodes/{episode.uuid}/label/']")
     page.wait_for_selector("body[data-ready='1']")
+    # proposals are generated on first open, apart from human labels
+    page.wait_for_function("() => window.__rs.model.proposal[199] === 'success'")
+    assert FrameLabel.objects.filter(episode=episode, source="proposal").count() == 200
     kb = page.keyboard
 
     # frame labels, one key each; auto-advance on with `t`
