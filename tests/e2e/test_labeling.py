@@ -86,6 +86,25 @@ def test_keyboard_labeling_survives_a_reload(browser, live_server_url, labeler, 
     wait_saved(page)
     expected = {0: "success", 1: "fail", **{i: "success" for i in range(2, 13) if i != 11}}
     assert human_frames(episode) == expected
+    kb.press("z")  # undo the clear: 11 is success again
+    wait_saved(page)
+    assert human_frames(episode)[11] == "success"
+    kb.press("Shift+Z")  # redo: cleared again
+    wait_saved(page)
+    assert human_frames(episode) == expected
+
+    # shift-click on the timeline selects a range; one key labels it all
+    box = page.locator("#timeline").bounding_box()
+    step_x = lambda step: box["x"] + (step + 0.5) * box["width"] / 200  # noqa: E731
+    page.mouse.click(step_x(20), box["y"] + 30)
+    page.keyboard.down("Shift")
+    page.mouse.click(step_x(25), box["y"] + 30)
+    page.keyboard.up("Shift")
+    kb.press("a")
+    wait_saved(page)
+    expected.update({i: "fail" for i in range(20, 26)})
+    assert human_frames(episode) == expected
+    kb.press("Escape")
 
     # window labels: the window starts at the cursor; `1` positive (auto-advance by the stride)
     kb.press("Home")
