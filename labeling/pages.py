@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from django import forms
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
-from django.shortcuts import get_object_or_404, render
+from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import NoReverseMatch, reverse
+from django.views.decorators.http import require_POST
 
 from . import label_selectors
 from .models import Agent, Episode, Project
@@ -17,6 +20,55 @@ FILTERS = ("source", "agent", "state", "proposals", "success")
 # PROJECT_SECTIONS: template names rendered as panels on the project page, with `project` in their context.
 PROJECT_LINKS: list[tuple[str, str]] = [("Import files", "project-import"), ("Training", "training-project")]
 PROJECT_SECTIONS: list[str] = []
+
+
+class LabelingSettingsForm(forms.ModelForm):
+    """Label targets and the trend-rule parameters of window proposals."""
+
+    class Meta:
+        model = Project
+        fields = [
+            "target_success_frames",
+            "target_fail_frames",
+            "target_windows_per_class",
+            "window_size",
+            "trend_stride",
+            "trend_delta_threshold",
+            "trend_tail_unclear_ratio",
+        ]
+        labels = {
+            "target_success_frames": "Target success frames",
+            "target_fail_frames": "Target fail frames",
+            "target_windows_per_class": "Target windows per class",
+            "window_size": "Window size (steps)",
+            "trend_stride": "Window stride",
+            "trend_delta_threshold": "Trend delta threshold",
+            "trend_tail_unclear_ratio": "Tail unclear ratio",
+        }
+
+    def clean_window_size(self):
+        value = self.cleaned_data["window_size"]
+        if value < 1:
+            raise forms.ValidationError("a window holds at least one step")
+        return value
+
+    def clean_trend_stride(self):
+        value = self.cleaned_data["trend_stride"]
+        if value < 1:
+            raise forms.ValidationError("the stride is at least one step")
+        return value
+
+    def clean_trend_delta_threshold(self):
+        value = self.cleaned_data["trend_delta_threshold"]
+        if value < 0:
+            raise forms.ValidationError("the threshold must not be negative")
+        return value
+
+    def clean_trend_tail_unclear_ratio(self):
+        value = self.cleaned_data["trend_tail_unclear_ratio"]
+        if not 0 <= value <= 1:
+            raise forms.ValidationError("the ratio is between 0 and 1")
+        return value
 
 
 def _project_links(project: Project) -> list[tuple[str, str]]:
@@ -32,7 +84,10 @@ def _project_links(project: Project) -> list[tuple[str, str]]:
 @login_required
 def project_detail(request, pk: int):
     """The project page: progress toward targets and the filtered episode list."""
-    project = get_object_or_404(Project, pk=pk)
+    return _project_page(request, get_object_or_404(Project, pk=pk))
+
+
+def _project_page(request, project: Project, settings_form: LabelingSettingsForm | None = None):
     filters = {name: request.GET.get(name, "") for name in FILTERS}
     episodes = label_selectors.episode_list(project=project, **filters)
     page = Paginator(episodes, 100).get_page(request.GET.get("page"))
@@ -54,9 +109,25 @@ def project_detail(request, pk: int):
             "agents": Agent.objects.filter(episodes__project=project).distinct().values_list("name", flat=True),
             "page_data": {"project": project.pk, "api": f"/api/projects/{project.pk}"},
             "project_links": _project_links(project),
+            "settings_form": settings_form or LabelingSettingsForm(instance=project),
             "project_sections": PROJECT_SECTIONS,
         },
     )
+
+
+@login_required
+@require_POST
+def project_settings(request, pk: int):
+    """Saves the label targets and trend parameters; proposals follow on the next Generate."""
+    project = get_object_or_404(Project, pk=pk)
+    form = LabelingSettingsForm(request.POST, instance=project)
+    if not form.is_valid():
+        response = _project_page(request, Project.objects.get(pk=pk), settings_form=form)
+        response.status_code = 400
+        return response
+    form.save()
+    messages.success(request, "Settings saved. Generate proposals to apply new trend parameters.")
+    return redirect("project-detail", pk=pk)
 
 
 @login_required

@@ -84,3 +84,35 @@ def test_pages_need_a_login(client, project):
     episode = episode_with_frames(project=project, num_steps=2, size=16)
     assert client.get(f"/projects/{project.pk}/").status_code == 302
     assert client.get(f"/episodes/{episode.uuid}/label/").status_code == 302
+
+
+SETTINGS = {
+    "target_success_frames": 20,
+    "target_fail_frames": 60,
+    "target_windows_per_class": 10,
+    "window_size": 3,
+    "trend_stride": 2,
+    "trend_delta_threshold": 0.1,
+    "trend_tail_unclear_ratio": 0.2,
+}
+
+
+def test_labeling_settings_are_saved_from_the_project_page(user_client, project):
+    response = user_client.post(f"/projects/{project.pk}/labeling-settings/", SETTINGS)
+    assert response.status_code == 302
+    project.refresh_from_db()
+    assert project.trend_params() == {"window_size": 3, "stride": 2, "delta_threshold": 0.1, "tail_unclear_ratio": 0.2}
+    assert (project.target_success_frames, project.target_fail_frames) == (20, 60)
+    assert "0/20" in user_client.get(f"/projects/{project.pk}/").content.decode()
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [("trend_tail_unclear_ratio", 1.5, "between 0 and 1"), ("window_size", 0, "at least one step")],
+)
+def test_bad_labeling_settings_are_refused_with_a_message(user_client, project, field, value, message):
+    response = user_client.post(f"/projects/{project.pk}/labeling-settings/", {**SETTINGS, field: value})
+    assert response.status_code == 400
+    assert message in response.content.decode()
+    project.refresh_from_db()
+    assert project.window_size == 5 and project.trend_tail_unclear_ratio == 0.15
