@@ -55,6 +55,8 @@ def proposals_generate(*, project: Project, episodes: QuerySet[Episode] | None =
 
 
 def _episode_generate(*, episode: Episode, project: Project, params: TrendParams, result: GenerateResult) -> None:
+    # Concurrent generations of one episode (two people opening it at once) take turns on the episode row.
+    Episode.objects.select_for_update().filter(pk=episode.pk).first()
     steps = list(
         Step.objects.filter(episode=episode)
         .order_by("index")

@@ -173,3 +173,26 @@ def test_bad_proposal_requests_get_a_400(user_client, project, body, message):
     response = post(user_client, f"/api/projects/{project.pk}/proposals/accept", body)
     assert response.status_code == 400
     assert message in response.json()["detail"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_generation_of_one_episode_neither_fails_nor_duplicates(project):
+    from concurrent.futures import ThreadPoolExecutor
+
+    from django.db import connection
+
+    from labeling.proposals import proposals_generate
+
+    episode = episode_with_frames(project=project, num_steps=30, size=16)
+
+    def generate(_):
+        try:
+            return proposals_generate(project=project, episodes=project.episodes.filter(pk=episode.pk))
+        finally:
+            connection.close()
+
+    with ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(generate, range(4)))
+    assert sum(r.frames_created for r in results) == 30
+    assert FrameLabel.objects.filter(episode=episode, source="proposal").count() == 30
+    assert WindowLabel.objects.filter(episode=episode, source="proposal").count() == 26
