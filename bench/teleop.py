@@ -15,6 +15,9 @@ file in a temporary folder), writes checkpoints to a temporary MEDIA_ROOT, start
 `manage.py inference_worker --threads N` on a free port:
 
     .venv/bin/python bench/teleop.py [--threads 1] [--seconds 10] [--clients 5]
+
+Give it a database and Redis db of its own (the default SQLite file does that for the database): another
+inference worker watching the same deployments would take its requests without its checkpoints.
 """
 
 from __future__ import annotations
@@ -170,7 +173,7 @@ async def scenario(base: str, token: str, cookie: str, deployment: str, size: in
     return summary, elapsed, outs, streamer.stats
 
 
-def report(title: str, raw_ms: float, summary, elapsed: float, outs: list[dict], limit_ms: float | None) -> None:
+def report(title: str, raw_ms: float, summary, elapsed: float, outs: list[dict], limit_ms, stats=None) -> None:
     sent = summary.steps
     print(f"\n{title}: {sent} steps sent in {elapsed:.1f} s ({sent / elapsed:.1f} Hz); raw forward {raw_ms:.1f} ms")
     worst = 0.0
@@ -181,6 +184,11 @@ def report(title: str, raw_ms: float, summary, elapsed: float, outs: list[dict],
         print(
             f"  client {i}: frames {out['frames']:4d}  probabilities {len(lat):4d}  "
             f"latency p50 {p50:7.1f} ms  p95 {p95:7.1f} ms  (raw forward {raw_ms:.1f} ms)"
+        )
+    if stats is not None and stats.latencies_ms:
+        own = stats.latencies_ms
+        print(
+            f"  agent:    results {len(own):4d}  latency p50 {percentile(own, 0.5):7.1f} ms  p95 {percentile(own, 0.95):7.1f} ms"
         )
     dropped = max(o["dropped"] for o in outs)
     print(f"  dropped frames (reported by the server): {dropped}")
@@ -225,7 +233,7 @@ def main() -> None:
         for hz in (10, 20):
             raw = raw_forward_ms(folder128, 128)
             result = asyncio.run(scenario(base, token, cookie, name128, 128, hz, args.seconds, args.clients))
-            report(f"{hz} Hz, ResNet18 128x128", raw, *result[:3], raw + 20 if hz == 10 else None)
+            report(f"{hz} Hz, ResNet18 128x128", raw, *result[:3], raw + 20 if hz == 10 else None, result[3])
         raw224 = raw_forward_ms(folder224, 224)
         serve_hz = 1000 / raw224
         overload_hz = min(2 * serve_hz, 60.0)
@@ -233,7 +241,7 @@ def main() -> None:
             scenario(base, token, cookie, name224, 224, overload_hz, args.seconds, args.clients)
         )
         report(f"overload {overload_hz:.1f} Hz (2x the {serve_hz:.1f} Hz a 224x224 ResNet18 serves)", raw224,
-               summary, elapsed, outs, None)  # fmt: skip
+               summary, elapsed, outs, None, stats)  # fmt: skip
         lat = outs[0]["latencies"]
         half = len(lat) // 2
         first, second = percentile(lat[:half], 0.95), percentile(lat[half:], 0.95)

@@ -28,7 +28,8 @@ class Command(BaseCommand):
         parser.add_argument("--project", default="PickCube")
         parser.add_argument("--deployment", default="pickcube-resnet")
         parser.add_argument("--size", type=int, default=64, help="camera size in pixels (and the model's input)")
-        parser.add_argument("--epochs", type=int, default=8)
+        parser.add_argument("--epochs", type=int, default=6)
+        parser.add_argument("--lr", type=float, default=3e-4)
         parser.add_argument("--seed", type=int, default=1000, help="first episode seed")
 
     def handle(self, *args, **opts):
@@ -112,7 +113,7 @@ class Command(BaseCommand):
         self.stdout.write(f"dataset snapshot #{snapshot.number}: {snapshot.stats}")
         size = opts["size"]
         config = {
-            "image_size": [3, size, size], "epochs": opts["epochs"], "batch_size": 32, "lr": 1e-3,
+            "image_size": [3, size, size], "epochs": opts["epochs"], "batch_size": 32, "lr": opts["lr"],
             "warmup_steps": 20, "pretrained": False, "hidden_dim": 256, "dropout": 0.1, "device": "cpu",
         }  # fmt: skip
         job = job_create(project=project, snapshot=snapshot, kind="resnet", config=config, enqueue=False,
