@@ -249,6 +249,9 @@ class TeleopAgentConsumer(AsyncWebsocketConsumer):
                 await database_sync_to_async(services.teleop_steps_record)(session_id=self.session_id, steps=steps)
             except services.TeleopError as exc:
                 await self.warn(f"recording failed: {exc}")
+            except Exception:  # a database hiccup must not end the live stream
+                log.exception("teleop session %s: recording %d steps failed", self.session_id, len(steps))
+                await self.warn(f"recording of {len(steps)} steps failed on the server (see its log)")
 
     def status(self) -> dict:
         times = list(self.received)
@@ -269,10 +272,15 @@ class TeleopAgentConsumer(AsyncWebsocketConsumer):
     async def tick(self):
         while True:
             await asyncio.sleep(TICK_S)
-            if self.buffer:
-                await self.flush()
-            await self.broadcast({"type": "status", "live": True, **self.status()})
-            await self.save_stats()
+            try:
+                if self.buffer:
+                    await self.flush()
+                await self.broadcast({"type": "status", "live": True, **self.status()})
+                await self.save_stats()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("teleop session %s: status update failed", self.session_id)
 
     async def save_stats(self):
         delta = {k: self.counts[k] - self.flushed_counts[k] for k in self.counts}
