@@ -181,8 +181,8 @@ def test_proposals_accepted_in_bulk_from_the_keyboard_and_the_project_page(
     page.goto(f"{live_server_url}/episodes/{first.uuid}/label/")
     page.wait_for_selector("body[data-ready='1']")
     kb = page.keyboard
-    kb.press("p")  # first open proposal run starts at step 0
-    kb.press("p")  # next run: where the env success flag turns on
+    kb.press("p")  # next run of open proposals: where the env success flag turns on (50)
+    kb.press("p")  # no run after it: the cursor stays
     assert cursor(page) == 50
     kb.press("r")  # reject the proposals here (step 50 and window 50..54)
     kb.press("Shift+Y")  # accept everything else still open in the episode
