@@ -132,9 +132,12 @@ const undo = new UndoStack();
 function failed(error: unknown): void {
   saveStatus.dataset.state = "error";
   saveStatus.textContent = `Not saved: ${error instanceof Error ? error.message : String(error)}`;
-  queue.run(reload).then(() => {
-    saveStatus.dataset.state = queue.busy ? "busy" : "idle";
-  });
+  queue
+    .run(reload)
+    .then(() => {
+      saveStatus.dataset.state = queue.busy ? "busy" : "idle";
+    })
+    .catch(() => undefined); // still offline: the message stays until the next successful save
 }
 
 function send<T>(path: string, init: RequestInit & { json?: unknown }): Promise<T | undefined> {
