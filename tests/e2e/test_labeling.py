@@ -207,3 +207,29 @@ def test_proposals_accepted_in_bulk_from_the_keyboard_and_the_project_page(
     assert "19/50" in content  # success frames: 9 (step 50 was rejected) + 10
     page.screenshot(path=str(screenshot_dir / "labeling-project.png"), full_page=True)
     assert errors == []
+
+
+@pytest.mark.e2e
+@pytest.mark.django_db(transaction=True)
+def test_a_failed_save_is_shown_and_the_page_resyncs(browser, live_server_url, labeler, project):
+    episode = episode_with_frames(project=project, num_steps=20, size=32)
+    page = browser.new_page()
+    login(page, live_server_url, "labeler", PASSWORD)
+    page.goto(f"{live_server_url}/episodes/{episode.uuid}/label/")
+    page.wait_for_selector("body[data-ready='1']")
+    wait_saved(page)  # proposals generated on first open
+
+    def refuse(route):
+        route.fulfill(status=503, content_type="application/json", body='{"detail": "database is down"}')
+
+    page.route("**/frame-labels", refuse)
+    page.keyboard.press("c")
+    page.wait_for_selector("#save-status[data-state=error]")
+    assert "database is down" in page.inner_text("#save-status")
+    # the page resyncs with the server: the label that was not saved is not shown as saved
+    page.wait_for_function("() => window.__rs.model.human[0] === null")
+    page.unroute("**/frame-labels")
+    page.keyboard.press("a")
+    wait_saved(page)
+    assert page.inner_text("#save-status") == "Saved"
+    assert human_frames(episode) == {0: "fail"}

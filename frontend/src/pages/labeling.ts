@@ -137,14 +137,24 @@ function failed(error: unknown): void {
     .then(() => {
       saveStatus.dataset.state = queue.busy ? "busy" : "idle";
     })
-    .catch(() => undefined); // still offline: the message stays until the next successful save
+    .catch(() => undefined); // still offline: the message stays until a save succeeds
 }
 
 function send<T>(path: string, init: RequestInit & { json?: unknown }): Promise<T | undefined> {
-  return queue.run(() => api<T>(path, init)).catch((error) => {
-    failed(error);
-    return undefined;
-  });
+  return queue.run(() => api<T>(path, init)).then(
+    (result) => {
+      if (saveStatus.dataset.state === "error") {
+        // saving works again: the idle callback will say "Saved" once the queue drains
+        saveStatus.dataset.state = "busy";
+        saveStatus.textContent = "Saving…";
+      }
+      return result;
+    },
+    (error) => {
+      failed(error);
+      return undefined;
+    },
+  );
 }
 
 // Local edits, numbered, so a reload that raced with newer edits keeps them on screen (they are on their way).
