@@ -41,8 +41,6 @@ os.environ["MEDIA_ROOT"] = str(TMP / "media")
 os.environ.setdefault("DEBUG", "0")
 os.environ.setdefault("LOG_LEVEL", "WARNING")
 
-SIZE = 128
-
 
 def free_port() -> int:
     with socket.socket() as sock:
@@ -82,7 +80,7 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
 
 
-def setup(threads: int):
+def setup(size: int):
     import django
 
     django.setup()
@@ -100,7 +98,7 @@ def setup(threads: int):
 
     call_command("migrate", verbosity=0)
     torch.manual_seed(0)
-    config = ResNetConfig(arch="resnet18", image_size=[3, SIZE, SIZE], hidden_dim=256, dropout=0.1)
+    config = ResNetConfig(arch="resnet18", image_size=[3, size, size], hidden_dim=256, dropout=0.1)
     folder = f"checkpoints/bench_{uuid.uuid4().hex[:8]}"
     save_checkpoint(RewardResNet(config).eval(), config, default_storage.path(folder), metrics={}, step=0)
     project, _ = Project.objects.get_or_create(name="bench-inference")
@@ -116,21 +114,22 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=200, help="single-image requests per scenario")
     parser.add_argument("--batches", type=int, default=10, help="batch-64 requests")
     parser.add_argument("--clients", type=int, default=16)
+    parser.add_argument("--size", type=int, default=128, help="image side (the targets are for 128)")
     args = parser.parse_args()
 
     import torch
 
     threads = args.threads or torch.get_num_threads()
     torch.set_num_threads(threads)
-    project, model, deployment, agent, token, folder = setup(threads)
+    project, model, deployment, agent, token, folder = setup(args.size)
 
     from inference.client import RewardClient
     from training.resnet.checkpoint import load_checkpoint, predict_proba
 
     raw_model, _ = load_checkpoint(folder, "cpu")
     rng = np.random.default_rng(0)
-    batch64 = rng.integers(0, 256, size=(64, SIZE, SIZE, 3), dtype=np.uint8)
-    singles = [rng.integers(0, 256, size=(1, SIZE, SIZE, 3), dtype=np.uint8) for _ in range(32)]
+    batch64 = rng.integers(0, 256, size=(64, args.size, args.size, 3), dtype=np.uint8)
+    singles = [rng.integers(0, 256, size=(1, args.size, args.size, 3), dtype=np.uint8) for _ in range(32)]
 
     env = dict(os.environ)
     port = free_port()
@@ -160,7 +159,7 @@ def main() -> None:
         served = client.compute_rewards(batch64).probabilities
         assert np.allclose(served, predict_proba(raw_model, batch64), atol=1e-5), "served probabilities differ"
 
-        print(f"ResNet18 {SIZE}x{SIZE}, CPU, torch threads {threads} (raw in-process and worker)")
+        print(f"ResNet18 {args.size}x{args.size}, CPU, torch threads {threads} (raw in-process and worker)")
         print(f"{'scenario':<44} {'service':>14} {'raw limit':>14} {'ratio':>7}  target")
 
         # Raw and service calls alternate, so that both see the same load from anything else on the machine.

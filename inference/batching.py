@@ -50,9 +50,10 @@ class Batcher:
     clock: Callable[[], float] = time.monotonic
     _last_requests: int = 1
 
-    def collect(self, first: T, source: Source[T]) -> list[T]:
-        batch = [first]
-        total = self.size(first)
+    def collect(self, first: T, source: Source[T], already: Sequence[T] = ()) -> list[T]:
+        """`first` woke us (with `already`, popped in the same call); add what else comes."""
+        batch = [first, *already]
+        total = sum(self.size(item) for item in batch)
         limit = self.policy.max_batch_size
         wait = self.policy.max_wait_ms / 1000.0
         if self.adaptive and self._last_requests <= 1:

@@ -9,8 +9,9 @@ recorded) come in as callables, wired by `manage.py inference_worker`.
   that error (the web side turns it into a 503). Loading is retried after `retry_failed_s`, or at once
   when the deployment's version changes.
 - Requests whose deadline passed (the caller gave up) are skipped rather than scored.
-- BRPOP wakes the worker the moment a request arrives. Its timeout has Redis' `hz` resolution (100 ms),
-  so the short batching wait (`max_wait_ms`) polls with non-blocking RPOP instead.
+- BLMPOP wakes the worker the moment a request arrives and takes what else is queued in the same round
+  trip. Blocking timeouts have Redis' `hz` resolution (100 ms), so the short batching wait (`max_wait_ms`)
+  polls with non-blocking RPOP instead.
 """
 
 from __future__ import annotations
@@ -77,6 +78,7 @@ class InferenceWorker:
     list_deployments: ListDeployments
     worker_id: str = field(default_factory=lambda: f"{socket.gethostname()}:{os.getpid()}")
     refresh_s: float = 1.0
+    wake_count: int = 64  # requests taken at once when woken (larger batches are scored in chunks)
     retry_failed_s: float = 5.0
     models: dict[str, LoadedModel] = field(default_factory=dict)
     batchers: dict[str, Batcher] = field(default_factory=dict)
@@ -103,25 +105,28 @@ class InferenceWorker:
         if not self._deployments:
             time.sleep(min(timeout_s, 0.5))
             return 0
-        # Rotate the key order so no deployment starves the others (BRPOP serves the first non-empty key).
+        # Rotate the key order so no deployment starves the others (BLMPOP serves the first non-empty key).
         self._turn = (self._turn + 1) % len(self._deployments)
         names = self._deployments[self._turn :] + self._deployments[: self._turn]
-        got = self.redis.brpop([queue_key(n) for n in names], timeout=max(1, int(timeout_s)))
-        if got is None:
+        # BLMPOP: wait for the first request and take whatever else is queued with it in one round trip.
+        keys = [queue_key(n) for n in names]
+        got = self.redis.blmpop(max(1, int(timeout_s)), len(keys), *keys, direction="RIGHT", count=self.wake_count)
+        if not got:
             return 0
-        key, message = got
+        key, messages = got
         deployment = key.decode()[len(queue_key("")) :]
-        return self.serve(deployment, message)
+        return self.serve(deployment, messages)
 
-    def serve(self, deployment: str, first_message: bytes) -> int:
-        first = decode_request(first_message)
-        if first is None:
+    def serve(self, deployment: str, messages: list[bytes]) -> int:
+        decoded = [r for r in map(decode_request, messages) if r is not None]
+        if not decoded:
             return 0
+        first = decoded[0]
         policy = BatchPolicy(max(1, first.max_batch_size), max(0.0, first.max_wait_ms))
         batcher = self.batchers.get(deployment)
         if batcher is None or batcher.policy != policy:
             batcher = self.batchers[deployment] = Batcher(policy, size=_item_count)
-        requests = batcher.collect(first, RedisQueue(self.redis, deployment))
+        requests = batcher.collect(first, RedisQueue(self.redis, deployment), decoded[1:])
         now = time.time()
         live = [r for r in requests if r.deadline > now]
         if not live:
