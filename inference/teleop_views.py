@@ -4,11 +4,22 @@ from __future__ import annotations
 
 from django.contrib.auth.decorators import login_required
 from django.shortcuts import get_object_or_404, render
+from django.urls import NoReverseMatch, reverse
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.generics import ListAPIView
 
 from .models import Deployment, TeleopSession
+
+_PLACEHOLDER = "00000000-0000-0000-0000-000000000000"
+
+
+def label_url_template() -> str:
+    """The labeling page's URL with `{uuid}` in place of the episode (the labeler's route, if installed)."""
+    try:
+        return reverse("episode-label", kwargs={"uuid": _PLACEHOLDER}).replace(_PLACEHOLDER, "{uuid}")
+    except NoReverseMatch:
+        return "/episodes/{uuid}/label/"
 
 
 def _sessions():
@@ -17,7 +28,10 @@ def _sessions():
 
 @login_required
 def teleop_sessions(request):
-    sessions = _sessions()[:100]
+    sessions = list(_sessions()[:100])
+    template = label_url_template()
+    for session in sessions:
+        session.episode_links = [(e, template.replace("{uuid}", str(e.uuid))) for e in session.episodes.all()]
     return render(request, "inference/teleop_sessions.html", {"sessions": sessions})
 
 
@@ -31,7 +45,7 @@ def teleop_dashboard(request, session_id: int):
         "cameras": session.cameras or session.project.camera_views,
         "threshold": deployment.threshold if deployment else 0.5,
         "deployment": session.deployment_name,
-        "labelUrl": "/episodes/{uuid}/label",
+        "labelUrl": label_url_template(),
         "hz": session.hz,
     }
     return render(request, "inference/teleop_dashboard.html", {"session": session, "page_data": data})

@@ -74,7 +74,9 @@ def test_dashboard_shows_live_probabilities_from_the_replay_agent(
 
     page.goto(f"{live_server_url}/teleop/")
     link = page.locator(f"tr[data-session='{session.pk}'] a.episode-link").first
-    assert link.get_attribute("href").endswith("/label") and "/episodes/" in link.get_attribute("href")
+    href = link.get_attribute("href")
+    assert href.startswith("/episodes/") and href.endswith("/label/")
+    assert page.goto(f"{live_server_url}{href}").ok  # the recorded episode opens in the labeling page
     page.close()
 
 

@@ -30,7 +30,7 @@ def test_the_session_list_links_each_episode_to_its_labeling_page(user_client, s
     html = user_client.get("/teleop/").content.decode()
     episode = session.episodes.get()
     assert f'href="/teleop/{session.pk}/"' in html
-    assert f'href="/episodes/{episode.uuid}/label"' in html
+    assert f'href="/episodes/{episode.uuid}/label/"' in html
     assert "pickcube-resnet" in html
 
 
