@@ -59,6 +59,7 @@ def test_dashboard_shows_live_probabilities_from_the_replay_agent(
         assert 0.0 <= probability <= 1.0
         assert page.inner_text("#conn") == "connected"
         assert page.inner_text("#e2e").endswith("ms")
+        page.wait_for_function("Number(document.body.dataset.results) >= 20", timeout=30_000)  # a fuller chart
         page.screenshot(path=str(screenshot_dir / "teleop_dashboard.png"), full_page=True)
         output, _ = agent.communicate(timeout=60)
     finally:
