@@ -126,6 +126,8 @@ def make_policy(args, robot):
 
     name = "replay" if args.command == "replay" else args.policy
     if name == "replay":
+        if not hasattr(robot, "recorded_action"):
+            raise RobotError("--policy replay needs --robot replay (it sends the stored episode's actions)")
         return ReplayPolicy(robot)
     if name == "scripted":
         return ScriptedPickCubePolicy(args.env_id)
@@ -140,7 +142,7 @@ def make_policy(args, robot):
     try:
         device = SpaceMouseDevice().open()
     except SpaceMouseUnavailable as exc:
-        raise RobotError(f"SpaceMouse {exc}") from None
+        raise RobotError(str(exc)) from None
     base = {"hold": lambda: HoldPolicy(7), "random": lambda: RandomPolicy(7, args.seed), "keyboard": KeyboardTeleop}[
         args.base_policy
     ]()
@@ -156,8 +158,8 @@ def stream(args) -> int:
     robot = make_robot(args)
     if args.max_steps is None:
         args.max_steps = robot.length - 1 if hasattr(robot, "length") else 100
+    policy = make_policy(args, robot)  # before connecting: a missing SpaceMouse fails fast
     with robot:
-        policy = make_policy(args, robot)
         hello = {
             "project": args.project,
             "deployment": args.deployment,
