@@ -68,12 +68,14 @@ def seed(steps: int, size: int):
 
 
 def cleanup(project) -> None:
+    from django.contrib.auth import get_user_model
     from django.core.files.storage import default_storage
 
     from labeling.models import Frame
 
     names = list(Frame.objects.filter(step__episode__project=project).values_list("image", flat=True))
     project.delete()
+    get_user_model().objects.filter(username="bench-labeler").delete()
     for name in names:
         default_storage.delete(name)
 
