@@ -6,6 +6,7 @@ from urllib.parse import parse_qs
 
 from channels.db import database_sync_to_async
 from django.utils import timezone
+from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import authentication, exceptions
 
 from .tokens import hash_token, token_from_header
@@ -61,3 +62,14 @@ class AgentTokenMiddleware:
         scope = dict(scope)
         scope["agent"] = await database_sync_to_async(agent_for_token)(token) if token else None
         return await self.inner(scope, receive, send)
+
+
+class AgentTokenScheme(OpenApiAuthenticationExtension):
+    """Documents agent tokens in the OpenAPI schema: `Authorization: Bearer <token>`."""
+
+    target_class = "labeling.auth.AgentTokenAuthentication"
+    match_subclasses = True
+    name = "AgentToken"
+
+    def get_security_definition(self, auto_schema):
+        return {"type": "http", "scheme": "bearer", "description": "An agent's API token (Agents in the admin)."}

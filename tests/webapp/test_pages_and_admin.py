@@ -93,7 +93,8 @@ def test_stored_files_are_only_served_to_people_who_logged_in(client, user):
     name = default_storage.save("frames/test/x.txt", ContentFile(b"hello"))
     assert client.get(f"/media/{name}").status_code == 302
     client.force_login(user)
-    assert b"".join(client.get(f"/media/{name}").streaming_content) == b"hello"
+    response = client.get(f"/media/{name}")
+    assert response.content == b"hello" and "max-age" in response["Cache-Control"]
     assert client.get("/media/frames/../../etc/passwd").status_code == 404
 
 
