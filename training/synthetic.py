@@ -1,7 +1,8 @@
 """Generated, separable frames for demos, tests and benchmarks (no Django, no torch).
 
-A success frame shows a red square on a noisy background; a fail frame shows the same background
-without it (sometimes with a blue square, so colour matters and not just "something is there").
+A success frame shows a red square on a noisy background; a fail frame shows the background without it
+(with `distractor=True`, half the fail frames show a blue square instead, so colour matters and not just
+"something is there"; that takes a from-scratch ResNet a few more epochs to learn).
 """
 
 from __future__ import annotations
@@ -12,7 +13,9 @@ SQUARE_COLOUR = (220, 40, 40)
 DISTRACTOR_COLOUR = (40, 60, 220)
 
 
-def make_scene(success: bool, size: int | tuple[int, int], rng: np.random.Generator) -> np.ndarray:
+def make_scene(
+    success: bool, size: int | tuple[int, int], rng: np.random.Generator, *, distractor: bool = False
+) -> np.ndarray:
     """One uint8 HxWx3 RGB frame: a red square somewhere when `success`, none otherwise."""
     height, width = (size, size) if isinstance(size, int) else size
     if height < 8 or width < 8:
@@ -23,15 +26,15 @@ def make_scene(success: bool, size: int | tuple[int, int], rng: np.random.Genera
     side = max(3, min(height, width) // 3)
     if success:
         _paint_square(image, side, SQUARE_COLOUR, rng)
-    elif rng.random() < 0.5:
+    elif distractor and rng.random() < 0.5:
         _paint_square(image, side, DISTRACTOR_COLOUR, rng)
     return image
 
 
-def make_scenes(labels: list[bool] | np.ndarray, size: int, seed: int = 0) -> np.ndarray:
+def make_scenes(labels: list[bool] | np.ndarray, size: int, seed: int = 0, *, distractor: bool = False) -> np.ndarray:
     """A uint8 [N,H,W,3] batch, one scene per label."""
     rng = np.random.default_rng(seed)
-    return np.stack([make_scene(bool(label), size, rng) for label in labels])
+    return np.stack([make_scene(bool(label), size, rng, distractor=distractor) for label in labels])
 
 
 def _paint_square(image: np.ndarray, side: int, colour: tuple[int, int, int], rng: np.random.Generator) -> None:

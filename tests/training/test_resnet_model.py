@@ -140,3 +140,10 @@ def test_training_loop_skips_a_last_batch_of_one_and_stops_on_cancel(tmp_path):
             out_dir=tmp_path / "c",
             reporter=MemoryReporter(cancel_after_steps=1),
         )
+
+
+def test_distractor_scenes_show_a_blue_square_on_some_fail_frames():
+    frames = make_scenes([False] * 20, 32, seed=4, distractor=True)
+    blue = [((f == (40, 60, 220)).all(-1)).sum() > 0 for f in frames]
+    assert 0 < sum(blue) < 20
+    assert not any(((f == (40, 60, 220)).all(-1)).any() for f in make_scenes([False] * 20, 32, seed=4))

@@ -24,13 +24,14 @@ os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 def test_queue_a_job_watch_curves_and_pick_a_threshold(
     project, user, live_server_url, celery_worker_process, browser, screenshot_dir
 ):
-    seed_episodes(project, episodes=8, steps=10, size=48, windows=False)
+    seed_episodes(project, episodes=12, steps=16, size=48, windows=False)
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
     login(page, live_server_url, "alice", "pw-alice-123")
 
     page.goto(f"{live_server_url}/projects/{project.pk}/training/")
     form = page.locator("#snapshot-form")
-    form.locator("input[name=val_split]").fill("0.375")
+    form.locator("input[name=val_split]").fill("0.34")
+    form.locator("input[name=fail_success_ratio]").fill("1.0")
     form.locator("button[type=submit]").click()
     page.wait_for_selector("text=Snapshot #1 written")
 
@@ -39,10 +40,10 @@ def test_queue_a_job_watch_curves_and_pick_a_threshold(
         "image_height": "32",
         "image_width": "32",
         "hidden_dim": "32",
-        "lr": "0.001",
+        "lr": "0.0003",
         "warmup_steps": "0",
         "batch_size": "8",
-        "epochs": "4",
+        "epochs": "3",
         "patience": "0",
         "seed": "0",
         "num_threads": "1",

@@ -25,7 +25,7 @@ from .conftest import seed_episodes
 SMALL = {
     "hidden_dim": 32,
     "image_size": [3, 32, 32],
-    "lr": 1e-3,
+    "lr": 3e-4,
     "warmup_steps": 0,
     "batch_size": 8,
     "epochs": 3,
@@ -48,8 +48,10 @@ def wait_for(job: TrainingJob, statuses: set[str], timeout: float = 120.0) -> Tr
 
 @pytest.mark.django_db(transaction=True)
 def test_celery_worker_trains_a_separable_resnet_to_95_percent(project, user, celery_worker_process):
-    seed_episodes(project, episodes=8, steps=10, windows=False)
-    snapshot = snapshot_create(project=project, options={"val_split": 0.375, "trend": False, "png_folders": False})
+    seed_episodes(project, episodes=12, steps=16, windows=False)
+    snapshot = snapshot_create(
+        project=project, options={"val_split": 0.34, "fail_success_ratio": 1.0, "trend": False, "png_folders": False}
+    )
     assert snapshot.status == "ready", snapshot.error
     job = job_create(project=project, snapshot=snapshot, config=SMALL, created_by=user)
     job = wait_for(job, {"succeeded", "failed", "cancelled"})
