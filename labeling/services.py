@@ -142,7 +142,10 @@ def _step_row(episode: Episode, step: StepInput) -> Step:
 
 
 def episode_finish(*, episode: Episode, success: bool | None = None, metadata: dict | None = None) -> Episode:
-    """Mark the episode complete (idempotent). Success defaults to whether any step reported success."""
+    """Mark the episode complete (idempotent) and queue its proposals.
+
+    Success defaults to whether any step reported success.
+    """
     with transaction.atomic():
         episode = Episode.objects.select_for_update().get(pk=episode.pk)
         if success is None:
@@ -154,4 +157,11 @@ def episode_finish(*, episode: Episode, success: bool | None = None, metadata: d
             episode.status = Episode.Status.FINISHED
             episode.finished_at = timezone.now()
         episode.save(update_fields=["success", "metadata", "status", "finished_at"])
+    transaction.on_commit(lambda: _queue_proposals(episode.pk))
     return episode
+
+
+def _queue_proposals(episode_id: int) -> None:
+    from .tasks import generate_episode_proposals
+
+    generate_episode_proposals.delay(episode_id)

@@ -108,3 +108,19 @@ def test_an_episode_id_cannot_move_to_another_project(agent_client, project):
     response = create_episode(agent_client, other, episode_id)
     assert response.status_code == 409
     assert "another project" in response.json()["detail"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_finished_episode_gets_its_proposals_from_a_real_worker(agent_client, project, celery_worker_process):
+    import time
+
+    from labeling.models import FrameLabel
+
+    episode_id = create_episode(agent_client, project).json()["uuid"]
+    agent_client.post(f"/api/episodes/{episode_id}/steps", multipart_chunk([0, 1, 2, 3, 4]), format="multipart")
+    agent_client.post(f"/api/episodes/{episode_id}/finish", {}, format="json")
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not FrameLabel.objects.filter(source="proposal").exists():
+        time.sleep(0.2)
+    proposals = dict(FrameLabel.objects.filter(source="proposal").values_list("step__index", "value"))
+    assert proposals == {0: "fail", 1: "fail", 2: "fail", 3: "success", 4: "success"}
