@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
+from django.db import connections
 
 from inference.serving import DeploymentNotFound, ainfer, infer
 
@@ -20,13 +22,14 @@ def test_infer_and_ainfer_return_the_checkpoint_probabilities(project, inference
     images = random_images(3, seed=21)
     expected = direct_probabilities(model.checkpoint_path, images)
 
-    np.testing.assert_allclose(infer(deployment.name, images), expected, atol=1e-5)
-
     async def many():
         return await asyncio.gather(*(ainfer(deployment.name, images[i : i + 1]) for i in range(3)))
 
-    got = asyncio.run(many())
-    np.testing.assert_allclose([g[0] for g in got], expected, atol=1e-5)
-
-    with pytest.raises(DeploymentNotFound):
-        infer("missing-deployment", images)
+    # In a thread of its own, as web code calls it (this thread may hold another test's event loop).
+    with ThreadPoolExecutor(1) as pool:
+        np.testing.assert_allclose(pool.submit(infer, deployment.name, images).result(), expected, atol=1e-5)
+        got = pool.submit(asyncio.run, many()).result()
+        np.testing.assert_allclose([g[0] for g in got], expected, atol=1e-5)
+        with pytest.raises(DeploymentNotFound):
+            pool.submit(infer, "missing-deployment", images).result()
+        pool.submit(connections.close_all).result()
