@@ -11,7 +11,7 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F
+from django.db.models import F, ProtectedError
 from django.utils import timezone
 
 from labeling.models import Project
@@ -182,11 +182,15 @@ def job_delete(*, job: TrainingJob) -> None:
     job.refresh_from_db()
     if job.status == JobStatus.RUNNING:
         raise JobError(f"job {job.pk} is running; cancel it first")
-    with transaction.atomic():
-        TrainedModel.objects.filter(job=job).delete()
-        folder = job.checkpoint_folder
-        job.delete()
-        transaction.on_commit(lambda: _delete_folder(folder))
+    folder = job.checkpoint_folder
+    try:
+        with transaction.atomic():
+            TrainedModel.objects.filter(job=job).delete()
+            job.delete()
+            transaction.on_commit(lambda: _delete_folder(folder))
+    except ProtectedError as exc:
+        users = ", ".join(sorted({str(obj) for obj in exc.protected_objects}))
+        raise JobError(f"job {job.pk}'s model is still in use ({users}); remove that first") from None
 
 
 def jobs_fail_stale(*, older_than: timedelta = STALE_AFTER) -> int:

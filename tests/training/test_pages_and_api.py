@@ -199,3 +199,29 @@ def test_admin_lists_jobs_and_cancels_retries_deletes(client, admin_user, snapsh
     assert job.status == "queued"
     client.post("/admin/training/trainingjob/", {"action": "delete_jobs_with_files", "_selected_action": [job.pk]})
     assert not TrainingJob.objects.filter(pk=job.pk).exists()
+
+
+@pytest.mark.django_db
+def test_a_job_whose_model_is_deployed_is_not_deleted(user_client, snapshot):
+    from inference.models import Deployment
+
+    job = job_create(project=snapshot.project, snapshot=snapshot, config=TINY, enqueue=False)
+    job_execute(job_id=job.pk)
+    Deployment.objects.create(name="pick-reward", trained_model=TrainedModel.objects.get(job=job))
+    with pytest.raises(JobError, match="pick-reward"):
+        job_delete(job=job)
+    response = user_client.delete(f"/api/jobs/{job.pk}")
+    assert response.status_code == 409 and "still in use" in response.json()["detail"]
+    assert (local_path(job.checkpoint_folder) / "best" / "model.safetensors").exists()
+
+
+@pytest.mark.django_db
+def test_snapshots_that_trained_jobs_are_kept(user_client, snapshot):
+    job_create(project=snapshot.project, snapshot=snapshot, config=TINY, enqueue=False)
+    response = user_client.post(f"/snapshots/{snapshot.pk}/delete", follow=True)
+    assert b"trained jobs; delete those jobs first" in response.content
+    assert DatasetSnapshot.objects.filter(pk=snapshot.pk).exists()
+    spare = snapshot_create(project=snapshot.project, options={"val_split": 0.34, "trend": False})
+    folder = local_path(spare.folder)
+    user_client.post(f"/snapshots/{spare.pk}/delete")
+    assert not DatasetSnapshot.objects.filter(pk=spare.pk).exists() and not folder.exists()
