@@ -125,11 +125,15 @@ def test_training_loop_skips_a_last_batch_of_one_and_stops_on_cancel(tmp_path):
 
     labels = [True, False] * 4 + [True]  # 9 images, batch 8: the lone 9th would break BatchNorm
     images = make_scenes(labels, 32, seed=3)
-    config = small_config(batch_size=8, epochs=2, warmup_steps=0, hidden_dim=8)
+    config = small_config(batch_size=8, epochs=2, warmup_steps=0, hidden_dim=8, save_rlinf_layout=True)
     reporter = MemoryReporter()
     outcome = train_reward_model(config, images, labels, images[:4], labels[:4], out_dir=tmp_path, reporter=reporter)
     assert outcome.steps == 2 and [s["step"] for s in reporter.steps] == [1, 2]
     assert len(reporter.epochs) == 2 and (tmp_path / "best" / "model.safetensors").exists()
+    # RLinf's own trainer layout beside ours, loadable strictly into a fresh model
+    rlinf = tmp_path / "checkpoints" / "best_model" / "actor" / "model_state_dict" / "full_weights.pt"
+    RewardResNet(config).load_state_dict(torch.load(rlinf, weights_only=True), strict=True)
+    assert (tmp_path / "checkpoints" / "global_step_2" / "actor" / "model_state_dict" / "full_weights.pt").exists()
     with pytest.raises(JobCancelled):
         train_reward_model(
             config,

@@ -25,7 +25,7 @@ CONFIG_FILE = "config.json"
 METRICS_FILE = "metrics.json"
 RLINF_WEIGHTS = Path("actor") / "model_state_dict" / "full_weights.pt"
 
-__all__ = ["load_checkpoint", "predict_proba", "save_checkpoint", "state_dict_for_rlinf"]
+__all__ = ["load_checkpoint", "predict_proba", "save_checkpoint", "save_rlinf_weights", "state_dict_for_rlinf"]
 
 
 def state_dict_for_rlinf(model: RewardResNet) -> dict[str, torch.Tensor]:
@@ -50,10 +50,17 @@ def save_checkpoint(
     _write(folder / CONFIG_FILE, lambda tmp: tmp.write_text(json.dumps(meta, indent=2)))
     _write(folder / METRICS_FILE, lambda tmp: tmp.write_text(json.dumps({"step": int(step), **metrics}, indent=2)))
     if rlinf_layout:
-        target = folder / RLINF_WEIGHTS
-        target.parent.mkdir(parents=True, exist_ok=True)
-        _write(target, lambda tmp: torch.save(state, tmp))
+        save_rlinf_weights(model, folder)
     return folder
+
+
+def save_rlinf_weights(model: RewardResNet, folder: str | os.PathLike) -> Path:
+    """`<folder>/actor/model_state_dict/full_weights.pt` (a torch.save'd flat state dict), as RLinf's trainer writes."""
+    target = Path(folder) / RLINF_WEIGHTS
+    target.parent.mkdir(parents=True, exist_ok=True)
+    state = state_dict_for_rlinf(model)
+    _write(target, lambda tmp: torch.save(state, tmp))
+    return target
 
 
 def load_checkpoint(folder: str | os.PathLike, device: str = "cpu") -> tuple[RewardResNet, ResNetConfig]:

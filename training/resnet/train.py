@@ -19,11 +19,12 @@ import torch
 from torch.nn import functional as F
 
 from ..reporting import JobCancelled, MemoryReporter, Reporter
-from .checkpoint import save_checkpoint
+from .checkpoint import save_checkpoint, save_rlinf_weights
 from .config import ResNetConfig
 from .model import RewardResNet, load_pretrained_backbone
 
 BEST, LAST = "best", "last"
+RLINF_DIR = "checkpoints"  # RLinf's trainer layout: checkpoints/{best_model|global_step_N}/actor/model_state_dict/
 REPORT_EVERY = 10  # steps whose metrics are read from the device together
 
 
@@ -242,21 +243,15 @@ def train_reward_model(
             reporter.log(f"early stop: val_loss did not improve by {config.min_delta} for {config.patience} epochs")
             break
     save_checkpoint(model, config, out_dir / LAST, metrics=last_metrics, step=step)
+    if config.save_rlinf_layout:
+        save_rlinf_weights(model, out_dir / RLINF_DIR / f"global_step_{step}")
     if best_state is None:  # val_loss was never finite: the last weights are the best we have
-        best_metrics, best_state = dict(last_metrics), None
-        save_checkpoint(
-            model, config, out_dir / BEST, metrics=best_metrics, step=step, rlinf_layout=config.save_rlinf_layout
-        )
+        best_metrics = dict(last_metrics)
     else:
         model.load_state_dict(best_state)
-        save_checkpoint(
-            model,
-            config,
-            out_dir / BEST,
-            metrics=best_metrics,
-            step=best_metrics["step"],
-            rlinf_layout=config.save_rlinf_layout,
-        )
+    save_checkpoint(model, config, out_dir / BEST, metrics=best_metrics, step=best_metrics["step"])
+    if config.save_rlinf_layout:
+        save_rlinf_weights(model, out_dir / RLINF_DIR / "best_model")
     reporter.log(f"saved best (epoch {best_epoch or epoch}) and last checkpoints")
     return TrainOutcome(
         best_metrics=best_metrics,
