@@ -15,6 +15,7 @@ from .broker import SAMPLE_COUNTER_PREFIX, load_npy
 from .serving import DeploymentConfig, broker
 
 log = logging.getLogger(__name__)
+KEEP_FRAMES = 2000  # per deployment; older unlabeled frames are deleted
 _writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="served-frames")
 
 
@@ -33,7 +34,7 @@ def sample_served(config: DeploymentConfig, payload: bytes, probabilities: list[
 
 
 def _store(config: DeploymentConfig, payload: bytes, picks: list[int], probabilities: list[float]) -> None:
-    from .services import served_frame_create
+    from .services import served_frame_create, served_frames_prune
 
     close_old_connections()
     try:
@@ -46,6 +47,7 @@ def _store(config: DeploymentConfig, payload: bytes, picks: list[int], probabili
                 success=probability > config.reward.threshold,
                 model_version=config.version,
             )
+        served_frames_prune(deployment_id=config.id, keep=KEEP_FRAMES)
     except Exception:  # the gallery is best effort; serving must not notice
         log.exception("could not keep served frames of deployment %s", config.name)
     finally:

@@ -7,6 +7,7 @@ import uuid as uuid_lib
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.files.base import ContentFile
+from django.core.files.storage import default_storage
 from django.db import transaction
 from django.db.models import F
 
@@ -117,6 +118,18 @@ def served_frame_create(
     frame.image.save(f"{uuid_lib.uuid4().hex}{checked.extension}", ContentFile(checked.data), save=False)
     frame.save()
     return frame
+
+
+def served_frames_prune(*, deployment_id: int, keep: int = 2000) -> int:
+    """Delete all but the newest `keep` unlabeled served frames of a deployment (rows and files)."""
+    stale = ServedFrame.objects.filter(deployment_id=deployment_id, labeled_episode__isnull=True).order_by(
+        "-created_at", "-pk"
+    )[keep:]
+    rows = list(stale.values_list("pk", "image"))
+    for _, name in rows:
+        default_storage.delete(name)
+    ServedFrame.objects.filter(pk__in=[pk for pk, _ in rows]).delete()
+    return len(rows)
 
 
 def served_frame_label(*, frame: ServedFrame, value: str, user: AbstractBaseUser | None = None) -> Episode:

@@ -206,3 +206,24 @@ def test_admin_deploys_and_switching_the_model_bumps_the_version(admin_user, cli
     deployment.refresh_from_db()
     assert deployment.trained_model == other and deployment.version == 2 and deployment.status == "loading"
     assert client.get("/admin/inference/deployment/").status_code == 200
+
+
+def test_old_served_frames_are_pruned_but_labeled_ones_kept(deployment, project):
+    import uuid
+
+    from django.core.files.storage import default_storage
+
+    from inference.models import ServedFrame
+    from inference.services import served_frame_create, served_frames_prune
+    from labeling.services import episode_create
+
+    frames = [
+        served_frame_create(deployment_id=deployment.pk, image=img, probability=0.5, success=False, model_version=1)
+        for img in random_images(4)
+    ]
+    episode, _ = episode_create(project=project, uuid=uuid.uuid4(), source="import")
+    ServedFrame.objects.filter(pk=frames[0].pk).update(labeled_episode=episode, label_value="fail")
+    assert served_frames_prune(deployment_id=deployment.pk, keep=2) == 1
+    assert set(ServedFrame.objects.values_list("pk", flat=True)) == {frames[0].pk, frames[2].pk, frames[3].pk}
+    assert not default_storage.exists(frames[1].image.name)
+    assert default_storage.exists(frames[0].image.name)
