@@ -48,11 +48,13 @@ def wait_for(job: TrainingJob, statuses: set[str], timeout: float = 120.0) -> Tr
 
 @pytest.mark.django_db(transaction=True)
 def test_celery_worker_trains_a_separable_resnet_to_95_percent(project, user, celery_worker_process):
-    seed_episodes(project, episodes=12, steps=16, windows=False)
+    seed_episodes(project, episodes=15, steps=16, windows=False)
     snapshot = snapshot_create(
-        project=project, options={"val_split": 0.34, "fail_success_ratio": 1.0, "trend": False, "png_folders": False}
+        project=project,
+        options={"val_split": 0.34, "fail_success_ratio": 1.0, "seed": 0, "trend": False, "png_folders": False},
     )
     assert snapshot.status == "ready", snapshot.error
+    assert snapshot.stats["val"]["total"] == 48 and snapshot.stats["train"]["total"] == 112
     job = job_create(project=project, snapshot=snapshot, config=SMALL, created_by=user)
     job = wait_for(job, {"succeeded", "failed", "cancelled"})
     assert job.status == "succeeded", job.error
