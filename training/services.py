@@ -6,11 +6,12 @@ import logging
 import os
 import shutil
 import socket
+import threading
 import traceback
 from datetime import timedelta
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import F, ProtectedError
 from django.utils import timezone
 
@@ -25,6 +26,7 @@ from .storage import local_path
 logger = logging.getLogger(__name__)
 
 STALE_AFTER = timedelta(seconds=getattr(settings, "TRAINING_STALE_AFTER_SECONDS", 120))
+HEARTBEAT_SECONDS = 20.0
 
 
 class JobError(ValueError):
@@ -70,13 +72,13 @@ def job_enqueue(*, job_id: int) -> None:
     TrainingJob.objects.filter(pk=job_id).update(celery_task_id=result.id)
 
 
-def _transition(job_id: int, source: tuple[str, ...] | str, target: str, **fields) -> bool:
+def _transition(job_id: int, source: tuple[str, ...] | str, target: str, *, notify: bool = True, **fields) -> bool:
     """Move a job from one of `source` to `target` if it is still there; False when another actor won."""
     sources = (source,) if isinstance(source, str) else source
     if target in FINISHED_STATUSES:
         fields.setdefault("finished_at", timezone.now())
     changed = TrainingJob.objects.filter(pk=job_id, status__in=sources).update(status=target, **fields) == 1
-    if changed:
+    if changed and notify:
         push(job_id, {"event": "status", "status": target, **_status_extra(job_id)})
     return changed
 
@@ -99,12 +101,46 @@ def job_execute(*, job_id: int, worker: str = "") -> str:
     push(job_id, {"event": "status", "status": JobStatus.RUNNING})
     job = TrainingJob.objects.select_related("project", "snapshot").get(pk=job_id)
     reporter = JobReporter(job_id)
+    with Heartbeat(job_id):
+        outcome = _run(job, reporter, worker)
+    if not isinstance(outcome, runners.RunResult):
+        return outcome
+    result = outcome
+    with transaction.atomic():
+        # the status moves first: a job that the sweep failed meanwhile gets no model
+        if not _transition(
+            job_id,
+            JobStatus.RUNNING,
+            JobStatus.SUCCEEDED,
+            notify=False,
+            progress=1.0,
+            eta_seconds=0.0,
+            summary=result.metrics,
+        ):
+            return TrainingJob.objects.get(pk=job_id).status
+        TrainedModel.objects.create(
+            project=job.project,
+            job=job,
+            snapshot=job.snapshot,
+            kind=job.kind,
+            name=result.name or f"{job.project.name} {job.kind} job {job.pk}",
+            checkpoint_path=result.checkpoint_path,
+            config=result.config or job.config,
+            metrics=result.metrics,
+        )
+    push(job_id, {"event": "status", "status": JobStatus.SUCCEEDED, **_status_extra(job_id)})
+    return JobStatus.SUCCEEDED
+
+
+def _run(job: TrainingJob, reporter: JobReporter, worker: str) -> runners.RunResult | str:
+    job_id = job.pk
     try:
         runner = runners.get_runner(job.kind)
         reporter.log(f"{job.kind} job started on {worker}")
         result = runner(job, reporter)
         reporter.log("training finished")
         reporter.flush()
+        return result
     except JobCancelled:
         reporter.log("cancelled")
         reporter.flush()
@@ -119,21 +155,34 @@ def job_execute(*, job_id: int, worker: str = "") -> str:
             logger.exception("could not flush the reporter of job %s", job_id)
         _transition(job_id, JobStatus.RUNNING, JobStatus.FAILED, error=traceback.format_exc(), eta_seconds=None)
         return JobStatus.FAILED
-    with transaction.atomic():
-        TrainedModel.objects.create(
-            project=job.project,
-            job=job,
-            snapshot=job.snapshot,
-            kind=job.kind,
-            name=result.name or f"{job.project.name} {job.kind} job {job.pk}",
-            checkpoint_path=result.checkpoint_path,
-            config=result.config or job.config,
-            metrics=result.metrics,
-        )
-        _transition(
-            job_id, JobStatus.RUNNING, JobStatus.SUCCEEDED, progress=1.0, eta_seconds=0.0, summary=result.metrics
-        )
-    return JobStatus.SUCCEEDED
+
+
+class Heartbeat:
+    """Keeps a running job's heartbeat fresh from a thread, also while the runner loads data or models
+    for minutes without reporting; it stops with the process, so a killed worker's job goes stale."""
+
+    def __init__(self, job_id: int, interval: float = HEARTBEAT_SECONDS):
+        self.job_id = job_id
+        self.interval = interval
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._beat, name=f"heartbeat-job-{job_id}", daemon=True)
+
+    def __enter__(self) -> Heartbeat:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+
+    def _beat(self) -> None:
+        try:
+            while not self._stop.wait(self.interval):
+                TrainingJob.objects.filter(pk=self.job_id, status=JobStatus.RUNNING).update(heartbeat_at=timezone.now())
+        except Exception:
+            logger.exception("heartbeat of job %s stopped", self.job_id)
+        finally:
+            connection.close()
 
 
 def job_cancel(*, job: TrainingJob) -> TrainingJob:

@@ -225,3 +225,33 @@ def test_snapshots_that_trained_jobs_are_kept(user_client, snapshot):
     folder = local_path(spare.folder)
     user_client.post(f"/snapshots/{spare.pk}/delete")
     assert not DatasetSnapshot.objects.filter(pk=spare.pk).exists() and not folder.exists()
+
+
+@pytest.mark.django_db
+def test_a_job_failed_by_the_sweep_while_running_registers_no_model(snapshot, monkeypatch):
+    from training import runners
+
+    def runner(job, reporter):
+        TrainingJob.objects.filter(pk=job.pk).update(status="failed", error="no heartbeat")  # the sweep won
+        return runners.RunResult(checkpoint_path=f"{job.checkpoint_folder}/best", metrics={"val_acc": 1.0})
+
+    monkeypatch.setattr(runners, "get_runner", lambda kind: runner)
+    job = job_create(project=snapshot.project, snapshot=snapshot, config=TINY, enqueue=False)
+    assert job_execute(job_id=job.pk) == "failed"
+    assert not TrainedModel.objects.filter(job=job).exists()
+
+
+def test_heartbeat_thread_refreshes_a_running_job(transactional_db, labeled_project):
+    from training.services import Heartbeat
+
+    snapshot = snapshot_create(
+        project=labeled_project, options={"val_split": 0.34, "trend": False, "png_folders": False}
+    )
+    job = job_create(project=labeled_project, snapshot=snapshot, config=TINY, enqueue=False)
+    old = timezone.now() - timedelta(minutes=5)
+    TrainingJob.objects.filter(pk=job.pk).update(status="running", heartbeat_at=old)
+    import time
+
+    with Heartbeat(job.pk, interval=0.05):
+        time.sleep(0.5)
+    assert TrainingJob.objects.get(pk=job.pk).heartbeat_at > old + timedelta(minutes=4)
