@@ -181,9 +181,13 @@ def celery_worker_process(process_env):
     _stop(proc)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture
 def browser():
-    """Debian's Chromium, headless, driven by Playwright."""
+    """Debian's Chromium, headless, driven by Playwright.
+
+    One per test: Playwright's sync API runs an asyncio loop in the main thread while it is open, which
+    would break the asyncio tests (Channels communicators) that pytest runs after it.
+    """
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as pw:
