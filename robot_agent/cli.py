@@ -21,7 +21,10 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--episodes", type=int, default=1)
     parser.add_argument("--max-steps", type=int, default=None, help="steps per episode (run: 100; replay: all)")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--format", choices=["jpeg", "png"], default="jpeg", help="image encoding on the wire")
+    parser.add_argument(
+        "--format", choices=["png", "jpeg"], default="png",
+        help="image encoding on the wire: png (lossless, as recorded frames and training data) or jpeg (smaller)",
+    )  # fmt: skip
     parser.add_argument("--save-dir", type=Path, help="also save each episode as a replayable .npz here")
     parser.add_argument("--quiet", action="store_true", help="no status lines")
     parser.add_argument("--connect-timeout", type=float, default=15.0, help="seconds to wait for the server at start")

@@ -28,7 +28,7 @@ class RunConfig:
     episodes: int = 1
     max_steps: int = 100
     seed: int = 0
-    image_format: str = "jpeg"
+    image_format: str = "png"
     jpeg_quality: int = 85
     save_dir: Path | None = None
     stop_on_success_after: int | None = None  # steps to keep going after the env first reports success
