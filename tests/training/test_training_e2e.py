@@ -74,6 +74,9 @@ def test_queue_a_job_watch_curves_and_pick_a_threshold(
     page.screenshot(path=str(screenshot_dir / "training_05_threshold.png"), full_page=True)
     href = page.locator(".gallery a").first.get_attribute("href")
     assert re.match(r"^/episodes/[0-9a-f-]{36}/label/\?step=\d+$", href)
+    page.locator(".gallery a").first.click()  # the most confidently wrong frame, in the labeling page
+    page.wait_for_url(re.compile(r".*/episodes/[0-9a-f-]{36}/label/\?step=\d+$"))
+    assert page.title() and "Page not found" not in page.content()
 
     # a second model (fewer epochs), then both side by side on the same snapshot
     first = TrainedModel.objects.get(project=project)
