@@ -142,7 +142,7 @@ def job_detail(request, job_id: int):
 @login_required
 @require_POST
 def job_action(request, job_id: int, action: str):
-    job = get_object_or_404(TrainingJob, pk=job_id)
+    job = get_object_or_404(TrainingJob.objects.select_related("project", "snapshot"), pk=job_id)
     project_id = job.project_id
     try:
         if action == "cancel":
@@ -151,13 +151,26 @@ def job_action(request, job_id: int, action: str):
         elif action == "retry":
             services.job_retry(job=job)
             messages.success(request, f"Job {job_id} queued again.")
+        elif action == "clone":
+            clone = services.job_create(
+                project=job.project,
+                snapshot=job.snapshot,
+                kind=job.kind,
+                config=job.config,
+                name=job.name,
+                created_by=request.user,
+            )
+            messages.success(
+                request, f"Job {clone.pk} queued: job {job_id}'s config on snapshot #{job.snapshot.number}."
+            )
+            return redirect("training-job", job_id=clone.pk)
         elif action == "delete":
             services.job_delete(job=job)
             messages.success(request, f"Job {job_id} and its files deleted.")
             return redirect("training-project", pk=project_id)
         else:
             raise Http404("unknown action")
-    except JobError as exc:
+    except (JobError, ValueError) as exc:
         messages.error(request, str(exc))
     return redirect("training-job", job_id=job_id)
 

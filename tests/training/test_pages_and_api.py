@@ -255,3 +255,16 @@ def test_heartbeat_thread_refreshes_a_running_job(transactional_db, labeled_proj
     with Heartbeat(job.pk, interval=0.05):
         time.sleep(0.5)
     assert TrainingJob.objects.get(pk=job.pk).heartbeat_at > old + timedelta(minutes=4)
+
+
+@pytest.mark.django_db
+def test_train_again_queues_the_same_config_on_the_same_snapshot(
+    user_client, snapshot, django_capture_on_commit_callbacks
+):
+    job = job_create(project=snapshot.project, snapshot=snapshot, config=TINY, enqueue=False)
+    with django_capture_on_commit_callbacks() as callbacks:
+        response = user_client.post(f"/jobs/{job.pk}/clone")
+    clone = TrainingJob.objects.exclude(pk=job.pk).get()
+    assert response.status_code == 302 and response["Location"] == f"/jobs/{clone.pk}/"
+    assert clone.snapshot_id == job.snapshot_id and clone.config == job.config and len(callbacks) == 1
+    assert user_client.post(f"/jobs/{job.pk}/explode").status_code == 404
