@@ -13,7 +13,10 @@ Self-contained: it migrates the database named by DATABASE_URL (default: an SQLi
 folder), writes the checkpoint to a temporary MEDIA_ROOT, starts uvicorn and `manage.py inference_worker
 --threads N` on a free port, and removes what it created:
 
-    .venv/bin/python bench/inference.py [--threads 2] [--requests 200] [--clients 16]
+    .venv/bin/python bench/inference.py [--threads 2] [--requests 200] [--clients 16] [--max-wait-ms 2]
+
+On a machine shared with other busy processes, `OMP_WAIT_POLICY=PASSIVE` keeps torch's idle threads from
+spinning (both the raw forward and the worker inherit it), which makes the figures far steadier.
 """
 
 from __future__ import annotations
@@ -80,7 +83,7 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
 
 
-def setup(size: int):
+def setup(size: int, max_wait_ms: float):
     import django
 
     django.setup()
@@ -103,9 +106,23 @@ def setup(size: int):
     save_checkpoint(RewardResNet(config).eval(), config, default_storage.path(folder), metrics={}, step=0)
     project, _ = Project.objects.get_or_create(name="bench-inference")
     model = TrainedModel.objects.create(project=project, kind="resnet", name="bench-resnet18", checkpoint_path=folder)
-    deployment = deployment_create(name=f"bench-{uuid.uuid4().hex[:8]}", trained_model=model)
+    deployment = deployment_create(
+        name=f"bench-{uuid.uuid4().hex[:8]}", trained_model=model, max_batch_size=64, max_wait_ms=max_wait_ms
+    )
     agent, token = agent_create(name=f"bench-rl-{uuid.uuid4().hex[:6]}", kind="rl_worker")
     return project, model, deployment, agent, token, default_storage.path(folder)
+
+
+def worker_counts() -> tuple[int, int]:
+    """Requests served and batches run, summed over the inference workers' heartbeats."""
+    import json
+
+    from django.conf import settings
+
+    from inference.broker import WORKERS_KEY, redis_from_url
+
+    beats = [json.loads(v) for v in redis_from_url(settings.REDIS_URL).hgetall(WORKERS_KEY).values()]
+    return sum(b.get("served", 0) for b in beats), sum(b.get("batches", 0) for b in beats)
 
 
 def main() -> None:
@@ -114,6 +131,7 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=200, help="single-image requests per scenario")
     parser.add_argument("--batches", type=int, default=10, help="batch-64 requests")
     parser.add_argument("--clients", type=int, default=16)
+    parser.add_argument("--max-wait-ms", type=float, default=2.0, help="the deployment's batching wait")
     parser.add_argument("--size", type=int, default=128, help="image side (the targets are for 128)")
     args = parser.parse_args()
 
@@ -121,7 +139,7 @@ def main() -> None:
 
     threads = args.threads or torch.get_num_threads()
     torch.set_num_threads(threads)
-    project, model, deployment, agent, token, folder = setup(args.size)
+    project, model, deployment, agent, token, folder = setup(args.size, args.max_wait_ms)
 
     from inference.client import RewardClient
     from training.resnet.checkpoint import load_checkpoint, predict_proba
@@ -159,7 +177,11 @@ def main() -> None:
         served = client.compute_rewards(batch64).probabilities
         assert np.allclose(served, predict_proba(raw_model, batch64), atol=1e-5), "served probabilities differ"
 
-        print(f"ResNet18 {args.size}x{args.size}, CPU, torch threads {threads} (raw in-process and worker)")
+        print(
+            f"ResNet18 {args.size}x{args.size}, CPU, torch threads {threads} (raw in-process and worker), "
+            f"max_batch_size 64, max_wait_ms {args.max_wait_ms:g}, "
+            f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', '(default)')}, load average {os.getloadavg()[0]:.1f}"
+        )
         print(f"{'scenario':<44} {'service':>14} {'raw limit':>14} {'ratio':>7}  target")
 
         # Raw and service calls alternate, so that both see the same load from anything else on the machine.
@@ -198,9 +220,12 @@ def main() -> None:
 
         with ThreadPoolExecutor(args.clients) as pool:
             list(pool.map(lambda c: c.compute_rewards(singles[0]), clients))  # connections open
+            served_before, batches_before = worker_counts()
             started = time.perf_counter()
             all_latencies = [x for own in pool.map(run_client, clients) for x in own]
             wall = time.perf_counter() - started
+            time.sleep(1.5)  # the worker's next heartbeat
+            served_after, batches_after = worker_counts()
         raw_after = [timed(lambda: predict_proba(raw_model, singles[0])) for _ in range(args.requests // 4)]
         rate, raw_rate = len(all_latencies) / wall, 1 / statistics.median(raw_before + raw_after)
         print(
@@ -209,7 +234,8 @@ def main() -> None:
         )
         print(
             f"   latency p50 {percentile(all_latencies, 0.5) * 1000:.1f} ms, "
-            f"p99 {percentile(all_latencies, 0.99) * 1000:.1f} ms over {len(all_latencies)} requests"
+            f"p99 {percentile(all_latencies, 0.99) * 1000:.1f} ms over {len(all_latencies)} requests, "
+            f"{(served_after - served_before) / max(1, batches_after - batches_before):.1f} requests per batch"
         )
     finally:
         for proc in (server, worker):

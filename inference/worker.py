@@ -82,7 +82,8 @@ class InferenceWorker:
     retry_failed_s: float = 5.0
     models: dict[str, LoadedModel] = field(default_factory=dict)
     batchers: dict[str, Batcher] = field(default_factory=dict)
-    served: int = 0
+    served: int = 0  # requests answered
+    batches: int = 0  # batches they were answered in (served / batches = mean requests per batch)
     _deployments: list[str] = field(default_factory=list)
     _refreshed_at: float = 0.0
     _turn: int = 0
@@ -134,6 +135,7 @@ class InferenceWorker:
         replies = self._answer(deployment, live, policy)
         send_replies(self.redis, replies)
         self.served += len(replies)
+        self.batches += 1
         return len(replies)
 
     def _answer(
@@ -193,6 +195,7 @@ class InferenceWorker:
         heartbeat = {
             "at": time.time(),
             "served": self.served,
+            "batches": self.batches,
             "models": {name: m.version for name, m in self.models.items() if m.scorer is not None},
         }
         self.redis.hset(WORKERS_KEY, self.worker_id, json.dumps(heartbeat))
