@@ -15,7 +15,7 @@ from labeling.models import Project
 from . import runners, selectors, services
 from .forms import JobForm, SnapshotForm
 from .model_evaluation import EvaluationUnavailable, evaluation_data
-from .models import DatasetSnapshot, TrainedModel, TrainingJob
+from .models import DatasetSnapshot, ModelKind, TrainedModel, TrainingJob
 from .services import JobError
 from .snapshot_services import SnapshotError, snapshot_archive, snapshot_create, snapshot_delete
 from .views_data import job_state
@@ -178,6 +178,8 @@ def job_action(request, job_id: int, action: str):
 @login_required
 def model_evaluation(request, model_id: int):
     model = get_object_or_404(TrainedModel.objects.select_related("project", "snapshot", "job"), pk=model_id)
+    if model.kind == ModelKind.VLM:
+        return redirect("vlm-evaluation", model_id=model.pk)
     others = TrainedModel.objects.filter(project=model.project, kind=model.kind).exclude(pk=model.pk)
     try:
         data = evaluation_data(model=model)

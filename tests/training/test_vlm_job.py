@@ -167,3 +167,5 @@ def test_evaluation_page_links_each_wrong_window_to_the_labeling_page(project, u
     assert "/episodes/u1/label" not in wrong
     assert "<td>positive</td><td>1.000</td><td>0.500</td><td>2</td>" in page.replace("\n", "").replace("  ", "")
     assert Client().get(f"/models/{model.pk}/vlm-evaluation").status_code == 302  # login required
+    # the generic evaluation link of the models table leads here for VLM models
+    assert user_client.get(f"/models/{model.pk}/evaluation")["Location"] == f"/models/{model.pk}/vlm-evaluation"
