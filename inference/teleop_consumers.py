@@ -177,6 +177,10 @@ class TeleopAgentConsumer(AsyncWebsocketConsumer):
         now = time.time()
         self.received.append(now)
         self.counts["steps"] += 1
+        # Inference first: the frame's trip to the model does not wait for the broadcast or the recording.
+        has_model = self.session.deployment_name and self.main_camera in images
+        if has_model and self.slot.submit((header, images[self.main_camera])):
+            self.counts["dropped"] += 1
         fmt = {i.get("camera"): i.get("format", "jpeg") for i in header.get("images", [])}
         await self.broadcast(
             {
@@ -207,9 +211,6 @@ class TeleopAgentConsumer(AsyncWebsocketConsumer):
         )
         if len(self.buffer) >= FLUSH_EVERY:
             asyncio.ensure_future(self.flush())
-        has_model = self.session.deployment_name and self.main_camera in images
-        if has_model and self.slot.submit((header, images[self.main_camera])):
-            self.counts["dropped"] += 1
 
     # -- inference, recording, stats ------------------------------------------------------------
     async def infer(self, item):
@@ -237,8 +238,7 @@ class TeleopAgentConsumer(AsyncWebsocketConsumer):
             "inference_ms": score.inference_ms,
             "dropped": self.slot.dropped,
         }
-        await self.send(json.dumps(result))
-        await self.broadcast(result)
+        await asyncio.gather(self.broadcast(result), self.send(json.dumps(result)))
 
     async def flush(self):
         async with self.flush_lock:
