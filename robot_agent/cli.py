@@ -200,7 +200,7 @@ def stream(args) -> int:
         )
         try:
             summary = run_episodes(robot, policy, streamer, config, keys)
-        except KeyboardInterrupt:
+        except (KeyboardInterrupt, StreamFatal):
             summary = None
         finally:
             keys.stop()

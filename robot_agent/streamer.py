@@ -102,7 +102,8 @@ class Streamer:
         """Send what is queued and a bye, then wait (up to `flush_s`) for the server to close the link."""
         self._reader_done.clear()
         self._closing = True
-        self.send_json({"type": "bye"})
+        if not self.error:
+            self.send_json({"type": "bye"})
         deadline = time.monotonic() + flush_s
         while self.connected.is_set() and time.monotonic() < deadline and self._pending and not self.error:
             time.sleep(0.02)
@@ -127,7 +128,10 @@ class Streamer:
                 return
             except (OSError, ConnectionClosed, TimeoutError, InvalidStatus, InvalidURI) as exc:
                 if isinstance(exc, InvalidStatus) and exc.response.status_code in (401, 403):
-                    self.error = "the server refused the agent token (check --token)"
+                    self.error = (
+                        "the server refused the connection (HTTP 403): check --token, and that the server's "
+                        "ALLOWED_HOSTS lists the host in --server"
+                    )
                     self.connected.set()
                     return
                 if isinstance(exc, ConnectionClosed) and exc.rcvd and exc.rcvd.code in (4400, 4401, 4403, 4404):
