@@ -50,14 +50,19 @@ class Batcher:
     clock: Callable[[], float] = time.monotonic
     _last_requests: int = 1
 
-    def collect(self, first: T, source: Source[T], already: Sequence[T] = ()) -> list[T]:
-        """`first` woke us (with `already`, popped in the same call); add what else comes."""
+    def collect(self, first: T, source: Source[T], already: Sequence[T] = (), drained: bool = False) -> list[T]:
+        """`first` woke us (with `already`, popped in the same call); add what else comes.
+
+        `drained`: the queue was just seen empty, so there is nothing to take without waiting."""
         batch = [first, *already]
         total = sum(self.size(item) for item in batch)
         limit = self.policy.max_batch_size
         wait = self.policy.max_wait_ms / 1000.0
         if self.adaptive and self._last_requests <= 1:
             wait = 0.0
+        if drained and wait <= 0:
+            self._last_requests = len(batch)
+            return batch
         deadline = self.clock() + wait
         while total < limit:
             more = source.pop_now(limit - total)

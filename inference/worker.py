@@ -127,7 +127,8 @@ class InferenceWorker:
         batcher = self.batchers.get(deployment)
         if batcher is None or batcher.policy != policy:
             batcher = self.batchers[deployment] = Batcher(policy, size=_item_count)
-        requests = batcher.collect(first, RedisQueue(self.redis, deployment), decoded[1:])
+        drained = len(messages) < self.wake_count  # BLMPOP took everything that was queued
+        requests = batcher.collect(first, RedisQueue(self.redis, deployment), decoded[1:], drained=drained)
         now = time.time()
         live = [r for r in requests if r.deadline > now]
         if not live:

@@ -66,6 +66,19 @@ def test_batcher_counts_items_not_requests():
     assert batcher.collect([1] * 2, ListSource([[2] * 2], arrivals=[[3]])) == [[1] * 2, [2] * 2, [3]]
 
 
+def test_batcher_skips_the_queue_when_just_drained_and_not_waiting():
+    class Untouchable:
+        def pop_now(self, max_count):
+            raise AssertionError("no round trip expected")
+
+        pop_wait = pop_now
+
+    batcher = Batcher(BatchPolicy(max_batch_size=8, max_wait_ms=5))
+    assert batcher.collect("a", Untouchable(), ["b"], drained=True) == ["a", "b"]
+    # two requests came together: concurrency seen, so the next batch waits (and asks the queue)
+    assert batcher.collect("c", ListSource([], arrivals=["late"]), drained=True) == ["c", "late"]
+
+
 def test_score_requests_splits_results_back_and_chunks_by_max_batch():
     scorer = MeanScorer()
     arrays = [np.full((n, 4, 4, 3), v, np.uint8) for n, v in [(3, 10), (1, 20), (5, 30)]]
