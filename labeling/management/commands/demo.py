@@ -47,11 +47,11 @@ class Command(BaseCommand):
         self.label(project, episodes)
         model = self.train(project, opts)
         deployment = self.deploy(model, opts)
-        token = self.agent_token()
+        token_file = self.agent_token_file()
         self.stdout.write(self.style.SUCCESS(f"demo ready in {time.monotonic() - started:.0f} s"))
         self.stdout.write(
             "Start the server and an inference worker (the README's run command does both), then:\n"
-            f"  .venv/bin/python -m robot_agent run --server http://127.0.0.1:8000 --token {token} "
+            f'  .venv/bin/python -m robot_agent run --server http://127.0.0.1:8000 --token "$(cat {token_file})" '
             f"--project {project.name!r} --deployment {deployment.name} --robot maniskill --policy scripted "
             f"--hz 10 --episodes 3 --width {opts['size']} --height {opts['size']} --stop-after-success 10\n"
             "and open http://127.0.0.1:8000/teleop/ to watch the probability rise as the cube is lifted."
@@ -141,15 +141,24 @@ class Command(BaseCommand):
         self.stdout.write(f"deployed {model.name!r} as {deployment.name!r} (version {deployment.version})")
         return deployment
 
-    def agent_token(self) -> str:
+    def agent_token_file(self):
+        """The demo agent's token file (shared with setup_demo); a token that does not match this database's
+        demo agent is replaced, so the printed command always works against this database."""
         from django.conf import settings
 
+        from labeling.services import agent_rotate_token
+        from labeling.tokens import hash_token
+
         token_file = settings.DATA_DIR / "demo_agent_token.txt"
-        if token_file.exists() and Agent.objects.filter(name="demo-agent").exists():
-            return token_file.read_text().strip()
-        Agent.objects.filter(name="demo-agent").delete()
-        _, token = agent_create(name="demo-agent", kind=Agent.Kind.SIM)
+        token = token_file.read_text().strip() if token_file.exists() else ""
+        agent = Agent.objects.filter(name="demo-agent").first()
+        if agent is not None and token and agent.token_hash == hash_token(token):
+            return token_file
+        if agent is not None:
+            token = agent_rotate_token(agent=agent)
+        else:
+            _, token = agent_create(name="demo-agent", kind=Agent.Kind.SIM)
         token_file.parent.mkdir(parents=True, exist_ok=True)
         token_file.write_text(token)
         token_file.chmod(0o600)
-        return token
+        return token_file
