@@ -193,6 +193,8 @@ def test_concurrent_generation_of_one_episode_neither_fails_nor_duplicates(proje
 
     with ThreadPoolExecutor(4) as pool:
         results = list(pool.map(generate, range(4)))
-    assert sum(r.frames_created for r in results) == 30
+    # exactly one generation creates them; none here when the background worker (proposals for finished
+    # episodes) got there first
+    assert sum(r.frames_created for r in results) in (0, 30)
     assert FrameLabel.objects.filter(episode=episode, source="proposal").count() == 30
     assert WindowLabel.objects.filter(episode=episode, source="proposal").count() == 26
