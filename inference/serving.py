@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 from asgiref.sync import sync_to_async
+from channels.db import database_sync_to_async
 from django.conf import settings
 
 from .broker import (
@@ -132,7 +133,8 @@ async def adeployment_config(name: str) -> DeploymentConfig:
         if config is None:
             raise DeploymentNotFound(f"no deployment named {name!r}")
         return config
-    return await sync_to_async(deployment_config, thread_sensitive=False)(name)
+    # database_sync_to_async closes the thread's stale connections around the query (no leaked sessions).
+    return await database_sync_to_async(deployment_config)(name)
 
 
 def forget_deployment(name: str) -> None:

@@ -7,6 +7,7 @@ import time
 
 import numpy as np
 import pytest
+from django.db import connections
 
 from inference.client import RewardClient
 
@@ -107,3 +108,5 @@ def test_one_click_in_the_browser_labels_a_served_frame(project, user, live_serv
         page.close()
     label = FrameLabel.objects.get(source="human", episode__metadata__served_frame=frames[2].pk)
     assert label.value == "success" and label.project == project
+    # With Playwright's loop running, this thread's queries used a connection of their own: close it.
+    connections.close_all()
