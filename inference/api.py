@@ -166,6 +166,10 @@ class RewardsView(APIView):
             config = deployment_config(name)
         except DeploymentNotFound as exc:
             raise exceptions.NotFound(str(exc)) from None
+        if config.kind == "vlm":
+            raise BadRequest(
+                f"deployment {name!r} serves a VLM trend model: send windows to /api/deployments/{name}/vlm/rewards"
+            )
         try:
             reward_request = self._parse(request)
         except PayloadError as exc:

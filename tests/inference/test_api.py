@@ -227,3 +227,13 @@ def test_old_served_frames_are_pruned_but_labeled_ones_kept(deployment, project)
     assert set(ServedFrame.objects.values_list("pk", flat=True)) == {frames[0].pk, frames[2].pk, frames[3].pk}
     assert not default_storage.exists(frames[1].image.name)
     assert default_storage.exists(frames[0].image.name)
+
+
+def test_a_vlm_deployment_points_image_requests_to_its_own_endpoint(agent_client, project):
+    from training.models import TrainedModel
+
+    vlm = TrainedModel.objects.create(project=project, kind="vlm", name="trend", checkpoint_path="x", config={})
+    deployment = deploy(vlm)
+    response = post_npy(agent_client, deployment.name, npy(random_images(1)))
+    assert response.status_code == 400
+    assert f"/api/deployments/{deployment.name}/vlm/rewards" in response.json()["detail"]
