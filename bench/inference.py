@@ -131,6 +131,11 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=200, help="single-image requests per scenario")
     parser.add_argument("--batches", type=int, default=10, help="batch-64 requests")
     parser.add_argument("--clients", type=int, default=16)
+    parser.add_argument(
+        "--app",
+        default="inference.asgi:application",
+        help="ASGI app to serve (webapp.asgi:application: without the rewards fast path)",
+    )
     parser.add_argument("--max-wait-ms", type=float, default=2.0, help="the deployment's batching wait")
     parser.add_argument("--size", type=int, default=128, help="image side (the targets are for 128)")
     args = parser.parse_args()
@@ -154,7 +159,7 @@ def main() -> None:
     logs = TMP / "logs"
     logs.mkdir()
     server = subprocess.Popen(
-        [sys.executable, "-m", "uvicorn", "webapp.asgi:application", "--port", str(port), "--log-level", "warning"],
+        [sys.executable, "-m", "uvicorn", args.app, "--port", str(port), "--log-level", "warning"],
         cwd=ROOT,
         env=env,
         stdout=open(logs / "uvicorn.log", "w"),  # noqa: SIM115
@@ -180,7 +185,8 @@ def main() -> None:
         print(
             f"ResNet18 {args.size}x{args.size}, CPU, torch threads {threads} (raw in-process and worker), "
             f"max_batch_size 64, max_wait_ms {args.max_wait_ms:g}, "
-            f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', '(default)')}, load average {os.getloadavg()[0]:.1f}"
+            f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', '(default)')}, load average {os.getloadavg()[0]:.1f}, "
+            f"server {args.app}"
         )
         print(f"{'scenario':<44} {'service':>14} {'raw limit':>14} {'ratio':>7}  target")
 

@@ -2,11 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
-import threading
-import time
-from collections import defaultdict, deque
-
 from django.conf import settings
 from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
@@ -23,6 +18,7 @@ from training.models import TrainedModel
 from . import services
 from .auth import CachedAgentTokenAuthentication
 from .broker import dump_npy
+from .limits import bad_requests, client_key
 from .models import Deployment
 from .payloads import MAX_ITEMS, PayloadError, bool_list, float_list, images_from_base64, npy_shape
 from .reward_serving import RewardRequest, rewards_serve
@@ -48,48 +44,6 @@ class ServiceUnavailable(exceptions.APIException):
     status_code = status.HTTP_503_SERVICE_UNAVAILABLE
     default_detail = "inference is unavailable"
     default_code = "unavailable"
-
-
-class BadRequestLimiter:
-    """Per-client limit on 4xx responses: a client that keeps sending bad requests gets a cheap 429
-    before its body is even parsed, so it cannot crowd out the others."""
-
-    def __init__(self, limit: int = 30, window_s: float = 10.0):
-        self.limit, self.window_s = limit, window_s
-        self._hits: dict[str, deque] = defaultdict(deque)
-        self._lock = threading.Lock()
-
-    def _trim(self, hits: deque, now: float) -> None:
-        while hits and now - hits[0] > self.window_s:
-            hits.popleft()
-
-    def blocked(self, key: str) -> bool:
-        with self._lock:
-            hits = self._hits.get(key)
-            if not hits:
-                return False
-            self._trim(hits, time.monotonic())
-            return len(hits) >= self.limit
-
-    def record(self, key: str) -> None:
-        with self._lock:
-            now = time.monotonic()
-            hits = self._hits[key]
-            self._trim(hits, now)
-            hits.append(now)
-            if len(self._hits) > 10_000:  # forget idle clients
-                for k in [k for k, v in self._hits.items() if not v]:
-                    del self._hits[k]
-
-
-bad_requests = BadRequestLimiter()
-
-
-def _client_key(request) -> str:
-    header = request.META.get("HTTP_AUTHORIZATION", "")
-    if header:
-        return "t:" + hashlib.sha256(header.encode()).hexdigest()[:16]
-    return "ip:" + request.META.get("REMOTE_ADDR", "")
 
 
 class ItemSerializer(serializers.Serializer):
@@ -121,14 +75,17 @@ class RewardsView(APIView):
     authentication_classes = [CachedAgentTokenAuthentication, SessionAuthentication]
 
     def initial(self, request, *args, **kwargs):
-        self._client = _client_key(request)
+        self._client = client_key(request.META.get("HTTP_AUTHORIZATION", ""), request.META.get("REMOTE_ADDR", ""))
         if bad_requests.blocked(self._client):
             raise exceptions.Throttled(detail="too many bad requests from this client; slow down and fix them")
         super().initial(request, *args, **kwargs)
 
     def finalize_response(self, request, response, *args, **kwargs):
         if 400 <= response.status_code < 500 and response.status_code != 429:
-            bad_requests.record(getattr(self, "_client", None) or _client_key(request))
+            bad_requests.record(
+                getattr(self, "_client", None)
+                or client_key(request.META.get("HTTP_AUTHORIZATION", ""), request.META.get("REMOTE_ADDR", ""))
+            )
         return super().finalize_response(request, response, *args, **kwargs)
 
     @extend_schema(

@@ -11,6 +11,7 @@ from __future__ import annotations
 import threading
 import time
 
+from channels.db import database_sync_to_async
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import exceptions
 
@@ -22,6 +23,43 @@ _agents: dict[str, tuple[float, object]] = {}
 _lock = threading.Lock()
 
 
+MALFORMED = "Malformed Authorization header: use 'Bearer <token>'."
+UNKNOWN = "Unknown or revoked agent token."
+
+
+def _cached(token: str):
+    entry = _agents.get(hash_token(token))
+    if entry is not None and time.monotonic() - entry[0] < TOKEN_CACHE_S:
+        return entry[1]
+    return None
+
+
+def _remember(token: str, agent) -> None:
+    with _lock:
+        if len(_agents) > 10_000:
+            _agents.clear()
+        _agents[hash_token(token)] = (time.monotonic(), agent)
+
+
+def cached_agent(token: str):
+    """The active agent owning `token` (None if unknown), from memory when looked up recently."""
+    agent = _cached(token)
+    if agent is None:
+        agent = agent_for_token(token)
+        if agent is not None:
+            _remember(token, agent)
+    return agent
+
+
+async def acached_agent(token: str):
+    agent = _cached(token)
+    if agent is None:
+        agent = await database_sync_to_async(agent_for_token)(token)
+        if agent is not None:
+            _remember(token, agent)
+    return agent
+
+
 class CachedAgentTokenAuthentication(AgentTokenAuthentication):
     def authenticate(self, request):
         header = request.META.get("HTTP_AUTHORIZATION")
@@ -29,18 +67,10 @@ class CachedAgentTokenAuthentication(AgentTokenAuthentication):
             return None
         token = token_from_header(header)
         if token is None:
-            raise exceptions.AuthenticationFailed("Malformed Authorization header: use 'Bearer <token>'.")
-        key = hash_token(token)
-        entry = _agents.get(key)
-        if entry is not None and time.monotonic() - entry[0] < TOKEN_CACHE_S:
-            return entry[1], token
-        agent = agent_for_token(token)
+            raise exceptions.AuthenticationFailed(MALFORMED)
+        agent = cached_agent(token)
         if agent is None:
-            raise exceptions.AuthenticationFailed("Unknown or revoked agent token.")
-        with _lock:
-            if len(_agents) > 10_000:
-                _agents.clear()
-            _agents[key] = (time.monotonic(), agent)
+            raise exceptions.AuthenticationFailed(UNKNOWN)
         return agent, token
 
 

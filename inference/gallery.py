@@ -12,7 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 from django.db import close_old_connections
 
 from .broker import SAMPLE_COUNTER_PREFIX, load_npy
-from .serving import DeploymentConfig, broker
+from .serving import DeploymentConfig, abroker, broker
 
 log = logging.getLogger(__name__)
 KEEP_FRAMES = 2000  # per deployment; older unlabeled frames are deleted
@@ -26,6 +26,20 @@ def sample_served(config: DeploymentConfig, payload: bytes, probabilities: list[
         return 0
     n = len(probabilities)
     end = broker().redis.incrby(f"{SAMPLE_COUNTER_PREFIX}{config.name}:{config.id}", n)
+    start = end - n
+    picks = [i for i in range(n) if (start + i) % every == 0 and probabilities[i] is not None]
+    if picks:
+        _writer.submit(_store, config, payload, picks, [probabilities[i] for i in picks])
+    return len(picks)
+
+
+async def asample_served(config: DeploymentConfig, payload: bytes, probabilities: list[float | None]) -> int:
+    """`sample_served` for asyncio callers."""
+    every = config.sample_every
+    if every <= 0 or not probabilities:
+        return 0
+    n = len(probabilities)
+    end = await abroker().redis.incrby(f"{SAMPLE_COUNTER_PREFIX}{config.name}:{config.id}", n)
     start = end - n
     picks = [i for i in range(n) if (start + i) % every == 0 and probabilities[i] is not None]
     if picks:

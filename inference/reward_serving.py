@@ -12,9 +12,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from .broker import HISTORY_PREFIX, dump_npy, load_npy
-from .gallery import sample_served
+from .gallery import asample_served, sample_served
 from .rewards import HISTORY_BUFFER, ItemReward, compute_rewards, plan_scoring
-from .serving import DeploymentConfig, broker, infer_payload
+from .serving import DeploymentConfig, abroker, ainfer_payload, broker, infer_payload
 
 HISTORY_TTL_S = 24 * 3600
 
@@ -47,6 +47,34 @@ def rewards_serve(config: DeploymentConfig, request: RewardRequest) -> list[Item
         _history_write(history_key, counts_after)
     items = compute_rewards(config.reward, probabilities, scored=scored, env_rewards=request.env_rewards)
     sample_served(config, request.payload, probabilities)
+    return items
+
+
+async def arewards_serve(config: DeploymentConfig, request: RewardRequest) -> list[ItemReward]:
+    """`rewards_serve` for asyncio callers (the ASGI fast path): the same steps, never blocking the loop."""
+    n = request.count
+    redis = abroker().redis
+    history_key = f"{HISTORY_PREFIX}{config.name}:{config.id}:{request.client}:{request.stream}"
+    history = None
+    if config.reward.reward_mode == HISTORY_BUFFER:
+        values = await redis.hmget(history_key, [str(i) for i in range(n)])
+        history = [int(v) if v is not None else 0 for v in values]
+    scored, counts_after = plan_scoring(config.reward, n, request.dones, history)
+    probabilities: list[float | None] = [None] * n
+    if all(scored):
+        probabilities = [float(p) for p in await ainfer_payload(config, request.payload)]
+    elif any(scored):
+        picks = [i for i, s in enumerate(scored) if s]
+        subset = load_npy(request.payload)[np.asarray(picks)]
+        for i, p in zip(picks, await ainfer_payload(config, dump_npy(subset)), strict=True):
+            probabilities[i] = float(p)
+    if counts_after is not None:
+        pipe = redis.pipeline(transaction=False)
+        pipe.hset(history_key, mapping={str(i): c for i, c in enumerate(counts_after)})
+        pipe.expire(history_key, HISTORY_TTL_S)
+        await pipe.execute()
+    items = compute_rewards(config.reward, probabilities, scored=scored, env_rewards=request.env_rewards)
+    await asample_served(config, request.payload, probabilities)
     return items
 
 

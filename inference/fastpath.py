@@ -1,0 +1,133 @@
+"""ASGI fast path for the hot endpoint: `POST /api/deployments/<name>/rewards` with an `.npy` body.
+
+RL workers call it at every step, and Django's request cycle (a thread per request, the middleware
+chain) costs more CPU than the rest of the request together. This wrapper answers exactly those
+requests (method POST, that path, `Content-Type: application/x-npy`, a Bearer token) on the event loop
+with the same plain functions the DRF view uses: cached token lookup, the bad-request limiter,
+header-only `.npy` validation, the reward logic, the same JSON and the same error messages. Everything
+else (JSON bodies, sessions, every other URL, WebSockets) goes to the wrapped application unchanged.
+
+    uvicorn inference.asgi:application     # webapp.asgi's application behind this fast path
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from urllib.parse import parse_qs
+
+from django.conf import settings
+
+from labeling.tokens import token_from_header
+
+from .auth import MALFORMED, UNKNOWN, acached_agent
+from .limits import bad_requests, client_key
+from .payloads import PayloadError, bool_list, float_list, npy_shape
+from .reward_serving import RewardRequest, arewards_serve
+from .serving import DeploymentNotFound, DeploymentUnavailable, adeployment_config
+
+ROUTE = re.compile(r"^/api/deployments/(?P<name>[-a-zA-Z0-9_]+)/rewards$")
+NPY = "application/x-npy"
+
+
+class HttpError(Exception):
+    def __init__(self, status: int, detail: str):
+        super().__init__(detail)
+        self.status = status
+        self.detail = detail
+
+
+class RewardsFastPath:
+    def __init__(self, app):
+        self.app = app
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http" or scope["method"] != "POST":
+            return await self.app(scope, receive, send)
+        match = ROUTE.match(scope["path"])
+        headers = {name.decode("latin-1").lower(): value.decode("latin-1") for name, value in scope["headers"]}
+        content_type = headers.get("content-type", "").split(";")[0].strip().lower()
+        authorization = headers.get("authorization", "")
+        if match is None or content_type != NPY or not authorization:
+            return await self.app(scope, receive, send)  # DRF answers these (and their errors)
+        client = client_key(authorization, (scope.get("client") or ("", 0))[0])
+        try:
+            status, body = 200, await self._rewards(match["name"], scope, receive, headers, client)
+        except HttpError as exc:
+            status, body = exc.status, {"detail": exc.detail}
+            if 400 <= status < 500 and status != 429:
+                bad_requests.record(client)
+        await _respond(send, status, body)
+
+    async def _rewards(self, name: str, scope, receive, headers: dict, client: str) -> dict:
+        if bad_requests.blocked(client):
+            raise HttpError(429, "too many bad requests from this client; slow down and fix them")
+        token = token_from_header(headers["authorization"])
+        if token is None:
+            raise HttpError(401, MALFORMED)
+        agent = await acached_agent(token)
+        if agent is None:
+            raise HttpError(401, UNKNOWN)
+        payload = await _read_body(receive)
+        try:
+            config = await adeployment_config(name)
+        except DeploymentNotFound as exc:
+            raise HttpError(404, str(exc)) from None
+        if config.kind == "vlm":
+            raise HttpError(
+                400,
+                f"deployment {name!r} serves a VLM trend model: send windows to /api/deployments/{name}/vlm/rewards",
+            )
+        query = {k: v[-1] for k, v in parse_qs(scope.get("query_string", b"").decode("latin-1")).items()}
+        try:
+            shape = npy_shape(payload, max_side=settings.MAX_IMAGE_SIDE)
+            n = shape[0]
+            request = RewardRequest(
+                payload=payload,
+                count=n,
+                env_rewards=float_list(query.get("env_rewards", headers.get("x-env-rewards")), n, "env_rewards"),
+                dones=bool_list(query.get("dones", headers.get("x-dones")), n, "dones"),
+                client=f"a{agent.pk}",
+                stream=str(query.get("stream", headers.get("x-stream", "")) or "")[:100],
+            )
+        except PayloadError as exc:
+            raise HttpError(400, str(exc)) from None
+        try:
+            items = await arewards_serve(config, request)
+        except DeploymentUnavailable as exc:
+            raise HttpError(503, str(exc)) from None
+        return {
+            "deployment": config.name,
+            "version": config.version,
+            "reward_mode": config.reward.reward_mode,
+            "threshold": config.reward.threshold,
+            "items": [
+                {"probability": i.probability, "success": i.success, "reward": i.reward, "scored": i.scored}
+                for i in items
+            ],
+        }
+
+
+async def _read_body(receive) -> bytes:
+    limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+    chunks, size = [], 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise HttpError(400, "the client went away before sending the whole body")
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            raise HttpError(413, f"body larger than {limit} bytes")
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            return b"".join(chunks)
+
+
+async def _respond(send, status: int, body: dict) -> None:
+    raw = json.dumps(body).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(raw)).encode())]
+    if status == 401:
+        headers.append((b"www-authenticate", b"Bearer"))
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": raw})
