@@ -133,8 +133,8 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=16)
     parser.add_argument(
         "--app",
-        default="inference.asgi:application",
-        help="ASGI app to serve (webapp.asgi:application: without the rewards fast path)",
+        default="webapp.asgi:application",
+        help="ASGI app to serve",
     )
     parser.add_argument("--max-wait-ms", type=float, default=2.0, help="the deployment's batching wait")
     parser.add_argument("--size", type=int, default=128, help="image side (the targets are for 128)")

@@ -7,7 +7,7 @@ with the same plain functions the DRF view uses: cached token lookup, the bad-re
 header-only `.npy` validation, the reward logic, the same JSON and the same error messages. Everything
 else (JSON bodies, sessions, every other URL, WebSockets) goes to the wrapped application unchanged.
 
-    uvicorn inference.asgi:application     # webapp.asgi's application behind this fast path
+webapp/asgi.py puts it in front of Django for every web process.
 """
 
 from __future__ import annotations

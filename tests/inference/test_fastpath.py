@@ -1,9 +1,8 @@
-"""The ASGI fast path (`inference.asgi:application`) answers like the DRF view, and passes the rest on."""
+"""The ASGI fast path (in front of Django in `webapp.asgi`) answers like the DRF view, and passes the rest on."""
 
 from __future__ import annotations
 
 import io
-import sys
 import time
 
 import numpy as np
@@ -11,26 +10,15 @@ import pytest
 import requests
 
 from inference.client import BadRequestError, NotFoundError, RewardClient
-from tests.conftest import _spawn, _stop, _wait_for_port, free_port
 
 from .conftest import deploy, direct_probabilities, make_trained_model, random_images
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
 
-@pytest.fixture(scope="session")
-def fast_server_url(process_env):
-    port = free_port()
-    proc = _spawn(
-        [sys.executable, "-m", "uvicorn", "inference.asgi:application", "--port", str(port), "--log-level", "warning"],
-        process_env,
-        f"uvicorn-fast-{port}.log",
-    )
-    try:
-        _wait_for_port(port, proc)
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        _stop(proc)
+@pytest.fixture
+def fast_server_url(live_server_url):
+    return live_server_url
 
 
 @pytest.fixture
