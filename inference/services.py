@@ -9,7 +9,8 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
 from django.db import transaction
-from django.db.models import F
+from django.db.models import F, Value
+from django.db.models.functions import Greatest
 
 from labeling.images import check_image, encode_array
 from labeling.label_services import Actor, frame_labels_set
@@ -18,6 +19,7 @@ from labeling.services import StepInput, episode_create, episode_finish, steps_a
 from training.models import TrainedModel
 
 from .models import Deployment, ServedFrame
+from .models.deployment import new_version
 from .rewards import RewardSettings, RewardSettingsError
 from .serving import forget_deployment
 
@@ -77,9 +79,7 @@ def deployment_update(*, deployment: Deployment, trained_model: TrainedModel | N
     check_settings({**current, **values})
     updates = dict(values)
     if trained_model is not None and trained_model.pk != deployment.trained_model_id:
-        updates.update(
-            trained_model=trained_model, version=F("version") + 1, status=Deployment.Status.LOADING, error=""
-        )
+        updates.update(trained_model=trained_model, version=_next_version(), status=Deployment.Status.LOADING, error="")
     if updates:
         Deployment.objects.filter(pk=deployment.pk).update(**updates)
         deployment.refresh_from_db()
@@ -90,7 +90,7 @@ def deployment_update(*, deployment: Deployment, trained_model: TrainedModel | N
 def deployment_reload(*, deployment: Deployment) -> Deployment:
     """Ask the workers to load the model again (after an unhealthy state was fixed)."""
     Deployment.objects.filter(pk=deployment.pk).update(
-        version=F("version") + 1, status=Deployment.Status.LOADING, error=""
+        version=_next_version(), status=Deployment.Status.LOADING, error=""
     )
     deployment.refresh_from_db()
     forget_deployment(deployment.name)
@@ -157,3 +157,7 @@ def served_frame_label(*, frame: ServedFrame, value: str, user: AbstractBaseUser
         ServedFrame.objects.filter(pk=frame.pk).update(labeled_episode=episode, label_value=value)
     frame.refresh_from_db()
     return episode
+
+
+def _next_version():
+    return Greatest(F("version") + 1, Value(new_version()))

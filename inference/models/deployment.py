@@ -8,11 +8,22 @@ so workers know to reload.
 
 from __future__ import annotations
 
+import time
+
 from django.db import models
 
 from labeling.models import Episode, Project
 
 __all__ = ["Deployment", "ServedFrame"]
+
+
+def new_version() -> int:
+    """A version number above any this deployment name had before: milliseconds since the epoch.
+
+    Workers keep a loaded model per deployment name and reload only for a newer version, so a deployment
+    deleted and made again under the same name must not start counting from 1 again.
+    """
+    return time.time_ns() // 1_000_000
 
 
 class Deployment(models.Model):
@@ -56,7 +67,9 @@ class Deployment(models.Model):
     # Health, reported by the workers.
     status = models.CharField(max_length=10, choices=Status.choices, default=Status.LOADING)
     error = models.TextField(blank=True)
-    version = models.PositiveIntegerField(default=1, help_text="Bumped when the served checkpoint changes.")
+    version = models.PositiveBigIntegerField(
+        default=new_version, help_text="Grows when the served checkpoint changes (never reused, see new_version)."
+    )
     # Served-frames gallery: keep every k-th served frame (0 = off).
     sample_every = models.PositiveIntegerField(default=0, help_text="Keep every k-th served frame (0 = off).")
     created_at = models.DateTimeField(auto_now_add=True)
@@ -80,7 +93,7 @@ class ServedFrame(models.Model):
     image = models.FileField(upload_to=served_frame_upload_to, max_length=300)
     probability = models.FloatField()
     success = models.BooleanField(help_text="Judged success: probability above the deployment's threshold.")
-    model_version = models.PositiveIntegerField(default=1)
+    model_version = models.PositiveBigIntegerField(default=1)
     labeled_episode = models.ForeignKey(Episode, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     label_value = models.CharField(max_length=10, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)

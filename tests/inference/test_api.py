@@ -13,7 +13,7 @@ from inference import api
 from inference.broker import queue_key
 from inference.serving import broker
 
-from .conftest import deploy, random_images
+from .conftest import deploy, make_trained_model, random_images
 
 pytestmark = pytest.mark.django_db
 
@@ -149,13 +149,14 @@ def test_deployments_list_for_agents_and_changes_for_staff_only(agent_client, ad
         "/api/deployments/", {"name": "second", "trained_model": trained_model.pk, "threshold": 0.8}, format="json"
     )
     assert created.status_code == 201, created.json()
-    assert created.json()["threshold"] == 0.8 and created.json()["version"] == 1
+    version = created.json()["version"]
+    assert created.json()["threshold"] == 0.8 and version > 1
     bad = staff.patch("/api/deployments/second/", {"threshold": 3}, format="json")
     assert bad.status_code == 400 and "threshold" in bad.json()["detail"]
     switched = staff.patch(
         "/api/deployments/second/", {"trained_model": trained_model.pk, "reward_type": "soft"}, format="json"
     )
-    assert switched.status_code == 200 and switched.json()["version"] == 1  # same model: no reload
+    assert switched.status_code == 200 and switched.json()["version"] == version  # same model: no reload
 
 
 def test_the_hot_path_makes_no_database_query_once_warm(
@@ -197,14 +198,16 @@ def test_admin_deploys_and_switching_the_model_bumps_the_version(admin_user, cli
     }
     assert client.post("/admin/inference/deployment/add/", form).status_code == 302
     deployment = Deployment.objects.get(name="from-admin")
-    assert deployment.threshold == 0.6 and deployment.version == 1 and deployment.project == project
+    first_version = deployment.version
+    assert deployment.threshold == 0.6 and deployment.project == project
     bad = client.post(f"/admin/inference/deployment/{deployment.pk}/change/", {**form, "min_history_size": "9"})
     assert bad.status_code == 200 and "min_history_size cannot exceed history_size" in bad.content.decode()
     other = make_trained_model(project, seed=1)
     response = client.post(f"/admin/inference/deployment/{deployment.pk}/change/", {**form, "trained_model": other.pk})
     assert response.status_code == 302
     deployment.refresh_from_db()
-    assert deployment.trained_model == other and deployment.version == 2 and deployment.status == "loading"
+    assert deployment.trained_model == other and deployment.version > first_version
+    assert deployment.status == "loading"
     assert client.get("/admin/inference/deployment/").status_code == 200
 
 
@@ -237,3 +240,19 @@ def test_a_vlm_deployment_points_image_requests_to_its_own_endpoint(agent_client
     response = post_npy(agent_client, deployment.name, npy(random_images(1)))
     assert response.status_code == 400
     assert f"/api/deployments/{deployment.name}/vlm/rewards" in response.json()["detail"]
+
+
+def test_a_deployment_made_again_under_the_same_name_never_reuses_a_version(project):
+    from inference.models import Deployment
+    from inference.services import deployment_create, deployment_update
+
+    model = make_trained_model(project, seed=0)
+    first = deployment_create(name="same-name", trained_model=model)
+    version = first.version
+    first.delete()
+    again = deployment_create(name="same-name", trained_model=model)
+    assert again.version > version  # a worker still holding `version` loads the new deployment's model
+    before_switch = again.version
+    switched = deployment_update(deployment=again, trained_model=make_trained_model(project, seed=1))
+    assert switched.version > before_switch
+    assert Deployment.objects.get(name="same-name").version == switched.version

@@ -25,6 +25,7 @@ def test_swapping_the_checkpoint_while_requests_stream_drops_nothing(
     old = make_trained_model(project, seed=1, bias=-6.0)  # probabilities near 0
     new = make_trained_model(project, seed=2, bias=6.0)  # probabilities near 1
     deployment = deploy(old)
+    first_version = deployment.version
     images = random_images(2, seed=9)
     p_old = direct_probabilities(old.checkpoint_path, images)
     p_new = direct_probabilities(new.checkpoint_path, images)
@@ -68,4 +69,4 @@ def test_swapping_the_checkpoint_while_requests_stream_drops_nothing(
     assert all(a or b for a, b in zip(from_new, from_old, strict=True))
     assert from_new[-1] and from_old[0]
     deployment.refresh_from_db()
-    assert deployment.version == 2 and deployment.status == "healthy"
+    assert deployment.version > first_version and deployment.status == "healthy"
