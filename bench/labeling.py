@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import os
 import secrets
-import socket
 import statistics
 import subprocess
 import sys
@@ -29,6 +28,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+from ports import free_port, wait_for_port  # noqa: E402
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings")
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")  # Playwright's loop shares the main thread
 
@@ -36,12 +38,6 @@ TARGET_INTERACTIVE_S = 1.5
 TARGET_KEY_MS = 16.0
 TARGET_SAVE_MS = 50.0
 CHROMIUM = os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium")
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def seed(steps: int, size: int):
@@ -87,15 +83,8 @@ def start_server() -> tuple[subprocess.Popen, str]:
         cwd=ROOT,
         env=dict(os.environ),
     )
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        with socket.socket() as sock:
-            if sock.connect_ex(("127.0.0.1", port)) == 0:
-                return proc, f"http://127.0.0.1:{port}"
-        if proc.poll() is not None:
-            raise SystemExit("uvicorn exited at start")
-        time.sleep(0.1)
-    raise SystemExit("uvicorn did not start")
+    wait_for_port(port, proc, timeout=60)
+    return proc, f"http://127.0.0.1:{port}"
 
 
 KEY_PROBE = """() => { window.__keyProbe = new Promise((resolve) => {
