@@ -219,7 +219,12 @@ class TeleopAgentConsumer(AsyncWebsocketConsumer):
         header, data = item
         image = decode_image(data)
         try:
-            score = await score_frame(self.session.deployment_name, image, env_reward=float(header.get("reward") or 0))
+            score = await score_frame(
+                self.session.deployment_name,
+                image,
+                env_reward=float(header.get("reward") or 0),
+                stream=f"teleop-{self.session.pk}",
+            )
         except (DeploymentNotFound, DeploymentUnavailable) as exc:
             await self.warn(str(exc))
             return

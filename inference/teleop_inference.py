@@ -3,6 +3,9 @@
 Thin over the server app's `inference.serving` (`adeployment_config` + `ainfer_payload`): the
 deployment's settings come from its short in-process cache, so 20 Hz streams make no database query
 per frame. The reward is computed with the deployment's own settings (per-step, as a live stream is).
+A VLM deployment judges windows: each frame joins the stream's step buffer in Redis (the same buffers as
+the `history_vlm` REST mode), so any inference worker can score it, and the probability shown is
+P(positive progress).
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
+from asgiref.sync import sync_to_async
 
 from .broker import dump_npy
 from .rewards import combine, model_output
@@ -28,12 +32,16 @@ class FrameScore:
     inference_ms: float
 
 
-async def score_frame(deployment: str, image: np.ndarray, env_reward: float = 0.0, timeout: float = 10.0) -> FrameScore:
-    """Probability, success and reward for one uint8 HxWx3 frame.
+async def score_frame(
+    deployment: str, image: np.ndarray, env_reward: float = 0.0, timeout: float = 10.0, *, stream: str = "live"
+) -> FrameScore:
+    """Probability, success and reward for one uint8 HxWx3 frame of a live `stream`.
 
     Raises DeploymentNotFound or DeploymentUnavailable (unhealthy, no worker answered in `timeout`).
     """
     config = await adeployment_config(deployment)
+    if config.kind == "vlm":
+        return await sync_to_async(_score_vlm_step, thread_sensitive=False)(deployment, image, env_reward, stream)
     started = time.perf_counter()
     results = await ainfer_payload(config, dump_npy(image[None]), timeout=timeout)
     elapsed = (time.perf_counter() - started) * 1000
@@ -46,4 +54,23 @@ async def score_frame(deployment: str, image: np.ndarray, env_reward: float = 0.
         reward=reward,
         threshold=config.reward.threshold,
         inference_ms=elapsed,
+    )
+
+
+def _score_vlm_step(name: str, image: np.ndarray, env_reward: float, stream: str) -> FrameScore:
+    from .vlm_serving import StreamStep, stream_rewards, vlm_deployment
+
+    started = time.perf_counter()
+    deployment = vlm_deployment(name)
+    step = StreamStep(stream=stream, main=image, extra=image, env_reward=env_reward)
+    [item] = stream_rewards(deployment, [step], client="teleop", generate=False, max_new_tokens=0)
+    probabilities = item["probabilities"] or {}
+    probability = float(probabilities.get("positive", 0.0))
+    threshold = deployment.config.reward.threshold
+    return FrameScore(
+        probability=probability,
+        success=probability > threshold,
+        reward=float(item["reward"]),
+        threshold=threshold,
+        inference_ms=(time.perf_counter() - started) * 1000,
     )

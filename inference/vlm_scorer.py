@@ -1,17 +1,12 @@
 """The `vlm` model family for the inference workers: Qwen3-VL trend windows (no Django).
 
 Registered with `inference.scorers.register("vlm", ...)`; the worker imports this module the first
-time it meets a VLM deployment. Two kinds of batch arrive:
+time it meets a VLM deployment. Batches are packed windows (`inference.vlm_wire`) from the VLM rewards
+API, the OpenAI-compatible endpoint and live teleop streams (whose step buffers live in Redis on the web
+side, so any worker can take any step): label probabilities for all of them in one batched forward pass,
+plus greedy generation for those that ask for it. Workers keep no per-stream state.
 
-- packed windows (`inference.vlm_wire`), from the VLM rewards API and the OpenAI-compatible endpoint:
-  label probabilities for all of them in one batched forward pass, plus greedy generation for those
-  that ask for it;
-- plain frames `uint8 [B,H,W,3]` (or `[B,2,H,W,3]` with both views), from live streams such as the teleop
-  dashboard: the worker keeps a rolling window of the last `window_size` steps per deployment (one live
-  stream; a single view stands in for both) and scores it at every step.
-
-Every result carries `probability` = P(positive), so code written for the ResNet family (a probability
-per item) shows VLM progress as it is.
+Every result carries `probability` = P(positive).
 """
 
 from __future__ import annotations
@@ -19,7 +14,6 @@ from __future__ import annotations
 import numpy as np
 
 from training.vlm.checkpoint import checkpoint_load
-from training.vlm.history import HistoryConfig, WindowHistory
 from training.vlm.labels import LABELS
 from training.vlm.parse import label_parse
 from training.vlm.prompt import prompt_render
@@ -53,16 +47,12 @@ class VLMScorer:
         self.scorer = TrendScorer(
             model, processor, max_batch=16, min_pixels=meta.get("min_pixels"), max_pixels=meta.get("max_pixels")
         )
-        self.live = WindowHistory(HistoryConfig(history_size=window_size, min_history_size=1))
 
     def score(self, batch: np.ndarray) -> list[dict]:
         if is_packed(batch):
             return self.score_windows([unpack_window(row) for row in batch])
-        if batch.dtype == np.uint8 and batch.ndim in (4, 5) and batch.shape[-1] == 3:
-            return self.score_live(batch)
         raise WireError(
-            f"VLM deployments take packed windows or uint8 frames [B,H,W,3] / [B,2,H,W,3], got {batch.dtype} "
-            f"{list(batch.shape)}"
+            f"VLM deployments take packed windows (inference.vlm_wire), got {batch.dtype} {list(batch.shape)}"
         )
 
     def score_windows(self, windows) -> list[dict]:
@@ -78,15 +68,6 @@ class VLMScorer:
             ):
                 texts[i] = text
         return [result_for(p, t) for p, t in zip(probabilities, texts, strict=True)]
-
-    def score_live(self, batch: np.ndarray) -> list[dict]:
-        results = []
-        for step in batch:
-            main, extra = (step[0], step[1]) if step.ndim == 4 else (step, step)
-            window = self.live.push(np.ascontiguousarray(main), np.ascontiguousarray(extra))
-            probabilities = self.scorer.probabilities([ScoreItem(window.images(), self.prompt)])[0]
-            results.append(result_for(probabilities))
-        return results
 
 
 register("vlm", VLMScorer)

@@ -305,15 +305,20 @@ def test_bad_vlm_requests_get_clear_4xx(project, vlm_model, rl_token, live_serve
 def test_live_frames_score_as_progress_probability_for_the_dashboard(
     project, vlm_model, direct, inference_worker_process
 ):
-    """The teleop dashboard's scoring call (one frame per step) works on a VLM deployment: the worker keeps
-    a rolling window and answers P(positive) as the probability."""
+    """The teleop dashboard's scoring call (one frame per step) works on a VLM deployment: each stream's
+    steps are buffered in Redis into a front-padded window, and P(positive) is the probability. Streams
+    do not mix, whichever worker takes a step."""
     from asgiref.sync import async_to_sync
 
     from inference.teleop_inference import score_frame
 
     deployment = deploy(vlm_model, threshold=0.4)
     steps = frames(2, 33)
-    scores = [async_to_sync(score_frame)(deployment.name, f, timeout=60) for f in steps]
+    other = frames(1, 34)[0]
+    scores = []
+    for frame in steps:
+        scores.append(async_to_sync(score_frame)(deployment.name, frame, timeout=60, stream="a"))
+        async_to_sync(score_frame)(deployment.name, other, timeout=60, stream="b")  # interleaved stream
     window = [steps[0]] * 4 + [steps[1]]
     expected = direct.probabilities([window + window])[0]
     assert scores[1].probability == pytest.approx(float(expected[0]), abs=1e-5)

@@ -37,8 +37,9 @@ def test_demo_collects_labels_trains_and_deploys(settings, tmp_path):
     token = (tmp_path / "demo_agent_token.txt").read_text().strip()
     assert agent_for_token(token).name == "demo-agent"  # the printed command's token works
 
+    first_version = deployment.version
     again = io.StringIO()  # idempotent: episodes are kept, a new model is deployed under the same name
     call_command("demo", episodes=2, epochs=1, size=32, stdout=again)
     assert "collecting 0 scripted PickCube episodes (2 already stored)" in again.getvalue()
     assert Episode.objects.filter(project__name="PickCube").count() == 2
-    assert Deployment.objects.get(name="pickcube-resnet").version == 2
+    assert Deployment.objects.get(name="pickcube-resnet").version > first_version  # switched to the new model

@@ -377,14 +377,9 @@ def test_vlm_scorer_scores_packed_windows_and_live_frames(vlm_fixture_dir, tiny)
     assert result["probability"] == result["probabilities"]["positive"]
     assert result["text"] is not None and result["parsed"] == label_parse(result["text"])
 
-    # live frames (one view standing in for both): a rolling window, front-padded, scored every step
-    frames = np.stack(window.main_frames)
-    live = scorer.score(frames[:2])
-    padded = [frames[0]] * 4 + [frames[1]]
-    expected = TrendScorer(*tiny).probabilities([ScoreItem(padded + padded, scorer.prompt)])[0]
-    assert len(live) == 2 and np.isclose(live[1]["probability"], expected[0], atol=1e-6)
-    with pytest.raises(ValueError, match="packed windows or uint8 frames"):
-        scorer.score(np.zeros((2, 3), dtype=np.float32))
+    # workers keep no per-stream state: plain frames are refused (live streams send packed windows)
+    with pytest.raises(ValueError, match="packed windows"):
+        scorer.score(np.stack(window.main_frames))
 
 
 def test_label_balanced_sampling_draws_each_label_about_equally(vlm_fixture_dir):
