@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import abc
 import time
 from collections.abc import Callable
 
@@ -11,7 +12,7 @@ from .robot import Observation
 from .spacemouse import GRIPPER_CLOSED, GRIPPER_OPEN, SpaceMouseMapping, SpaceMouseState
 
 
-class Policy:
+class Policy(abc.ABC):
     name = "policy"
     #: ManiSkill control mode this policy's actions are meant for
     control_mode = "pd_ee_delta_pose"
@@ -19,8 +20,9 @@ class Policy:
     def reset(self, seed: int | None = None) -> None:
         pass
 
+    @abc.abstractmethod
     def act(self, obs: Observation) -> np.ndarray:
-        raise NotImplementedError
+        """The action for this observation."""
 
     def on_keys(self, keys: list[str]) -> None:
         """Key presses since the last step (keyboard teleop uses them)."""
