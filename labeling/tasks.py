@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from celery import shared_task
+from django.db import OperationalError
 
 from .models import Episode
 from .proposals import proposals_generate
 
 
-@shared_task
+@shared_task(autoretry_for=(OperationalError,), retry_backoff=True, max_retries=5)
 def generate_episode_proposals(episode_id: int) -> int:
     """Proposals for a finished episode, so they wait ready when someone opens it. Idempotent."""
     episode = Episode.objects.select_related("project").filter(pk=episode_id).first()

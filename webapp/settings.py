@@ -70,7 +70,11 @@ DATABASES = {
     )
 }
 if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
-    DATABASES["default"].setdefault("OPTIONS", {})["timeout"] = 30
+    # Several processes (web, Celery workers) write the embedded database: WAL lets readers go on while one
+    # writes, and IMMEDIATE transactions wait for the write lock instead of failing with "database is locked".
+    DATABASES["default"].setdefault("OPTIONS", {}).update(
+        timeout=30, transaction_mode="IMMEDIATE", init_command="PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"
+    )
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REDIS_URL = env_str("REDIS_URL", "redis://127.0.0.1:6379/0")
