@@ -26,7 +26,6 @@ import os
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -37,14 +36,9 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
-from ports import free_port, wait_for_port  # noqa: E402
+from harness import free_port, scratch_environment, wait_for_port  # noqa: E402
 
-TMP = Path(tempfile.mkdtemp(prefix="rs-bench-inference-"))
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings")
-os.environ.setdefault("DATABASE_URL", f"sqlite:///{TMP / 'bench.sqlite3'}")
-os.environ["MEDIA_ROOT"] = str(TMP / "media")
-os.environ.setdefault("DEBUG", "0")
-os.environ.setdefault("LOG_LEVEL", "WARNING")
+TMP = scratch_environment("inference")
 
 
 def timed(fn) -> float:

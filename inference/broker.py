@@ -165,8 +165,19 @@ def _request(deployment: str, version: int, payload: bytes, timeout: float, max_
     )
 
 
-def _timeout_message(deployment: str, timeout: float) -> str:
-    return f"no inference worker answered for deployment {deployment!r} within {timeout:g} s (is one running?)"
+def _push_and_wait(pipe, request: InferenceRequest, timeout: float):
+    """Queue the request and wait for its reply in one round trip (sync or asyncio pipeline)."""
+    pipe.lpush(queue_key(request.deployment), request.encode())
+    pipe.blpop([request.reply_key], timeout=timeout)
+    return pipe
+
+
+def _reply(got, deployment: str, timeout: float) -> Reply:
+    if got is None:
+        raise InferenceTimeout(
+            f"no inference worker answered for deployment {deployment!r} within {timeout:g} s (is one running?)"
+        )
+    return Reply.decode(got[1])
 
 
 def redis_from_url(url: str, *, asyncio: bool = False):
@@ -198,16 +209,11 @@ class BrokerClient:
         max_wait_ms: float = 2.0,
     ) -> Reply:
         request = _request(deployment, version, payload, timeout, max_batch_size, max_wait_ms)
-        try:  # push and wait in one round trip
-            pipe = self.redis.pipeline(transaction=False)
-            pipe.lpush(queue_key(deployment), request.encode())
-            pipe.blpop([request.reply_key], timeout=timeout)
-            got = pipe.execute()[1]
+        try:
+            got = _push_and_wait(self.redis.pipeline(transaction=False), request, timeout).execute()[1]
         except RedisError as exc:
             raise BrokerError(f"Redis is unavailable: {exc}") from None
-        if got is None:
-            raise InferenceTimeout(_timeout_message(deployment, timeout))
-        return Reply.decode(got[1])
+        return _reply(got, deployment, timeout)
 
 
 class AsyncBrokerClient:
@@ -227,16 +233,11 @@ class AsyncBrokerClient:
         max_wait_ms: float = 2.0,
     ) -> Reply:
         request = _request(deployment, version, payload, timeout, max_batch_size, max_wait_ms)
-        try:  # push and wait in one round trip
-            pipe = self.redis.pipeline(transaction=False)
-            pipe.lpush(queue_key(deployment), request.encode())
-            pipe.blpop([request.reply_key], timeout=timeout)
-            got = (await pipe.execute())[1]
+        try:
+            got = (await _push_and_wait(self.redis.pipeline(transaction=False), request, timeout).execute())[1]
         except RedisError as exc:
             raise BrokerError(f"Redis is unavailable: {exc}") from None
-        if got is None:
-            raise InferenceTimeout(_timeout_message(deployment, timeout))
-        return Reply.decode(got[1])
+        return _reply(got, deployment, timeout)
 
 
 def send_replies(redis, replies: list[tuple[InferenceRequest, Reply]]) -> None:

@@ -166,19 +166,19 @@ def infer_payload(config: DeploymentConfig, payload: bytes, *, timeout: float | 
     """Per-item results for an `.npy` payload already validated by the caller."""
     config.check_available()
     try:
-        reply = broker().submit(
-            config.name,
-            config.version,
-            payload,
-            timeout=timeout or request_timeout_s(),
-            max_batch_size=config.max_batch_size,
-            max_wait_ms=config.max_wait_ms,
-        )
-        return reply.unwrap()
+        return broker().submit(config.name, config.version, payload, **_submit_options(config, timeout)).unwrap()
     except InferenceTimeout as exc:
         raise DeploymentUnavailable(_timeout_reason(exc)) from None
     except BrokerError as exc:
         raise DeploymentUnavailable(str(exc)) from None
+
+
+def _submit_options(config: DeploymentConfig, timeout: float | None) -> dict:
+    return {
+        "timeout": timeout or request_timeout_s(),
+        "max_batch_size": config.max_batch_size,
+        "max_wait_ms": config.max_wait_ms,
+    }
 
 
 def _timeout_reason(exc: InferenceTimeout) -> str:
@@ -195,14 +195,7 @@ def _timeout_reason(exc: InferenceTimeout) -> str:
 async def ainfer_payload(config: DeploymentConfig, payload: bytes, *, timeout: float | None = None) -> list[Any]:
     config.check_available()
     try:
-        reply = await abroker().submit(
-            config.name,
-            config.version,
-            payload,
-            timeout=timeout or request_timeout_s(),
-            max_batch_size=config.max_batch_size,
-            max_wait_ms=config.max_wait_ms,
-        )
+        reply = await abroker().submit(config.name, config.version, payload, **_submit_options(config, timeout))
         return reply.unwrap()
     except InferenceTimeout as exc:
         raise DeploymentUnavailable(await sync_to_async(_timeout_reason, thread_sensitive=False)(exc)) from None

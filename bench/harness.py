@@ -1,0 +1,40 @@
+"""Shared bench plumbing: a scratch environment, a free local port, waiting for a started server."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_for_port(port: int, proc: subprocess.Popen, timeout: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"server exited at start with code {proc.returncode}")
+        with socket.socket() as sock:
+            if sock.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.1)
+    raise TimeoutError(f"nothing listening on port {port} after {timeout}s")
+
+
+def scratch_environment(name: str) -> Path:
+    """A scratch folder for a self-contained bench run, with the settings its processes share:
+    an SQLite database and stored files inside it (unless DATABASE_URL is given), DEBUG off, quiet logs."""
+    scratch = Path(tempfile.mkdtemp(prefix=f"rs-bench-{name}-"))
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings")
+    os.environ.setdefault("DATABASE_URL", f"sqlite:///{scratch / 'bench.sqlite3'}")
+    os.environ["MEDIA_ROOT"] = str(scratch / "media")
+    os.environ.setdefault("DEBUG", "0")
+    os.environ.setdefault("LOG_LEVEL", "WARNING")
+    return scratch
