@@ -12,7 +12,6 @@ import threading
 import time
 
 from channels.db import database_sync_to_async
-from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import exceptions
 
 from labeling.auth import AgentTokenAuthentication, agent_for_token
@@ -77,13 +76,3 @@ class CachedAgentTokenAuthentication(AgentTokenAuthentication):
 def forget_tokens() -> None:
     with _lock:
         _agents.clear()
-
-
-class CachedAgentTokenScheme(OpenApiAuthenticationExtension):
-    """Shows the token scheme in the OpenAPI schema: `Authorization: Bearer <agent token>`."""
-
-    target_class = "inference.auth.CachedAgentTokenAuthentication"
-    name = "AgentToken"
-
-    def get_security_definition(self, auto_schema):
-        return {"type": "http", "scheme": "bearer", "description": "An agent's API token (Agents in the admin)."}
