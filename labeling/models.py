@@ -7,17 +7,11 @@ import uuid
 from django.conf import settings
 from django.db import models
 
+from training.vlm.prompt import DEFAULT_PROMPT_TEMPLATE
+
 
 def default_camera_views() -> list[str]:
     return ["main", "extra"]
-
-
-DEFAULT_PROMPT_TEMPLATE = (
-    "Task: {task}\n"
-    "You see two synchronized videos of {window_size} frames each, one from the main camera and one "
-    "from a second view. Judge whether the robot made progress on the task during these frames.\n"
-    "Answer with exactly one word: positive, negative or unclear."
-)
 
 
 class Project(models.Model):

@@ -1,7 +1,7 @@
 """The trend prompt: a project's template filled with its task description and window size.
 
-`DEFAULT_PROMPT_TEMPLATE` mirrors `labeling.models.DEFAULT_PROMPT_TEMPLATE` (a test keeps them equal) so
-this module stays free of Django.
+`DEFAULT_PROMPT_TEMPLATE` is every new project's template (labeling.models takes it from here, so this
+module stays free of Django).
 """
 
 from __future__ import annotations
