@@ -6,6 +6,10 @@ expire. A request carries the deployment version the web side saw (the worker re
 than its model), the batching policy and a deadline after which nobody waits for the answer (the worker
 skips it). Replies carry per-item results only; rewards are computed where the settings live.
 
+Bounds: a deployment's queue holds at most `max_queue` requests (a request that finds it full is
+answered at once with an error reply naming the limit, which the web side turns into a 503) and expires
+`queue_ttl_s` after the last push, so a queue nobody serves does not stay in Redis.
+
 Message layout: 4-byte big-endian header length, JSON header, then the payload: a `.npy` array
 (uint8, first axis = items), read with `allow_pickle=False`.
 """
@@ -165,9 +169,47 @@ def _request(deployment: str, version: int, payload: bytes, timeout: float, max_
     )
 
 
-def _push_and_wait(pipe, request: InferenceRequest, timeout: float):
-    """Queue the request and wait for its reply in one round trip (sync or asyncio pipeline)."""
-    pipe.lpush(queue_key(request.deployment), request.encode())
+# Push if the queue has room, else put the "full" reply where the caller waits: one round trip either way.
+_PUSH_IF_ROOM = """
+if redis.call('LLEN', KEYS[1]) >= tonumber(ARGV[2]) then
+  redis.call('RPUSH', KEYS[2], ARGV[4])
+  redis.call('EXPIRE', KEYS[2], ARGV[5])
+  return -1
+end
+local n = redis.call('LPUSH', KEYS[1], ARGV[1])
+redis.call('EXPIRE', KEYS[1], ARGV[3])
+return n
+"""
+
+
+@dataclass(frozen=True)
+class QueueBounds:
+    max_queue: int = 1000  # requests waiting per deployment
+    queue_ttl_s: int = 120  # the queue key expires this long after its last push
+
+
+def queue_full_message(deployment: str, max_queue: int) -> str:
+    return (
+        f"the inference queue of deployment {deployment!r} is full ({max_queue} requests waiting, "
+        "INFERENCE_QUEUE_MAX): the workers are behind; retry shortly"
+    )
+
+
+def _push_and_wait(pipe, request: InferenceRequest, timeout: float, bounds: QueueBounds):
+    """Queue the request (if its queue has room) and wait for its reply in one round trip (sync or asyncio
+    pipeline)."""
+    full = Reply(None, queue_full_message(request.deployment, bounds.max_queue)).encode()
+    pipe.eval(
+        _PUSH_IF_ROOM,
+        2,
+        queue_key(request.deployment),
+        request.reply_key,
+        request.encode(),
+        bounds.max_queue,
+        bounds.queue_ttl_s,
+        full,
+        REPLY_TTL_S,
+    )
     pipe.blpop([request.reply_key], timeout=timeout)
     return pipe
 
@@ -182,21 +224,27 @@ def _reply(got, deployment: str, timeout: float) -> Reply:
 
 def redis_from_url(url: str, *, asyncio: bool = False):
     """A Redis client for blocking pops: no socket timeout (redis-py's default 5 s would cut a longer
-    BLPOP short); the command's own timeout bounds the wait."""
+    BLPOP short); the command's own timeout bounds the wait. A command that finds its pooled connection
+    dropped (Redis restarted) is retried once on a fresh connection, so it does not fail."""
+    from redis.backoff import NoBackoff
+
     if asyncio:
         import redis.asyncio as aredis
+        from redis.asyncio.retry import Retry as AsyncRetry
 
-        return aredis.Redis.from_url(url, socket_timeout=None, socket_keepalive=True)
+        return aredis.Redis.from_url(url, socket_timeout=None, socket_keepalive=True, retry=AsyncRetry(NoBackoff(), 1))
     import redis
+    from redis.retry import Retry
 
-    return redis.Redis.from_url(url, socket_timeout=None, socket_keepalive=True)
+    return redis.Redis.from_url(url, socket_timeout=None, socket_keepalive=True, retry=Retry(NoBackoff(), 1))
 
 
 class BrokerClient:
     """Web side, blocking (redis-py). Thread-safe: each call borrows a pooled connection."""
 
-    def __init__(self, redis):
+    def __init__(self, redis, bounds: QueueBounds | None = None):
         self.redis = redis
+        self.bounds = bounds or QueueBounds()
 
     def submit(
         self,
@@ -210,7 +258,7 @@ class BrokerClient:
     ) -> Reply:
         request = _request(deployment, version, payload, timeout, max_batch_size, max_wait_ms)
         try:
-            got = _push_and_wait(self.redis.pipeline(transaction=False), request, timeout).execute()[1]
+            got = _push_and_wait(self.redis.pipeline(transaction=False), request, timeout, self.bounds).execute()[1]
         except RedisError as exc:
             raise BrokerError(f"Redis is unavailable: {exc}") from None
         return _reply(got, deployment, timeout)
@@ -219,8 +267,9 @@ class BrokerClient:
 class AsyncBrokerClient:
     """Web side, asyncio (redis.asyncio), for consumers and async views."""
 
-    def __init__(self, redis):
+    def __init__(self, redis, bounds: QueueBounds | None = None):
         self.redis = redis
+        self.bounds = bounds or QueueBounds()
 
     async def submit(
         self,
@@ -234,7 +283,9 @@ class AsyncBrokerClient:
     ) -> Reply:
         request = _request(deployment, version, payload, timeout, max_batch_size, max_wait_ms)
         try:
-            got = (await _push_and_wait(self.redis.pipeline(transaction=False), request, timeout).execute())[1]
+            got = (
+                await _push_and_wait(self.redis.pipeline(transaction=False), request, timeout, self.bounds).execute()
+            )[1]
         except RedisError as exc:
             raise BrokerError(f"Redis is unavailable: {exc}") from None
         return _reply(got, deployment, timeout)
@@ -247,3 +298,41 @@ def send_replies(redis, replies: list[tuple[InferenceRequest, Reply]]) -> None:
         pipe.rpush(request.reply_key, reply.encode())
         pipe.expire(request.reply_key, REPLY_TTL_S)
     pipe.execute()
+
+
+SAFE_EVICTION_POLICY = "noeviction"
+
+
+def memory_policy_warnings(config: dict) -> list[str]:
+    """What is unsafe in a Redis server's memory settings (`CONFIG GET maxmemory*` as a dict).
+
+    Celery's queues are lists without a TTL and the inference queues expire, so any eviction policy
+    (allkeys-* drops Celery tasks, volatile-* drops queued inference requests) can lose work; with
+    `noeviction` a full Redis refuses new writes (a clear error) and keeps every queue."""
+    decoded = {
+        (k.decode() if isinstance(k, bytes) else str(k)): (v.decode() if isinstance(v, bytes) else str(v))
+        for k, v in config.items()
+    }
+    warnings = []
+    policy = decoded.get("maxmemory-policy", "")
+    if policy and policy != SAFE_EVICTION_POLICY:
+        warnings.append(
+            f"Redis maxmemory-policy is {policy!r}: under memory pressure it can evict queued Celery tasks or "
+            f"inference requests; set it to {SAFE_EVICTION_POLICY!r} (CONFIG SET maxmemory-policy noeviction)"
+        )
+    if decoded.get("maxmemory", "0") in ("0", ""):
+        warnings.append("Redis has no maxmemory cap: one flood can use all of the machine's memory; set maxmemory")
+    return warnings
+
+
+def check_memory_policy(redis, log) -> list[str]:
+    """Log a warning for each unsafe memory setting of the server behind `redis` (sync client)."""
+    try:
+        config = redis.config_get("maxmemory*")
+    except RedisError as exc:  # CONFIG may be disabled on managed servers
+        log.info("could not read Redis memory settings (%s); make sure maxmemory-policy is noeviction", exc)
+        return []
+    warnings = memory_policy_warnings(config)
+    for warning in warnings:
+        log.warning(warning)
+    return warnings

@@ -29,6 +29,7 @@ from .broker import (
     BrokerClient,
     BrokerError,
     InferenceTimeout,
+    QueueBounds,
     any_worker_alive,
     dump_npy,
     redis_from_url,
@@ -143,6 +144,10 @@ def forget_deployment(name: str) -> None:
         _cache.pop(name, None)
 
 
+def queue_bounds() -> QueueBounds:
+    return QueueBounds(max_queue=settings.INFERENCE_QUEUE_MAX, queue_ttl_s=settings.INFERENCE_QUEUE_TTL_S)
+
+
 _sync_client: BrokerClient | None = None
 _async_clients: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
@@ -150,7 +155,7 @@ _async_clients: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 def broker() -> BrokerClient:
     global _sync_client
     if _sync_client is None:
-        _sync_client = BrokerClient(redis_from_url(settings.REDIS_URL))
+        _sync_client = BrokerClient(redis_from_url(settings.REDIS_URL), queue_bounds())
     return _sync_client
 
 
@@ -158,7 +163,9 @@ def abroker() -> AsyncBrokerClient:
     loop = asyncio.get_running_loop()
     client = _async_clients.get(loop)
     if client is None:
-        client = _async_clients[loop] = AsyncBrokerClient(redis_from_url(settings.REDIS_URL, asyncio=True))
+        client = _async_clients[loop] = AsyncBrokerClient(
+            redis_from_url(settings.REDIS_URL, asyncio=True), queue_bounds()
+        )
     return client
 
 
