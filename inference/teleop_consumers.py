@@ -87,7 +87,7 @@ class TeleopAgentConsumer(AsyncWebsocketConsumer):
         self.hello_seen = False
         self.ended = False
         await self.accept()
-        self.start_task(self.watch_token())
+        self.watcher = self.start_task(self.watch_token())
 
     def start_task(self, coroutine) -> asyncio.Task:
         """A task owned by this socket: cancelled when it closes."""
@@ -97,7 +97,10 @@ class TeleopAgentConsumer(AsyncWebsocketConsumer):
         return task
 
     async def disconnect(self, code):
-        await self.end_session()
+        watcher = getattr(self, "watcher", None)
+        if watcher is not None and watcher is not asyncio.current_task():
+            watcher.cancel()
+        await self.end_session()  # waits for flushes in flight (flush lock), then stores the rest
         await self.cancel_tasks()
 
     async def cancel_tasks(self):
