@@ -6,6 +6,7 @@ on a free port, never the shared one."""
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 import shutil
@@ -14,6 +15,7 @@ import subprocess
 import threading
 import time
 import uuid
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -31,6 +33,7 @@ from inference.broker import (
     redis_from_url,
 )
 from inference.limits import AsyncRateLimiter, RateLimiter, rate_item
+from inference.vlm_serving import StreamStep, TooManyStreams, streams_admit
 from inference.worker import InferenceWorker
 
 URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/5")
@@ -49,7 +52,7 @@ class ConstScorer:
 def shared():
     client = redis_lib.Redis.from_url(URL)
     yield client
-    for pattern in ("rs:inf:*", "rs:rl*"):
+    for pattern in ("rs:inf:*", "rs:rl*", "rs:vlm:*"):
         for key in client.scan_iter(pattern):
             client.delete(key)
     client.close()
@@ -238,3 +241,61 @@ def _async_client(url: str):
     if loop not in _async_clients:
         _async_clients[loop] = AsyncBrokerClient(redis_from_url(url, asyncio=True))
     return _async_clients[loop]
+
+
+def test_vlm_stream_buffers_are_capped_per_client_and_expire(shared, settings):
+    settings.VLM_MAX_STREAMS, settings.VLM_STREAM_TTL_S = 2, 30
+    deployment = SimpleNamespace(config=SimpleNamespace(name="vlm-cap", id=uuid.uuid4().int % 10_000))
+
+    def steps(*names, done=False):
+        return [StreamStep(stream=n, main=None, extra=None, done=done) for n in names]
+
+    streams_admit(shared, deployment, "a1", steps("0", "1"))
+    with pytest.raises(TooManyStreams, match=r"already has 2 live streams .* at most 2 \(VLM_MAX_STREAMS\)"):
+        streams_admit(shared, deployment, "a1", steps("invented-name"))
+    streams_admit(shared, deployment, "a1", steps("1"))  # a known stream goes on
+    streams_admit(shared, deployment, "a2", steps("invented-name"))  # each client has its own places
+    streams_admit(shared, deployment, "a1", steps("0", done=True))  # a finished stream frees its place
+    streams_admit(shared, deployment, "a1", steps("2"))
+    keys = list(shared.scan_iter("rs:vlm:streams:vlm-cap:*"))
+    assert len(keys) == 2 and all(0 < shared.ttl(k) <= 30 for k in keys)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_fast_path_limits_rewards_per_token_with_retry_after(shared, settings):
+    from inference.fastpath import RewardsFastPath
+    from labeling.services import agent_create
+
+    settings.REWARDS_RATE_LIMIT = "2/minute"
+    _, token = agent_create(name="rl-rate", kind="rl_worker")
+    _, other = agent_create(name="rl-rate-2", kind="rl_worker")
+    app = RewardsFastPath(None)
+
+    async def post(bearer: str):
+        sent = []
+
+        async def receive():
+            return {"type": "http.request", "body": b"", "more_body": False}
+
+        async def send(message):
+            sent.append(message)
+
+        scope = {
+            "type": "http",
+            "method": "POST",
+            "path": "/api/deployments/no-such/rewards",
+            "query_string": b"",
+            "client": ("127.0.0.1", 1),
+            "headers": [(b"content-type", b"application/x-npy"), (b"authorization", f"Bearer {bearer}".encode())],
+        }
+        await app(scope, receive, send)
+        return sent[0]["status"], dict(sent[0]["headers"]), json.loads(sent[1]["body"])["detail"]
+
+    async def scenario():
+        return [await post(token) for _ in range(3)] + [await post(other)]
+
+    answers = asyncio.run(scenario())
+    assert [a[0] for a in answers] == [404, 404, 429, 404]  # the other token is not held back
+    status, headers, detail = answers[2]
+    assert 1 <= int(headers[b"retry-after"]) <= 60
+    assert detail.startswith("reward rate limit reached for this token (2 per 1 minute)")
