@@ -171,8 +171,11 @@ MODEL_DIR = env_path("MODEL_DIR", DATA_DIR / "models")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "filters": {"redact_tokens": {"()": "webapp.log_filters.RedactTokens"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "filters": ["redact_tokens"]}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
+    # uvicorn's own access and error lines (request paths with their query strings)
+    "loggers": {name: {"filters": ["redact_tokens"]} for name in ("uvicorn.access", "uvicorn.error")},
 }
 
 # Static files: WhiteNoise serves frontend/dist straight from the finders (no collectstatic needed locally).

@@ -104,3 +104,18 @@ def test_the_api_rate_limit_answers_429_with_retry_after(user_client, settings):
     finally:
         for key in store.scan_iter(KEY_PREFIX + "*"):
             store.delete(key)
+
+
+def test_tokens_never_reach_the_logs(caplog):
+    import logging
+
+    from webapp.log_filters import redact
+
+    assert redact('127.0.0.1:5 - "GET /ws/teleop/agent/?token=rs_abc.DEF-1&x=2 HTTP/1.1" 403') == (
+        '127.0.0.1:5 - "GET /ws/teleop/agent/?token=[redacted]&x=2 HTTP/1.1" 403'
+    )
+    assert redact("Authorization: Bearer rs_abc123") == "Authorization: Bearer [redacted]"
+    access = logging.getLogger("uvicorn.access")
+    with caplog.at_level(logging.INFO, logger="uvicorn.access"):
+        access.info('%s - "%s %s HTTP/%s" %d', "10.0.0.1:9", "GET", "/api/x?api_key=secret-1", "1.1", 200)
+    assert "secret-1" not in caplog.text and "api_key=[redacted]" in caplog.text
