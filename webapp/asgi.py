@@ -34,9 +34,13 @@ def _warn_about_redis_memory() -> None:
 
     from django.conf import settings
 
-    from inference.broker import check_memory_policy, redis_from_url
+    import redis
 
-    check_memory_policy(redis_from_url(settings.REDIS_URL), logging.getLogger("webapp"))
+    from inference.broker import check_memory_policy
+
+    client = redis.Redis.from_url(settings.REDIS_URL, socket_connect_timeout=2, socket_timeout=2)
+    check_memory_policy(client, logging.getLogger("webapp"))
+    client.close()
 
 
 _warn_about_redis_memory()
