@@ -32,9 +32,8 @@ def _warn_about_redis_memory() -> None:
     """At start: say so if Redis could evict queued work (see README, "Limits")."""
     import logging
 
-    from django.conf import settings
-
     import redis
+    from django.conf import settings
 
     from inference.broker import check_memory_policy
 
