@@ -145,7 +145,11 @@ def forget_deployment(name: str) -> None:
 
 
 def queue_bounds() -> QueueBounds:
-    return QueueBounds(max_queue=settings.INFERENCE_QUEUE_MAX, queue_ttl_s=settings.INFERENCE_QUEUE_TTL_S)
+    return QueueBounds(
+        max_queue=settings.INFERENCE_QUEUE_MAX,
+        queue_ttl_s=settings.INFERENCE_QUEUE_TTL_S,
+        max_per_client=settings.INFERENCE_CLIENT_QUEUE_MAX,
+    )
 
 
 _sync_client: BrokerClient | None = None
@@ -169,11 +173,15 @@ def abroker() -> AsyncBrokerClient:
     return client
 
 
-def infer_payload(config: DeploymentConfig, payload: bytes, *, timeout: float | None = None) -> list[Any]:
-    """Per-item results for an `.npy` payload already validated by the caller."""
+def infer_payload(
+    config: DeploymentConfig, payload: bytes, *, timeout: float | None = None, client: str = ""
+) -> list[Any]:
+    """Per-item results for an `.npy` payload already validated by the caller. `client` (e.g. "a12") is
+    counted against its share of the deployment's queue (INFERENCE_CLIENT_QUEUE_MAX)."""
     config.check_available()
     try:
-        return broker().submit(config.name, config.version, payload, **_submit_options(config, timeout)).unwrap()
+        options = _submit_options(config, timeout)
+        return broker().submit(config.name, config.version, payload, client=client, **options).unwrap()
     except InferenceTimeout as exc:
         raise DeploymentUnavailable(_timeout_reason(exc)) from None
     except BrokerError as exc:
@@ -199,10 +207,13 @@ def _timeout_reason(exc: InferenceTimeout) -> str:
     return f"{exc}: the inference workers are busy or cannot load this model"
 
 
-async def ainfer_payload(config: DeploymentConfig, payload: bytes, *, timeout: float | None = None) -> list[Any]:
+async def ainfer_payload(
+    config: DeploymentConfig, payload: bytes, *, timeout: float | None = None, client: str = ""
+) -> list[Any]:
     config.check_available()
     try:
-        reply = await abroker().submit(config.name, config.version, payload, **_submit_options(config, timeout))
+        options = _submit_options(config, timeout)
+        reply = await abroker().submit(config.name, config.version, payload, client=client, **options)
         return reply.unwrap()
     except InferenceTimeout as exc:
         raise DeploymentUnavailable(await sync_to_async(_timeout_reason, thread_sensitive=False)(exc)) from None

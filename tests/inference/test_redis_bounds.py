@@ -132,6 +132,26 @@ def test_a_full_queue_is_refused_at_once_and_queues_expire(shared):
     assert 0 < shared.ttl(queue_key(other)) <= 7  # a queue nobody serves goes away
 
 
+def test_one_client_cannot_fill_a_deployment_queue(shared):
+    name = f"d-{uuid.uuid4().hex[:8]}"
+    client = BrokerClient(redis_from_url(URL), QueueBounds(max_queue=10, queue_ttl_s=30, max_per_client=3))
+    images = dump_npy(np.zeros((1, 4, 4, 3), np.uint8))
+
+    def send(who: str) -> str:
+        try:
+            client.submit(name, 1, images, timeout=0.1, client=who).unwrap()
+        except Exception as exc:  # no worker runs: a timeout means the request was queued
+            return "refused" if "INFERENCE_CLIENT_QUEUE_MAX" in str(exc) else "queued"
+        return "answered"
+
+    assert [send("a1") for _ in range(4)] == ["queued", "queued", "queued", "refused"]
+    assert send("a2") == "queued"  # another client still gets in
+    worker = _worker(redis_from_url(URL), [name], ConstScorer())
+    worker.poll_once(timeout_s=1)  # pops (and skips, their callers gave up) the waiting requests
+    assert shared.llen(queue_key(name)) == 0 and shared.hgetall(f"rs:inf:share:{name}") == {}
+    assert send("a1") == "queued"  # the worker's pops gave the client its places back
+
+
 def test_a_flooded_deployment_does_not_starve_another(shared):
     flooded, quiet = f"a-{uuid.uuid4().hex[:8]}", f"b-{uuid.uuid4().hex[:8]}"
     shared.lpush(queue_key(flooded), *[_request_bytes(flooded) for _ in range(400)])
