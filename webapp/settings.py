@@ -220,7 +220,7 @@ AUTH_PASSWORD_VALIDATORS = [
 
 # Login throttling (django-axes): LOGIN_FAILURE_LIMIT failed logins for one username from one address lock
 # that pair out for LOGIN_COOLOFF_MINUTES.
-AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
+AUTHENTICATION_BACKENDS = ["webapp.auth_backends.LoginThrottleBackend", "django.contrib.auth.backends.ModelBackend"]
 AXES_FAILURE_LIMIT = env_int("LOGIN_FAILURE_LIMIT", 5, minimum=1)
 AXES_COOLOFF_TIME = timedelta(minutes=env_int("LOGIN_COOLOFF_MINUTES", 15, minimum=1))
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
