@@ -18,11 +18,12 @@ from training.models import TrainedModel
 from . import services
 from .auth import CachedAgentTokenAuthentication
 from .broker import dump_npy
-from .limits import bad_requests, client_key
+from .limits import client_key, too_many
 from .models import Deployment
 from .payloads import MAX_ITEMS, PayloadError, bool_list, float_list, images_from_base64, npy_shape
 from .reward_serving import RewardRequest, rewards_serve
 from .serving import DeploymentNotFound, DeploymentUnavailable, deployment_config
+from .throttles import ApiRateThrottle, RewardsRateThrottle, bad_request_limit, limiter
 
 
 class NpyParser(BaseParser):
@@ -74,18 +75,23 @@ class RewardsView(APIView):
     parser_classes = [NpyParser, JSONParser]
     authentication_classes = [CachedAgentTokenAuthentication, SessionAuthentication]
 
+    throttle_classes = [ApiRateThrottle, RewardsRateThrottle]
+
     def initial(self, request, *args, **kwargs):
         self._client = client_key(request.META.get("HTTP_AUTHORIZATION", ""), request.META.get("REMOTE_ADDR", ""))
-        if bad_requests.blocked(self._client):
-            raise exceptions.Throttled(detail="too many bad requests from this client; slow down and fix them")
+        verdict = limiter().check(bad_request_limit(), "bad:" + self._client)
+        if not verdict.allowed:
+            raise exceptions.Throttled(
+                wait=verdict.retry_after, detail=too_many(verdict, "too many bad requests from this client; fix them")
+            )
         super().initial(request, *args, **kwargs)
 
     def finalize_response(self, request, response, *args, **kwargs):
         if 400 <= response.status_code < 500 and response.status_code != 429:
-            bad_requests.record(
-                getattr(self, "_client", None)
-                or client_key(request.META.get("HTTP_AUTHORIZATION", ""), request.META.get("REMOTE_ADDR", ""))
+            client = getattr(self, "_client", None) or client_key(
+                request.META.get("HTTP_AUTHORIZATION", ""), request.META.get("REMOTE_ADDR", "")
             )
+            limiter().hit(bad_request_limit(), "bad:" + client)
         return super().finalize_response(request, response, *args, **kwargs)
 
     @extend_schema(
@@ -109,7 +115,7 @@ class RewardsView(APIView):
             400: OpenApiResponse(description="Bad images, shapes or flags (the detail says which)."),
             401: OpenApiResponse(description="Missing or unknown token."),
             404: OpenApiResponse(description="No such deployment."),
-            429: OpenApiResponse(description="Too many bad requests from this client."),
+            429: OpenApiResponse(description="Over the reward rate limit or too many bad requests (see Retry-After)."),
             503: OpenApiResponse(description="Deployment unhealthy or no inference worker answered."),
         },
         examples=[

@@ -6,6 +6,12 @@ expire. A request carries the deployment version the web side saw (the worker re
 than its model), the batching policy and a deadline after which nobody waits for the answer (the worker
 skips it). Replies carry per-item results only; rewards are computed where the settings live.
 
+Bounds: a deployment's queue holds at most `max_queue` requests, and one client at most `max_per_client`
+of them (so a flooding client leaves room for the others); a request over either limit is answered at
+once with an error reply naming it, which the web side turns into a 503. The queue (and its per-client
+counts, decremented by the worker as it pops) expires `queue_ttl_s` after the last push, so a queue
+nobody serves does not stay in Redis.
+
 Message layout: 4-byte big-endian header length, JSON header, then the payload: a `.npy` array
 (uint8, first axis = items), read with `allow_pickle=False`.
 """
@@ -25,6 +31,7 @@ from redis.exceptions import RedisError
 
 QUEUE_PREFIX = "rs:inf:q:"
 REPLY_PREFIX = "rs:inf:r:"
+SHARE_PREFIX = "rs:inf:share:"
 WORKERS_KEY = "rs:inf:workers"
 SAMPLE_COUNTER_PREFIX = "rs:inf:served:"
 HISTORY_PREFIX = "rs:inf:hist:"
@@ -53,6 +60,11 @@ def queue_key(deployment: str) -> str:
     return QUEUE_PREFIX + deployment
 
 
+def share_key(deployment: str) -> str:
+    """Hash of client -> requests it has waiting in the deployment's queue."""
+    return SHARE_PREFIX + deployment
+
+
 @dataclass
 class InferenceRequest:
     deployment: str
@@ -61,6 +73,7 @@ class InferenceRequest:
     deadline: float  # unix time after which nobody waits for the reply
     max_batch_size: int = 64
     max_wait_ms: float = 2.0
+    client: str = ""  # who asks (e.g. "a12" for agent 12): counted against its share of the queue
     id: str = field(default_factory=lambda: uuid.uuid4().hex)
     enqueued_at: float = field(default_factory=time.time)
     _array: np.ndarray | None = field(default=None, repr=False)
@@ -84,6 +97,7 @@ class InferenceRequest:
             "max_batch_size": self.max_batch_size,
             "max_wait_ms": self.max_wait_ms,
             "enqueued_at": self.enqueued_at,
+            "client": self.client,
         }
         raw = json.dumps(header).encode()
         return _HEADER_LEN.pack(len(raw)) + raw + self.payload
@@ -102,6 +116,7 @@ class InferenceRequest:
                 max_wait_ms=float(header["max_wait_ms"]),
                 id=str(header["id"]),
                 enqueued_at=float(header["enqueued_at"]),
+                client=str(header.get("client") or ""),
             )
         except (struct.error, ValueError, KeyError, TypeError) as exc:
             raise MessageError(f"malformed inference request: {exc}") from None
@@ -165,9 +180,68 @@ def _request(deployment: str, version: int, payload: bytes, timeout: float, max_
     )
 
 
-def _push_and_wait(pipe, request: InferenceRequest, timeout: float):
-    """Queue the request and wait for its reply in one round trip (sync or asyncio pipeline)."""
-    pipe.lpush(queue_key(request.deployment), request.encode())
+# Push if the queue has room, else put the "full" reply where the caller waits: one round trip either way.
+_PUSH_IF_ROOM = """
+local function refuse(message)
+  redis.call('RPUSH', KEYS[2], message)
+  redis.call('EXPIRE', KEYS[2], ARGV[5])
+  return -1
+end
+if redis.call('LLEN', KEYS[1]) >= tonumber(ARGV[2]) then return refuse(ARGV[4]) end
+if ARGV[6] ~= '' and tonumber(redis.call('HGET', KEYS[3], ARGV[6]) or '0') >= tonumber(ARGV[7]) then
+  return refuse(ARGV[8])
+end
+local n = redis.call('LPUSH', KEYS[1], ARGV[1])
+redis.call('EXPIRE', KEYS[1], ARGV[3])
+if ARGV[6] ~= '' then
+  redis.call('HINCRBY', KEYS[3], ARGV[6], 1)
+  redis.call('EXPIRE', KEYS[3], ARGV[3])
+end
+return n
+"""
+
+
+@dataclass(frozen=True)
+class QueueBounds:
+    max_queue: int = 1000  # requests waiting per deployment
+    queue_ttl_s: int = 120  # the queue key expires this long after its last push
+    max_per_client: int = 250  # requests one client may have waiting per deployment
+
+
+def queue_full_message(deployment: str, max_queue: int) -> str:
+    return (
+        f"the inference queue of deployment {deployment!r} is full ({max_queue} requests waiting, "
+        "INFERENCE_QUEUE_MAX): the workers are behind; retry shortly"
+    )
+
+
+def share_full_message(deployment: str, max_per_client: int) -> str:
+    return (
+        f"this client already has {max_per_client} requests waiting for deployment {deployment!r} "
+        "(INFERENCE_CLIENT_QUEUE_MAX): wait for their answers before sending more"
+    )
+
+
+def _push_and_wait(pipe, request: InferenceRequest, timeout: float, bounds: QueueBounds):
+    """Queue the request (if its queue has room) and wait for its reply in one round trip (sync or asyncio
+    pipeline)."""
+    full = Reply(None, queue_full_message(request.deployment, bounds.max_queue)).encode()
+    share_full = Reply(None, share_full_message(request.deployment, bounds.max_per_client)).encode()
+    pipe.eval(
+        _PUSH_IF_ROOM,
+        3,
+        queue_key(request.deployment),
+        request.reply_key,
+        share_key(request.deployment),
+        request.encode(),
+        bounds.max_queue,
+        bounds.queue_ttl_s,
+        full,
+        REPLY_TTL_S,
+        request.client,
+        bounds.max_per_client,
+        share_full,
+    )
     pipe.blpop([request.reply_key], timeout=timeout)
     return pipe
 
@@ -182,21 +256,27 @@ def _reply(got, deployment: str, timeout: float) -> Reply:
 
 def redis_from_url(url: str, *, asyncio: bool = False):
     """A Redis client for blocking pops: no socket timeout (redis-py's default 5 s would cut a longer
-    BLPOP short); the command's own timeout bounds the wait."""
+    BLPOP short); the command's own timeout bounds the wait. A command that finds its pooled connection
+    dropped (Redis restarted) is retried once on a fresh connection, so it does not fail."""
+    from redis.backoff import NoBackoff
+
     if asyncio:
         import redis.asyncio as aredis
+        from redis.asyncio.retry import Retry as AsyncRetry
 
-        return aredis.Redis.from_url(url, socket_timeout=None, socket_keepalive=True)
+        return aredis.Redis.from_url(url, socket_timeout=None, socket_keepalive=True, retry=AsyncRetry(NoBackoff(), 1))
     import redis
+    from redis.retry import Retry
 
-    return redis.Redis.from_url(url, socket_timeout=None, socket_keepalive=True)
+    return redis.Redis.from_url(url, socket_timeout=None, socket_keepalive=True, retry=Retry(NoBackoff(), 1))
 
 
 class BrokerClient:
     """Web side, blocking (redis-py). Thread-safe: each call borrows a pooled connection."""
 
-    def __init__(self, redis):
+    def __init__(self, redis, bounds: QueueBounds | None = None):
         self.redis = redis
+        self.bounds = bounds or QueueBounds()
 
     def submit(
         self,
@@ -207,10 +287,12 @@ class BrokerClient:
         timeout: float = 30.0,
         max_batch_size: int = 64,
         max_wait_ms: float = 2.0,
+        client: str = "",
     ) -> Reply:
         request = _request(deployment, version, payload, timeout, max_batch_size, max_wait_ms)
+        request.client = client
         try:
-            got = _push_and_wait(self.redis.pipeline(transaction=False), request, timeout).execute()[1]
+            got = _push_and_wait(self.redis.pipeline(transaction=False), request, timeout, self.bounds).execute()[1]
         except RedisError as exc:
             raise BrokerError(f"Redis is unavailable: {exc}") from None
         return _reply(got, deployment, timeout)
@@ -219,8 +301,9 @@ class BrokerClient:
 class AsyncBrokerClient:
     """Web side, asyncio (redis.asyncio), for consumers and async views."""
 
-    def __init__(self, redis):
+    def __init__(self, redis, bounds: QueueBounds | None = None):
         self.redis = redis
+        self.bounds = bounds or QueueBounds()
 
     async def submit(
         self,
@@ -231,13 +314,37 @@ class AsyncBrokerClient:
         timeout: float = 30.0,
         max_batch_size: int = 64,
         max_wait_ms: float = 2.0,
+        client: str = "",
     ) -> Reply:
         request = _request(deployment, version, payload, timeout, max_batch_size, max_wait_ms)
+        request.client = client
         try:
-            got = (await _push_and_wait(self.redis.pipeline(transaction=False), request, timeout).execute())[1]
+            got = (
+                await _push_and_wait(self.redis.pipeline(transaction=False), request, timeout, self.bounds).execute()
+            )[1]
         except RedisError as exc:
             raise BrokerError(f"Redis is unavailable: {exc}") from None
         return _reply(got, deployment, timeout)
+
+
+_RELEASE = """
+for i = 1, #ARGV, 2 do
+  if redis.call('HINCRBY', KEYS[1], ARGV[i], -tonumber(ARGV[i + 1])) <= 0 then
+    redis.call('HDEL', KEYS[1], ARGV[i])
+  end
+end
+"""
+
+
+def shares_release(redis, deployment: str, requests: list[InferenceRequest]) -> None:
+    """Worker side: the popped requests no longer count against their clients' shares."""
+    counts: dict[str, int] = {}
+    for request in requests:
+        if request.client:
+            counts[request.client] = counts.get(request.client, 0) + 1
+    if counts:
+        args = [x for client, n in counts.items() for x in (client, n)]
+        redis.eval(_RELEASE, 1, share_key(deployment), *args)
 
 
 def send_replies(redis, replies: list[tuple[InferenceRequest, Reply]]) -> None:
@@ -247,3 +354,41 @@ def send_replies(redis, replies: list[tuple[InferenceRequest, Reply]]) -> None:
         pipe.rpush(request.reply_key, reply.encode())
         pipe.expire(request.reply_key, REPLY_TTL_S)
     pipe.execute()
+
+
+SAFE_EVICTION_POLICY = "noeviction"
+
+
+def memory_policy_warnings(config: dict) -> list[str]:
+    """What is unsafe in a Redis server's memory settings (`CONFIG GET maxmemory*` as a dict).
+
+    Celery's queues are lists without a TTL and the inference queues expire, so any eviction policy
+    (allkeys-* drops Celery tasks, volatile-* drops queued inference requests) can lose work; with
+    `noeviction` a full Redis refuses new writes (a clear error) and keeps every queue."""
+    decoded = {
+        (k.decode() if isinstance(k, bytes) else str(k)): (v.decode() if isinstance(v, bytes) else str(v))
+        for k, v in config.items()
+    }
+    warnings = []
+    policy = decoded.get("maxmemory-policy", "")
+    if policy and policy != SAFE_EVICTION_POLICY:
+        warnings.append(
+            f"Redis maxmemory-policy is {policy!r}: under memory pressure it can evict queued Celery tasks or "
+            f"inference requests; set it to {SAFE_EVICTION_POLICY!r} (CONFIG SET maxmemory-policy noeviction)"
+        )
+    if decoded.get("maxmemory", "0") in ("0", ""):
+        warnings.append("Redis has no maxmemory cap: one flood can use all of the machine's memory; set maxmemory")
+    return warnings
+
+
+def check_memory_policy(redis, log) -> list[str]:
+    """Log a warning for each unsafe memory setting of the server behind `redis` (sync client)."""
+    try:
+        config = redis.config_get("maxmemory*")
+    except RedisError as exc:  # CONFIG may be disabled on managed servers
+        log.info("could not read Redis memory settings (%s); make sure maxmemory-policy is noeviction", exc)
+        return []
+    warnings = memory_policy_warnings(config)
+    for warning in warnings:
+        log.warning(warning)
+    return warnings

@@ -3,7 +3,7 @@
 RL workers call it at every step, and Django's request cycle (a thread per request, the middleware
 chain) costs more CPU than the rest of the request together. This wrapper answers exactly those
 requests (method POST, that path, `Content-Type: application/x-npy`, a Bearer token) on the event loop
-with the same plain functions the DRF view uses: cached token lookup, the bad-request limiter,
+with the same plain functions the DRF view uses: cached token lookup, the rate limits (`inference.limits`, async),
 header-only `.npy` validation, the reward logic, the same JSON and the same error messages. Everything
 else (JSON bodies, sessions, every other URL, WebSockets) goes to the wrapped application unchanged.
 
@@ -21,20 +21,22 @@ from django.conf import settings
 from labeling.tokens import token_from_header
 
 from .auth import MALFORMED, UNKNOWN, acached_agent
-from .limits import bad_requests, client_key
+from .limits import client_key, too_many
 from .payloads import PayloadError, bool_list, float_list, npy_shape
 from .reward_serving import RewardRequest, arewards_serve
 from .serving import DeploymentNotFound, DeploymentUnavailable, adeployment_config
+from .throttles import alimiter, bad_request_limit, rewards_limit
 
 ROUTE = re.compile(r"^/api/deployments/(?P<name>[-a-zA-Z0-9_]+)/rewards$")
 NPY = "application/x-npy"
 
 
 class HttpError(Exception):
-    def __init__(self, status: int, detail: str):
+    def __init__(self, status: int, detail: str, retry_after: int = 0):
         super().__init__(detail)
         self.status = status
         self.detail = detail
+        self.retry_after = retry_after
 
 
 class RewardsFastPath:
@@ -51,23 +53,30 @@ class RewardsFastPath:
         if match is None or content_type != NPY or not authorization:
             return await self.app(scope, receive, send)  # DRF answers these (and their errors)
         client = client_key(authorization, (scope.get("client") or ("", 0))[0])
+        retry_after = 0
         try:
             status, body = 200, await self._rewards(match["name"], scope, receive, headers, client)
         except HttpError as exc:
-            status, body = exc.status, {"detail": exc.detail}
+            status, body, retry_after = exc.status, {"detail": exc.detail}, exc.retry_after
             if 400 <= status < 500 and status != 429:
-                bad_requests.record(client)
-        await _respond(send, status, body)
+                await alimiter().hit(bad_request_limit(), "bad:" + client)
+        await _respond(send, status, body, retry_after)
 
     async def _rewards(self, name: str, scope, receive, headers: dict, client: str) -> dict:
-        if bad_requests.blocked(client):
-            raise HttpError(429, "too many bad requests from this client; slow down and fix them")
+        verdict = await alimiter().check(bad_request_limit(), "bad:" + client)
+        if not verdict.allowed:
+            raise HttpError(
+                429, too_many(verdict, "too many bad requests from this client; fix them"), verdict.retry_after
+            )
         token = token_from_header(headers["authorization"])
         if token is None:
             raise HttpError(401, MALFORMED)
         agent = await acached_agent(token)
         if agent is None:
             raise HttpError(401, UNKNOWN)
+        verdict = await alimiter().hit(rewards_limit(), f"rewards:a{agent.pk}")
+        if not verdict.allowed:
+            raise HttpError(429, too_many(verdict, "reward rate limit reached for this token"), verdict.retry_after)
         payload = await _read_body(receive)
         try:
             config = await adeployment_config(name)
@@ -124,10 +133,12 @@ async def _read_body(receive) -> bytes:
             return b"".join(chunks)
 
 
-async def _respond(send, status: int, body: dict) -> None:
+async def _respond(send, status: int, body: dict, retry_after: int = 0) -> None:
     raw = json.dumps(body).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(raw)).encode())]
     if status == 401:
         headers.append((b"www-authenticate", b"Bearer"))
+    if retry_after:
+        headers.append((b"retry-after", str(retry_after).encode()))
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": raw})

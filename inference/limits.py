@@ -1,51 +1,143 @@
-"""Per-client limit on bad requests (no Django): a client that keeps sending requests answered with a
-4xx gets a cheap 429 before its body is parsed, so it cannot crowd out the others."""
+"""Per-client rate limits on the `limits` library, counted in Redis so every web process shares them.
+
+Three limits, each a setting in the `limits` notation ("100/second", "30 per 10 seconds"; empty turns it
+off):
+
+- `API_RATE_LIMIT`: every DRF request, per agent token, person or (anonymous) address;
+- `REWARDS_RATE_LIMIT`: reward requests (the ASGI fast path and the DRF rewards views), per agent/person;
+- `BAD_REQUEST_RATE_LIMIT`: requests answered with a 4xx, per token (or address); a client over it gets
+  a cheap 429 before its body is read, so a misbehaving client cannot crowd out the others.
+
+`RateLimiter` is the blocking flavour (DRF views, thread per request); `AsyncRateLimiter` the asyncio one
+(the fast path: one client per event loop). Both use the sliding-window-counter strategy: two counters
+per key, no per-hit lists. When Redis cannot be reached, a limit lets the request through (the request
+itself then fails with a clear 503 where it needs Redis) rather than turning every request into a 500.
+No Django here; `limiters()` and `alimiters()` in `inference.throttles` wire the settings.
+"""
 
 from __future__ import annotations
 
 import hashlib
-import threading
+import logging
+import math
 import time
-from collections import defaultdict, deque
+from dataclasses import dataclass
+
+from limits import RateLimitItem, parse
+from limits.aio.storage import RedisStorage as AsyncRedisStorage
+from limits.aio.strategies import SlidingWindowCounterRateLimiter as AsyncSlidingWindow
+from limits.storage import RedisStorage
+from limits.strategies import SlidingWindowCounterRateLimiter
+
+log = logging.getLogger(__name__)
+
+KEY_PREFIX = "rs:rl"
 
 
-class BadRequestLimiter:
-    """Per-client limit on 4xx responses: a client that keeps sending bad requests gets a cheap 429
-    before its body is even parsed, so it cannot crowd out the others."""
-
-    def __init__(self, limit: int = 30, window_s: float = 10.0):
-        self.limit, self.window_s = limit, window_s
-        self._hits: dict[str, deque] = defaultdict(deque)
-        self._lock = threading.Lock()
-
-    def _trim(self, hits: deque, now: float) -> None:
-        while hits and now - hits[0] > self.window_s:
-            hits.popleft()
-
-    def blocked(self, key: str) -> bool:
-        with self._lock:
-            hits = self._hits.get(key)
-            if not hits:
-                return False
-            self._trim(hits, time.monotonic())
-            return len(hits) >= self.limit
-
-    def record(self, key: str) -> None:
-        with self._lock:
-            now = time.monotonic()
-            hits = self._hits[key]
-            self._trim(hits, now)
-            hits.append(now)
-            if len(self._hits) > 10_000:  # forget idle clients
-                for k in [k for k, v in self._hits.items() if not v]:
-                    del self._hits[k]
+@dataclass(frozen=True)
+class Verdict:
+    allowed: bool
+    retry_after: int = 0  # whole seconds until the client may try again (for Retry-After)
+    limit: str = ""
 
 
-bad_requests = BadRequestLimiter()
+ALLOWED = Verdict(True)
+
+
+def rate_item(text: str) -> RateLimitItem | None:
+    """A parsed limit, or None for an empty setting (no limit). Raises ValueError on bad notation."""
+    text = (text or "").strip()
+    return parse(text) if text else None
 
 
 def client_key(authorization: str, remote_addr: str) -> str:
-    """Whom to count bad requests against: the token when there is one, else the address."""
+    """Whom to count against before authentication: the token (hashed) when there is one, else the address."""
     if authorization:
         return "t:" + hashlib.sha256(authorization.encode()).hexdigest()[:16]
     return "ip:" + remote_addr
+
+
+def _retry_after(reset_time: float) -> int:
+    return max(1, math.ceil(reset_time - time.time()))
+
+
+def _options() -> dict:
+    # A dropped pooled connection (Redis restarted) is retried once on a fresh one.
+    from redis.backoff import NoBackoff
+    from redis.retry import Retry
+
+    return {"retry": Retry(NoBackoff(), 1), "socket_timeout": 2.0, "socket_connect_timeout": 2.0}
+
+
+class RateLimiter:
+    """Blocking limiter over one Redis database (redis-py)."""
+
+    def __init__(self, redis_url: str):
+        self.storage = RedisStorage(redis_url, key_prefix=KEY_PREFIX, **_options())
+        self.strategy = SlidingWindowCounterRateLimiter(self.storage)
+
+    def hit(self, item: RateLimitItem | None, key: str) -> Verdict:
+        """Count one request against `key`; whether it may go on."""
+        if item is None:
+            return ALLOWED
+        try:
+            if self.strategy.hit(item, key):
+                return ALLOWED
+            return Verdict(False, _retry_after(self.strategy.get_window_stats(item, key).reset_time), str(item))
+        except Exception as exc:  # Redis down: fail open, the request's own Redis use answers 503
+            log.warning("rate limit not checked (Redis unavailable: %s)", exc)
+            return ALLOWED
+
+    def check(self, item: RateLimitItem | None, key: str) -> Verdict:
+        """Whether `key` is over the limit now, without counting a request."""
+        if item is None:
+            return ALLOWED
+        try:
+            if self.strategy.test(item, key):
+                return ALLOWED
+            return Verdict(False, _retry_after(self.strategy.get_window_stats(item, key).reset_time), str(item))
+        except Exception as exc:
+            log.warning("rate limit not checked (Redis unavailable: %s)", exc)
+            return ALLOWED
+
+    def clear(self, item: RateLimitItem | None, key: str) -> None:
+        if item is not None:
+            self.strategy.clear(item, key)
+
+
+class AsyncRateLimiter:
+    """asyncio limiter (redis.asyncio); one per event loop."""
+
+    def __init__(self, redis_url: str):
+        url = redis_url if redis_url.startswith("async+") else "async+" + redis_url
+        self.storage = AsyncRedisStorage(url, key_prefix=KEY_PREFIX, implementation="redispy", **_options())
+        self.strategy = AsyncSlidingWindow(self.storage)
+
+    async def hit(self, item: RateLimitItem | None, key: str) -> Verdict:
+        if item is None:
+            return ALLOWED
+        try:
+            if await self.strategy.hit(item, key):
+                return ALLOWED
+            stats = await self.strategy.get_window_stats(item, key)
+            return Verdict(False, _retry_after(stats.reset_time), str(item))
+        except Exception as exc:
+            log.warning("rate limit not checked (Redis unavailable: %s)", exc)
+            return ALLOWED
+
+    async def check(self, item: RateLimitItem | None, key: str) -> Verdict:
+        if item is None:
+            return ALLOWED
+        try:
+            if await self.strategy.test(item, key):
+                return ALLOWED
+            stats = await self.strategy.get_window_stats(item, key)
+            return Verdict(False, _retry_after(stats.reset_time), str(item))
+        except Exception as exc:
+            log.warning("rate limit not checked (Redis unavailable: %s)", exc)
+            return ALLOWED
+
+
+def too_many(verdict: Verdict, what: str) -> str:
+    """The 429 message: which limit and when to come back."""
+    return f"{what} ({verdict.limit}); retry in {verdict.retry_after} s"

@@ -36,12 +36,12 @@ def rewards_serve(config: DeploymentConfig, request: RewardRequest) -> list[Item
     scored, counts_after = plan_scoring(config.reward, n, request.dones, history)
     probabilities: list[float | None] = [None] * n
     if all(scored):
-        results = infer_payload(config, request.payload)
+        results = infer_payload(config, request.payload, client=request.client)
         probabilities = [float(p) for p in results]
     elif any(scored):
         picks = [i for i, s in enumerate(scored) if s]
         subset = load_npy(request.payload)[np.asarray(picks)]
-        for i, p in zip(picks, infer_payload(config, dump_npy(subset)), strict=True):
+        for i, p in zip(picks, infer_payload(config, dump_npy(subset), client=request.client), strict=True):
             probabilities[i] = float(p)
     if counts_after is not None:
         _history_write(history_key, counts_after)
@@ -62,11 +62,11 @@ async def arewards_serve(config: DeploymentConfig, request: RewardRequest) -> li
     scored, counts_after = plan_scoring(config.reward, n, request.dones, history)
     probabilities: list[float | None] = [None] * n
     if all(scored):
-        probabilities = [float(p) for p in await ainfer_payload(config, request.payload)]
+        probabilities = [float(p) for p in await ainfer_payload(config, request.payload, client=request.client)]
     elif any(scored):
         picks = [i for i, s in enumerate(scored) if s]
         subset = load_npy(request.payload)[np.asarray(picks)]
-        for i, p in zip(picks, await ainfer_payload(config, dump_npy(subset)), strict=True):
+        for i, p in zip(picks, await ainfer_payload(config, dump_npy(subset), client=request.client), strict=True):
             probabilities[i] = float(p)
     if counts_after is not None:
         pipe = redis.pipeline(transaction=False)

@@ -29,6 +29,7 @@ from .broker import (
     BrokerClient,
     BrokerError,
     InferenceTimeout,
+    QueueBounds,
     any_worker_alive,
     dump_npy,
     redis_from_url,
@@ -143,6 +144,14 @@ def forget_deployment(name: str) -> None:
         _cache.pop(name, None)
 
 
+def queue_bounds() -> QueueBounds:
+    return QueueBounds(
+        max_queue=settings.INFERENCE_QUEUE_MAX,
+        queue_ttl_s=settings.INFERENCE_QUEUE_TTL_S,
+        max_per_client=settings.INFERENCE_CLIENT_QUEUE_MAX,
+    )
+
+
 _sync_client: BrokerClient | None = None
 _async_clients: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
@@ -150,7 +159,7 @@ _async_clients: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 def broker() -> BrokerClient:
     global _sync_client
     if _sync_client is None:
-        _sync_client = BrokerClient(redis_from_url(settings.REDIS_URL))
+        _sync_client = BrokerClient(redis_from_url(settings.REDIS_URL), queue_bounds())
     return _sync_client
 
 
@@ -158,15 +167,21 @@ def abroker() -> AsyncBrokerClient:
     loop = asyncio.get_running_loop()
     client = _async_clients.get(loop)
     if client is None:
-        client = _async_clients[loop] = AsyncBrokerClient(redis_from_url(settings.REDIS_URL, asyncio=True))
+        client = _async_clients[loop] = AsyncBrokerClient(
+            redis_from_url(settings.REDIS_URL, asyncio=True), queue_bounds()
+        )
     return client
 
 
-def infer_payload(config: DeploymentConfig, payload: bytes, *, timeout: float | None = None) -> list[Any]:
-    """Per-item results for an `.npy` payload already validated by the caller."""
+def infer_payload(
+    config: DeploymentConfig, payload: bytes, *, timeout: float | None = None, client: str = ""
+) -> list[Any]:
+    """Per-item results for an `.npy` payload already validated by the caller. `client` (e.g. "a12") is
+    counted against its share of the deployment's queue (INFERENCE_CLIENT_QUEUE_MAX)."""
     config.check_available()
     try:
-        return broker().submit(config.name, config.version, payload, **_submit_options(config, timeout)).unwrap()
+        options = _submit_options(config, timeout)
+        return broker().submit(config.name, config.version, payload, client=client, **options).unwrap()
     except InferenceTimeout as exc:
         raise DeploymentUnavailable(_timeout_reason(exc)) from None
     except BrokerError as exc:
@@ -192,10 +207,13 @@ def _timeout_reason(exc: InferenceTimeout) -> str:
     return f"{exc}: the inference workers are busy or cannot load this model"
 
 
-async def ainfer_payload(config: DeploymentConfig, payload: bytes, *, timeout: float | None = None) -> list[Any]:
+async def ainfer_payload(
+    config: DeploymentConfig, payload: bytes, *, timeout: float | None = None, client: str = ""
+) -> list[Any]:
     config.check_available()
     try:
-        reply = await abroker().submit(config.name, config.version, payload, **_submit_options(config, timeout))
+        options = _submit_options(config, timeout)
+        reply = await abroker().submit(config.name, config.version, payload, client=client, **options)
         return reply.unwrap()
     except InferenceTimeout as exc:
         raise DeploymentUnavailable(await sync_to_async(_timeout_reason, thread_sensitive=False)(exc)) from None

@@ -5,6 +5,12 @@ session's group (`teleop_<id>`), recorded as an episode step, and offered to inf
 newest-frame-wins slot (one in flight, one waiting, replaced frames counted as dropped). Results go
 back to the agent and to every viewer. Viewers (`/ws/teleop/sessions/<id>/`, session login) only listen.
 Protocol: robot_agent/PROTOCOL.md.
+
+Bounds: one `hello` per socket (another is refused with a warning); every task a socket starts (status
+ticker, token watcher, flushes, inference) is cancelled when it closes; images are checked and decoded in
+a worker thread, never on the event loop; a frame whose image is bad is skipped and counted
+(`bad_frames`) while its neighbours are kept; the agent's token is re-checked every TELEOP_TOKEN_CHECK_S
+seconds and a revoked token's socket is closed (code 4401).
 """
 
 from __future__ import annotations
@@ -19,7 +25,10 @@ from collections import deque
 import numpy as np
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer, AsyncWebsocketConsumer
+from django.conf import settings
 
+from labeling.images import CheckedImage, ImageError, check_image
+from labeling.models import Agent
 from robot_agent.protocol import ProtocolError, decode_image, unpack_step
 
 from . import teleop_services as services
@@ -40,6 +49,21 @@ def _percentile(values, q: float) -> float | None:
     return float(np.percentile(list(values), q)) if values else None
 
 
+def frames_check(images: dict[str, bytes]) -> dict[str, CheckedImage]:
+    """Every camera's image validated (size limits, format); ImageError names the bad one. Run in a thread."""
+    checked = {}
+    for camera, raw in images.items():
+        try:
+            checked[camera] = check_image(raw, max_side=settings.MAX_IMAGE_SIDE, max_pixels=settings.MAX_IMAGE_PIXELS)
+        except ImageError as exc:
+            raise ImageError(f"camera {camera!r}: {exc}") from None
+    return checked
+
+
+def agent_active(agent_id: int) -> bool:
+    return Agent.objects.filter(pk=agent_id, is_active=True).exists()
+
+
 class TeleopAgentConsumer(AsyncWebsocketConsumer):
     async def connect(self):
         self.agent = self.scope.get("agent")
@@ -53,24 +77,63 @@ class TeleopAgentConsumer(AsyncWebsocketConsumer):
         self.flush_lock = asyncio.Lock()
         self.received = deque(maxlen=50)
         self.inference_ms = deque(maxlen=50)
-        self.counts = {"steps": 0, "inferred": 0, "dropped": 0}
+        self.counts = {"steps": 0, "inferred": 0, "dropped": 0, "bad_frames": 0}
         self.flushed_counts = dict(self.counts)
         self.last_probability = None
         self.warned: dict[str, float] = {}
         self.slot = LatestFrameSlot(self.infer)
+        self.tasks: set[asyncio.Task] = set()
         self.ticker: asyncio.Task | None = None
+        self.hello_seen = False
         self.ended = False
         await self.accept()
+        self.watcher = self.start_task(self.watch_token())
+
+    def start_task(self, coroutine) -> asyncio.Task:
+        """A task owned by this socket: cancelled when it closes."""
+        task = asyncio.ensure_future(coroutine)
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+        return task
 
     async def disconnect(self, code):
-        await self.end_session()
+        watcher = getattr(self, "watcher", None)
+        if watcher is not None and watcher is not asyncio.current_task():
+            watcher.cancel()
+        await self.end_session()  # waits for flushes in flight (flush lock), then stores the rest
+        await self.cancel_tasks()
+
+    async def cancel_tasks(self):
+        current = asyncio.current_task()
+        pending = [task for task in list(getattr(self, "tasks", ())) if task is not current and not task.done()]
+        for task in pending:
+            task.cancel()
+        if pending:
+            await asyncio.gather(*pending, return_exceptions=True)
+
+    async def watch_token(self):
+        """Close the socket within TELEOP_TOKEN_CHECK_S seconds of the agent's token being revoked."""
+        while True:
+            await asyncio.sleep(settings.TELEOP_TOKEN_CHECK_S)
+            try:
+                active = await database_sync_to_async(agent_active)(self.agent.pk)
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # a database hiccup is not a revocation
+                log.exception("teleop: token check failed")
+                continue
+            if not active:
+                await self.reply_error("this agent's token was revoked; closing")
+                await self.end_session()
+                await self.close(code=4401)
+                return
 
     async def end_session(self):
         """Stop inference, store what is buffered, mark the session not live (once)."""
         if getattr(self, "session_id", None) is None or self.ended:
             return
         self.ended = True
-        if self.ticker:
+        if self.ticker is not None and self.ticker is not asyncio.current_task():
             self.ticker.cancel()
         await self.slot.close()
         await self.flush()
@@ -109,6 +172,13 @@ class TeleopAgentConsumer(AsyncWebsocketConsumer):
             await self.reply_error(f"unknown message type {kind!r}")
 
     async def on_hello(self, message: dict):
+        if self.hello_seen:
+            await self.reply_error(
+                f"this socket already said hello (session {self.session_id}); one hello per socket: "
+                "open a new socket for another session"
+            )
+            return
+        self.hello_seen = True
         try:
             session = await database_sync_to_async(services.session_open)(agent=self.agent, hello=message)
         except services.TeleopError as exc:
@@ -121,7 +191,7 @@ class TeleopAgentConsumer(AsyncWebsocketConsumer):
         self.main_camera = "main" if "main" in cameras else cameras[0]
         await self.send(json.dumps({"type": "session", "session": session.pk, "dashboard": f"/teleop/{session.pk}/"}))
         await self.broadcast({"type": "status", "live": True, **self.status()})
-        self.ticker = asyncio.ensure_future(self.tick())
+        self.ticker = self.start_task(self.tick())
 
     async def on_episode_start(self, message: dict):
         try:
@@ -174,6 +244,12 @@ class TeleopAgentConsumer(AsyncWebsocketConsumer):
         except ProtocolError as exc:
             await self.reply_error(str(exc))
             return
+        try:
+            checked = await asyncio.to_thread(frames_check, images)
+        except ImageError as exc:
+            self.counts["bad_frames"] += 1
+            await self.warn(f"step {header['index']} skipped: {exc}")
+            return
         now = time.time()
         self.received.append(now)
         self.counts["steps"] += 1
@@ -206,18 +282,18 @@ class TeleopAgentConsumer(AsyncWebsocketConsumer):
                 terminated=bool(header.get("terminated")),
                 truncated=bool(header.get("truncated")),
                 info=header.get("info") or {},
-                images=images,
+                images=checked,
             )
         )
         if len(self.buffer) >= FLUSH_EVERY:
-            asyncio.ensure_future(self.flush())
+            self.start_task(self.flush())
 
     # -- inference, recording, stats ------------------------------------------------------------
     async def infer(self, item):
         from .teleop_inference import DeploymentNotFound, DeploymentUnavailable, score_frame
 
         header, data = item
-        image = decode_image(data)
+        image = await asyncio.to_thread(decode_image, data)
         try:
             score = await score_frame(
                 self.session.deployment_name,
@@ -269,6 +345,7 @@ class TeleopAgentConsumer(AsyncWebsocketConsumer):
             "rate_hz": round(rate, 2),
             "inferred": self.counts["inferred"],
             "dropped": self.slot.dropped,
+            "bad_frames": self.counts["bad_frames"],
             "inference_ms_p50": _percentile(self.inference_ms, 50),
             "inference_ms_p95": _percentile(self.inference_ms, 95),
             "last_probability": self.last_probability,

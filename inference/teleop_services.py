@@ -14,7 +14,7 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
-from labeling.images import ImageError, check_image
+from labeling.images import CheckedImage, ImageError, check_image
 from labeling.models import Agent, Episode, FrameLabel, LabelChange, LabelSource, Project, Step
 from labeling.services import IngestError, StepInput, episode_create, episode_finish, steps_append
 
@@ -37,7 +37,7 @@ class RecordedStep:
     terminated: bool
     truncated: bool
     info: dict
-    images: dict[str, bytes]
+    images: dict[str, bytes | CheckedImage]  # checked already when received over a socket
 
 
 def session_open(*, agent: Agent, hello: dict) -> TeleopSession:
@@ -122,7 +122,9 @@ def teleop_steps_record(*, session_id: int, steps: list[RecordedStep]) -> int:
         for item in items:
             try:
                 images = {
-                    camera: check_image(raw, max_side=settings.MAX_IMAGE_SIDE, max_pixels=settings.MAX_IMAGE_PIXELS)
+                    camera: raw
+                    if isinstance(raw, CheckedImage)
+                    else check_image(raw, max_side=settings.MAX_IMAGE_SIDE, max_pixels=settings.MAX_IMAGE_PIXELS)
                     for camera, raw in item.images.items()
                 }
             except ImageError as exc:

@@ -33,10 +33,12 @@ from training.vlm.rewards import trend_reward
 from .api import NpyParser
 from .payloads import PayloadError, bool_list, float_list
 from .serving import DeploymentNotFound, DeploymentUnavailable
+from .throttles import ApiRateThrottle, RewardsRateThrottle
 from .vlm_serving import (
     REWARD_MODES,
     NotAVLMDeployment,
     StreamStep,
+    TooManyStreams,
     stream_rewards,
     vlm_deployment,
     windows_infer,
@@ -239,6 +241,7 @@ class VLMRewardsView(APIView):
     """Trend rewards from a deployed Qwen3-VL."""
 
     parser_classes = [NpyParser, JSONParser]
+    throttle_classes = [ApiRateThrottle, RewardsRateThrottle]
 
     @extend_schema(
         operation_id="deployment_vlm_rewards",
@@ -316,6 +319,8 @@ class VLMRewardsView(APIView):
                 )
         except DeploymentUnavailable as exc:
             raise ServiceUnavailable(str(exc)) from None
+        except TooManyStreams as exc:
+            raise exceptions.Throttled(detail=str(exc)) from None
         return Response(
             {
                 "deployment": deployment.config.name,
@@ -381,6 +386,8 @@ def chat_window(messages: list[dict]) -> tuple[list, str | None]:
 
 class ChatCompletionsView(APIView):
     """OpenAI-compatible `POST /v1/chat/completions` for a deployed VLM."""
+
+    throttle_classes = [ApiRateThrottle, RewardsRateThrottle]
 
     def handle_exception(self, exc):
         response = super().handle_exception(exc)

@@ -5,15 +5,19 @@ server app's broker (`inference.serving.infer_payload`). Per-stream buffers for 
 newer name: `buffered_vlm`) live in Redis, keyed by deployment, client and stream, so several web
 processes can serve one RL run: each step pushes both views' frames, the list keeps the last
 `history_size` steps, and once `min_history_size` steps exist a window is scored every `input_interval`
-steps (the deployment's settings). Rewards: the label mapping (+ success bonus), then the deployment's
+steps (the deployment's settings). Buffers are bounded: a client (agent or person, as authenticated) keeps at
+most VLM_MAX_STREAMS live streams per deployment (more answer 429) and a stream's buffer expires
+VLM_STREAM_TTL_S after its last step, so invented stream names cannot fill Redis. Rewards: the label mapping (+ success bonus), then the deployment's
 combine formula `env_reward_weight * env_reward + reward_weight * model_output`.
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 
 import numpy as np
+from django.conf import settings
 
 from training.vlm.history import HistoryConfig
 from training.vlm.labels import LABELS
@@ -26,12 +30,16 @@ from .serving import DeploymentConfig, DeploymentNotFound, broker, deployment_co
 from .vlm_wire import WindowRequest, pack_windows, record_pack, unpack_window
 
 HISTORY_PREFIX = "rs:vlm:hist:"
-HISTORY_TTL_S = 3600
+STREAMS_PREFIX = "rs:vlm:streams:"
 REWARD_MODES = ("history_vlm", "buffered_vlm")
 
 
 class NotAVLMDeployment(ValueError):
     pass
+
+
+class TooManyStreams(ValueError):
+    """The client already keeps the most streams it may on this deployment (a 429)."""
 
 
 @dataclass
@@ -128,11 +136,41 @@ def _stream_key(deployment: VLMDeployment, client: str, stream: str) -> str:
     return f"{HISTORY_PREFIX}{deployment.config.name}:{deployment.config.id}:{client}:{stream}"
 
 
+def _streams_key(deployment: VLMDeployment, client: str) -> str:
+    return f"{STREAMS_PREFIX}{deployment.config.name}:{deployment.config.id}:{client}"
+
+
+def streams_admit(redis, deployment: VLMDeployment, client: str, steps: list[StreamStep]) -> None:
+    """Record the steps' streams as live for `client` (a sorted set scored by last use); raise
+    TooManyStreams when new names would take the client past VLM_MAX_STREAMS live streams."""
+    key, ttl, most = _streams_key(deployment, client), settings.VLM_STREAM_TTL_S, settings.VLM_MAX_STREAMS
+    names = sorted({step.stream for step in steps})
+    now = time.time()
+    pipe = redis.pipeline(transaction=False)
+    pipe.zremrangebyscore(key, "-inf", now - ttl)
+    pipe.zmscore(key, names)
+    pipe.zcard(key)
+    _, scores, live = pipe.execute()
+    new = sum(1 for score in scores if score is None)
+    if live + new > most:
+        raise TooManyStreams(
+            f"this client already has {live} live streams on deployment {deployment.config.name!r} and may keep "
+            f"at most {most} (VLM_MAX_STREAMS); finish streams with done=true or reuse their names"
+        )
+    pipe = redis.pipeline(transaction=False)
+    pipe.zadd(key, dict.fromkeys(names, now))
+    done = [step.stream for step in steps if step.done]
+    if done:
+        pipe.zrem(key, *done)
+    pipe.expire(key, ttl)
+    pipe.execute()
+
+
 def _scored(count: int, history: HistoryConfig) -> bool:
     return count >= history.min_history_size and (count - history.min_history_size) % history.input_interval == 0
 
 
-def _push_group(redis, keys: list[str], steps: list[StreamStep], history: HistoryConfig) -> None:
+def _push_group(redis, keys: list[str], steps: list[StreamStep], history: HistoryConfig, ttl: int) -> None:
     """Buffer a group of steps of distinct streams in two round trips: push and count every step, then
     read back the buffers of the steps that get scored and clear the streams that are done."""
     if not steps:
@@ -146,8 +184,8 @@ def _push_group(redis, keys: list[str], steps: list[StreamStep], history: Histor
         pipe.ltrim(key, -history.history_size, -1)
         pipe.incr(key + ":n")
         count_at.append(len(pipe.command_stack) - 1)
-        pipe.expire(key, HISTORY_TTL_S)
-        pipe.expire(key + ":n", HISTORY_TTL_S)
+        pipe.expire(key, ttl)
+        pipe.expire(key + ":n", ttl)
     replies = pipe.execute()
     for step, at in zip(steps, count_at, strict=True):
         step.count = int(replies[at])
@@ -170,10 +208,12 @@ def stream_rewards(
     """One result per step, in order; steps of one stream count in request order."""
     redis = broker().redis
     history = deployment.history
+    streams_admit(redis, deployment, client, steps)
     group: list[StreamStep] = []  # consecutive steps of distinct streams go to Redis together
     for step in [*steps, None]:
         if step is None or step.stream in {s.stream for s in group}:
-            _push_group(redis, [_stream_key(deployment, client, s.stream) for s in group], group, history)
+            keys = [_stream_key(deployment, client, s.stream) for s in group]
+            _push_group(redis, keys, group, history, settings.VLM_STREAM_TTL_S)
             group = []
         if step is not None:
             group.append(step)

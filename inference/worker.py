@@ -27,7 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from .batching import Batcher, BatchPolicy, score_requests
-from .broker import WORKERS_KEY, InferenceRequest, MessageError, Reply, queue_key, send_replies
+from .broker import WORKERS_KEY, InferenceRequest, MessageError, Reply, queue_key, send_replies, shares_release
 from .scorers import Scorer
 
 log = logging.getLogger(__name__)
@@ -129,6 +129,7 @@ class InferenceWorker:
             batcher = self.batchers[deployment] = Batcher(policy, size=_item_count)
         drained = len(messages) < self.wake_count  # BLMPOP took everything that was queued
         requests = batcher.collect(first, RedisQueue(self.redis, deployment), decoded[1:], drained=drained)
+        shares_release(self.redis, deployment, requests)
         now = time.time()
         live = [r for r in requests if r.deadline > now]
         if not live:

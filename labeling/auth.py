@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from urllib.parse import parse_qs
-
 from channels.db import database_sync_to_async
 from django.utils import timezone
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
@@ -46,7 +44,8 @@ class AgentTokenAuthentication(authentication.BaseAuthentication):
 
 
 class AgentTokenMiddleware:
-    """Channels middleware: puts `scope["agent"]` from a Bearer header or `?token=` query value."""
+    """Channels middleware: puts `scope["agent"]` from a Bearer header. Tokens in the URL (`?token=`) are
+    not read: URLs end up in access logs and proxies' logs."""
 
     def __init__(self, inner):
         self.inner = inner
@@ -56,9 +55,6 @@ class AgentTokenMiddleware:
         for name, value in scope.get("headers", []):
             if name == b"authorization":
                 token = token_from_header(value.decode("latin-1"))
-        if token is None:
-            query = parse_qs(scope.get("query_string", b"").decode())
-            token = (query.get("token") or [None])[0]
         scope = dict(scope)
         scope["agent"] = await database_sync_to_async(agent_for_token)(token) if token else None
         return await self.inner(scope, receive, send)

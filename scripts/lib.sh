@@ -32,9 +32,10 @@ redis_answers() {
 ensure_redis() {
   redis_answers && return 0
   apt_install redis-server
-  log "starting a local Redis"
+  log "starting a local Redis (maxmemory ${RS_REDIS_MAXMEMORY:-1gb}, policy noeviction: queues are never evicted)"
   mkdir -p "$ROOT/data/redis"
   redis-server --daemonize yes --bind 127.0.0.1 -::1 --port 6379 --save "" --appendonly no \
+    --maxmemory "${RS_REDIS_MAXMEMORY:-1gb}" --maxmemory-policy noeviction \
     --dir "$ROOT/data/redis" --logfile "$ROOT/data/redis/redis.log"
   for _ in $(seq 50); do redis_answers && return 0; sleep 0.1; done
   die "Redis did not start; see data/redis/redis.log"

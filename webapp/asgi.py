@@ -5,7 +5,8 @@ loop by inference.fastpath before Django's per-request thread and middleware; ev
 Django unchanged.
 
 People authenticate WebSockets with their session; agents with `Authorization: Bearer <token>`
-(or `?token=` for clients that cannot set headers), resolved by AgentTokenMiddleware.
+(never in the URL), resolved by AgentTokenMiddleware. A browser's Origin must be an allowed host; a
+token-authenticated agent may leave Origin out (webapp.ws_origin).
 """
 
 from __future__ import annotations
@@ -19,17 +20,34 @@ django_asgi_app = get_asgi_application()
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
-from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
 from inference.fastpath import RewardsFastPath  # noqa: E402
 from labeling.auth import AgentTokenMiddleware  # noqa: E402
 
 from .routing import websocket_urlpatterns  # noqa: E402
+from .ws_origin import AgentOrAllowedOriginValidator  # noqa: E402
+
+
+def _warn_about_redis_memory() -> None:
+    """At start: say so if Redis could evict queued work (see README, "Limits")."""
+    import logging
+
+    import redis
+    from django.conf import settings
+
+    from inference.broker import check_memory_policy
+
+    client = redis.Redis.from_url(settings.REDIS_URL, socket_connect_timeout=2, socket_timeout=2)
+    check_memory_policy(client, logging.getLogger("webapp"))
+    client.close()
+
+
+_warn_about_redis_memory()
 
 application = ProtocolTypeRouter(
     {
         "http": RewardsFastPath(django_asgi_app),
-        "websocket": AllowedHostsOriginValidator(
+        "websocket": AgentOrAllowedOriginValidator(
             AuthMiddlewareStack(AgentTokenMiddleware(URLRouter(websocket_urlpatterns())))
         ),
     }

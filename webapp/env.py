@@ -69,3 +69,33 @@ def secret_key(name: str, keep_file: Path) -> str:
     keep_file.write_text(key)
     keep_file.chmod(0o600)
     return key
+
+
+def env_rate(name: str, default: str) -> str:
+    """A rate limit in the `limits` notation ("100/second", "30 per 10 seconds"); empty turns it off."""
+    raw = os.environ.get(name, default).strip()
+    if raw:
+        from limits import parse
+
+        try:
+            parse(raw)
+        except ValueError:
+            raise ImproperlyConfigured(
+                f"{name}={raw!r} is not a rate such as '100/second' or '30 per 10 seconds'"
+            ) from None
+    return raw
+
+
+def env_choice(name: str, default: str, choices: tuple[str, ...]) -> str:
+    raw = os.environ.get(name, default).strip()
+    if raw not in choices:
+        raise ImproperlyConfigured(f"{name}={raw!r} must be one of {', '.join(repr(c) for c in choices)}")
+    return raw
+
+
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1", "[::1]")
+
+
+def bound_to_loopback() -> bool:
+    """Whether the web server listens on this machine only (RS_HOST, the run command's bind address)."""
+    return os.environ.get("RS_HOST", "127.0.0.1").strip() in LOOPBACK_HOSTS

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
 
-from .env import env_bool, env_int, env_list, env_path, env_str, secret_key
+from .env import bound_to_loopback, env_bool, env_int, env_list, env_path, env_rate, env_str, secret_key
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 DATA_DIR = env_path("RS_DATA_DIR", BASE_DIR / "data")
 
-DEBUG = env_bool("DEBUG", True)
+# DEBUG is on by default only while the server listens on loopback (RS_HOST), i.e. on a developer's machine.
+DEBUG = env_bool("DEBUG", bound_to_loopback())
 SECRET_KEY = secret_key("SECRET_KEY", DATA_DIR / "secret_key.txt")
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]", "testserver"])
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
@@ -30,6 +32,7 @@ INSTALLED_APPS = [
     "labeling",
     "training",
     "inference",
+    "axes",
 ]
 
 MIDDLEWARE = [
@@ -41,6 +44,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "webapp.urls"
@@ -115,6 +119,7 @@ REST_FRAMEWORK = {
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "webapp.errors.exception_handler",
+    "DEFAULT_THROTTLE_CLASSES": ["inference.throttles.ApiRateThrottle"],
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "Reward Studio API",
@@ -122,6 +127,14 @@ SPECTACULAR_SETTINGS = {
     "VERSION": "0.1.0",
     "SERVE_PERMISSIONS": ["rest_framework.permissions.IsAuthenticated"],
 }
+
+
+def _channel_layer_retry():
+    from redis.asyncio.retry import Retry
+    from redis.backoff import NoBackoff
+
+    return Retry(NoBackoff(), 1)
+
 
 # Channels on Redis.
 CHANNEL_LAYERS = {
@@ -158,10 +171,61 @@ MODEL_DIR = env_path("MODEL_DIR", DATA_DIR / "models")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "filters": {"redact_tokens": {"()": "webapp.log_filters.RedactTokens"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "filters": ["redact_tokens"]}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
+    # uvicorn's own access and error lines (request paths with their query strings)
+    "loggers": {name: {"filters": ["redact_tokens"]} for name in ("uvicorn.access", "uvicorn.error")},
 }
 
 # Static files: WhiteNoise serves frontend/dist straight from the finders (no collectstatic needed locally).
 WHITENOISE_USE_FINDERS = True
 WHITENOISE_AUTOREFRESH = DEBUG
+
+# ---- Hardening: limits, Redis bounds, production defaults (README: "Limits and production settings") ----
+API_RATE_LIMIT = env_rate("API_RATE_LIMIT", "100/second")
+REWARDS_RATE_LIMIT = env_rate("REWARDS_RATE_LIMIT", "300/second")
+BAD_REQUEST_RATE_LIMIT = env_rate("BAD_REQUEST_RATE_LIMIT", "30/10 seconds")
+INFERENCE_QUEUE_MAX = env_int("INFERENCE_QUEUE_MAX", 1000, minimum=1)
+INFERENCE_QUEUE_TTL_S = env_int("INFERENCE_QUEUE_TTL_S", 120, minimum=1)
+INFERENCE_CLIENT_QUEUE_MAX = env_int("INFERENCE_CLIENT_QUEUE_MAX", 250, minimum=1)
+VLM_STREAM_TTL_S = env_int("VLM_STREAM_TTL_S", 600, minimum=1)
+VLM_MAX_STREAMS = env_int("VLM_MAX_STREAMS", 256, minimum=1)
+TELEOP_TOKEN_CHECK_S = env_int("TELEOP_TOKEN_CHECK_S", 2, minimum=1)
+
+# Every Redis client retries a command once when its pooled connection was dropped (Redis restarted).
+CHANNEL_LAYERS["default"]["CONFIG"]["hosts"] = [{"address": REDIS_URL, "retry": _channel_layer_retry()}]
+CELERY_BROKER_TRANSPORT_OPTIONS = {"retry_on_timeout": True, "health_check_interval": 10}
+CELERY_REDIS_BACKEND_HEALTH_CHECK_INTERVAL = 10
+CELERY_TASK_PUBLISH_RETRY = True
+CELERY_TASK_PUBLISH_RETRY_POLICY = {"max_retries": 3, "interval_start": 0, "interval_step": 0.2, "interval_max": 1}
+
+# Behind an HTTPS proxy: RS_HTTPS=1 makes cookies secure and sends HSTS; SECURE_PROXY_SSL_HEADER names the
+# header the proxy sets (e.g. X-Forwarded-Proto) so Django knows the request came over HTTPS.
+RS_HTTPS = env_bool("RS_HTTPS", False)
+SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = RS_HTTPS
+SECURE_HSTS_SECONDS = env_int("HSTS_SECONDS", 31_536_000, minimum=0) if RS_HTTPS else 0
+SECURE_HSTS_INCLUDE_SUBDOMAINS = False
+_proxy_header = env_str("SECURE_PROXY_SSL_HEADER", "").strip()
+SECURE_PROXY_SSL_HEADER = ("HTTP_" + _proxy_header.upper().replace("-", "_"), "https") if _proxy_header else None
+SESSION_COOKIE_HTTPONLY = True
+X_FRAME_OPTIONS = "DENY"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator", "OPTIONS": {"min_length": 10}},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+
+# Login throttling (django-axes): LOGIN_FAILURE_LIMIT failed logins for one username from one address lock
+# that pair out for LOGIN_COOLOFF_MINUTES.
+AUTHENTICATION_BACKENDS = ["webapp.auth_backends.LoginThrottleBackend", "django.contrib.auth.backends.ModelBackend"]
+AXES_FAILURE_LIMIT = env_int("LOGIN_FAILURE_LIMIT", 5, minimum=1)
+AXES_COOLOFF_TIME = timedelta(minutes=env_int("LOGIN_COOLOFF_MINUTES", 15, minimum=1))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_VERBOSE = False
+
+# Error pages shown with DEBUG on never print connection strings (a wrong Host header shows this page).
+DEFAULT_EXCEPTION_REPORTER_FILTER = "webapp.debug_filter.SettingsFilter"

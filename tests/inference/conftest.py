@@ -93,3 +93,24 @@ def inference_worker_process(process_env):
         time.sleep(0.2)
     yield proc
     _stop(proc)
+
+
+@pytest.fixture
+def clear_rate_limits():
+    """No rate-limit counts left from earlier tests (they live in Redis, keyed by agent and address)."""
+    import redis
+    from django.conf import settings
+
+    from inference.limits import KEY_PREFIX
+
+    client = redis.Redis.from_url(settings.REDIS_URL)
+
+    def clear():
+        keys = list(client.scan_iter(match=KEY_PREFIX + "*", count=1000))
+        if keys:
+            client.delete(*keys)
+
+    clear()
+    yield
+    clear()
+    client.close()

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 from rest_framework.test import APIClient
 
-from inference import api
 from inference.broker import queue_key
 from inference.serving import broker
+from inference.throttles import bad_request_limit
 
 from .conftest import deploy, make_trained_model, random_images
 
@@ -25,10 +25,8 @@ def npy(array: np.ndarray) -> bytes:
 
 
 @pytest.fixture(autouse=True)
-def _fresh_limiter():
-    api.bad_requests._hits.clear()
+def _fresh_limiter(clear_rate_limits):
     yield
-    api.bad_requests._hits.clear()
 
 
 @pytest.fixture
@@ -130,9 +128,12 @@ def test_a_flooding_client_is_throttled_while_others_are_not(deployment, agent_c
     other = APIClient()
     other.credentials(HTTP_AUTHORIZATION=f"Bearer {other_token}")
     bad = npy(np.zeros((1, 8, 8, 3), np.float32))
-    codes = [post_npy(agent_client, deployment.name, bad).status_code for _ in range(api.bad_requests.limit + 5)]
-    assert codes[: api.bad_requests.limit] == [400] * api.bad_requests.limit
-    assert set(codes[api.bad_requests.limit :]) == {429}
+    limit = bad_request_limit().amount
+    responses = [post_npy(agent_client, deployment.name, bad) for _ in range(limit + 5)]
+    codes = [r.status_code for r in responses]
+    assert codes[:limit] == [400] * limit
+    assert set(codes[limit:]) == {429}
+    assert int(responses[-1]["Retry-After"]) >= 1 and "too many bad requests" in responses[-1].json()["detail"]
     assert post_npy(other, deployment.name, bad).status_code == 400  # the other client still gets real answers
 
 
@@ -164,7 +165,7 @@ def test_the_hot_path_makes_no_database_query_once_warm(
 ):
     import inference.reward_serving as reward_serving
 
-    monkeypatch.setattr(reward_serving, "infer_payload", lambda config, payload, timeout=None: [0.75])
+    monkeypatch.setattr(reward_serving, "infer_payload", lambda config, payload, timeout=None, client="": [0.75])
     body = npy(random_images(1))
     assert post_npy(agent_client, deployment.name, body).json()["items"][0]["probability"] == 0.75
     with django_assert_num_queries(0):

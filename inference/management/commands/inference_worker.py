@@ -5,6 +5,7 @@ Run one per machine (or more); each loads the models of the deployments it is as
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import threading
@@ -13,7 +14,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand
 from django.db import close_old_connections
 
-from inference.broker import redis_from_url
+from inference.broker import check_memory_policy, redis_from_url
 from inference.models import Deployment
 from inference.scorers import ModelSpec, load_scorer
 from inference.services import deployment_set_health
@@ -61,8 +62,10 @@ class Command(BaseCommand):
             close_old_connections()
             deployment_set_health(name=name, version=version, error=error)
 
+        redis = redis_from_url(settings.REDIS_URL)
+        check_memory_policy(redis, logging.getLogger("inference.worker"))
         worker = InferenceWorker(
-            redis_from_url(settings.REDIS_URL),
+            redis,
             load_model=load_model,
             report_health=report_health,
             list_deployments=list_deployments,

@@ -1,0 +1,85 @@
+"""The rate limits of `inference.limits` wired to the settings, and DRF throttles on top of them.
+
+`ApiRateThrottle` is a default DRF throttle (settings.REST_FRAMEWORK); `RewardsRateThrottle` adds the
+reward limit on the reward views. DRF answers a refused request with 429 and `Retry-After`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import weakref
+from functools import lru_cache
+
+from django.conf import settings
+from rest_framework.throttling import BaseThrottle
+
+from .limits import AsyncRateLimiter, RateLimiter, Verdict, rate_item
+
+_async: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+@lru_cache(maxsize=1)
+def limiter() -> RateLimiter:
+    return RateLimiter(settings.REDIS_URL)
+
+
+def alimiter() -> AsyncRateLimiter:
+    loop = asyncio.get_running_loop()
+    found = _async.get(loop)
+    if found is None:
+        found = _async[loop] = AsyncRateLimiter(settings.REDIS_URL)
+    return found
+
+
+def api_limit():
+    return rate_item(settings.API_RATE_LIMIT)
+
+
+def rewards_limit():
+    return rate_item(settings.REWARDS_RATE_LIMIT)
+
+
+def bad_request_limit():
+    return rate_item(settings.BAD_REQUEST_RATE_LIMIT)
+
+
+def identity(request) -> str:
+    """An agent by id, a person by id, anyone else by address."""
+    user = getattr(request, "user", None)
+    if user is not None and getattr(user, "token_hash", None):
+        return f"a{user.pk}"
+    if user is not None and getattr(user, "is_authenticated", False):
+        return f"u{user.pk}"
+    return "ip:" + request.META.get("REMOTE_ADDR", "")
+
+
+class _LimitThrottle(BaseThrottle):
+    scope = ""
+
+    def limit(self):
+        raise NotImplementedError
+
+    def allow_request(self, request, view):
+        self.verdict: Verdict = limiter().hit(self.limit(), f"{self.scope}:{identity(request)}")
+        return self.verdict.allowed
+
+    def wait(self):
+        return self.verdict.retry_after
+
+
+class ApiRateThrottle(_LimitThrottle):
+    """settings.API_RATE_LIMIT for every API request."""
+
+    scope = "api"
+
+    def limit(self):
+        return api_limit()
+
+
+class RewardsRateThrottle(_LimitThrottle):
+    """settings.REWARDS_RATE_LIMIT for reward requests (shared with the ASGI fast path)."""
+
+    scope = "rewards"
+
+    def limit(self):
+        return rewards_limit()
