@@ -7,7 +7,6 @@ from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import exceptions, serializers, status
-from rest_framework.authentication import SessionAuthentication
 from rest_framework.parsers import BaseParser, JSONParser
 from rest_framework.permissions import BasePermission
 from rest_framework.response import Response
@@ -16,12 +15,12 @@ from rest_framework.views import APIView
 from training.models import TrainedModel
 
 from . import services
-from .auth import CachedAgentTokenAuthentication
+from .auth import DEPLOYMENT_AUTHENTICATION
 from .broker import dump_npy
 from .limits import bad_requests, client_key
 from .models import Deployment
 from .payloads import MAX_ITEMS, PayloadError, bool_list, float_list, images_from_base64, npy_shape
-from .reward_serving import RewardRequest, rewards_serve
+from .reward_serving import RewardRequest, item_json, rewards_serve
 from .serving import DeploymentNotFound, DeploymentUnavailable, deployment_config
 
 
@@ -51,6 +50,15 @@ class ItemSerializer(serializers.Serializer):
     success = serializers.BooleanField(allow_null=True, help_text="probability > threshold (null: not scored).")
     reward = serializers.FloatField(help_text="env_reward_weight * env_reward + reward_weight * model_output")
     scored = serializers.BooleanField(help_text="Whether the reward mode ran the model on this item.")
+    model_output = serializers.FloatField(
+        help_text="The model's part before weighting: binary/soft/thresholded output, or interval_reward; "
+        "plus gt_success_bonus where env_success."
+    )
+    window = serializers.IntegerField(help_text="history_buffer: steps in the scored window (0: not scored).")
+    assign_previous = serializers.IntegerField(
+        help_text="history_reward_assign: how many earlier steps of this stream also get assign_reward."
+    )
+    assign_reward = serializers.FloatField(help_text="reward_weight * model_output, for those earlier steps.")
 
 
 class RewardsResponseSerializer(serializers.Serializer):
@@ -65,6 +73,7 @@ class RewardsJsonSerializer(serializers.Serializer):
     images = serializers.ListField(child=serializers.CharField(), help_text="Base64 PNG/JPEG (data URLs accepted).")
     env_rewards = serializers.ListField(child=serializers.FloatField(), required=False, allow_null=True)
     dones = serializers.ListField(child=serializers.BooleanField(), required=False, allow_null=True)
+    env_success = serializers.ListField(child=serializers.BooleanField(), required=False, allow_null=True)
     stream = serializers.CharField(required=False, allow_blank=True, max_length=100)
 
 
@@ -72,7 +81,7 @@ class RewardsView(APIView):
     """Rewards for a batch of images from a deployment's model."""
 
     parser_classes = [NpyParser, JSONParser]
-    authentication_classes = [CachedAgentTokenAuthentication, SessionAuthentication]
+    authentication_classes = DEPLOYMENT_AUTHENTICATION
 
     def initial(self, request, *args, **kwargs):
         self._client = client_key(request.META.get("HTTP_AUTHORIZATION", ""), request.META.get("REMOTE_ADDR", ""))
@@ -103,6 +112,7 @@ class RewardsView(APIView):
             OpenApiParameter("env_rewards", str, description="Comma-separated env rewards, one per image."),
             OpenApiParameter("dones", str, description="Comma-separated done flags (1/0 or true/false)."),
             OpenApiParameter("stream", str, description="Stream name for history_buffer state (e.g. worker rank)."),
+            OpenApiParameter("env_success", str, description="Comma-separated env success flags (gt_success_bonus)."),
         ],
         responses={
             200: RewardsResponseSerializer,
@@ -143,10 +153,7 @@ class RewardsView(APIView):
                 "version": config.version,
                 "reward_mode": config.reward.reward_mode,
                 "threshold": config.reward.threshold,
-                "items": [
-                    {"probability": i.probability, "success": i.success, "reward": i.reward, "scored": i.scored}
-                    for i in items
-                ],
+                "items": [item_json(i) for i in items],
             }
         )
 
@@ -158,6 +165,7 @@ class RewardsView(APIView):
             meta = {
                 "env_rewards": request.query_params.get("env_rewards", request.META.get("HTTP_X_ENV_REWARDS")),
                 "dones": request.query_params.get("dones", request.META.get("HTTP_X_DONES")),
+                "env_success": request.query_params.get("env_success", request.META.get("HTTP_X_ENV_SUCCESS")),
                 "stream": request.query_params.get("stream", request.META.get("HTTP_X_STREAM", "")),
             }
         elif content_type == "application/json":
@@ -168,7 +176,9 @@ class RewardsView(APIView):
                 data["images"], max_side=settings.MAX_IMAGE_SIDE, max_pixels=settings.MAX_IMAGE_PIXELS
             )
             payload, shape = dump_npy(images), images.shape
-            meta = {k: data.get(k) for k in ("env_rewards", "dones")} | {"stream": data.get("stream") or ""}
+            meta = {k: data.get(k) for k in ("env_rewards", "dones", "env_success")} | {
+                "stream": data.get("stream") or ""
+            }
         else:
             raise exceptions.UnsupportedMediaType(
                 content_type, "send application/x-npy (uint8 [B,H,W,3]) or application/json with base64 images"
@@ -182,6 +192,7 @@ class RewardsView(APIView):
             count=n,
             env_rewards=float_list(meta["env_rewards"], n, "env_rewards"),
             dones=bool_list(meta["dones"], n, "dones"),
+            env_success=bool_list(meta["env_success"], n, "env_success"),
             stream=stream,
         )
 
@@ -209,6 +220,7 @@ class DeploymentSerializer(serializers.ModelSerializer):
             "kind",
             "project",
             *services.SETTING_FIELDS,
+            "aliases",
             "max_batch_size",
             "max_wait_ms",
             "sample_every",

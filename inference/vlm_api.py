@@ -6,7 +6,8 @@
   name, a user message of base64 `image_url` parts and text, `max_tokens`, `temperature`); the answer is
   the model's greedy completion, plus a `reward_studio` object with label probabilities and the reward.
 Both authenticate with the agent token (`Authorization: Bearer <token>`, which is what an OpenAI
-client sends as its api_key). The web process never loads a model (see `inference.vlm_serving`).
+client sends as its api_key), or need none from a trusted network (`TRUSTED_CIDRS`: RLinf's API reward
+worker sends no token). `model` is the deployment's name or an alias, case-insensitively. The web process never loads a model (see `inference.vlm_serving`).
 """
 
 from __future__ import annotations
@@ -31,8 +32,9 @@ from training.vlm.parse import label_parse
 from training.vlm.rewards import trend_reward
 
 from .api import NpyParser
+from .auth import DEPLOYMENT_AUTHENTICATION
 from .payloads import PayloadError, bool_list, float_list
-from .serving import DeploymentNotFound, DeploymentUnavailable
+from .serving import DeploymentNotFound, DeploymentUnavailable, deployment_name_for
 from .vlm_serving import (
     REWARD_MODES,
     NotAVLMDeployment,
@@ -239,6 +241,7 @@ class VLMRewardsView(APIView):
     """Trend rewards from a deployed Qwen3-VL."""
 
     parser_classes = [NpyParser, JSONParser]
+    authentication_classes = DEPLOYMENT_AUTHENTICATION
 
     @extend_schema(
         operation_id="deployment_vlm_rewards",
@@ -333,7 +336,9 @@ class VLMRewardsView(APIView):
 
 
 class ChatCompletionRequestSerializer(serializers.Serializer):
-    model = serializers.CharField(help_text="The deployment name.")
+    model = serializers.CharField(
+        max_length=200, help_text="The deployment's name or one of its aliases, case-insensitively."
+    )
     messages = serializers.ListField(child=serializers.DictField(), min_length=1)
     max_tokens = serializers.IntegerField(required=False, allow_null=True, min_value=1, max_value=MAX_NEW_TOKENS)
     max_completion_tokens = serializers.IntegerField(
@@ -382,6 +387,8 @@ def chat_window(messages: list[dict]) -> tuple[list, str | None]:
 class ChatCompletionsView(APIView):
     """OpenAI-compatible `POST /v1/chat/completions` for a deployed VLM."""
 
+    authentication_classes = DEPLOYMENT_AUTHENTICATION
+
     def handle_exception(self, exc):
         response = super().handle_exception(exc)
         detail = response.data.get("detail") if isinstance(response.data, dict) else response.data
@@ -393,7 +400,9 @@ class ChatCompletionsView(APIView):
         operation_id="chat_completions",
         summary="OpenAI-compatible chat completions for a VLM deployment",
         description=(
-            "`model` names the deployment. The user message holds the window's frames as base64 `image_url` "
+            "`model` names the deployment (its name or an alias, case-insensitively). Concurrent requests are "
+            "batched by the inference workers; `usage` counts the prompt's and the completion's tokens. The "
+            "user message holds the window's frames as base64 `image_url` "
             "parts (main view, then extra view) and the prompt as text (none: the model's trained prompt). "
             "Greedy decoding with `max_tokens` (default 16); `temperature` is accepted and ignored. The "
             "response adds `reward_studio` with label probabilities, the parsed label and its reward."
@@ -407,7 +416,11 @@ class ChatCompletionsView(APIView):
         data = body.validated_data
         if data.get("stream"):
             raise BadRequest("stream=true is not supported")
-        deployment = _deployment(data["model"])
+        try:
+            name = deployment_name_for(data["model"])
+        except DeploymentNotFound as exc:
+            raise exceptions.NotFound(str(exc)) from None
+        deployment = _deployment(name)
         images, prompt = chat_window(data["messages"])
         max_tokens = data.get("max_completion_tokens") or data.get("max_tokens") or 16
         window = WindowRequest(images, prompt or deployment.prompt, generate=True, max_new_tokens=max_tokens)
@@ -431,7 +444,11 @@ class ChatCompletionsView(APIView):
                         "logprobs": None,
                     }
                 ],
-                "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
+                "usage": {
+                    "prompt_tokens": int(result.get("prompt_tokens") or 0),
+                    "completion_tokens": int(result.get("completion_tokens") or 0),
+                    "total_tokens": int(result.get("prompt_tokens") or 0) + int(result.get("completion_tokens") or 0),
+                },
                 "reward_studio": {
                     "label": label,
                     "label_from_probabilities": result["label"],
