@@ -287,3 +287,35 @@ class DeploymentDetailView(APIView):
         except services.DeploymentError as exc:
             raise BadRequest(str(exc)) from None
         return Response(DeploymentSerializer(deployment).data)
+
+
+class DeploymentModelIn(serializers.Serializer):
+    trained_model = serializers.PrimaryKeyRelatedField(queryset=TrainedModel.objects.all())
+
+
+class DeploymentModelView(APIView):
+    """Switch the served checkpoint: staff, or an agent for a model trained in the deployment's project (an
+    RL worker that retrains its own reward, e.g. the DI-engine adapter's `train`)."""
+
+    @extend_schema(
+        operation_id="deployment_switch_model",
+        summary="Serve another trained model of the same project (bumps the version; nothing in flight drops)",
+        request=DeploymentModelIn,
+        responses={200: DeploymentSerializer, 400: OpenApiResponse(description="Model of another project or kind.")},
+    )
+    def post(self, request, name: str):
+        deployment = get_object_or_404(Deployment.objects.select_related("trained_model"), name=name)
+        data = DeploymentModelIn(data=request.data)
+        data.is_valid(raise_exception=True)
+        model = data.validated_data["trained_model"]
+        if not getattr(request.user, "is_staff", False):
+            project_id = deployment.project_id or deployment.trained_model.project_id
+            if model.project_id != project_id:
+                raise BadRequest("an agent may only deploy models trained in the deployment's project")
+            if model.kind != deployment.trained_model.kind:
+                raise BadRequest(f"the deployment serves a {deployment.trained_model.kind} model, not {model.kind}")
+        try:
+            deployment = services.deployment_update(deployment=deployment, trained_model=model)
+        except services.DeploymentError as exc:
+            raise BadRequest(str(exc)) from None
+        return Response(DeploymentSerializer(deployment).data)

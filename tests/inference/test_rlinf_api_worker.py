@@ -174,9 +174,7 @@ def test_trusted_list_excluding_the_caller_gets_401_and_tokens_are_still_judged(
         assert untrusted.json()["error"]["code"] == 401
         assert client.get("/health", REMOTE_ADDR="127.0.0.1").status_code == 401
         # from inside the listed network the request passes authentication (then: no such model)
-        missing = client.post(
-            url, {**body, "model": "nope"}, content_type="application/json", REMOTE_ADDR="10.1.2.3"
-        )
+        missing = client.post(url, {**body, "model": "nope"}, content_type="application/json", REMOTE_ADDR="10.1.2.3")
         assert missing.status_code == 404 and "nope" in missing.json()["error"]["message"]
         # a request that carries a token is judged by it, wherever it comes from
         wrong = client.post(
