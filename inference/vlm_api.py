@@ -166,6 +166,11 @@ class VLMItemSerializer(serializers.Serializer):
     text = serializers.CharField(allow_null=True)
     model_output = serializers.FloatField(help_text="Label reward (+ success bonus), or interval_reward.")
     reward = serializers.FloatField(help_text="env_reward_weight * env_reward + reward_weight * model_output")
+    window = serializers.IntegerField(required=False, help_text="Steps in the scored window (0: not scored).")
+    assign_previous = serializers.IntegerField(
+        required=False, help_text="history_reward_assign: earlier steps of the stream that also get assign_reward."
+    )
+    assign_reward = serializers.FloatField(required=False, help_text="reward_weight * model_output for those steps.")
 
 
 class VLMRewardsResponseSerializer(serializers.Serializer):
@@ -249,8 +254,8 @@ class VLMRewardsView(APIView):
         description=(
             "`windows`: each a list of main-view and extra-view frames (base64 PNG/JPEG), scored as sent. "
             "`steps` (reward_mode `history_vlm`, alias `buffered_vlm`): one frame per view per stream; the "
-            "server keeps the last `history_size` steps of each stream and scores a window once "
-            "`min_history_size` steps exist, every `input_interval` steps (the deployment's settings); other "
+            "server keeps each stream's last steps and scores a window by RLinf's HistoryManager counting "
+            "(`count % input_interval == 0` once `min_history_size` steps are held; `input_on_done`); other "
             "steps get `interval_reward`. The label comes from the three label tokens' probabilities in one "
             "forward pass, or with `generate` from greedy text read by the trend parser. The reward maps "
             "positive/negative/unclear/invalid (default 1.0/-0.2/0.0/0.0) plus `gt_success_bonus` when "
