@@ -15,7 +15,7 @@ from rest_framework.views import APIView
 from training.models import TrainedModel
 
 from . import services
-from .auth import DEPLOYMENT_AUTHENTICATION
+from .auth import REWARDS_AUTHENTICATION
 from .broker import dump_npy
 from .limits import bad_requests, client_key
 from .models import Deployment
@@ -81,7 +81,7 @@ class RewardsView(APIView):
     """Rewards for a batch of images from a deployment's model."""
 
     parser_classes = [NpyParser, JSONParser]
-    authentication_classes = DEPLOYMENT_AUTHENTICATION
+    authentication_classes = REWARDS_AUTHENTICATION
 
     def initial(self, request, *args, **kwargs):
         self._client = client_key(request.META.get("HTTP_AUTHORIZATION", ""), request.META.get("REMOTE_ADDR", ""))

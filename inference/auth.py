@@ -125,14 +125,16 @@ class TrustedNetworkScheme(OpenApiAuthenticationExtension):
     """In the OpenAPI schema: the agent token becomes optional (trusted networks need none)."""
 
     target_class = "inference.auth.TrustedNetworkAuthentication"
-    name = "AgentToken"
+    name = "TrustedNetwork"
 
     def get_security_requirement(self, auto_schema):
-        return {}
+        return {}  # no credentials at all
 
     def get_security_definition(self, auto_schema):
-        return {"type": "http", "scheme": "bearer", "description": "An agent's API token (Agents in the admin)."}
+        return {"type": "http", "scheme": "bearer", "description": "None needed from networks in TRUSTED_CIDRS."}
 
 
-# The deployments' reward, chat and health endpoints: a token, else a trusted network, else a session.
-DEPLOYMENT_AUTHENTICATION = [CachedAgentTokenAuthentication, TrustedNetworkAuthentication, SessionAuthentication]
+# The deployments' reward, chat and health endpoints: a token, else a trusted network, else a session. The
+# hot rewards endpoint caches tokens (REWARDS_AUTHENTICATION).
+DEPLOYMENT_AUTHENTICATION = [AgentTokenAuthentication, TrustedNetworkAuthentication, SessionAuthentication]
+REWARDS_AUTHENTICATION = [CachedAgentTokenAuthentication, TrustedNetworkAuthentication, SessionAuthentication]
