@@ -158,11 +158,18 @@ def _push_group(redis, keys: list[str], steps: list[StreamStep], settings: Rewar
 
 
 def stream_rewards(
-    deployment: VLMDeployment, steps: list[StreamStep], *, client: str, generate: bool, max_new_tokens: int
+    deployment: VLMDeployment,
+    steps: list[StreamStep],
+    *,
+    client: str,
+    generate: bool,
+    max_new_tokens: int,
+    pad: bool = False,
 ) -> list[dict]:
     """One result per step, in order; steps of one stream count in request order (RLinf's counting,
     `inference.rewards.history_window`). A scored window holds the stream's last steps as they are (RLinf
-    sends no padding); every step's model output gets the success bonus where the env reports success."""
+    sends no padding; with `pad`, as for the live dashboard, it is front-padded with its oldest step to
+    `history_size`); every step's model output gets the success bonus where the env reports success."""
     redis = broker().redis
     settings = replace(deployment.config.reward, gt_success_bonus=deployment.reward.gt_success_bonus)
     group: list[StreamStep] = []  # consecutive steps of distinct streams go to Redis together
@@ -175,8 +182,12 @@ def stream_rewards(
     scored_idx, requests = [], []
     for i, step in enumerate(steps):
         if step.window_size:
-            main = [pair[0] for pair in step.window]
-            extra = [pair[1] for pair in step.window]
+            frames = step.window
+            if pad:
+                size = settings.history_size
+                frames = ([frames[0]] * (size - len(frames)) + frames)[-size:]
+            main = [pair[0] for pair in frames]
+            extra = [pair[1] for pair in frames]
             requests.append(
                 WindowRequest([*main, *extra], deployment.prompt, generate=generate, max_new_tokens=max_new_tokens)
             )
