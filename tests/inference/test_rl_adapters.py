@@ -138,3 +138,62 @@ def test_adapters_import_without_django_or_torch():
         "assert not bad, bad"
     )
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True, env={"PATH": "/usr/bin:/bin"})
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+def test_rlinf_history_variant_scores_rlinf_windows_like_its_api_worker(
+    project, rl_token, live_server_url, inference_worker_process
+):
+    """RLinf's API reward worker (rlinf/workers/reward/api_reward_worker.py:222-254): every env starts at
+    interval_reward, envs with a non-empty window get the parsed label's reward (reward_parser_params), then
+    gt_success_bonus is added for every env whose env_infos say success."""
+    import uuid
+
+    from django.core.files.storage import default_storage
+
+    from inference.rl_adapters import RLinfHistoryRewardModel
+    from training.models import TrainedModel
+    from training.storage import local_path
+    from training.vlm.checkpoint import checkpoint_load
+    from training.vlm.fixture import build_tiny_qwen3_vl
+    from training.vlm.labels import LABELS
+    from training.vlm.scoring import ScoreItem, TrendScorer
+
+    name = f"checkpoints/vlm_{uuid.uuid4().hex[:8]}"
+    build_tiny_qwen3_vl(default_storage.path(name))
+    vlm = TrainedModel.objects.create(
+        project=project, kind="vlm", name="tiny-vlm", checkpoint_path=name, config={"prompt": "Judge the trend."}
+    )
+    deployment = deploy(vlm)
+    parser = {"positive_reward": 3.0, "negative_reward": -2.0, "unclear_reward": 0.5, "invalid_reward": -0.1}
+    cfg = {
+        "reward_mode": "history_buffer",
+        "model": {
+            "model_type": "buffered_vlm",
+            "interval_reward": 0.25,
+            "gt_success_bonus": 10.0,
+            "reward_parser_params": parser,
+        },
+        "reward_studio": {"url": live_server_url, "token": rl_token, "deployment": deployment.name, "generate": False},
+    }
+    rng = np.random.default_rng(5)
+    clip = [[rng.integers(0, 256, (32, 32, 3), dtype=np.uint8) for _ in range(3)] for _ in range(4)]
+    observations = {
+        "history_input": {
+            "history_window": {
+                "main_images": [clip[0], [], clip[2]],
+                "extra_view_images": [clip[1], [], clip[3]],
+            }
+        },
+        "env_infos": {"success": np.array([False, True, True])},
+    }
+    rewards = RLinfHistoryRewardModel(cfg).compute_reward(observations)
+
+    model, processor, _ = checkpoint_load(local_path(vlm.checkpoint_path), device="cpu")
+    probs = TrendScorer(model, processor).probabilities(
+        [ScoreItem([*clip[0], *clip[1]], "Judge the trend."), ScoreItem([*clip[2], *clip[3]], "Judge the trend.")]
+    )
+    label_reward = {"positive": 3.0, "negative": -2.0, "unclear": 0.5}
+    first, third = (label_reward[LABELS[int(np.argmax(p))]] for p in probs)
+    np.testing.assert_allclose(rewards, [first, 0.25 + 10.0, third + 10.0], atol=1e-6)
