@@ -17,10 +17,22 @@ class DeploymentForm(forms.ModelForm):
             "max_batch_size",
             "max_wait_ms",
             "sample_every",
+            "aliases",
         ]
+
+    OPTIONAL = ("gt_success_bonus", "aliases")  # left out of a form, they keep their defaults
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        for name in self.OPTIONAL:
+            self.fields[name].required = False
 
     def clean(self):
         data = super().clean()
+        for name in self.OPTIONAL:
+            if data.get(name) is None:
+                default = Deployment._meta.get_field(name).default
+                data[name] = default() if callable(default) else default
         values = {f: data[f] for f in (*services.SETTING_FIELDS, "max_batch_size", "max_wait_ms") if f in data}
         try:
             services.check_settings(values)

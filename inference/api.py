@@ -7,7 +7,6 @@ from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import exceptions, serializers, status
-from rest_framework.authentication import SessionAuthentication
 from rest_framework.parsers import BaseParser, JSONParser
 from rest_framework.permissions import BasePermission
 from rest_framework.response import Response
@@ -16,12 +15,12 @@ from rest_framework.views import APIView
 from training.models import TrainedModel
 
 from . import services
-from .auth import CachedAgentTokenAuthentication
+from .auth import REWARDS_AUTHENTICATION
 from .broker import dump_npy
 from .limits import client_key, too_many
 from .models import Deployment
 from .payloads import MAX_ITEMS, PayloadError, bool_list, float_list, images_from_base64, npy_shape
-from .reward_serving import RewardRequest, rewards_serve
+from .reward_serving import RewardRequest, item_json, rewards_serve
 from .serving import DeploymentNotFound, DeploymentUnavailable, deployment_config
 from .throttles import ApiRateThrottle, RewardsRateThrottle, bad_request_limit, limiter
 
@@ -52,6 +51,15 @@ class ItemSerializer(serializers.Serializer):
     success = serializers.BooleanField(allow_null=True, help_text="probability > threshold (null: not scored).")
     reward = serializers.FloatField(help_text="env_reward_weight * env_reward + reward_weight * model_output")
     scored = serializers.BooleanField(help_text="Whether the reward mode ran the model on this item.")
+    model_output = serializers.FloatField(
+        help_text="The model's part before weighting: binary/soft/thresholded output, or interval_reward; "
+        "plus gt_success_bonus where env_success."
+    )
+    window = serializers.IntegerField(help_text="history_buffer: steps in the scored window (0: not scored).")
+    assign_previous = serializers.IntegerField(
+        help_text="history_reward_assign: how many earlier steps of this stream also get assign_reward."
+    )
+    assign_reward = serializers.FloatField(help_text="reward_weight * model_output, for those earlier steps.")
 
 
 class RewardsResponseSerializer(serializers.Serializer):
@@ -66,6 +74,7 @@ class RewardsJsonSerializer(serializers.Serializer):
     images = serializers.ListField(child=serializers.CharField(), help_text="Base64 PNG/JPEG (data URLs accepted).")
     env_rewards = serializers.ListField(child=serializers.FloatField(), required=False, allow_null=True)
     dones = serializers.ListField(child=serializers.BooleanField(), required=False, allow_null=True)
+    env_success = serializers.ListField(child=serializers.BooleanField(), required=False, allow_null=True)
     stream = serializers.CharField(required=False, allow_blank=True, max_length=100)
 
 
@@ -73,7 +82,7 @@ class RewardsView(APIView):
     """Rewards for a batch of images from a deployment's model."""
 
     parser_classes = [NpyParser, JSONParser]
-    authentication_classes = [CachedAgentTokenAuthentication, SessionAuthentication]
+    authentication_classes = REWARDS_AUTHENTICATION
 
     throttle_classes = [ApiRateThrottle, RewardsRateThrottle]
 
@@ -109,6 +118,7 @@ class RewardsView(APIView):
             OpenApiParameter("env_rewards", str, description="Comma-separated env rewards, one per image."),
             OpenApiParameter("dones", str, description="Comma-separated done flags (1/0 or true/false)."),
             OpenApiParameter("stream", str, description="Stream name for history_buffer state (e.g. worker rank)."),
+            OpenApiParameter("env_success", str, description="Comma-separated env success flags (gt_success_bonus)."),
         ],
         responses={
             200: RewardsResponseSerializer,
@@ -149,10 +159,7 @@ class RewardsView(APIView):
                 "version": config.version,
                 "reward_mode": config.reward.reward_mode,
                 "threshold": config.reward.threshold,
-                "items": [
-                    {"probability": i.probability, "success": i.success, "reward": i.reward, "scored": i.scored}
-                    for i in items
-                ],
+                "items": [item_json(i) for i in items],
             }
         )
 
@@ -164,6 +171,7 @@ class RewardsView(APIView):
             meta = {
                 "env_rewards": request.query_params.get("env_rewards", request.META.get("HTTP_X_ENV_REWARDS")),
                 "dones": request.query_params.get("dones", request.META.get("HTTP_X_DONES")),
+                "env_success": request.query_params.get("env_success", request.META.get("HTTP_X_ENV_SUCCESS")),
                 "stream": request.query_params.get("stream", request.META.get("HTTP_X_STREAM", "")),
             }
         elif content_type == "application/json":
@@ -174,7 +182,9 @@ class RewardsView(APIView):
                 data["images"], max_side=settings.MAX_IMAGE_SIDE, max_pixels=settings.MAX_IMAGE_PIXELS
             )
             payload, shape = dump_npy(images), images.shape
-            meta = {k: data.get(k) for k in ("env_rewards", "dones")} | {"stream": data.get("stream") or ""}
+            meta = {k: data.get(k) for k in ("env_rewards", "dones", "env_success")} | {
+                "stream": data.get("stream") or ""
+            }
         else:
             raise exceptions.UnsupportedMediaType(
                 content_type, "send application/x-npy (uint8 [B,H,W,3]) or application/json with base64 images"
@@ -188,6 +198,7 @@ class RewardsView(APIView):
             count=n,
             env_rewards=float_list(meta["env_rewards"], n, "env_rewards"),
             dones=bool_list(meta["dones"], n, "dones"),
+            env_success=bool_list(meta["env_success"], n, "env_success"),
             stream=stream,
         )
 
@@ -215,6 +226,7 @@ class DeploymentSerializer(serializers.ModelSerializer):
             "kind",
             "project",
             *services.SETTING_FIELDS,
+            "aliases",
             "max_batch_size",
             "max_wait_ms",
             "sample_every",
@@ -278,6 +290,38 @@ class DeploymentDetailView(APIView):
             deployment = services.deployment_update(
                 deployment=deployment, trained_model=values.pop("trained_model", None), **values
             )
+        except services.DeploymentError as exc:
+            raise BadRequest(str(exc)) from None
+        return Response(DeploymentSerializer(deployment).data)
+
+
+class DeploymentModelIn(serializers.Serializer):
+    trained_model = serializers.PrimaryKeyRelatedField(queryset=TrainedModel.objects.all())
+
+
+class DeploymentModelView(APIView):
+    """Switch the served checkpoint: staff, or an agent for a model trained in the deployment's project (an
+    RL worker that retrains its own reward, e.g. the DI-engine adapter's `train`)."""
+
+    @extend_schema(
+        operation_id="deployment_switch_model",
+        summary="Serve another trained model of the same project (bumps the version; nothing in flight drops)",
+        request=DeploymentModelIn,
+        responses={200: DeploymentSerializer, 400: OpenApiResponse(description="Model of another project or kind.")},
+    )
+    def post(self, request, name: str):
+        deployment = get_object_or_404(Deployment.objects.select_related("trained_model"), name=name)
+        data = DeploymentModelIn(data=request.data)
+        data.is_valid(raise_exception=True)
+        model = data.validated_data["trained_model"]
+        if not getattr(request.user, "is_staff", False):
+            project_id = deployment.project_id or deployment.trained_model.project_id
+            if model.project_id != project_id:
+                raise BadRequest("an agent may only deploy models trained in the deployment's project")
+            if model.kind != deployment.trained_model.kind:
+                raise BadRequest(f"the deployment serves a {deployment.trained_model.kind} model, not {model.kind}")
+        try:
+            deployment = services.deployment_update(deployment=deployment, trained_model=model)
         except services.DeploymentError as exc:
             raise BadRequest(str(exc)) from None
         return Response(DeploymentSerializer(deployment).data)

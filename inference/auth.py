@@ -4,6 +4,9 @@ RL workers call the endpoint at every step; looking the token up in the database
 more than the rest of the request (a fresh connection under ASGI). Agents found by token are kept in
 process memory for TOKEN_CACHE_S, so a revoked token stops working within that time. Unknown tokens
 are never cached (the bad-request limiter bounds how often they are looked up).
+
+`TrustedNetworkAuthentication` lets tokenless requests from `TRUSTED_CIDRS` through (RLinf's API reward
+worker sends no token); the address check itself is `inference.trusted_networks`.
 """
 
 from __future__ import annotations
@@ -12,7 +15,9 @@ import threading
 import time
 
 from channels.db import database_sync_to_async
+from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import exceptions
+from rest_framework.authentication import SessionAuthentication
 
 from labeling.auth import AgentTokenAuthentication, agent_for_token
 from labeling.tokens import hash_token, token_from_header
@@ -76,3 +81,60 @@ class CachedAgentTokenAuthentication(AgentTokenAuthentication):
 def forget_tokens() -> None:
     with _lock:
         _agents.clear()
+
+
+class TrustedClient:
+    """Who a tokenless request from a trusted network is (see inference.trusted_networks)."""
+
+    is_authenticated = True
+    is_anonymous = False
+    is_staff = False
+    token_hash = None
+
+    def __init__(self, address: str):
+        self.address = address
+        self.pk = f"net:{address}"
+        self.client_id = f"n{address}"
+
+    def __str__(self) -> str:
+        return f"trusted network client {self.address}"
+
+
+class TrustedNetworkAuthentication:
+    """DRF authentication for requests WITHOUT an Authorization header from `settings.TRUSTED_CIDRS`.
+
+    Put it after the token authentication: a request that carries a token is judged by its token."""
+
+    def authenticate(self, request):
+        from django.conf import settings
+
+        from .trusted_networks import address_trusted, networks_cached
+
+        if request.META.get("HTTP_AUTHORIZATION"):
+            return None
+        address = request.META.get("REMOTE_ADDR", "")
+        if address_trusted(address, networks_cached(tuple(getattr(settings, "TRUSTED_CIDRS", None) or ()))):
+            return TrustedClient(address), None
+        return None
+
+    def authenticate_header(self, request):
+        return "Bearer"
+
+
+class TrustedNetworkScheme(OpenApiAuthenticationExtension):
+    """In the OpenAPI schema: the agent token becomes optional (trusted networks need none)."""
+
+    target_class = "inference.auth.TrustedNetworkAuthentication"
+    name = "TrustedNetwork"
+
+    def get_security_requirement(self, auto_schema):
+        return {}  # no credentials at all
+
+    def get_security_definition(self, auto_schema):
+        return {"type": "http", "scheme": "bearer", "description": "None needed from networks in TRUSTED_CIDRS."}
+
+
+# The deployments' reward, chat and health endpoints: a token, else a trusted network, else a session. The
+# hot rewards endpoint caches tokens (REWARDS_AUTHENTICATION).
+DEPLOYMENT_AUTHENTICATION = [AgentTokenAuthentication, TrustedNetworkAuthentication, SessionAuthentication]
+REWARDS_AUTHENTICATION = [CachedAgentTokenAuthentication, TrustedNetworkAuthentication, SessionAuthentication]

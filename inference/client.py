@@ -7,9 +7,9 @@ Needs only numpy and requests (no Django, no torch); copy this file into an RL c
     result = client.compute_rewards(images, env_rewards=env_r, dones=dones)   # images: uint8 [B,H,W,3]
     result.rewards, result.probabilities, result.success
 
-`RewardClient("http://studio:8000/api/deployments/pick-cube", token)` works too. Adapters give the
-shapes RL code already calls: `RLinfRewardModel(client).compute_rewards({"main_images": ...})` and
-`DIEngineRewardModel(client).estimate(data)`. Errors are RewardServiceError subclasses carrying the
+`RewardClient("http://studio:8000/api/deployments/pick-cube", token)` works too; `token=None` sends no
+Authorization header (from a network the server trusts, `TRUSTED_CIDRS`). The RLinf and DI-engine
+adapters (`inference/rl_adapters.py`, also importable from here) give the shapes their registries build. Errors are RewardServiceError subclasses carrying the
 HTTP status and the server's message; connection errors are retried with backoff first.
 """
 
@@ -29,9 +29,7 @@ __all__ = [
     "AuthenticationError",
     "BadRequestError",
     "ConnectionFailed",
-    "DIEngineRewardModel",
     "NotFoundError",
-    "RLinfRewardModel",
     "RewardClient",
     "RewardResult",
     "RewardServiceError",
@@ -73,6 +71,8 @@ class RewardResult:
     success: np.ndarray  # bool [B], False where not scored
     scored: np.ndarray  # bool [B]
     version: int = 0
+    model_outputs: np.ndarray | None = None  # float32 [B]: the model's part before the combine weights
+    items: list | None = None  # the raw items (window, assign_previous, assign_reward, ...)
 
     def __len__(self) -> int:
         return len(self.rewards)
@@ -85,7 +85,7 @@ class RewardClient:
     def __init__(
         self,
         base_url: str,
-        token: str,
+        token: str | None,
         deployment: str | None = None,
         *,
         timeout: float = 60.0,
@@ -107,7 +107,8 @@ class RewardClient:
         self.retries = retries
         self.backoff_s = backoff_s
         self.session = session or requests.Session()
-        self.session.headers["Authorization"] = f"Bearer {token}"
+        if token:
+            self.session.headers["Authorization"] = f"Bearer {token}"
 
     @property
     def rewards_url(self) -> str:
@@ -120,6 +121,7 @@ class RewardClient:
         dones: Any = None,
         *,
         stream: str | None = None,
+        env_success: Any = None,
     ) -> RewardResult:
         """Rewards for a batch of uint8 [B,H,W,3] images (a single [H,W,3] image is a batch of one)."""
         array = _as_uint8_batch(images)
@@ -128,6 +130,10 @@ class RewardClient:
             params["env_rewards"] = ",".join(repr(float(v)) for v in np.asarray(_numpy(env_rewards)).reshape(-1))
         if dones is not None:
             params["dones"] = ",".join("1" if bool(v) else "0" for v in np.asarray(_numpy(dones)).reshape(-1))
+        if env_success is not None:
+            params["env_success"] = ",".join(
+                "1" if bool(v) else "0" for v in np.asarray(_numpy(env_success)).reshape(-1)
+            )
         if stream:
             params["stream"] = stream
         buffer = io.BytesIO()
@@ -142,34 +148,41 @@ class RewardClient:
             success=np.array([bool(i["success"]) for i in items], dtype=bool),
             scored=np.array([bool(i["scored"]) for i in items], dtype=bool),
             version=int(data.get("version", 0)),
+            model_outputs=np.array([i.get("model_output", np.nan) for i in items], dtype=np.float32),
+            items=items,
         )
 
     def _post(self, body: bytes, params: dict[str, str]) -> dict:
+        return self.call(
+            "POST", self.rewards_url, data=body, params=params, headers={"Content-Type": "application/x-npy"}
+        )
+
+    def call(self, method: str, url: str, **kwargs) -> Any:
+        """Any request to the service (a path or a full URL), retried on connection errors; the JSON answer,
+        or a RewardServiceError for an HTTP error."""
+        if url.startswith("/"):
+            url = self.base_url + url
         attempt = 0
         while True:
             try:
-                response = self.session.post(
-                    self.rewards_url,
-                    data=body,
-                    params=params,
-                    headers={"Content-Type": "application/x-npy"},
-                    timeout=self.timeout,
-                )
+                response = self.session.request(method, url, timeout=kwargs.pop("timeout", self.timeout), **kwargs)
                 break
             except (requests.ConnectionError, requests.Timeout) as exc:
                 attempt += 1
                 if attempt > self.retries:
-                    raise ConnectionFailed(f"cannot reach {self.rewards_url} after {attempt} tries: {exc}") from exc
+                    raise ConnectionFailed(f"cannot reach {url} after {attempt} tries: {exc}") from exc
                 time.sleep(self.backoff_s * 2 ** (attempt - 1))
-        if response.status_code == 200:
-            return response.json()
+        if 200 <= response.status_code < 300:
+            return response.json() if response.content else {}
         raise _error_for(response)
 
 
 def _error_for(response: requests.Response) -> RewardServiceError:
     try:
-        detail = str(response.json().get("detail", response.text))
-    except ValueError:
+        body = response.json()
+        detail = body.get("detail") or (body.get("error") or {}).get("message") or body
+        detail = str(detail)
+    except (ValueError, AttributeError):
         detail = response.text[:500] or response.reason
     status = response.status_code
     if status in (401, 403):
@@ -214,44 +227,13 @@ def _like_input(values: np.ndarray, template: Any) -> Any:
     return values
 
 
-class RLinfRewardModel:
-    """RLinf's reward-model call shape: `compute_rewards({"main_images": [B,H,W,3]}) -> rewards [B]`."""
-
-    def __init__(self, client: RewardClient, image_key: str = "main_images"):
-        self.client = client
-        self.image_key = image_key
-
-    def compute_rewards(self, observations: dict, env_rewards: Any = None, dones: Any = None) -> Any:
-        images = observations[self.image_key]
-        result = self.client.compute_rewards(images, env_rewards=env_rewards, dones=dones)
-        return _like_input(result.rewards, images)
+_ADAPTERS = ("RLinfRewardModel", "RLinfHistoryRewardModel", "DIEngineRewardModel")
 
 
-class DIEngineRewardModel:
-    """DI-engine's reward-model shape: `estimate(data)` returns the items with `reward` replaced.
+def __getattr__(name: str) -> Any:
+    """The adapters live in inference/rl_adapters.py; importing them from here keeps working."""
+    if name in _ADAPTERS:
+        from inference import rl_adapters
 
-    Each item's image is `item[obs_key]` (or `item[obs_key][image_key]` when the obs is a dict); its
-    current `reward` is passed as the env reward (used when env_reward_weight is set) and `done` as done.
-    """
-
-    def __init__(self, client: RewardClient, obs_key: str = "obs", image_key: str = "main_images"):
-        self.client = client
-        self.obs_key = obs_key
-        self.image_key = image_key
-
-    def estimate(self, data: list[dict]) -> list[dict]:
-        if not data:
-            return []
-        images, env_rewards, dones = [], [], []
-        for item in data:
-            obs = item[self.obs_key]
-            images.append(np.asarray(_numpy(obs[self.image_key] if isinstance(obs, dict) else obs)))
-            env_rewards.append(float(np.asarray(_numpy(item.get("reward", 0.0))).reshape(-1)[0]))
-            dones.append(bool(np.asarray(_numpy(item.get("done", False))).reshape(-1)[0]))
-        result = self.client.compute_rewards(np.stack(images), env_rewards=env_rewards, dones=dones)
-        out = []
-        for item, reward in zip(data, result.rewards, strict=True):
-            new = dict(item)
-            new["reward"] = _like_input(np.array([reward], dtype=np.float32), item.get("reward"))
-            out.append(new)
-        return out
+        return getattr(rl_adapters, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -23,7 +23,7 @@ from labeling.tokens import token_from_header
 from .auth import MALFORMED, UNKNOWN, acached_agent
 from .limits import client_key, too_many
 from .payloads import PayloadError, bool_list, float_list, npy_shape
-from .reward_serving import RewardRequest, arewards_serve
+from .reward_serving import RewardRequest, arewards_serve, item_json
 from .serving import DeploymentNotFound, DeploymentUnavailable, adeployment_config
 from .throttles import alimiter, bad_request_limit, rewards_limit
 
@@ -96,6 +96,7 @@ class RewardsFastPath:
                 count=n,
                 env_rewards=float_list(query.get("env_rewards", headers.get("x-env-rewards")), n, "env_rewards"),
                 dones=bool_list(query.get("dones", headers.get("x-dones")), n, "dones"),
+                env_success=bool_list(query.get("env_success", headers.get("x-env-success")), n, "env_success"),
                 client=f"a{agent.pk}",
                 stream=str(query.get("stream", headers.get("x-stream", "")) or "")[:100],
             )
@@ -110,10 +111,7 @@ class RewardsFastPath:
             "version": config.version,
             "reward_mode": config.reward.reward_mode,
             "threshold": config.reward.threshold,
-            "items": [
-                {"probability": i.probability, "success": i.success, "reward": i.reward, "scored": i.scored}
-                for i in items
-            ],
+            "items": [item_json(i) for i in items],
         }
 
 

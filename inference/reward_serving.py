@@ -27,6 +27,21 @@ class RewardRequest:
     dones: list[bool] | None = None
     client: str = ""  # who asks (agent id): history streams are per client
     stream: str = ""  # optional stream name within a client (e.g. an RL worker rank)
+    env_success: list[bool] | None = None  # per-item env success, for gt_success_bonus
+
+
+def item_json(item: ItemReward) -> dict:
+    """The response form of one item (the DRF view and the ASGI fast path answer alike)."""
+    return {
+        "probability": item.probability,
+        "success": item.success,
+        "reward": item.reward,
+        "scored": item.scored,
+        "model_output": item.model_output,
+        "window": item.window,
+        "assign_previous": item.assign_previous,
+        "assign_reward": item.assign_reward,
+    }
 
 
 def rewards_serve(config: DeploymentConfig, request: RewardRequest) -> list[ItemReward]:
@@ -45,7 +60,9 @@ def rewards_serve(config: DeploymentConfig, request: RewardRequest) -> list[Item
             probabilities[i] = float(p)
     if counts_after is not None:
         _history_write(history_key, counts_after)
-    items = compute_rewards(config.reward, probabilities, scored=scored, env_rewards=request.env_rewards)
+    items = compute_rewards(
+        config.reward, probabilities, scored=scored, env_rewards=request.env_rewards, env_success=request.env_success
+    )
     sample_served(config, request.payload, probabilities)
     return items
 
@@ -73,7 +90,9 @@ async def arewards_serve(config: DeploymentConfig, request: RewardRequest) -> li
         pipe.hset(history_key, mapping={str(i): c for i, c in enumerate(counts_after)})
         pipe.expire(history_key, HISTORY_TTL_S)
         await pipe.execute()
-    items = compute_rewards(config.reward, probabilities, scored=scored, env_rewards=request.env_rewards)
+    items = compute_rewards(
+        config.reward, probabilities, scored=scored, env_rewards=request.env_rewards, env_success=request.env_success
+    )
     await asample_served(config, request.payload, probabilities)
     return items
 

@@ -35,8 +35,12 @@ SETTING_FIELDS = (
     "min_history_size",
     "input_interval",
     "interval_reward",
+    "input_on_done",
+    "history_reward_assign",
+    "gt_success_bonus",
 )
-OTHER_FIELDS = ("max_batch_size", "max_wait_ms", "sample_every", "project")
+OTHER_FIELDS = ("max_batch_size", "max_wait_ms", "sample_every", "project", "aliases")
+MAX_ALIASES = 20
 
 
 class DeploymentError(ValueError):
@@ -54,6 +58,25 @@ def check_settings(values: dict) -> None:
         raise DeploymentError("max_wait_ms must be between 0 and 1000")
 
 
+def check_aliases(aliases: object, *, name: str, exclude_pk: int | None = None) -> list[str]:
+    """Aliases as stored: distinct strings, unique (case-insensitively) among all names and aliases."""
+    if not isinstance(aliases, list) or not all(isinstance(a, str) for a in aliases):
+        raise DeploymentError("aliases must be a list of strings")
+    cleaned = [a.strip() for a in aliases if a.strip()]
+    if len(cleaned) > MAX_ALIASES or any(len(a) > 200 for a in cleaned):
+        raise DeploymentError(f"at most {MAX_ALIASES} aliases of at most 200 characters")
+    if len({a.lower() for a in cleaned}) != len(cleaned):
+        raise DeploymentError("aliases must differ from each other (case-insensitively)")
+    taken = {}
+    for row_name, row_aliases in Deployment.objects.exclude(pk=exclude_pk).values_list("name", "aliases"):
+        for taken_name in [row_name, *(row_aliases or [])]:
+            taken[taken_name.lower()] = row_name
+    for alias in [name, *cleaned]:
+        if alias.lower() in taken:
+            raise DeploymentError(f"{alias!r} already names deployment {taken[alias.lower()]!r}")
+    return cleaned
+
+
 def deployment_create(*, name: str, trained_model: TrainedModel, **values) -> Deployment:
     unknown = set(values) - set(SETTING_FIELDS) - set(OTHER_FIELDS)
     if unknown:
@@ -64,6 +87,7 @@ def deployment_create(*, name: str, trained_model: TrainedModel, **values) -> De
     check_settings({**defaults, **values})
     if values.get("project") is None:
         values["project"] = trained_model.project
+    values["aliases"] = check_aliases(values.get("aliases") or [], name=name)
     deployment = Deployment.objects.create(name=name, trained_model=trained_model, **values)
     forget_deployment(name)
     return deployment
@@ -77,6 +101,8 @@ def deployment_update(*, deployment: Deployment, trained_model: TrainedModel | N
         raise DeploymentError(f"unknown deployment field(s): {', '.join(sorted(unknown))}")
     current = {f: getattr(deployment, f) for f in SETTING_FIELDS}
     check_settings({**current, **values})
+    if "aliases" in values:
+        values["aliases"] = check_aliases(values["aliases"] or [], name=deployment.name, exclude_pk=deployment.pk)
     updates = dict(values)
     if trained_model is not None and trained_model.pk != deployment.trained_model_id:
         updates.update(trained_model=trained_model, version=_next_version(), status=Deployment.Status.LOADING, error="")

@@ -99,6 +99,9 @@ def reward_settings(row) -> RewardSettings:
         min_history_size=row.min_history_size,
         input_interval=row.input_interval,
         interval_reward=row.interval_reward,
+        input_on_done=row.input_on_done,
+        history_reward_assign=row.history_reward_assign,
+        gt_success_bonus=row.gt_success_bonus,
     )
 
 
@@ -142,6 +145,32 @@ def forget_deployment(name: str) -> None:
     """Drop this process's cached settings (after a change made here)."""
     with _cache_lock:
         _cache.pop(name, None)
+        _names.clear()
+
+
+_names: dict[str, tuple[float, dict[str, str]]] = {}
+
+
+def deployment_name_for(model: str) -> str:
+    """The deployment an OpenAI `model` names: its name or one of its aliases, case-insensitively (RLinf
+    names the model by its base model folder, e.g. `Qwen3-VL-4B-Instruct`). Raises DeploymentNotFound."""
+    entry = _names.get("all")
+    if entry is None or time.monotonic() - entry[0] >= CACHE_TTL_S:
+        from .models import Deployment
+
+        table: dict[str, str] = {}
+        for name, aliases in Deployment.objects.values_list("name", "aliases"):
+            for alias in aliases or []:
+                table.setdefault(str(alias).lower(), name)
+        for name in Deployment.objects.values_list("name", flat=True):
+            table[name.lower()] = name  # a deployment's own name wins over another's alias
+        entry = (time.monotonic(), table)
+        with _cache_lock:
+            _names["all"] = entry
+    name = entry[1].get(model.strip().lower())
+    if name is None:
+        raise DeploymentNotFound(f"no deployment named {model!r} (nor with that alias)")
+    return name
 
 
 def queue_bounds() -> QueueBounds:

@@ -63,7 +63,7 @@ def _score_vlm_step(name: str, image: np.ndarray, env_reward: float, stream: str
     started = time.perf_counter()
     deployment = vlm_deployment(name)
     step = StreamStep(stream=stream, main=image, extra=image, env_reward=env_reward)
-    [item] = stream_rewards(deployment, [step], client="teleop", generate=False, max_new_tokens=0)
+    [item] = stream_rewards(deployment, [step], client="teleop", generate=False, max_new_tokens=0, pad=True)
     probabilities = item["probabilities"] or {}
     probability = float(probabilities.get("positive", 0.0))
     threshold = deployment.config.reward.threshold

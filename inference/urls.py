@@ -10,6 +10,7 @@ urlpatterns = [
     path("api/deployments/", api.DeploymentListView.as_view(), name="deployment-list"),
     path("api/deployments/<slug:name>/", api.DeploymentDetailView.as_view(), name="deployment-detail"),
     path("api/deployments/<slug:name>/rewards", api.RewardsView.as_view(), name="deployment-rewards"),
+    path("api/deployments/<slug:name>/model", api.DeploymentModelView.as_view(), name="deployment-model"),
     path("deployments/", pages.deployment_list, name="deployments"),
     path("deployments/<slug:name>/gallery", pages.gallery, name="deployment-gallery"),
     path("deployments/<slug:name>/gallery/<int:frame_id>/label", pages.gallery_label, name="deployment-gallery-label"),

@@ -6,7 +6,8 @@
   name, a user message of base64 `image_url` parts and text, `max_tokens`, `temperature`); the answer is
   the model's greedy completion, plus a `reward_studio` object with label probabilities and the reward.
 Both authenticate with the agent token (`Authorization: Bearer <token>`, which is what an OpenAI
-client sends as its api_key). The web process never loads a model (see `inference.vlm_serving`).
+client sends as its api_key), or need none from a trusted network (`TRUSTED_CIDRS`: RLinf's API reward
+worker sends no token). `model` is the deployment's name or an alias, case-insensitively. The web process never loads a model (see `inference.vlm_serving`).
 """
 
 from __future__ import annotations
@@ -31,8 +32,9 @@ from training.vlm.parse import label_parse
 from training.vlm.rewards import trend_reward
 
 from .api import NpyParser
+from .auth import DEPLOYMENT_AUTHENTICATION
 from .payloads import PayloadError, bool_list, float_list
-from .serving import DeploymentNotFound, DeploymentUnavailable
+from .serving import DeploymentNotFound, DeploymentUnavailable, deployment_name_for
 from .throttles import ApiRateThrottle, RewardsRateThrottle
 from .vlm_serving import (
     REWARD_MODES,
@@ -166,6 +168,11 @@ class VLMItemSerializer(serializers.Serializer):
     text = serializers.CharField(allow_null=True)
     model_output = serializers.FloatField(help_text="Label reward (+ success bonus), or interval_reward.")
     reward = serializers.FloatField(help_text="env_reward_weight * env_reward + reward_weight * model_output")
+    window = serializers.IntegerField(required=False, help_text="Steps in the scored window (0: not scored).")
+    assign_previous = serializers.IntegerField(
+        required=False, help_text="history_reward_assign: earlier steps of the stream that also get assign_reward."
+    )
+    assign_reward = serializers.FloatField(required=False, help_text="reward_weight * model_output for those steps.")
 
 
 class VLMRewardsResponseSerializer(serializers.Serializer):
@@ -242,6 +249,7 @@ class VLMRewardsView(APIView):
 
     parser_classes = [NpyParser, JSONParser]
     throttle_classes = [ApiRateThrottle, RewardsRateThrottle]
+    authentication_classes = DEPLOYMENT_AUTHENTICATION
 
     @extend_schema(
         operation_id="deployment_vlm_rewards",
@@ -249,8 +257,8 @@ class VLMRewardsView(APIView):
         description=(
             "`windows`: each a list of main-view and extra-view frames (base64 PNG/JPEG), scored as sent. "
             "`steps` (reward_mode `history_vlm`, alias `buffered_vlm`): one frame per view per stream; the "
-            "server keeps the last `history_size` steps of each stream and scores a window once "
-            "`min_history_size` steps exist, every `input_interval` steps (the deployment's settings); other "
+            "server keeps each stream's last steps and scores a window by RLinf's HistoryManager counting "
+            "(`count % input_interval == 0` once `min_history_size` steps are held; `input_on_done`); other "
             "steps get `interval_reward`. The label comes from the three label tokens' probabilities in one "
             "forward pass, or with `generate` from greedy text read by the trend parser. The reward maps "
             "positive/negative/unclear/invalid (default 1.0/-0.2/0.0/0.0) plus `gt_success_bonus` when "
@@ -338,7 +346,9 @@ class VLMRewardsView(APIView):
 
 
 class ChatCompletionRequestSerializer(serializers.Serializer):
-    model = serializers.CharField(help_text="The deployment name.")
+    model = serializers.CharField(
+        max_length=200, help_text="The deployment's name or one of its aliases, case-insensitively."
+    )
     messages = serializers.ListField(child=serializers.DictField(), min_length=1)
     max_tokens = serializers.IntegerField(required=False, allow_null=True, min_value=1, max_value=MAX_NEW_TOKENS)
     max_completion_tokens = serializers.IntegerField(
@@ -388,6 +398,7 @@ class ChatCompletionsView(APIView):
     """OpenAI-compatible `POST /v1/chat/completions` for a deployed VLM."""
 
     throttle_classes = [ApiRateThrottle, RewardsRateThrottle]
+    authentication_classes = DEPLOYMENT_AUTHENTICATION
 
     def handle_exception(self, exc):
         response = super().handle_exception(exc)
@@ -400,7 +411,9 @@ class ChatCompletionsView(APIView):
         operation_id="chat_completions",
         summary="OpenAI-compatible chat completions for a VLM deployment",
         description=(
-            "`model` names the deployment. The user message holds the window's frames as base64 `image_url` "
+            "`model` names the deployment (its name or an alias, case-insensitively). Concurrent requests are "
+            "batched by the inference workers; `usage` counts the prompt's and the completion's tokens. The "
+            "user message holds the window's frames as base64 `image_url` "
             "parts (main view, then extra view) and the prompt as text (none: the model's trained prompt). "
             "Greedy decoding with `max_tokens` (default 16); `temperature` is accepted and ignored. The "
             "response adds `reward_studio` with label probabilities, the parsed label and its reward."
@@ -414,7 +427,11 @@ class ChatCompletionsView(APIView):
         data = body.validated_data
         if data.get("stream"):
             raise BadRequest("stream=true is not supported")
-        deployment = _deployment(data["model"])
+        try:
+            name = deployment_name_for(data["model"])
+        except DeploymentNotFound as exc:
+            raise exceptions.NotFound(str(exc)) from None
+        deployment = _deployment(name)
         images, prompt = chat_window(data["messages"])
         max_tokens = data.get("max_completion_tokens") or data.get("max_tokens") or 16
         window = WindowRequest(images, prompt or deployment.prompt, generate=True, max_new_tokens=max_tokens)
@@ -438,7 +455,11 @@ class ChatCompletionsView(APIView):
                         "logprobs": None,
                     }
                 ],
-                "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
+                "usage": {
+                    "prompt_tokens": int(result.get("prompt_tokens") or 0),
+                    "completion_tokens": int(result.get("completion_tokens") or 0),
+                    "total_tokens": int(result.get("prompt_tokens") or 0) + int(result.get("completion_tokens") or 0),
+                },
                 "reward_studio": {
                     "label": label,
                     "label_from_probabilities": result["label"],

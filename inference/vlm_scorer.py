@@ -23,7 +23,7 @@ from .scorers import ModelSpec, register
 from .vlm_wire import WireError, is_packed, unpack_window
 
 
-def result_for(probabilities: np.ndarray, text: str | None = None) -> dict:
+def result_for(probabilities: np.ndarray, text: str | None = None, usage: tuple[int, int] = (0, 0)) -> dict:
     probs = {label: float(p) for label, p in zip(LABELS, probabilities, strict=True)}
     return {
         "probability": probs["positive"],
@@ -31,6 +31,8 @@ def result_for(probabilities: np.ndarray, text: str | None = None) -> dict:
         "label": LABELS[int(np.argmax(probabilities))],
         "text": text,
         "parsed": label_parse(text) if text is not None else None,
+        "prompt_tokens": usage[0],
+        "completion_tokens": usage[1],
     }
 
 
@@ -59,15 +61,15 @@ class VLMScorer:
         items = [ScoreItem(list(w.images), w.prompt or self.prompt) for w in windows]
         probabilities = self.scorer.probabilities(items)
         texts: list[str | None] = [None] * len(items)
+        usage = [(0, 0)] * len(items)
         wanted = [i for i, w in enumerate(windows) if w.generate]
         # one generate call per distinct max_new_tokens (usually just one)
         for budget in sorted({windows[i].max_new_tokens for i in wanted}):
             picks = [i for i in wanted if windows[i].max_new_tokens == budget]
-            for i, text in zip(
-                picks, self.scorer.generate([items[i] for i in picks], max_new_tokens=budget), strict=True
-            ):
-                texts[i] = text
-        return [result_for(p, t) for p, t in zip(probabilities, texts, strict=True)]
+            generated = self.scorer.generate_usage([items[i] for i in picks], max_new_tokens=budget)
+            for i, (text, prompt_tokens, completion_tokens) in zip(picks, generated, strict=True):
+                texts[i], usage[i] = text, (prompt_tokens, completion_tokens)
+        return [result_for(p, t, u) for p, t, u in zip(probabilities, texts, usage, strict=True)]
 
 
 register("vlm", VLMScorer)

@@ -3,29 +3,30 @@
 The web process never loads a model: windows are packed (`inference.vlm_wire`) and sent through the
 server app's broker (`inference.serving.infer_payload`). Per-stream buffers for `history_vlm` (RLinf's
 newer name: `buffered_vlm`) live in Redis, keyed by deployment, client and stream, so several web
-processes can serve one RL run: each step pushes both views' frames, the list keeps the last
-`history_size` steps, and once `min_history_size` steps exist a window is scored every `input_interval`
-steps (the deployment's settings). Buffers are bounded: a client (agent or person, as authenticated) keeps at
-most VLM_MAX_STREAMS live streams per deployment (more answer 429) and a stream's buffer expires
-VLM_STREAM_TTL_S after its last step, so invented stream names cannot fill Redis. Rewards: the label mapping (+ success bonus), then the deployment's
-combine formula `env_reward_weight * env_reward + reward_weight * model_output`.
+processes can serve one RL run: each step pushes both views' frames, and windows are scored by RLinf's
+HistoryManager counting (`inference.rewards.history_window`: `count % input_interval == 0` once
+`min_history_size` steps exist, `input_on_done`). Rewards: the label mapping (+ `gt_success_bonus` per
+step where the env reports success), then the deployment's combine formula
+`env_reward_weight * env_reward + reward_weight * model_output`, with `history_reward_assign` info.
+Buffers are bounded: a client (agent or person, as authenticated) keeps at most VLM_MAX_STREAMS live streams
+per deployment (more answer 429) and a stream's buffer expires VLM_STREAM_TTL_S after its last step, so
+invented stream names cannot fill Redis.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 from django.conf import settings
 
-from training.vlm.history import HistoryConfig
 from training.vlm.labels import LABELS
 from training.vlm.prompt import prompt_render
 from training.vlm.rewards import TrendRewardConfig, trend_reward
 
 from .broker import dump_npy
-from .rewards import combine
+from .rewards import RewardSettings, combine, compute_rewards, history_window
 from .serving import DeploymentConfig, DeploymentNotFound, broker, deployment_config, infer_payload
 from .vlm_wire import WindowRequest, pack_windows, record_pack, unpack_window
 
@@ -47,7 +48,6 @@ class VLMDeployment:
     config: DeploymentConfig
     prompt: str
     reward: TrendRewardConfig
-    history: HistoryConfig
 
 
 def vlm_deployment(
@@ -70,16 +70,11 @@ def vlm_deployment(
     stored = dict((model.config or {}).get("reward") or {})
     if label_rewards:
         stored["label_rewards"] = {**(stored.get("label_rewards") or {}), **label_rewards}
+    if config.reward.gt_success_bonus:
+        stored["gt_success_bonus"] = config.reward.gt_success_bonus
     if gt_success_bonus is not None:
         stored["gt_success_bonus"] = gt_success_bonus
-    reward = config.reward
-    history = HistoryConfig(
-        history_size=reward.history_size,
-        min_history_size=reward.min_history_size,
-        input_interval=reward.input_interval,
-        interval_reward=reward.interval_reward,
-    )
-    return VLMDeployment(config=config, prompt=prompt, reward=TrendRewardConfig.from_dict(stored), history=history)
+    return VLMDeployment(config=config, prompt=prompt, reward=TrendRewardConfig.from_dict(stored))
 
 
 def windows_infer(
@@ -130,6 +125,7 @@ class StreamStep:
     reset: bool = False
     window: list[list[np.ndarray]] = field(default_factory=list)  # buffered [main, extra] pairs
     count: int = 0
+    window_size: int = 0  # steps in the window scored at this step (0: none)
 
 
 def _stream_key(deployment: VLMDeployment, client: str, stream: str) -> str:
@@ -166,13 +162,10 @@ def streams_admit(redis, deployment: VLMDeployment, client: str, steps: list[Str
     pipe.execute()
 
 
-def _scored(count: int, history: HistoryConfig) -> bool:
-    return count >= history.min_history_size and (count - history.min_history_size) % history.input_interval == 0
-
-
-def _push_group(redis, keys: list[str], steps: list[StreamStep], history: HistoryConfig, ttl: int) -> None:
+def _push_group(redis, keys: list[str], steps: list[StreamStep], reward: RewardSettings, ttl: int) -> None:
     """Buffer a group of steps of distinct streams in two round trips: push and count every step, then
-    read back the buffers of the steps that get scored and clear the streams that are done."""
+    read back the windows of the steps that get scored and clear the streams that are done. Like RLinf's
+    HistoryManager, a stream holds up to `history_size + 1` steps when its window is built."""
     if not steps:
         return
     pipe = redis.pipeline(transaction=True)
@@ -181,7 +174,7 @@ def _push_group(redis, keys: list[str], steps: list[StreamStep], history: Histor
         if step.reset:
             pipe.delete(key, key + ":n")
         pipe.rpush(key, record_pack(WindowRequest([step.main, step.extra])))
-        pipe.ltrim(key, -history.history_size, -1)
+        pipe.ltrim(key, -(reward.history_size + 1), -1)
         pipe.incr(key + ":n")
         count_at.append(len(pipe.command_stack) - 1)
         pipe.expire(key, ttl)
@@ -189,11 +182,12 @@ def _push_group(redis, keys: list[str], steps: list[StreamStep], history: Histor
     replies = pipe.execute()
     for step, at in zip(steps, count_at, strict=True):
         step.count = int(replies[at])
+        step.window_size = history_window(step.count, step.done, reward)
     pipe = redis.pipeline(transaction=True)
-    reads = [step for step in steps if _scored(step.count, history)]
+    reads = [step for step in steps if step.window_size]
     for key, step in zip(keys, steps, strict=True):
-        if _scored(step.count, history):
-            pipe.lrange(key, 0, -1)
+        if step.window_size:
+            pipe.lrange(key, -step.window_size, -1)
     for key, step in zip(keys, steps, strict=True):
         if step.done:
             pipe.delete(key, key + ":n")
@@ -203,24 +197,36 @@ def _push_group(redis, keys: list[str], steps: list[StreamStep], history: Histor
 
 
 def stream_rewards(
-    deployment: VLMDeployment, steps: list[StreamStep], *, client: str, generate: bool, max_new_tokens: int
+    deployment: VLMDeployment,
+    steps: list[StreamStep],
+    *,
+    client: str,
+    generate: bool,
+    max_new_tokens: int,
+    pad: bool = False,
 ) -> list[dict]:
-    """One result per step, in order; steps of one stream count in request order."""
+    """One result per step, in order; steps of one stream count in request order (RLinf's counting,
+    `inference.rewards.history_window`). A scored window holds the stream's last steps as they are (RLinf
+    sends no padding; with `pad`, as for the live dashboard, it is front-padded with its oldest step to
+    `history_size`); every step's model output gets the success bonus where the env reports success."""
     redis = broker().redis
-    history = deployment.history
+    reward = replace(deployment.config.reward, gt_success_bonus=deployment.reward.gt_success_bonus)
     streams_admit(redis, deployment, client, steps)
     group: list[StreamStep] = []  # consecutive steps of distinct streams go to Redis together
     for step in [*steps, None]:
         if step is None or step.stream in {s.stream for s in group}:
             keys = [_stream_key(deployment, client, s.stream) for s in group]
-            _push_group(redis, keys, group, history, settings.VLM_STREAM_TTL_S)
+            _push_group(redis, keys, group, reward, settings.VLM_STREAM_TTL_S)
             group = []
         if step is not None:
             group.append(step)
     scored_idx, requests = [], []
     for i, step in enumerate(steps):
-        if _scored(step.count, history):
-            frames = [step.window[0]] * (history.history_size - len(step.window)) + step.window
+        if step.window_size:
+            frames = step.window
+            if pad:
+                size = reward.history_size
+                frames = ([frames[0]] * (size - len(frames)) + frames)[-size:]
             main = [pair[0] for pair in frames]
             extra = [pair[1] for pair in frames]
             requests.append(
@@ -229,23 +235,37 @@ def stream_rewards(
             scored_idx.append(i)
     results = windows_infer(deployment.config, requests) if requests else []
     by_step = dict(zip(scored_idx, results, strict=True))
+    labels = [
+        (by_step[i]["parsed"] if generate else by_step[i]["label"]) if i in by_step else None for i in range(len(steps))
+    ]
+    items = compute_rewards(
+        reward,
+        [by_step[i]["probability"] if i in by_step else None for i in range(len(steps))],
+        scored=[step.window_size for step in steps],
+        env_rewards=[step.env_reward for step in steps],
+        env_success=[step.env_success for step in steps],
+        outputs=[
+            trend_reward(labels[i], config=deployment.reward) if i in by_step else None for i in range(len(steps))
+        ],
+    )
     out = []
-    for i, step in enumerate(steps):
-        if i in by_step:
-            item = item_reward(
-                deployment, by_step[i], env_reward=step.env_reward, env_success=step.env_success, use_text=generate
-            )
-        else:
-            output = deployment.history.interval_reward
-            item = {
-                "scored": False,
-                "label": None,
-                "probabilities": None,
-                "text": None,
-                "model_output": output,
-                "reward": combine(step.env_reward, output, deployment.config.reward),
+    for i, (step, item) in enumerate(zip(steps, items, strict=True)):
+        result = by_step.get(i)
+        out.append(
+            {
+                "stream": step.stream,
+                "step": step.count - 1,
+                "scored": item.scored,
+                "label": labels[i],
+                "probabilities": result["probabilities"] if result else None,
+                "text": result.get("text") if result else None,
+                "model_output": item.model_output,
+                "reward": item.reward,
+                "window": item.window,
+                "assign_previous": item.assign_previous,
+                "assign_reward": item.assign_reward,
             }
-        out.append({"stream": step.stream, "step": step.count - 1, **item})
+        )
     return out
 
 

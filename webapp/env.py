@@ -52,6 +52,21 @@ def env_list(name: str, default: list[str]) -> list[str]:
     return [item.strip() for item in raw.split(",") if item.strip()]
 
 
+def env_cidrs(name: str, default: list[str]) -> list[str]:
+    """Comma-separated IP networks (`10.0.0.0/8,127.0.0.1`), each checked; the normalised texts."""
+    import ipaddress
+
+    out = []
+    for item in env_list(name, default):
+        try:
+            out.append(str(ipaddress.ip_network(item, strict=False)))
+        except ValueError:
+            raise ImproperlyConfigured(
+                f"{name}: {item!r} is not an IP network (e.g. 10.0.0.0/8 or 127.0.0.1)"
+            ) from None
+    return out
+
+
 def env_path(name: str, default: Path) -> Path:
     raw = os.environ.get(name)
     return Path(raw).expanduser().resolve() if raw else default

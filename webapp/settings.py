@@ -7,7 +7,7 @@ from pathlib import Path
 
 import dj_database_url
 
-from .env import bound_to_loopback, env_bool, env_int, env_list, env_path, env_rate, env_str, secret_key
+from .env import bound_to_loopback, env_bool, env_cidrs, env_int, env_list, env_path, env_rate, env_str, secret_key
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 DATA_DIR = env_path("RS_DATA_DIR", BASE_DIR / "data")
@@ -17,6 +17,8 @@ DEBUG = env_bool("DEBUG", bound_to_loopback())
 SECRET_KEY = secret_key("SECRET_KEY", DATA_DIR / "secret_key.txt")
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]", "testserver"])
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
+# Networks whose requests reach deployments (rewards, chat, /health) without a token (inference/trusted_networks.py).
+TRUSTED_CIDRS = env_cidrs("TRUSTED_CIDRS", [])
 
 INSTALLED_APPS = [
     "django.contrib.admin",

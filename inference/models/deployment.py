@@ -35,6 +35,7 @@ class Deployment(models.Model):
     class RewardType(models.TextChoices):
         BINARY = "binary", "Binary (success_reward / fail_reward)"
         SOFT = "soft", "Soft (the probability)"
+        THRESHOLDED = "thresholded", "Thresholded probability (RLinf: 0 at or below threshold)"
 
     class Status(models.TextChoices):
         LOADING = "loading", "Loading"
@@ -52,15 +53,29 @@ class Deployment(models.Model):
     # Reward settings (formats.md section 5).
     reward_mode = models.CharField(max_length=20, choices=RewardMode.choices, default=RewardMode.PER_STEP)
     threshold = models.FloatField(default=0.5, help_text="success = probability > threshold")
-    reward_type = models.CharField(max_length=10, choices=RewardType.choices, default=RewardType.BINARY)
+    reward_type = models.CharField(max_length=20, choices=RewardType.choices, default=RewardType.BINARY)
     success_reward = models.FloatField(default=1.0)
     fail_reward = models.FloatField(default=0.0)
     env_reward_weight = models.FloatField(default=0.0)
     reward_weight = models.FloatField(default=1.0)
     history_size = models.PositiveIntegerField(default=5)
     min_history_size = models.PositiveIntegerField(default=1)
-    input_interval = models.PositiveIntegerField(default=1)
+    input_interval = models.PositiveIntegerField(default=1, help_text="0: unset, i.e. history_size (RLinf).")
     interval_reward = models.FloatField(default=0.0, help_text="Reward of steps the history buffer does not score.")
+    input_on_done = models.BooleanField(
+        default=False, help_text="Also score the steps since the last window on a done step (RLinf)."
+    )
+    history_reward_assign = models.BooleanField(
+        default=False, help_text="Give a scored window's reward to its earlier steps too (RLinf's env worker)."
+    )
+    gt_success_bonus = models.FloatField(
+        default=0.0, help_text="Added to the model output where the env reports success."
+    )
+    aliases = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="Other names the chat endpoint accepts as `model` (case-insensitive), e.g. Qwen3-VL-4B-Instruct.",
+    )
     # Dynamic batching in the inference workers.
     max_batch_size = models.PositiveIntegerField(default=64)
     max_wait_ms = models.FloatField(default=2.0)

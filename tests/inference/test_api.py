@@ -170,7 +170,18 @@ def test_the_hot_path_makes_no_database_query_once_warm(
     assert post_npy(agent_client, deployment.name, body).json()["items"][0]["probability"] == 0.75
     with django_assert_num_queries(0):
         response = post_npy(agent_client, deployment.name, body, "?env_rewards=1.0&dones=0")
-    assert response.json()["items"] == [{"probability": 0.75, "success": True, "reward": 1.0, "scored": True}]
+    assert response.json()["items"] == [
+        {
+            "probability": 0.75,
+            "success": True,
+            "reward": 1.0,
+            "scored": True,
+            "model_output": 1.0,
+            "window": 0,
+            "assign_previous": 0,
+            "assign_reward": 0.0,
+        }
+    ]
 
 
 def test_admin_deploys_and_switching_the_model_bumps_the_version(admin_user, client, project, trained_model):

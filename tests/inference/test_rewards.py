@@ -71,14 +71,16 @@ def test_terminal_mode_without_dones_scores_nothing():
     assert scored == [False, False]
 
 
-def test_history_buffer_waits_for_min_history_then_scores_every_interval():
+def test_history_buffer_waits_for_min_history_then_scores_at_multiples_of_the_interval():
+    """RLinf rlinf/utils/env_helpers/history_manager.py:155-170: scored when the buffer holds at least
+    min_history_size entries and `history_counts % input_interval == 0`."""
     settings = RewardSettings(reward_mode="history_buffer", history_size=5, min_history_size=3, input_interval=2)
     count, pattern = 0, []
     for _ in range(8):
-        scored, count = history_step(count, settings)
-        pattern.append(scored)
-    # steps 1..8: counts 1,2 too few; 3 scored; 4 not; 5 scored; 6 not; 7 scored; 8 not
-    assert pattern == [False, False, True, False, True, False, True, False]
+        window, count = history_step(count, settings)
+        pattern.append(window)
+    # counts 1..8: 2 holds too few; 4, 6, 8 are multiples of 2 with >= 3 held; windows = min(count, 5)
+    assert pattern == [0, 0, 0, 4, 0, 5, 0, 5]
 
 
 def test_history_buffer_unscored_steps_get_interval_reward_and_done_resets_stream():
@@ -86,7 +88,7 @@ def test_history_buffer_unscored_steps_get_interval_reward_and_done_resets_strea
         reward_mode="history_buffer", history_size=4, min_history_size=2, input_interval=1, interval_reward=-0.1
     )
     scored, after = plan_scoring(settings, 3, dones=[False, True, False], history=[0, 1, 3])
-    assert scored == [False, True, True]
+    assert scored == [0, 2, 4]  # count 1 holds too few; counts 2 and 4 are scored with what they hold
     assert after == [1, 0, 4]
     items = compute_rewards(settings, [None, 0.8, 0.2], scored=scored)
     assert [i.reward for i in items] == pytest.approx([-0.1, 1.0, 0.0])
@@ -104,7 +106,7 @@ def test_per_step_scores_everything():
         {"reward_type": "fuzzy"},
         {"threshold": 1.5},
         {"min_history_size": 6, "history_size": 5},
-        {"input_interval": 0},
+        {"input_interval": -1},
         {"reward_weight": float("nan")},
     ],
 )

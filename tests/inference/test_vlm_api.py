@@ -173,34 +173,37 @@ def test_history_vlm_streams_buffer_steps_and_score_every_interval(
         for item in response.json()["items"]:
             results[item["stream"]].append(item)
 
-    # scored once 3 steps exist, then every 2nd step; stream b restarts after its done step
-    assert [i["scored"] for i in results["a"]] == [False, False, True, False, True, False, True]
-    assert [i["scored"] for i in results["b"]] == [False, False, True, False, True, False, False]
+    # RLinf's HistoryManager (rlinf/utils/env_helpers/history_manager.py:155-181): scored at counts that are
+    # multiples of input_interval once min_history_size steps are held; stream b restarts after its done
+    # step (count 5, not a multiple of 2, no input_on_done: not scored), then holds too few steps
+    assert [i["scored"] for i in results["a"]] == [False, False, False, True, False, True, False]
+    assert [i["scored"] for i in results["b"]] == [False, False, False, True, False, False, False]
     assert all(i["reward"] == 0.25 for i in results["a"] if not i["scored"])
+    assert [i["window"] for i in results["a"]] == [0, 0, 0, 4, 0, 5, 0]
 
-    def window(stream, end):  # the last history_size steps, front-padded with the oldest
-        idx = list(range(max(0, end - 4), end + 1))
-        idx = [idx[0]] * (5 - len(idx)) + idx
+    def window(stream, start, end):  # the stream's steps start..end as they are (RLinf pads nothing)
+        idx = list(range(start, end + 1))
         return [mains[stream][i] for i in idx] + [extras[stream][i] for i in idx]
 
     # one request may carry several steps of one stream (they count in order) next to other streams
     steps = [
         {"stream": s, "main": b64png(mains["a"][t]), "extra": b64png(extras["a"][t]), "reset": t == 0}
-        for t, s in [(0, "c"), (1, "c"), (0, "d"), (2, "c")]
+        for t, s in [(0, "c"), (1, "c"), (0, "d"), (2, "c"), (3, "c")]
     ]
     items = post(url, rl_token, {"steps": steps}).json()["items"]
     assert [(i["stream"], i["step"], i["scored"]) for i in items] == [
         ("c", 0, False),
         ("c", 1, False),
         ("d", 0, False),
-        ("c", 2, True),
+        ("c", 2, False),
+        ("c", 3, True),
     ]
     np.testing.assert_allclose(
-        [items[3]["probabilities"][k] for k in LABELS], direct.probabilities([window("a", 2)])[0], atol=1e-5
+        [items[4]["probabilities"][k] for k in LABELS], direct.probabilities([window("a", 0, 3)])[0], atol=1e-5
     )
 
     # the compact form: uint8 [B,2,H,W,3] (one step per stream, both views) with stream names in the query
-    for t in range(3):
+    for t in range(4):
         buffer = io.BytesIO()
         np.save(
             buffer, np.stack([np.stack([mains["a"][t], extras["a"][t]]), np.stack([mains["b"][t], extras["b"][t]])])
@@ -213,15 +216,15 @@ def test_history_vlm_streams_buffer_steps_and_score_every_interval(
             timeout=60,
         )
         assert response.status_code == 200, response.text
-        assert [(i["stream"], i["scored"]) for i in response.json()["items"]] == [("e", t == 2), ("f", t == 2)]
+        assert [(i["stream"], i["scored"]) for i in response.json()["items"]] == [("e", t == 3), ("f", t == 3)]
     np.testing.assert_allclose(
         [response.json()["items"][0]["probabilities"][k] for k in LABELS],
-        direct.probabilities([window("a", 2)])[0],
+        direct.probabilities([window("a", 0, 3)])[0],
         atol=1e-5,
     )
 
-    expected = direct.probabilities([window("a", 2), window("a", 4), window("a", 6), window("b", 4)])
-    got = [results["a"][2], results["a"][4], results["a"][6], results["b"][4]]
+    expected = direct.probabilities([window("a", 0, 3), window("a", 1, 5), window("b", 0, 3)])
+    got = [results["a"][3], results["a"][5], results["b"][3]]
     for item, probs in zip(got, expected, strict=True):
         np.testing.assert_allclose([item["probabilities"][k] for k in LABELS], probs, atol=1e-5)
         assert item["reward"] == pytest.approx(LABEL_REWARDS[LABELS[int(np.argmax(probs))]])

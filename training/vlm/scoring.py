@@ -74,7 +74,13 @@ class TrendScorer:
     @torch.inference_mode()
     def generate(self, items: list[ScoreItem], *, max_new_tokens: int = 16) -> list[str]:
         """Greedy completions (no sampling), decoded without special tokens."""
-        texts: list[str] = []
+        return [text for text, _, _ in self.generate_usage(items, max_new_tokens=max_new_tokens)]
+
+    @torch.inference_mode()
+    def generate_usage(self, items: list[ScoreItem], *, max_new_tokens: int = 16) -> list[tuple[str, int, int]]:
+        """(text, prompt tokens, completion tokens) per item: the prompt's tokens without padding, and the
+        generated tokens up to and including the first end-of-sequence token (OpenAI's `usage`)."""
+        out: list[tuple[str, int, int]] = []
         tokenizer = self.processor.tokenizer
         for start in range(0, len(items), self.max_batch):
             batch = self._inputs(items[start : start + self.max_batch])
@@ -86,5 +92,18 @@ class TrendScorer:
                 pad_token_id=tokenizer.pad_token_id,
                 eos_token_id=tokenizer.eos_token_id,
             )
-            texts.extend(tokenizer.batch_decode(generated[:, prompt_len:], skip_special_tokens=True))
-        return texts
+            new_tokens = generated[:, prompt_len:]
+            texts = tokenizer.batch_decode(new_tokens, skip_special_tokens=True)
+            prompt_counts = batch["attention_mask"].sum(dim=1).tolist()
+            for text, row, prompt_count in zip(texts, new_tokens.tolist(), prompt_counts, strict=True):
+                out.append((text, int(prompt_count), completion_length(row, tokenizer.eos_token_id)))
+        return out
+
+
+def completion_length(tokens: list[int], eos_token_id) -> int:
+    """Generated tokens up to and including the first end-of-sequence token (the rest is padding)."""
+    eos = set(eos_token_id) if isinstance(eos_token_id, list | tuple) else {eos_token_id}
+    for i, token in enumerate(tokens):
+        if token in eos:
+            return i + 1
+    return len(tokens)
