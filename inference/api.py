@@ -246,6 +246,10 @@ class DeploymentListView(APIView):
     def post(self, request):
         if access.is_agent(request.user):
             raise exceptions.PermissionDenied(access.refusal(request.user, access.DEPLOY_PROJECT))
+        named = str(request.data.get("trained_model", "")) if isinstance(request.data, dict) else ""
+        model = TrainedModel.objects.filter(pk=int(named)).first() if named.isdigit() and len(named) < 12 else None
+        if model is not None:  # refuse before judging the rest of the body
+            _require_deploy(request, model)
         serializer = DeploymentSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         values = dict(serializer.validated_data)
