@@ -215,7 +215,7 @@ def refusal(actor, perm: Perm) -> str:
     if is_agent(actor):
         if perm.scope is None:
             return f"agent tokens may not {perm.what}"
-        return f"this token lacks the {perm.scope!r} scope needed to {perm.what}"
+        return f"this token lacks the '{perm.scope}' scope needed to {perm.what}"
     if perm.role is None:
         return f"only site admins may {perm.what}"
     return f"you need the {perm.role} role in this project to {perm.what}"

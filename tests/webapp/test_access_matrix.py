@@ -286,7 +286,9 @@ def build_world(django_user_model) -> dict:
         else:
             agents[name], tokens[name] = agent_create(name=f"m-{name}", scopes=[scope], projects=[project])
     episode, _ = episode_create(project=project, uuid=uuid.uuid4(), agent=agents["ingest"])
-    steps_append(episode=episode, steps=[StepInput(index=0, images={"main": check_image(_png(), max_side=64, max_pixels=4096)})])
+    steps_append(
+        episode=episode, steps=[StepInput(index=0, images={"main": check_image(_png(), max_side=64, max_pixels=4096)})]
+    )
     folder = f"snapshots/project_{project.pk}/snapshot_1"
     default_storage.save(f"{folder}/labels.json", ContentFile(b"{}"))
     snapshot = DatasetSnapshot.objects.create(project=project, number=1, status="ready", folder=folder)
@@ -384,7 +386,11 @@ def test_route_answers_each_caller_as_designed(world, route, case):
         refusal = expected(caller, case)
         code = response.status_code
         if refusal is None:
-            if code in (401, 403, 404) or code >= 500 or (code == 302 and "/accounts/login" in response.get("Location", "")):
+            if (
+                code in (401, 403, 404)
+                or code >= 500
+                or (code == 302 and "/accounts/login" in response.get("Location", ""))
+            ):
                 wrong.append(f"{caller}: allowed, got {code}")
         elif code != refusal:
             wrong.append(f"{caller}: expected {refusal}, got {code}")
@@ -445,9 +451,7 @@ def test_websockets_answer_each_caller_as_designed(django_user_model):
         return connected, code, reply
 
     async def attempts():  # one event loop for all (the channel layer's connections belong to it)
-        return {
-            (route, caller): await attempt(caller, paths[route]) for route in WS_MATRIX for caller in CALLERS
-        }
+        return {(route, caller): await attempt(caller, paths[route]) for route in WS_MATRIX for caller in CALLERS}
 
     results = async_to_sync(attempts)()
     wrong = []
