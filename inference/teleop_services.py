@@ -42,10 +42,11 @@ class RecordedStep:
 
 
 def _agent_sees_deployment(agent: Agent, name: str) -> bool:
+    """False for a deployment the agent may not use (a missing one is reported later, per frame)."""
     from .models import Deployment
 
     row = Deployment.objects.filter(name=name).values("pk", "project_id").first()
-    return row is not None and access.agent_sees_deployment(agent, row["pk"], row["project_id"])
+    return row is None or access.agent_sees_deployment(agent, row["pk"], row["project_id"])
 
 
 def session_viewer_access(*, user, session_id: int) -> int:
