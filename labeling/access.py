@@ -328,10 +328,3 @@ def visible_deployment_filter(actor) -> Q:
         projects, deployments = agent_grants(actor)
         return Q(project_id__in=projects) | Q(pk__in=deployments)
     return Q(project__in=visible_projects(actor).values("pk"))
-
-
-def roles_of(actor) -> dict[int, str]:
-    """project id -> role name, for a person (pages show what each project allows)."""
-    if is_agent(actor) or not getattr(actor, "is_authenticated", False):
-        return {}
-    return dict(Membership.objects.filter(user=actor).values_list("project_id", "role"))

@@ -16,7 +16,7 @@ from labeling.selectors import project_list_with_counts
 @login_required
 def home(request):
     projects = project_list_with_counts().filter(pk__in=access.visible_projects(request.user).values("pk"))
-    return render(request, "home.html", {"projects": projects, "roles": access.roles_of(request.user)})
+    return render(request, "home.html", {"projects": projects})
 
 
 def healthz(request):
