@@ -194,14 +194,14 @@ def _deployment_role(role: str):
 SEES_PROJECT = site_admin | member | agent_on_project
 SEES_DEPLOYMENT = site_admin | deployment_visible
 for _perm in PERMS.values():
-    rules.add_perm(_perm.name, _project_rule(_perm))
+    rules.set_perm(_perm.name, _project_rule(_perm))
 for _perm in DEPLOYMENT_PERMS.values():
     _predicate = site_admin
     if _perm.role is not None:
         _predicate = _predicate | _deployment_role(_perm.role)
     if _perm.scope is not None:
         _predicate = _predicate | (deployment_visible & has_scope(_perm.scope))
-    rules.add_perm(_perm.name, _predicate)
+    rules.set_perm(_perm.name, _predicate)
 
 
 # ---- checks for views --------------------------------------------------------------------------------
