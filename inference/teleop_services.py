@@ -166,7 +166,7 @@ def teleop_steps_record(*, session_id: int, steps: list[RecordedStep]) -> int:
     return created
 
 
-def teleop_episode_end(*, episode_uuid: str, success: bool | None, session_id: int | None = None) -> Episode | None:
+def teleop_episode_end(*, episode_uuid: str, success: bool | None, session_id: int) -> Episode | None:
     """Finish an episode of this session (one of another session or agent is left alone: None)."""
     try:
         uuid_lib.UUID(str(episode_uuid))
