@@ -8,10 +8,10 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import exceptions, serializers, status
 from rest_framework.parsers import BaseParser, JSONParser
-from rest_framework.permissions import BasePermission
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from labeling import access
 from training.models import TrainedModel
 
 from . import services
@@ -124,7 +124,8 @@ class RewardsView(APIView):
             200: RewardsResponseSerializer,
             400: OpenApiResponse(description="Bad images, shapes or flags (the detail says which)."),
             401: OpenApiResponse(description="Missing or unknown token."),
-            404: OpenApiResponse(description="No such deployment."),
+            403: OpenApiResponse(description="The token lacks the `rewards` scope."),
+            404: OpenApiResponse(description="No such deployment (or not one of the token's)."),
             429: OpenApiResponse(description="Over the reward rate limit or too many bad requests (see Retry-After)."),
             503: OpenApiResponse(description="Deployment unhealthy or no inference worker answered."),
         },
@@ -139,6 +140,7 @@ class RewardsView(APIView):
             config = deployment_config(name)
         except DeploymentNotFound as exc:
             raise exceptions.NotFound(str(exc)) from None
+        access.require(request.user, access.REWARDS, config, not_found=f"no deployment named {name!r}")
         if config.kind == "vlm":
             raise BadRequest(
                 f"deployment {name!r} serves a VLM trend model: send windows to /api/deployments/{name}/vlm/rewards"
@@ -203,13 +205,15 @@ class RewardsView(APIView):
         )
 
 
-class IsStaffOrReadOnly(BasePermission):
-    message = "changing deployments needs a staff account"
+def _deployment(request, name: str, perm=access.DEPLOYMENT_VIEW) -> Deployment:
+    deployment = get_object_or_404(Deployment.objects.select_related("trained_model"), name=name)
+    access.require(request.user, perm, deployment)
+    return deployment
 
-    def has_permission(self, request, view):
-        if request.method in ("GET", "HEAD", "OPTIONS"):
-            return True
-        return bool(getattr(request.user, "is_staff", False))
+
+def _require_deploy(request, trained_model: TrainedModel) -> None:
+    """Deploying a model needs the manager role in its project."""
+    access.require(request.user, access.DEPLOY_PROJECT, trained_model.project_id)
 
 
 class DeploymentSerializer(serializers.ModelSerializer):
@@ -245,20 +249,29 @@ class DeploymentUpdateSerializer(DeploymentSerializer):
 
 
 class DeploymentListView(APIView):
-    permission_classes = [IsStaffOrReadOnly]
-
     @extend_schema(operation_id="deployment_list", responses=DeploymentSerializer(many=True))
     def get(self, request):
-        rows = Deployment.objects.select_related("trained_model").order_by("name")
+        rows = (
+            Deployment.objects.select_related("trained_model")
+            .filter(access.visible_deployment_filter(request.user))
+            .order_by("name")
+        )
         return Response(DeploymentSerializer(rows, many=True).data)
 
     @extend_schema(
         operation_id="deployment_create", request=DeploymentSerializer, responses={201: DeploymentSerializer}
     )
     def post(self, request):
+        if access.is_agent(request.user):
+            raise exceptions.PermissionDenied(access.refusal(request.user, access.DEPLOY_PROJECT))
+        named = str(request.data.get("trained_model", "")) if isinstance(request.data, dict) else ""
+        model = TrainedModel.objects.filter(pk=int(named)).first() if named.isdigit() and len(named) < 12 else None
+        if model is not None:  # refuse before judging the rest of the body
+            _require_deploy(request, model)
         serializer = DeploymentSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         values = dict(serializer.validated_data)
+        _require_deploy(request, values["trained_model"])
         try:
             deployment = services.deployment_create(
                 name=values.pop("name"), trained_model=values.pop("trained_model"), **values
@@ -269,11 +282,9 @@ class DeploymentListView(APIView):
 
 
 class DeploymentDetailView(APIView):
-    permission_classes = [IsStaffOrReadOnly]
-
     @extend_schema(operation_id="deployment_get", responses=DeploymentSerializer)
     def get(self, request, name: str):
-        return Response(DeploymentSerializer(get_object_or_404(Deployment, name=name)).data)
+        return Response(DeploymentSerializer(_deployment(request, name)).data)
 
     @extend_schema(
         operation_id="deployment_update",
@@ -282,10 +293,12 @@ class DeploymentDetailView(APIView):
         responses=DeploymentSerializer,
     )
     def patch(self, request, name: str):
-        deployment = get_object_or_404(Deployment, name=name)
+        deployment = _deployment(request, name, access.DEPLOY)
         serializer = DeploymentUpdateSerializer(deployment, data=request.data, partial=True)
         serializer.is_valid(raise_exception=True)
         values = dict(serializer.validated_data)
+        if "trained_model" in values:
+            _require_deploy(request, values["trained_model"])
         try:
             deployment = services.deployment_update(
                 deployment=deployment, trained_model=values.pop("trained_model", None), **values

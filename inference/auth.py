@@ -90,6 +90,7 @@ class TrustedClient:
     is_anonymous = False
     is_staff = False
     token_hash = None
+    trusted_network = True  # labeling.access: may see deployments and ask them for rewards
 
     def __init__(self, address: str):
         self.address = address

@@ -18,6 +18,7 @@ from urllib.parse import parse_qs
 
 from django.conf import settings
 
+from labeling import access
 from labeling.tokens import token_from_header
 
 from .auth import MALFORMED, UNKNOWN, acached_agent
@@ -82,6 +83,11 @@ class RewardsFastPath:
             config = await adeployment_config(name)
         except DeploymentNotFound as exc:
             raise HttpError(404, str(exc)) from None
+        allowed = access.check(agent, access.REWARDS, config)  # agents' grants are loaded with the token
+        if allowed == 404:
+            raise HttpError(404, f"no deployment named {name!r}")
+        if allowed != 200:
+            raise HttpError(403, access.refusal(agent, access.REWARDS))
         if config.kind == "vlm":
             raise HttpError(
                 400,

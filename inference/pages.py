@@ -7,6 +7,8 @@ from django.contrib.auth.decorators import login_required
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
+from labeling import access
+
 from . import selectors, services
 from .models import Deployment, ServedFrame
 
@@ -16,13 +18,17 @@ def deployment_list(request):
     return render(
         request,
         "inference/deployment_list.html",
-        {"deployments": selectors.deployment_list(), "workers": selectors.workers_alive()},
+        {
+            "deployments": selectors.deployment_list().filter(access.visible_deployment_filter(request.user)),
+            "workers": selectors.workers_alive(),
+        },
     )
 
 
 @login_required
 def gallery(request, name: str):
     deployment = get_object_or_404(Deployment.objects.select_related("trained_model"), name=name)
+    access.require_page(request, access.DEPLOYMENT_VIEW, deployment)
     return render(
         request,
         "inference/gallery.html",
@@ -38,6 +44,8 @@ def gallery(request, name: str):
 @require_POST
 def gallery_label(request, name: str, frame_id: int):
     frame = get_object_or_404(ServedFrame.objects.select_related("deployment"), pk=frame_id, deployment__name=name)
+    access.require_page(request, access.DEPLOYMENT_VIEW, frame.deployment)
+    access.require_page(request, access.LABEL, frame.deployment.project_id)
     value = request.POST.get("value", "")
     try:
         episode = services.served_frame_label(frame=frame, value=value, user=request.user)

@@ -27,6 +27,7 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer, AsyncWebsocketConsumer
 from django.conf import settings
 
+from labeling import access
 from labeling.images import CheckedImage, ImageError, check_image
 from labeling.models import Agent
 from robot_agent.protocol import ProtocolError, decode_image, unpack_step
@@ -69,6 +70,9 @@ class TeleopAgentConsumer(AsyncWebsocketConsumer):
         self.agent = self.scope.get("agent")
         if self.agent is None:
             await self.close(code=4401)
+            return
+        if access.TELEOP.scope not in (self.agent.scopes or []):
+            await self.close(code=4403)  # the token lacks the teleop scope
             return
         self.session_id: int | None = None
         self.session = None
@@ -207,7 +211,9 @@ class TeleopAgentConsumer(AsyncWebsocketConsumer):
         await self.flush()
         success = message.get("success")
         episode = await database_sync_to_async(services.teleop_episode_end)(
-            episode_uuid=str(message.get("episode")), success=success if isinstance(success, bool) else None
+            episode_uuid=str(message.get("episode")),
+            success=success if isinstance(success, bool) else None,
+            session_id=self.session_id,
         )
         if episode is not None:
             await self.broadcast(
@@ -397,6 +403,11 @@ class TeleopDashboardConsumer(AsyncJsonWebsocketConsumer):
             await self.close(code=4401)
             return
         self.session_id = int(self.scope["url_route"]["kwargs"]["session_id"])
+        outcome = await database_sync_to_async(services.session_viewer_access)(user=user, session_id=self.session_id)
+        if outcome != 200:
+            self.session_id = None
+            await self.close(code=access.WS_CLOSE.get(outcome, 4404))
+            return
         snapshot = await database_sync_to_async(services.session_snapshot)(session_id=self.session_id)
         if snapshot is None:
             await self.close(code=4404)

@@ -14,6 +14,7 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
+from labeling import access
 from labeling.images import CheckedImage, ImageError, check_image
 from labeling.models import Agent, Episode, FrameLabel, LabelChange, LabelSource, Project, Step
 from labeling.services import IngestError, StepInput, episode_create, episode_finish, steps_append
@@ -40,19 +41,36 @@ class RecordedStep:
     images: dict[str, bytes | CheckedImage]  # checked already when received over a socket
 
 
+def _agent_sees_deployment(agent: Agent, name: str) -> bool:
+    """False for a deployment the agent may not use (a missing one is reported later, per frame)."""
+    from .models import Deployment
+
+    row = Deployment.objects.filter(name=name).values("pk", "project_id").first()
+    return row is None or access.agent_sees_deployment(agent, row["pk"], row["project_id"])
+
+
+def session_viewer_access(*, user, session_id: int) -> int:
+    """200, 404 or 403 for a person opening a session's dashboard (members of its project)."""
+    project_id = TeleopSession.objects.filter(pk=session_id).values_list("project_id", flat=True).first()
+    return 404 if project_id is None else access.check(user, access.VIEW, project_id)
+
+
 def session_open(*, agent: Agent, hello: dict) -> TeleopSession:
     """A new session for this agent, or the one it names when resuming after a reconnect."""
     resume = hello.get("session")
     if resume is not None:
         session = TeleopSession.objects.filter(pk=resume, agent=agent).first()
-        if session is not None:
+        if session is not None and access.agent_sees_project(agent, session.project_id):
             TeleopSession.objects.filter(pk=session.pk).update(is_live=True, ended_at=None, last_seen_at=timezone.now())
             session.refresh_from_db()
             return session
     name = str(hello.get("project") or "")
     project = Project.objects.filter(name=name).first()
-    if project is None:
+    if project is None or not access.agent_sees_project(agent, project.pk):
         raise TeleopError(f"no project named {name!r}")
+    deployment = str(hello.get("deployment") or "")
+    if deployment and not _agent_sees_deployment(agent, deployment):
+        raise TeleopError(f"no deployment named {deployment!r}")
     cameras = [str(c) for c in hello.get("cameras") or []]
     unknown = sorted(set(cameras) - set(project.camera_views))
     if unknown:
@@ -103,6 +121,8 @@ def teleop_episode_start(*, session_id: int, episode_uuid: str, metadata: dict) 
         env_id=str(metadata.get("env_id") or session.env_id)[:100],
         metadata={"teleop_session": session.pk, **{k: metadata[k] for k in ("seed", "policy") if k in metadata}},
     )
+    if episode.agent_id != session.agent_id:
+        raise TeleopError(f"episode {parsed} belongs to another agent")
     session.episodes.add(episode)
     return episode
 
@@ -115,7 +135,7 @@ def teleop_steps_record(*, session_id: int, steps: list[RecordedStep]) -> int:
     for step in steps:
         by_episode.setdefault(step.episode, []).append(step)
     for episode_uuid, items in by_episode.items():
-        episode = Episode.objects.filter(uuid=episode_uuid, project_id=session.project_id).first()
+        episode = Episode.objects.filter(uuid=episode_uuid, teleop_sessions=session).first()
         if episode is None:
             raise TeleopError(f"episode {episode_uuid} was not started (send episode_start first)")
         inputs = []
@@ -148,8 +168,13 @@ def teleop_steps_record(*, session_id: int, steps: list[RecordedStep]) -> int:
     return created
 
 
-def teleop_episode_end(*, episode_uuid: str, success: bool | None) -> Episode | None:
-    episode = Episode.objects.filter(uuid=episode_uuid).first()
+def teleop_episode_end(*, episode_uuid: str, success: bool | None, session_id: int) -> Episode | None:
+    """Finish an episode of this session (one of another session or agent is left alone: None)."""
+    try:
+        uuid_lib.UUID(str(episode_uuid))
+    except ValueError:
+        return None
+    episode = Episode.objects.filter(uuid=episode_uuid, teleop_sessions=session_id).first()
     if episode is None:
         return None
     return episode_finish(episode=episode, success=success)
@@ -160,7 +185,11 @@ def teleop_label(*, session_id: int, episode_uuid: str, index: int, value: str) 
     if value not in FrameLabel.Value.values:
         raise TeleopError(f"label value must be success or fail, got {value!r}")
     session = TeleopSession.objects.select_related("agent").get(pk=session_id)
-    step = Step.objects.select_related("episode").filter(episode__uuid=episode_uuid, index=index).first()
+    step = (
+        Step.objects.select_related("episode")
+        .filter(episode__uuid=episode_uuid, episode__teleop_sessions=session, index=index)
+        .first()
+    )
     if step is None:
         raise TeleopError(f"step {index} of episode {episode_uuid} was not recorded")
     with transaction.atomic():

@@ -9,6 +9,8 @@ from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.generics import ListAPIView
 
+from labeling import access
+
 from .models import Deployment, TeleopSession
 
 _PLACEHOLDER = "00000000-0000-0000-0000-000000000000"
@@ -22,13 +24,17 @@ def label_url_template() -> str:
         return "/episodes/{uuid}/label/"
 
 
-def _sessions():
-    return TeleopSession.objects.select_related("agent", "project").prefetch_related("episodes")
+def _sessions(actor):
+    """The teleop sessions a caller may see: its projects' (people), its own in its projects (agents)."""
+    sessions = TeleopSession.objects.select_related("agent", "project").prefetch_related("episodes")
+    if access.is_agent(actor):
+        sessions = sessions.filter(agent=actor)
+    return sessions.filter(access.visible_project_filter(actor))
 
 
 @login_required
 def teleop_sessions(request):
-    sessions = list(_sessions()[:100])
+    sessions = list(_sessions(request.user)[:100])
     template = label_url_template()
     for session in sessions:
         session.episode_links = [(e, template.replace("{uuid}", str(e.uuid))) for e in session.episodes.all()]
@@ -37,7 +43,7 @@ def teleop_sessions(request):
 
 @login_required
 def teleop_dashboard(request, session_id: int):
-    session = get_object_or_404(_sessions(), pk=session_id)
+    session = get_object_or_404(_sessions(request.user), pk=session_id)
     deployment = Deployment.objects.filter(name=session.deployment_name).first() if session.deployment_name else None
     data = {
         "session": session.pk,
@@ -88,7 +94,9 @@ class TeleopSessionList(ListAPIView):
     serializer_class = TeleopSessionOut
 
     def get_queryset(self):
-        queryset = _sessions()
+        if access.is_agent(self.request.user):
+            access.require_scope(self.request.user, access.TELEOP)
+        queryset = _sessions(self.request.user)
         live = self.request.query_params.get("live")
         if live in ("1", "true"):
             queryset = queryset.filter(is_live=True)

@@ -27,6 +27,7 @@ from rest_framework.parsers import JSONParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from labeling import access
 from labeling.images import ImageError, check_image, decode_rgb
 from training.vlm.parse import label_parse
 from training.vlm.rewards import trend_reward
@@ -34,7 +35,7 @@ from training.vlm.rewards import trend_reward
 from .api import NpyParser
 from .auth import DEPLOYMENT_AUTHENTICATION
 from .payloads import PayloadError, bool_list, float_list
-from .serving import DeploymentNotFound, DeploymentUnavailable, deployment_name_for
+from .serving import DeploymentNotFound, DeploymentUnavailable, deployment_config, deployment_name_for
 from .throttles import ApiRateThrottle, RewardsRateThrottle
 from .vlm_serving import (
     REWARD_MODES,
@@ -82,7 +83,17 @@ def image_decode(text: object, where: str):
         raise BadRequest(f"{where}: {exc}") from None
 
 
-def _deployment(name: str, **overrides):
+def _allowed(request, name: str) -> None:
+    """404 unless the deployment exists and the caller sees it, 403 unless it may ask it for rewards."""
+    try:
+        config = deployment_config(name)
+    except DeploymentNotFound as exc:
+        raise exceptions.NotFound(str(exc)) from None
+    access.require(request.user, access.REWARDS, config, not_found=f"no deployment named {name!r}")
+
+
+def _deployment(request, name: str, **overrides):
+    _allowed(request, name)
     try:
         return vlm_deployment(name, **overrides)
     except DeploymentNotFound as exc:
@@ -283,13 +294,14 @@ class VLMRewardsView(APIView):
         },
     )
     def post(self, request, name: str):
+        _allowed(request, name)
         content_type = (request.content_type or "").split(";")[0].strip()
         raw = npy_request(request) if content_type == NpyParser.media_type else request.data
         body = VLMRewardsRequestSerializer(data=raw)
         body.is_valid(raise_exception=True)
         data = body.validated_data
         deployment = _deployment(
-            name, label_rewards=data.get("label_rewards"), gt_success_bonus=data.get("gt_success_bonus")
+            request, name, label_rewards=data.get("label_rewards"), gt_success_bonus=data.get("gt_success_bonus")
         )
         try:
             if data["reward_mode"] == "window":
@@ -431,7 +443,7 @@ class ChatCompletionsView(APIView):
             name = deployment_name_for(data["model"])
         except DeploymentNotFound as exc:
             raise exceptions.NotFound(str(exc)) from None
-        deployment = _deployment(name)
+        deployment = _deployment(request, name)
         images, prompt = chat_window(data["messages"])
         max_tokens = data.get("max_completion_tokens") or data.get("max_tokens") or 16
         window = WindowRequest(images, prompt or deployment.prompt, generate=True, max_new_tokens=max_tokens)

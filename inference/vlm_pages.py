@@ -10,6 +10,7 @@ from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404
 from django.template import engines
 
+from labeling import access
 from training.models import TrainedModel
 from training.storage import local_path
 from training.vlm.labels import LABELS
@@ -97,6 +98,7 @@ def evaluation_context(model: TrainedModel) -> dict:
 
 @login_required
 def vlm_evaluation(request, model_id: int):
-    model = get_object_or_404(TrainedModel, pk=model_id, kind="vlm")
+    model = get_object_or_404(TrainedModel.objects.select_related("project"), pk=model_id, kind="vlm")
+    access.require_page(request, access.TRAINING_VIEW, model.project)
     template = engines["django"].from_string(PAGE)
     return HttpResponse(template.render(evaluation_context(model), request))

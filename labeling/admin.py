@@ -1,28 +1,65 @@
+from django import forms
 from django.contrib import admin, messages
 
 from . import services
-from .models import Agent, Episode, Frame, FrameLabel, LabelChange, Project, Step, WindowLabel
+from .models import Agent, AgentScope, Episode, Frame, FrameLabel, LabelChange, Membership, Project, Step, WindowLabel
+
+
+class MembershipInline(admin.TabularInline):
+    model = Membership
+    extra = 1
+    autocomplete_fields = ["user"]
 
 
 @admin.register(Project)
 class ProjectAdmin(admin.ModelAdmin):
     list_display = ["name", "camera_views", "window_size", "target_success_frames", "target_fail_frames", "created_at"]
     search_fields = ["name", "task_description"]
+    inlines = [MembershipInline]
+
+
+@admin.register(Membership)
+class MembershipAdmin(admin.ModelAdmin):
+    list_display = ["project", "user", "role", "created_at"]
+    list_filter = ["project", "role"]
+    search_fields = ["user__username", "project__name"]
+    autocomplete_fields = ["user", "project"]
+
+
+class AgentForm(forms.ModelForm):
+    scopes = forms.MultipleChoiceField(
+        choices=AgentScope.choices,
+        widget=forms.CheckboxSelectMultiple,
+        required=False,
+        help_text="What the token may do; give an RL worker only rewards.",
+    )
+
+    class Meta:
+        model = Agent
+        fields = ["name", "kind", "is_active", "scopes", "all_projects", "projects", "deployments"]
 
 
 @admin.register(Agent)
 class AgentAdmin(admin.ModelAdmin):
-    list_display = ["name", "kind", "token_prefix", "is_active", "last_seen_at", "created_at"]
-    list_filter = ["kind", "is_active"]
+    form = AgentForm
+    list_display = ["name", "kind", "scope_list", "all_projects", "token_prefix", "is_active", "last_seen_at"]
+    list_filter = ["kind", "is_active", "all_projects"]
     search_fields = ["name", "token_prefix"]
     readonly_fields = ["token_prefix", "last_seen_at", "created_at"]
+    filter_horizontal = ["projects", "deployments"]
     actions = ["rotate_tokens"]
+
+    @admin.display(description="Scopes")
+    def scope_list(self, obj) -> str:
+        return ", ".join(obj.scopes or []) or "none"
 
     def save_model(self, request, obj, form, change):
         if change:
             super().save_model(request, obj, form, change)
             return
-        agent, token = services.agent_create(name=obj.name, kind=obj.kind)
+        agent, token = services.agent_create(
+            name=obj.name, kind=obj.kind, scopes=list(obj.scopes or []), all_projects=obj.all_projects
+        )
         obj.pk = agent.pk
         obj.token_hash, obj.token_prefix = agent.token_hash, agent.token_prefix
         self.message_user(request, f"Token for {agent.name} (shown once, copy it now): {token}", messages.WARNING)

@@ -11,11 +11,15 @@ from .tokens import hash_token, token_from_header
 
 
 def agent_for_token(token: str):
+    """The active agent owning `token`, with its project and deployment grants loaded (async callers
+    check them without the database)."""
+    from .access import agent_grants
     from .models import Agent
 
     agent = Agent.objects.filter(token_hash=hash_token(token)).first()
     if agent is None or not agent.is_active:
         return None
+    agent_grants(agent)
     now = timezone.now()
     if agent.last_seen_at is None or (now - agent.last_seen_at).total_seconds() > 60:
         Agent.objects.filter(pk=agent.pk).update(last_seen_at=now)
@@ -68,4 +72,17 @@ class AgentTokenScheme(OpenApiAuthenticationExtension):
     name = "AgentToken"
 
     def get_security_definition(self, auto_schema):
-        return {"type": "http", "scheme": "bearer", "description": "An agent's API token (Agents in the admin)."}
+        return {
+            "type": "http",
+            "scheme": "bearer",
+            "description": (
+                "An agent's API token (Agents in the admin, or `manage.py create_agent`). Each token names its "
+                "scopes and the projects and deployments it may touch (or all of them):\n\n"
+                "- `ingest`: create episodes in its projects, append steps to and finish its own episodes\n"
+                "- `rewards`: rewards and chat completions from its deployments (or its projects' deployments)\n"
+                "- `teleop`: stream live teleop sessions into its projects\n"
+                "- `labels`: read labels, write labels (also people's), generate and decide proposals\n"
+                "- `training`: snapshots, training jobs (create, cancel, retry, delete), curves, evaluations\n\n"
+                "A missing scope answers 403; a project or deployment the token does not name answers 404."
+            ),
+        }

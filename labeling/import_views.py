@@ -8,6 +8,7 @@ from django import forms
 from django.contrib.auth.decorators import login_required
 from django.shortcuts import get_object_or_404, render
 
+from . import access
 from .import_services import import_uploads
 from .import_sources import PAYLOAD_SUFFIXES, PICKLE_SUFFIXES, ZIP_SUFFIXES, SourceError
 from .models import Project
@@ -49,6 +50,7 @@ class ImportForm(forms.Form):
 @login_required
 def project_import(request, pk: int):
     project = get_object_or_404(Project, pk=pk)
+    access.require_page(request, access.MANAGE, project)
     summary = None
     status = 200
     if request.method == "POST":

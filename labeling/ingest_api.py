@@ -15,7 +15,7 @@ from rest_framework.parsers import JSONParser, MultiPartParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from . import services
+from . import access, services
 from .images import CheckedImage, ImageError, check_image
 from .ingest_serializers import (
     AppendResultSerializer,
@@ -28,12 +28,23 @@ from .ingest_serializers import (
 from .models import Agent, Episode, Project
 
 
-def _project(ref: str) -> Project:
-    project = Project.objects.filter(pk=int(ref)).first() if ref.isdigit() else None
-    project = project or Project.objects.filter(name=ref).first()
+def _project(ref: str, actor) -> Project:
+    """The project named by id or name among those the caller may see (others look like no project)."""
+    projects = access.visible_projects(actor)
+    project = projects.filter(pk=int(ref)).first() if ref.isdigit() else None
+    project = project or projects.filter(name=ref).first()
     if project is None:
         raise ValidationError({"project": [f"no project with id or name {ref!r}"]})
+    access.require(actor, access.INGEST, project)
     return project
+
+
+def _episode(request, uuid) -> Episode:
+    """An episode the caller may write: ingest rights in its project, and an agent's own episode."""
+    episode = get_object_or_404(Episode.objects.select_related("project"), uuid=uuid)
+    access.require(request.user, access.INGEST, episode.project)
+    access.require_own_episode(request.user, episode)
+    return episode
 
 
 def _agent(request) -> Agent | None:
@@ -54,7 +65,7 @@ class EpisodeCreateView(APIView):
         values = data.validated_data
         try:
             episode, created = services.episode_create(
-                project=_project(values["project"]),
+                project=_project(values["project"], request.user),
                 uuid=values["uuid"],
                 source=values["source"],
                 agent=_agent(request),
@@ -63,6 +74,7 @@ class EpisodeCreateView(APIView):
             )
         except services.IngestConflict as exc:
             return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
+        access.require_own_episode(request.user, episode)
         return Response(
             EpisodeSerializer(episode).data, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK
         )
@@ -71,7 +83,9 @@ class EpisodeCreateView(APIView):
 class EpisodeDetailView(APIView):
     @extend_schema(responses=EpisodeSerializer, summary="An episode's state (steps stored so far, status)")
     def get(self, request, uuid):
-        return Response(EpisodeSerializer(get_object_or_404(Episode, uuid=uuid)).data)
+        episode = get_object_or_404(Episode.objects.select_related("project"), uuid=uuid)
+        access.require(request.user, access.EPISODE_READ, episode.project)
+        return Response(EpisodeSerializer(episode).data)
 
 
 class StepChunkView(APIView):
@@ -100,7 +114,7 @@ class StepChunkView(APIView):
         ],
     )
     def post(self, request, uuid):
-        episode = get_object_or_404(Episode.objects.select_related("project"), uuid=uuid)
+        episode = _episode(request, uuid)
         steps = self._parse(request)
         try:
             result = services.steps_append(episode=episode, steps=steps)
@@ -175,7 +189,7 @@ class EpisodeFinishView(APIView):
 
     @extend_schema(request=FinishSerializer, responses=EpisodeSerializer, summary="Finish an episode (idempotent)")
     def post(self, request, uuid):
-        episode = get_object_or_404(Episode, uuid=uuid)
+        episode = _episode(request, uuid)
         data = FinishSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         episode = services.episode_finish(episode=episode, **data.validated_data)

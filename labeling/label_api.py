@@ -16,7 +16,7 @@ from rest_framework.parsers import JSONParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from . import label_selectors, proposals
+from . import access, label_selectors, proposals
 from .label_services import Actor, LabelError, frame_labels_set, window_labels_set
 from .models import Episode, Frame, FrameLabel, Project, ProposalStatus, WindowLabel
 
@@ -24,8 +24,16 @@ MAX_ITEMS = 100_000
 MAX_FRAMES_PER_BUNDLE = 200
 
 
-def _episode(uuid) -> Episode:
-    return get_object_or_404(Episode.objects.select_related("project"), uuid=uuid)
+def _episode(request, uuid, perm=access.VIEW) -> Episode:
+    episode = get_object_or_404(Episode.objects.select_related("project"), uuid=uuid)
+    access.require(request.user, perm, episode.project)
+    return episode
+
+
+def _project(request, pk, perm=access.VIEW) -> Project:
+    project = get_object_or_404(Project, pk=pk)
+    access.require(request.user, perm, project)
+    return project
 
 
 def _bad(exc: Exception) -> ValidationError:
@@ -213,7 +221,7 @@ EPISODE_DATA = inline_serializer(
 class EpisodeLabelingView(APIView):
     @extend_schema(responses=EPISODE_DATA, summary="Everything the labeling page needs about an episode")
     def get(self, request, uuid):
-        return Response(label_selectors.episode_labeling_data(episode=_episode(uuid)))
+        return Response(label_selectors.episode_labeling_data(episode=_episode(request, uuid)))
 
 
 class FrameBundleQuerySerializer(serializers.Serializer):
@@ -242,10 +250,10 @@ class FrameBundleView(APIView):
         ),
     )
     def get(self, request, uuid):
+        episode = _episode(request, uuid)
         query = FrameBundleQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
         values = query.validated_data
-        episode = _episode(uuid)
         if values["camera"] not in episode.project.camera_views:
             raise ValidationError({"camera": [f"project cameras are {episode.project.camera_views}"]})
         frames = (
@@ -281,6 +289,7 @@ class FrameLabelsView(APIView):
         summary="Set or clear human frame labels (a range or a list)",
     )
     def put(self, request, uuid):
+        episode = _episode(request, uuid, access.LABEL)
         data = FrameLabelsInSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         values = data.validated_data
@@ -288,8 +297,9 @@ class FrameLabelsView(APIView):
             items = [(item["index"], item["value"]) for item in values["items"]]
         else:
             items = [(i, values["value"]) for i in range(values["start"], values["end"] + 1)]
+        access.require_may_change_labels(request.user, episode, steps=[index for index, _ in items])
         try:
-            edits = frame_labels_set(episode=_episode(uuid), items=items, actor=Actor.of(request.user))
+            edits = frame_labels_set(episode=episode, items=items, actor=Actor.of(request.user))
         except LabelError as exc:
             raise _bad(exc) from None
         return Response({"changed": [{"index": e.index, "old": e.old, "new": e.new} for e in edits]})
@@ -304,11 +314,12 @@ class WindowLabelsView(APIView):
         summary="Set human window labels (value null deletes); windows may overlap",
     )
     def post(self, request, uuid):
+        episode = _episode(request, uuid, access.LABEL)
         data = WindowLabelsInSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         values = data.validated_data
         items = [(i["start"], i["end"], i["value"]) for i in values.get("items", [values])]
-        return self._apply(request, uuid, items)
+        return self._apply(request, episode, items)
 
     @extend_schema(
         parameters=[
@@ -320,13 +331,15 @@ class WindowLabelsView(APIView):
         summary="Delete the human window label of one span",
     )
     def delete(self, request, uuid):
+        episode = _episode(request, uuid, access.LABEL)
         span = WindowSpanSerializer(data=request.query_params)
         span.is_valid(raise_exception=True)
-        return self._apply(request, uuid, [(span.validated_data["start"], span.validated_data["end"], None)])
+        return self._apply(request, episode, [(span.validated_data["start"], span.validated_data["end"], None)])
 
-    def _apply(self, request, uuid, items):
+    def _apply(self, request, episode, items):
+        access.require_may_change_labels(request.user, episode, spans=[(start, end) for start, end, _ in items])
         try:
-            edits = window_labels_set(episode=_episode(uuid), items=items, actor=Actor.of(request.user))
+            edits = window_labels_set(episode=episode, items=items, actor=Actor.of(request.user))
         except LabelError as exc:
             raise _bad(exc) from None
         return Response({"changed": [{"start": e.start, "end": e.end, "old": e.old, "new": e.new} for e in edits]})
@@ -335,14 +348,14 @@ class WindowLabelsView(APIView):
 class EpisodeHistoryView(APIView):
     @extend_schema(responses=LabelChangeSerializer(many=True), summary="Label change history, newest first")
     def get(self, request, uuid):
-        changes = label_selectors.episode_history(episode=_episode(uuid))
+        changes = label_selectors.episode_history(episode=_episode(request, uuid))
         return Response(LabelChangeSerializer(changes, many=True).data)
 
 
 class ProjectProgressView(APIView):
     @extend_schema(responses=ProjectProgressSerializer, summary="Human labels against the project's targets")
     def get(self, request, pk):
-        project = get_object_or_404(Project, pk=pk)
+        project = _project(request, pk)
         progress = [
             {"label": p.label, "kind": p.kind, "done": p.done, "target": p.target, "percent": p.percent}
             for p in label_selectors.project_progress(project=project)
@@ -361,7 +374,7 @@ class ProposalsGenerateView(APIView):
         summary="(Re)compute frame proposals (env success) and window proposals (trend rule)",
     )
     def post(self, request, pk):
-        project = get_object_or_404(Project, pk=pk)
+        project = _project(request, pk, access.REVIEW)
         data = GenerateInSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         episodes = None
@@ -381,7 +394,7 @@ class ProposalsDecisionView(APIView):
 
     @extend_schema(request=ProposalScopeSerializer, responses=DecisionSerializer)
     def post(self, request, pk):
-        project = get_object_or_404(Project, pk=pk)
+        project = _project(request, pk, access.REVIEW)
         data = ProposalScopeSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         values = data.validated_data

@@ -7,6 +7,7 @@ from . import label_api, pages
 urlpatterns = [
     path("projects/<int:pk>/", pages.project_detail, name="project-detail"),
     path("projects/<int:pk>/labeling-settings/", pages.project_settings, name="project-labeling-settings"),
+    path("projects/<int:pk>/members/", pages.project_members, name="project-members"),
     path("episodes/<uuid:uuid>/label/", pages.episode_label, name="episode-label"),
     path("api/episodes/<uuid:uuid>/labeling", label_api.EpisodeLabelingView.as_view(), name="api-episode-labeling"),
     path("api/episodes/<uuid:uuid>/frames", label_api.FrameBundleView.as_view(), name="api-episode-frames"),

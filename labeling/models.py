@@ -44,8 +44,43 @@ class Project(models.Model):
         }
 
 
+class Membership(models.Model):
+    """A person's role in one project. Roles grow: a reviewer may do what an annotator may, and so on."""
+
+    class Role(models.TextChoices):
+        ANNOTATOR = "annotator", "Annotator (labels)"
+        REVIEWER = "reviewer", "Reviewer (also proposals and others' labels)"
+        MANAGER = "manager", "Manager (also settings, members, snapshots, training, deployments)"
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="memberships")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships")
+    role = models.CharField(max_length=10, choices=Role.choices, default=Role.ANNOTATOR)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["project", "user"]
+        constraints = [models.UniqueConstraint(fields=["project", "user"], name="membership_unique_user")]
+
+    def __str__(self) -> str:
+        return f"{self.user} in {self.project} ({self.role})"
+
+
+class AgentScope(models.TextChoices):
+    """What an agent token may do (see labeling/access.py for what each one allows)."""
+
+    INGEST = "ingest", "Ingest: create episodes and append steps to its own episodes"
+    REWARDS = "rewards", "Rewards: ask its deployments for rewards"
+    TELEOP = "teleop", "Teleop: stream live sessions into its projects"
+    LABELS = "labels", "Labels: read and write labels, decide proposals"
+    TRAINING = "training", "Training: snapshots and training jobs"
+
+
 class Agent(models.Model):
-    """A machine client (simulator, robot host, RL worker) that authenticates with an API token."""
+    """A machine client (simulator, robot host, RL worker) that authenticates with an API token.
+
+    A token may use its `scopes` on the projects it names and the deployments it names (or those of
+    its projects); `all_projects` (for admins' tools) extends it to every project and deployment.
+    """
 
     class Kind(models.TextChoices):
         SIM = "sim", "Simulated agent"
@@ -59,6 +94,17 @@ class Agent(models.Model):
     is_active = models.BooleanField(default=True)
     created_at = models.DateTimeField(auto_now_add=True)
     last_seen_at = models.DateTimeField(null=True, blank=True)
+    scopes = models.JSONField(default=list, blank=True, help_text="Subset of: " + ", ".join(AgentScope.values))
+    all_projects = models.BooleanField(
+        default=False, help_text="Every project and deployment, present and future (for admins' own tools)."
+    )
+    projects = models.ManyToManyField(Project, blank=True, related_name="agents", help_text="Projects it may touch.")
+    deployments = models.ManyToManyField(
+        "inference.Deployment",
+        blank=True,
+        related_name="agents",
+        help_text="Deployments it may ask for rewards (besides those of its projects).",
+    )
 
     class Meta:
         ordering = ["name"]

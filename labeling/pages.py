@@ -10,8 +10,8 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import NoReverseMatch, reverse
 from django.views.decorators.http import require_POST
 
-from . import label_selectors
-from .models import Agent, Episode, Project
+from . import access, label_selectors, services
+from .models import Agent, Episode, Membership, Project
 
 FILTERS = ("source", "agent", "state", "proposals", "success")
 
@@ -81,10 +81,16 @@ def _project_links(project: Project) -> list[tuple[str, str]]:
     return links
 
 
+def _project(request, pk: int, perm=access.VIEW) -> Project:
+    project = get_object_or_404(Project, pk=pk)
+    access.require_page(request, perm, project)
+    return project
+
+
 @login_required
 def project_detail(request, pk: int):
     """The project page: progress toward targets and the filtered episode list."""
-    return _project_page(request, get_object_or_404(Project, pk=pk))
+    return _project_page(request, _project(request, pk))
 
 
 def _project_page(request, project: Project, settings_form: LabelingSettingsForm | None = None):
@@ -111,6 +117,9 @@ def _project_page(request, project: Project, settings_form: LabelingSettingsForm
             "project_links": _project_links(project),
             "settings_form": settings_form or LabelingSettingsForm(instance=project),
             "project_sections": PROJECT_SECTIONS,
+            "can_manage": access.can(request.user, access.MANAGE, project),
+            "members": project.memberships.select_related("user").order_by("user__username"),
+            "member_form": MemberForm(),
         },
     )
 
@@ -119,7 +128,7 @@ def _project_page(request, project: Project, settings_form: LabelingSettingsForm
 @require_POST
 def project_settings(request, pk: int):
     """Saves the label targets and trend parameters; proposals follow on the next Generate."""
-    project = get_object_or_404(Project, pk=pk)
+    project = _project(request, pk, access.MANAGE)
     form = LabelingSettingsForm(request.POST, instance=project)
     if not form.is_valid():
         response = _project_page(request, Project.objects.get(pk=pk), settings_form=form)
@@ -134,6 +143,7 @@ def project_settings(request, pk: int):
 def episode_label(request, uuid):
     """The labeling page. The episode's data is embedded so the first frame can be drawn at once."""
     episode = get_object_or_404(Episode.objects.select_related("project"), uuid=uuid)
+    access.require_page(request, access.VIEW, episode.project)
     newer, older = label_selectors.episode_neighbours(episode=episode)
     data = label_selectors.episode_labeling_data(episode=episode)
     data["links"] = {
@@ -148,3 +158,37 @@ def episode_label(request, uuid):
     preload = [urls[position] for urls in data["frames"].values() if urls and urls[position]]
     context = {"episode": episode, "project": episode.project, "data": data, "preload": preload}
     return render(request, "labeling/episode_label.html", context)
+
+
+class MemberForm(forms.Form):
+    """Add a person to the project, change their role, or remove them (role "remove")."""
+
+    username = forms.CharField(max_length=150)
+    role = forms.ChoiceField(choices=[*Membership.Role.choices, ("remove", "Remove from the project")])
+
+    def clean_username(self):
+        from django.contrib.auth import get_user_model
+
+        name = self.cleaned_data["username"]
+        user = get_user_model().objects.filter(username=name, is_active=True).first()
+        if user is None:
+            raise forms.ValidationError(f"no active user named {name!r}")
+        return user
+
+
+@login_required
+@require_POST
+def project_members(request, pk: int):
+    """Managers add, change and remove the project's members."""
+    project = _project(request, pk, access.MANAGE)
+    form = MemberForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, " ".join(str(e) for errors in form.errors.values() for e in errors))
+        return redirect("project-detail", pk=pk)
+    user, role = form.cleaned_data["username"], form.cleaned_data["role"]
+    if user == request.user and role != Membership.Role.MANAGER and not access.is_site_admin(user):
+        messages.error(request, "You cannot lower or remove your own manager role; ask another manager.")
+        return redirect("project-detail", pk=pk)
+    services.membership_set(project=project, user=user, role=None if role == "remove" else role)
+    messages.success(request, f"{user.get_username()}: {'removed' if role == 'remove' else role}.")
+    return redirect("project-detail", pk=pk)

@@ -11,7 +11,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from .images import CheckedImage
-from .models import Agent, Episode, Frame, Project, Step
+from .models import Agent, Episode, Frame, Membership, Project, Step
 from .tokens import hash_token, new_token
 
 
@@ -23,11 +23,49 @@ class IngestConflict(IngestError):
     """The request contradicts what is already stored (for example a UUID used by another project)."""
 
 
-def agent_create(*, name: str, kind: str = Agent.Kind.SIM) -> tuple[Agent, str]:
-    """A new agent and its token. The token is returned once; only its hash is stored."""
+def agent_create(
+    *,
+    name: str,
+    kind: str = Agent.Kind.SIM,
+    scopes: list[str] | None = None,
+    projects: list[Project] | None = None,
+    deployments: list | None = None,
+    all_projects: bool = False,
+) -> tuple[Agent, str]:
+    """A new agent and its token. The token is returned once; only its hash is stored.
+
+    Least privilege unless told otherwise: the scopes its kind needs (labeling.access.DEFAULT_SCOPES) and
+    no project or deployment; `all_projects` grants every project and deployment."""
+    from .access import ALL_SCOPES, DEFAULT_SCOPES
+
+    scopes = list(DEFAULT_SCOPES.get(kind, []) if scopes is None else scopes)
+    unknown = sorted(set(scopes) - set(ALL_SCOPES))
+    if unknown:
+        raise ValueError(f"unknown scope {unknown[0]!r}: choose from {', '.join(ALL_SCOPES)}")
     token = new_token()
-    agent = Agent.objects.create(name=name, kind=kind, token_hash=hash_token(token), token_prefix=token[:10])
+    with transaction.atomic():
+        agent = Agent.objects.create(
+            name=name,
+            kind=kind,
+            token_hash=hash_token(token),
+            token_prefix=token[:10],
+            scopes=[s for s in ALL_SCOPES if s in scopes],
+            all_projects=all_projects,
+        )
+        agent.projects.set(projects or [])
+        agent.deployments.set(deployments or [])
     return agent, token
+
+
+def membership_set(*, project: Project, user, role: str | None) -> Membership | None:
+    """Give `user` a role in `project` (None removes them)."""
+    if role is None:
+        Membership.objects.filter(project=project, user=user).delete()
+        return None
+    if role not in Membership.Role.values:
+        raise ValueError(f"unknown role {role!r}: choose from {', '.join(Membership.Role.values)}")
+    membership, _ = Membership.objects.update_or_create(project=project, user=user, defaults={"role": role})
+    return membership
 
 
 def agent_rotate_token(*, agent: Agent) -> str:

@@ -46,18 +46,65 @@ def user_client(client, user):
 
 
 @pytest.fixture
-def project(db):
-    from labeling.models import Project
+def project(db, user):
+    """A project with `user` (alice) as its manager, so she may do everything in it.
 
-    return Project.objects.create(name="PickCube", task_description="Pick up the red cube.")
+    Access control: people see only projects they are members of (labeling.access). For narrower roles
+    use `member_client(role)` below."""
+    from labeling.models import Membership, Project
+
+    project = Project.objects.create(name="PickCube", task_description="Pick up the red cube.")
+    Membership.objects.create(project=project, user=user, role=Membership.Role.MANAGER)
+    return project
 
 
 @pytest.fixture
 def agent_token(db):
-    """(agent, token) for an agent created the way an admin does."""
+    """(agent, token) for an agent with every scope on every project and deployment (`all_projects`), so
+    tests of other features need not care about token scopes. For least-privilege tokens use
+    `scoped_agent_client(...)` below."""
+    from labeling.access import ALL_SCOPES
     from labeling.services import agent_create
 
-    return agent_create(name="sim-agent-1", kind="sim")
+    return agent_create(name="sim-agent-1", kind="sim", scopes=ALL_SCOPES, all_projects=True)
+
+
+@pytest.fixture
+def member_client(db, django_user_model):
+    """member_client(project, role) -> a Django test client logged in as a new member with that role."""
+    from django.test import Client
+
+    from labeling.models import Membership
+
+    def make(project, role: str):
+        person = django_user_model.objects.create_user(f"{role}-{project.pk}", password="pw-member-123")
+        Membership.objects.create(project=project, user=person, role=role)
+        client = Client()
+        client.force_login(person)
+        return client
+
+    return make
+
+
+@pytest.fixture
+def scoped_agent_client(db):
+    """scoped_agent_client(scopes, projects=(), deployments=()) -> (agent, APIClient with its token)."""
+    from rest_framework.test import APIClient
+
+    from labeling.services import agent_create
+
+    made = []
+
+    def make(scopes, projects=(), deployments=()):
+        agent, token = agent_create(
+            name=f"scoped-{len(made)}", kind="sim", scopes=list(scopes), projects=projects, deployments=deployments
+        )
+        made.append(agent)
+        api = APIClient()
+        api.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
+        return agent, api
+
+    return make
 
 
 @pytest.fixture

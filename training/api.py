@@ -9,6 +9,7 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from labeling import access
 from labeling.models import Project
 
 from . import selectors, services
@@ -80,15 +81,27 @@ class MetricPoint(serializers.Serializer):
     epoch = serializers.IntegerField(allow_null=True)
 
 
+def _project(request, pk: int, perm=access.TRAINING_VIEW) -> Project:
+    project = get_object_or_404(Project, pk=pk)
+    access.require(request.user, perm, project)
+    return project
+
+
+def _job(request, job_id: int, perm=access.TRAINING_VIEW) -> TrainingJob:
+    job = get_object_or_404(TrainingJob.objects.select_related("project", "snapshot"), pk=job_id)
+    access.require(request.user, perm, job.project)
+    return job
+
+
 class SnapshotListView(APIView):
     @extend_schema(responses=SnapshotOut(many=True))
     def get(self, request, pk: int):
-        project = get_object_or_404(Project, pk=pk)
+        project = _project(request, pk)
         return Response(SnapshotOut(selectors.snapshots_for_project(project), many=True).data)
 
     @extend_schema(request=SnapshotIn, responses={201: SnapshotOut})
     def post(self, request, pk: int):
-        project = get_object_or_404(Project, pk=pk)
+        project = _project(request, pk, access.TRAIN)
         data = SnapshotIn(data=request.data)
         data.is_valid(raise_exception=True)
         user = (
@@ -106,13 +119,13 @@ class SnapshotListView(APIView):
 class JobListView(APIView):
     @extend_schema(responses=JobOut(many=True))
     def get(self, request, pk: int):
-        project = get_object_or_404(Project, pk=pk)
+        project = _project(request, pk)
         services.jobs_fail_stale()
         return Response(JobOut(selectors.jobs_for_project(project).prefetch_related("models")[:200], many=True).data)
 
     @extend_schema(request=JobIn, responses={201: JobOut})
     def post(self, request, pk: int):
-        project = get_object_or_404(Project, pk=pk)
+        project = _project(request, pk, access.TRAIN)
         data = JobIn(data=request.data)
         data.is_valid(raise_exception=True)
         values = data.validated_data
@@ -139,11 +152,11 @@ class JobListView(APIView):
 class JobDetailView(APIView):
     @extend_schema(responses=JobOut)
     def get(self, request, job_id: int):
-        return Response(JobOut(get_object_or_404(TrainingJob, pk=job_id)).data)
+        return Response(JobOut(_job(request, job_id)).data)
 
     @extend_schema(responses={204: None})
     def delete(self, request, job_id: int):
-        job = get_object_or_404(TrainingJob, pk=job_id)
+        job = _job(request, job_id, access.TRAIN)
         try:
             services.job_delete(job=job)
         except JobError as exc:
@@ -155,7 +168,7 @@ class JobCancelView(APIView):
     @extend_schema(request=None, responses=JobOut)
     def post(self, request, job_id: int):
         try:
-            job = services.job_cancel(job=get_object_or_404(TrainingJob, pk=job_id))
+            job = services.job_cancel(job=_job(request, job_id, access.TRAIN))
         except JobError as exc:
             return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
         return Response(JobOut(job).data)
@@ -165,7 +178,7 @@ class JobRetryView(APIView):
     @extend_schema(request=None, responses=JobOut)
     def post(self, request, job_id: int):
         try:
-            job = services.job_retry(job=get_object_or_404(TrainingJob, pk=job_id))
+            job = services.job_retry(job=_job(request, job_id, access.TRAIN))
         except JobError as exc:
             return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
         return Response(JobOut(job).data)
@@ -177,7 +190,7 @@ class JobMetricsView(APIView):
         description="Every curve point: steps (train_loss, train_acc, lr) and epochs (val_loss, val_acc).",
     )
     def get(self, request, job_id: int):
-        get_object_or_404(TrainingJob, pk=job_id)
+        _job(request, job_id)
         return Response(selectors.job_history(job_id))
 
 
@@ -190,7 +203,8 @@ class ModelEvaluationView(APIView):
         responses=dict,
     )
     def get(self, request, model_id: int):
-        model = get_object_or_404(TrainedModel, pk=model_id)
+        model = get_object_or_404(TrainedModel.objects.select_related("project"), pk=model_id)
+        access.require(request.user, access.TRAINING_VIEW, model.project)
         try:
             threshold = float(request.query_params.get("threshold", 0.5))
         except ValueError:

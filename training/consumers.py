@@ -5,16 +5,22 @@ from __future__ import annotations
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
+from labeling import access
+
 from .job_reporter import job_group
 
 
 class JobConsumer(AsyncJsonWebsocketConsumer):
     async def connect(self):
-        user = self.scope.get("user")
-        if user is None or not user.is_authenticated:
+        actor = access.actor_of_scope(self.scope)
+        if actor is None or not actor.is_authenticated:
             await self.close(code=4401)
             return
         self.job_id = int(self.scope["url_route"]["kwargs"]["job_id"])
+        outcome = await self._allowed(actor)
+        if outcome != 200:
+            await self.close(code=access.WS_CLOSE.get(outcome, 4404))
+            return
         snapshot = await self._snapshot()
         if snapshot is None:
             await self.close(code=4404)
@@ -29,6 +35,13 @@ class JobConsumer(AsyncJsonWebsocketConsumer):
 
     async def job_event(self, event):
         await self.send_json(event["message"])
+
+    @database_sync_to_async
+    def _allowed(self, actor) -> int:
+        from .models import TrainingJob
+
+        project_id = TrainingJob.objects.filter(pk=self.job_id).values_list("project_id", flat=True).first()
+        return 404 if project_id is None else access.check(actor, access.TRAINING_VIEW, project_id)
 
     @database_sync_to_async
     def _snapshot(self):

@@ -10,6 +10,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
+from labeling import access
 from labeling.models import Project
 
 from . import runners, selectors, services
@@ -24,9 +25,15 @@ from .views_data import job_state
 @login_required
 def project_training(request, pk: int):
     """Snapshots, jobs and models of a project, with the forms that create them."""
-    project = get_object_or_404(Project, pk=pk)
+    project = _project(request, pk)
     services.jobs_fail_stale()
     return _training_page(request, project, SnapshotForm(project=project), JobForm(project=project))
+
+
+def _project(request, pk: int, perm=access.TRAINING_VIEW) -> Project:
+    project = get_object_or_404(Project, pk=pk)
+    access.require_page(request, perm, project)
+    return project
 
 
 def _training_page(request, project, snapshot_form, job_form, status=200):
@@ -57,7 +64,7 @@ def _default_config(kind: str) -> dict | None:
 @login_required
 @require_POST
 def snapshot_new(request, pk: int):
-    project = get_object_or_404(Project, pk=pk)
+    project = _project(request, pk, access.TRAIN)
     form = SnapshotForm(request.POST, project=project)
     if not form.is_valid():
         return _training_page(request, project, form, JobForm(project=project), status=400)
@@ -79,7 +86,7 @@ def snapshot_new(request, pk: int):
 @login_required
 @require_POST
 def job_new(request, pk: int):
-    project = get_object_or_404(Project, pk=pk)
+    project = _project(request, pk, access.TRAIN)
     form = JobForm(request.POST, project=project)
     if form.is_valid():
         try:
@@ -102,6 +109,7 @@ def job_new(request, pk: int):
 @login_required
 def snapshot_download(request, snapshot_id: int):
     snapshot = get_object_or_404(DatasetSnapshot.objects.select_related("project"), pk=snapshot_id)
+    access.require_page(request, access.TRAINING_VIEW, snapshot.project)
     try:
         archive = snapshot_archive(snapshot=snapshot)
     except SnapshotError as exc:
@@ -112,7 +120,8 @@ def snapshot_download(request, snapshot_id: int):
 @login_required
 @require_POST
 def snapshot_remove(request, snapshot_id: int):
-    snapshot = get_object_or_404(DatasetSnapshot, pk=snapshot_id)
+    snapshot = get_object_or_404(DatasetSnapshot.objects.select_related("project"), pk=snapshot_id)
+    access.require_page(request, access.TRAIN, snapshot.project)
     try:
         snapshot_delete(snapshot=snapshot)
         messages.success(request, f"Snapshot #{snapshot.number} deleted.")
@@ -124,6 +133,7 @@ def snapshot_remove(request, snapshot_id: int):
 @login_required
 def job_detail(request, job_id: int):
     job = get_object_or_404(TrainingJob.objects.select_related("project", "snapshot"), pk=job_id)
+    access.require_page(request, access.TRAINING_VIEW, job.project)
     if job.status == "running":
         services.jobs_fail_stale()
         job.refresh_from_db()
@@ -143,6 +153,7 @@ def job_detail(request, job_id: int):
 @require_POST
 def job_action(request, job_id: int, action: str):
     job = get_object_or_404(TrainingJob.objects.select_related("project", "snapshot"), pk=job_id)
+    access.require_page(request, access.TRAIN, job.project)
     project_id = job.project_id
     try:
         if action == "cancel":
@@ -178,6 +189,7 @@ def job_action(request, job_id: int, action: str):
 @login_required
 def model_evaluation(request, model_id: int):
     model = get_object_or_404(TrainedModel.objects.select_related("project", "snapshot", "job"), pk=model_id)
+    access.require_page(request, access.TRAINING_VIEW, model.project)
     if model.kind == ModelKind.VLM:
         return redirect("vlm-evaluation", model_id=model.pk)
     others = TrainedModel.objects.filter(project=model.project, kind=model.kind).exclude(pk=model.pk)
@@ -204,7 +216,7 @@ def model_evaluation(request, model_id: int):
 @login_required
 def compare(request, pk: int):
     """Two models of a project side by side on the same snapshot (model a's unless ?snapshot= names one)."""
-    project = get_object_or_404(Project, pk=pk)
+    project = _project(request, pk)
     models = TrainedModel.objects.filter(project=project)
     error = ""
     evaluations = []

@@ -89,6 +89,10 @@ REDIS_URL = env_str("REDIS_URL", "redis://127.0.0.1:6379/0")
 # storage class (for example django-storages' S3 backend) with STORAGE_OPTIONS set through its own env.
 MEDIA_ROOT = env_path("MEDIA_ROOT", DATA_DIR / "media")
 MEDIA_URL = "/media/"
+# Stored files are served by a permission-checked view (webapp.views.media). Behind nginx, set this to an
+# `internal` location aliased to MEDIA_ROOT (e.g. /protected-media/) and the view answers with
+# X-Accel-Redirect instead of streaming the file itself. Empty: Django streams it.
+MEDIA_ACCEL_REDIRECT = env_str("MEDIA_ACCEL_REDIRECT", "")
 STATIC_ROOT = env_path("STATIC_ROOT", BASE_DIR / "staticfiles")
 STATIC_URL = "/static/"
 STATICFILES_DIRS = [BASE_DIR / "frontend" / "dist"]
@@ -110,6 +114,11 @@ USE_I18N = False
 USE_TZ = True
 
 LOGIN_URL = "/accounts/login/"
+# Object permissions (project roles, agent scopes) are `rules` predicates: labeling/access.py.
+AUTHENTICATION_BACKENDS = [
+    "rules.permissions.ObjectPermissionBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
 LOGIN_REDIRECT_URL = "/"
 LOGOUT_REDIRECT_URL = "/accounts/login/"
 

@@ -1,18 +1,22 @@
 from __future__ import annotations
 
 import mimetypes
+from urllib.parse import quote
 
+from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.core.files.storage import default_storage
 from django.http import FileResponse, Http404, HttpResponse, JsonResponse
 from django.shortcuts import render
 
+from labeling import access
 from labeling.selectors import project_list_with_counts
 
 
 @login_required
 def home(request):
-    return render(request, "home.html", {"projects": project_list_with_counts()})
+    projects = project_list_with_counts().filter(pk__in=access.visible_projects(request.user).values("pk"))
+    return render(request, "home.html", {"projects": projects})
 
 
 def healthz(request):
@@ -22,17 +26,62 @@ def healthz(request):
 SMALL_FILE_BYTES = 4 * 1024 * 1024
 
 
+def media_owner(path: str) -> tuple[str, int] | None:
+    """("project", id) or ("job", id) or ("deployment", id) owning a stored file, from its storage name.
+
+    frames/<project>/..., snapshots/project_<project>/..., checkpoints/job_<job>/..., served/<deployment>/...
+    Anything else (for example imported checkpoints) has no owner: site admins only.
+    """
+    parts = path.split("/")
+    if len(parts) < 3:
+        return None
+    top, folder = parts[0], parts[1]
+    if top == "frames" and folder.isdigit():
+        return "project", int(folder)
+    if top == "snapshots" and folder.startswith("project_") and folder[8:].isdigit():
+        return "project", int(folder[8:])
+    if top == "checkpoints" and folder.startswith("job_") and folder[4:].isdigit():
+        return "job", int(folder[4:])
+    if top == "served" and folder.isdigit():
+        return "deployment", int(folder)
+    return None
+
+
+def _media_allowed(request, path: str) -> bool:
+    if access.is_site_admin(request.user):
+        return True
+    owner = media_owner(path)
+    if owner is None:
+        return False
+    kind, pk = owner
+    if kind == "project":
+        return access.can(request.user, access.VIEW, pk)
+    if kind == "job":
+        from training.models import TrainingJob
+
+        project_id = TrainingJob.objects.filter(pk=pk).values_list("project_id", flat=True).first()
+        return project_id is not None and access.can(request.user, access.TRAINING_VIEW, project_id)
+    from inference.models import Deployment
+
+    deployment = Deployment.objects.filter(pk=pk).first()
+    return deployment is not None and access.can(request.user, access.DEPLOYMENT_VIEW, deployment)
+
+
 @login_required
 def media(request, path: str):
-    """Stored files (frames, exports) for logged-in people; an object store would serve signed URLs.
+    """Stored files (frames, snapshots, checkpoints) for the members of the project they belong to.
 
-    Stored names never change content (new data gets new names), so browsers may keep them for a day.
-    Small files (frames) are answered in one piece; large ones are streamed.
+    Others get a 404, as for a missing file. Stored names never change content (new data gets new names),
+    so browsers may keep them for a day. With MEDIA_ACCEL_REDIRECT set, nginx sends the file (the answer
+    only names it); otherwise small files (frames) are answered in one piece and large ones streamed.
     """
-    if ".." in path.split("/") or not default_storage.exists(path):
+    if ".." in path.split("/") or not _media_allowed(request, path) or not default_storage.exists(path):
         raise Http404("No such file")
     content_type = mimetypes.guess_type(path)[0] or "application/octet-stream"
-    if default_storage.size(path) <= SMALL_FILE_BYTES:
+    if settings.MEDIA_ACCEL_REDIRECT:
+        response = HttpResponse(content_type=content_type)
+        response["X-Accel-Redirect"] = settings.MEDIA_ACCEL_REDIRECT.rstrip("/") + "/" + quote(path)
+    elif default_storage.size(path) <= SMALL_FILE_BYTES:
         with default_storage.open(path, "rb") as handle:
             response = HttpResponse(handle.read(), content_type=content_type)
     else:

@@ -50,8 +50,10 @@ def cursor(page) -> int:
 
 
 @pytest.fixture
-def labeler(django_user_model):
-    return django_user_model.objects.create_user("labeler", password=PASSWORD)
+def labeler(django_user_model, project):
+    person = django_user_model.objects.create_user("labeler", password=PASSWORD)
+    project.memberships.create(user=person, role="reviewer")  # labels and decides proposals
+    return person
 
 
 @pytest.mark.e2e

@@ -124,7 +124,7 @@ def test_unhealthy_deployment_answers_503_with_its_error(agent_client, deploymen
 def test_a_flooding_client_is_throttled_while_others_are_not(deployment, agent_client):
     from labeling.services import agent_create
 
-    _, other_token = agent_create(name="rl-worker-2", kind="rl_worker")
+    _, other_token = agent_create(name="rl-worker-2", kind="rl_worker", all_projects=True)
     other = APIClient()
     other.credentials(HTTP_AUTHORIZATION=f"Bearer {other_token}")
     bad = npy(np.zeros((1, 8, 8, 3), np.float32))

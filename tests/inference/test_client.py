@@ -33,7 +33,7 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 def rl_token(db):
     from labeling.services import agent_create
 
-    return agent_create(name="rl-worker", kind="rl_worker")[1]
+    return agent_create(name="rl-worker", kind="rl_worker", all_projects=True)[1]
 
 
 def test_client_module_needs_neither_django_nor_torch():

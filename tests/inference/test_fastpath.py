@@ -25,7 +25,7 @@ def fast_server_url(live_server_url):
 def token(db):
     from labeling.services import agent_create
 
-    return agent_create(name="rl-fast", kind="rl_worker")[1]
+    return agent_create(name="rl-fast", kind="rl_worker", all_projects=True)[1]
 
 
 def npy(array: np.ndarray) -> bytes:

@@ -30,7 +30,7 @@ def test_sampled_frames_show_in_the_gallery_and_label_into_the_project(
     from labeling.models import Episode, FrameLabel
     from labeling.services import agent_create
 
-    token = agent_create(name="rl-gallery", kind="rl_worker")[1]
+    token = agent_create(name="rl-gallery", kind="rl_worker", all_projects=True)[1]
     model = make_trained_model(project, seed=11)
     images = random_images(6, seed=5)
     p = direct_probabilities(model.checkpoint_path, images)

@@ -27,7 +27,7 @@ LABEL_REWARDS = {"positive": 3.0, "negative": -2.0, "unclear": 0.5, "invalid": -
 def rl_token(db):
     from labeling.services import agent_create
 
-    return agent_create(name="rl-vlm", kind="rl_worker")[1]
+    return agent_create(name="rl-vlm", kind="rl_worker", all_projects=True)[1]
 
 
 @pytest.fixture

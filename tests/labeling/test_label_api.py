@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from django.test import Client
 
-from labeling.models import FrameLabel, LabelChange, WindowLabel
+from labeling.models import FrameLabel, LabelChange, Membership, WindowLabel
 
 from .factories import episode_with_frames
 
@@ -71,6 +71,8 @@ def test_clearing_deletes_the_human_label_but_keeps_the_proposal(user_client, pr
 def test_last_write_wins_and_both_writes_stay_in_history(client, django_user_model, episode):
     bob = django_user_model.objects.create_user("bob", password="pw-bob-123")
     carol = django_user_model.objects.create_user("carol", password="pw-carol-123")
+    for person in (bob, carol):  # reviewers may change each other's labels
+        Membership.objects.create(project=episode.project, user=person, role="reviewer")
     url = f"/api/episodes/{episode.uuid}/frame-labels"
     for person, value in ((bob, "success"), (carol, "fail")):
         client.force_login(person)

@@ -26,7 +26,8 @@ def test_the_home_page_lists_projects_with_their_counts(client, project):
     client.post("/accounts/login/", {"username": "x", "password": "y"})
     from django.contrib.auth import get_user_model
 
-    get_user_model().objects.create_user("bob", password="pw-bob-123")
+    bob = get_user_model().objects.create_user("bob", password="pw-bob-123")
+    project.memberships.create(user=bob, role="annotator")  # people see the projects they are members of
     assert client.login(username="bob", password="pw-bob-123")
     html = client.get("/").content.decode()
     assert "PickCube" in html
@@ -86,11 +87,11 @@ def test_the_openapi_schema_describes_the_ingest_api(user_client):
     assert user_client.get("/api/docs/").status_code == 200
 
 
-def test_stored_files_are_only_served_to_people_who_logged_in(client, user):
+def test_stored_files_are_only_served_to_people_who_logged_in(client, user, project):
     from django.core.files.base import ContentFile
     from django.core.files.storage import default_storage
 
-    name = default_storage.save("frames/test/x.txt", ContentFile(b"hello"))
+    name = default_storage.save(f"frames/{project.pk}/test/x.txt", ContentFile(b"hello"))
     assert client.get(f"/media/{name}").status_code == 302
     client.force_login(user)
     response = client.get(f"/media/{name}")

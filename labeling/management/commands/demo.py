@@ -12,6 +12,7 @@ import uuid
 
 from django.core.management.base import BaseCommand, CommandError
 
+from labeling.access import ALL_SCOPES
 from labeling.images import encode_array
 from labeling.models import Agent, Episode, Project
 from labeling.services import StepInput, agent_create, episode_create, episode_finish, steps_append
@@ -157,7 +158,9 @@ class Command(BaseCommand):
         if agent is not None:
             token = agent_rotate_token(agent=agent)
         else:
-            _, token = agent_create(name="demo-agent", kind=Agent.Kind.SIM)
+            _, token = agent_create(
+                name="demo-agent", kind=Agent.Kind.SIM, scopes=ALL_SCOPES, all_projects=True
+            )  # the demo's one token serves the robot agent and RL workers alike
         token_file.parent.mkdir(parents=True, exist_ok=True)
         token_file.write_text(token)
         token_file.chmod(0o600)

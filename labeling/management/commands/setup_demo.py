@@ -8,6 +8,7 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
 
+from labeling.access import ALL_SCOPES
 from labeling.demo_data import seed_generated_episodes
 from labeling.models import Agent, Project
 from labeling.services import agent_create
@@ -44,7 +45,9 @@ class Command(BaseCommand):
         token_file = data / "demo_agent_token.txt"
         if not Agent.objects.filter(name="demo-agent").exists() or not token_file.exists():
             Agent.objects.filter(name="demo-agent").delete()
-            _, token = agent_create(name="demo-agent", kind=Agent.Kind.SIM)
+            _, token = agent_create(
+                name="demo-agent", kind=Agent.Kind.SIM, scopes=ALL_SCOPES, all_projects=True
+            )  # the demo's one token serves the robot agent and RL workers alike
             token_file.write_text(token)
             token_file.chmod(0o600)
         port = settings_port()
