@@ -8,19 +8,21 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import exceptions, serializers, status
 from rest_framework.authentication import SessionAuthentication
-from rest_framework.parsers import BaseParser, JSONParser
+from rest_framework.parsers import BaseParser
 from rest_framework.permissions import BasePermission
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from training.models import TrainedModel
+from webapp.parsers import BoundedJSONParser
 
 from . import services
 from .auth import CachedAgentTokenAuthentication
 from .broker import dump_npy
+from .decoding import RequestTooLarge, decode_slot
 from .limits import bad_requests, client_key
 from .models import Deployment
-from .payloads import MAX_ITEMS, PayloadError, bool_list, float_list, images_from_base64, npy_shape
+from .payloads import MAX_ITEMS, PayloadError, PayloadTooLarge, bool_list, float_list, images_from_base64, npy_shape
 from .reward_serving import RewardRequest, rewards_serve
 from .serving import DeploymentNotFound, DeploymentUnavailable, deployment_config
 
@@ -71,7 +73,7 @@ class RewardsJsonSerializer(serializers.Serializer):
 class RewardsView(APIView):
     """Rewards for a batch of images from a deployment's model."""
 
-    parser_classes = [NpyParser, JSONParser]
+    parser_classes = [NpyParser, BoundedJSONParser]
     authentication_classes = [CachedAgentTokenAuthentication, SessionAuthentication]
 
     def initial(self, request, *args, **kwargs):
@@ -109,6 +111,7 @@ class RewardsView(APIView):
             400: OpenApiResponse(description="Bad images, shapes or flags (the detail says which)."),
             401: OpenApiResponse(description="Missing or unknown token."),
             404: OpenApiResponse(description="No such deployment."),
+            413: OpenApiResponse(description="Too many images or pixels (MAX_REQUEST_PIXELS) or too large a body."),
             429: OpenApiResponse(description="Too many bad requests from this client."),
             503: OpenApiResponse(description="Deployment unhealthy or no inference worker answered."),
         },
@@ -129,6 +132,8 @@ class RewardsView(APIView):
             )
         try:
             reward_request = self._parse(request)
+        except PayloadTooLarge as exc:
+            raise RequestTooLarge(str(exc)) from None
         except PayloadError as exc:
             raise BadRequest(str(exc)) from None
         agent = request.user
@@ -154,7 +159,7 @@ class RewardsView(APIView):
         content_type = (request.content_type or "").split(";")[0].strip()
         if content_type == NpyParser.media_type:
             payload = request.data if isinstance(request.data, bytes) else b""
-            shape = npy_shape(payload, max_side=settings.MAX_IMAGE_SIDE)
+            shape = npy_shape(payload, max_side=settings.MAX_IMAGE_SIDE, max_request_pixels=settings.MAX_REQUEST_PIXELS)
             meta = {
                 "env_rewards": request.query_params.get("env_rewards", request.META.get("HTTP_X_ENV_REWARDS")),
                 "dones": request.query_params.get("dones", request.META.get("HTTP_X_DONES")),
@@ -164,9 +169,13 @@ class RewardsView(APIView):
             data = request.data
             if not isinstance(data, dict) or "images" not in data:
                 raise PayloadError("JSON body must be an object with an 'images' list")
-            images = images_from_base64(
-                data["images"], max_side=settings.MAX_IMAGE_SIDE, max_pixels=settings.MAX_IMAGE_PIXELS
-            )
+            with decode_slot():
+                images = images_from_base64(
+                    data["images"],
+                    max_side=settings.MAX_IMAGE_SIDE,
+                    max_pixels=settings.MAX_IMAGE_PIXELS,
+                    max_request_pixels=settings.MAX_REQUEST_PIXELS,
+                )
             payload, shape = dump_npy(images), images.shape
             meta = {k: data.get(k) for k in ("env_rewards", "dones")} | {"stream": data.get("stream") or ""}
         else:

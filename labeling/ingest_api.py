@@ -11,9 +11,11 @@ from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import OpenApiExample, extend_schema
 from rest_framework import status
 from rest_framework.exceptions import ValidationError
-from rest_framework.parsers import JSONParser, MultiPartParser
+from rest_framework.parsers import MultiPartParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
+
+from webapp.parsers import BoundedJSONParser
 
 from . import services
 from .images import CheckedImage, ImageError, check_image
@@ -41,7 +43,7 @@ def _agent(request) -> Agent | None:
 
 
 class EpisodeCreateView(APIView):
-    parser_classes = [JSONParser]
+    parser_classes = [BoundedJSONParser]
 
     @extend_schema(
         request=EpisodeCreateSerializer,
@@ -75,7 +77,7 @@ class EpisodeDetailView(APIView):
 
 
 class StepChunkView(APIView):
-    parser_classes = [MultiPartParser, JSONParser]
+    parser_classes = [MultiPartParser, BoundedJSONParser]
 
     @extend_schema(
         request={"multipart/form-data": StepChunkSerializer, "application/json": StepChunkSerializer},
@@ -171,7 +173,7 @@ def _first(messages) -> str:
 
 
 class EpisodeFinishView(APIView):
-    parser_classes = [JSONParser]
+    parser_classes = [BoundedJSONParser]
 
     @extend_schema(request=FinishSerializer, responses=EpisodeSerializer, summary="Finish an episode (idempotent)")
     def post(self, request, uuid):
