@@ -12,13 +12,15 @@ import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
-from PIL import Image
+from PIL import Image, UnidentifiedImageError
 
 from .images import NPY_MAGIC, ImageError
 
 
 class ImageTooLarge(ImageError):
-    """An image, or all images of one request together, exceed a pixel limit (answered with 413)."""
+    """All images of one request together exceed a count or pixel limit (answered with 413).
+
+    One image over MAX_IMAGE_SIDE / MAX_IMAGE_PIXELS is a plain ImageError (a bad image, 400)."""
 
 
 def header_size(raw: bytes) -> tuple[int, int]:
@@ -42,7 +44,9 @@ def header_size(raw: bytes) -> tuple[int, int]:
             with Image.open(io.BytesIO(raw), formats=["PNG", "JPEG"]) as image:
                 return image.size
     except Image.DecompressionBombError:
-        raise ImageTooLarge("image rejected as a decompression bomb") from None
+        raise ImageError("image rejected as a decompression bomb") from None
+    except UnidentifiedImageError:
+        raise ImageError("undecodable image: not a PNG or JPEG file (or a uint8 .npy array)") from None
     except Exception as exc:  # Pillow raises many types for corrupt headers
         raise ImageError(f"undecodable image: {exc.__class__.__name__}: {exc}") from None
 
@@ -70,10 +74,11 @@ class PixelBudget:
         return self.charge_size(width, height)
 
     def charge_size(self, width: int, height: int) -> tuple[int, int]:
+        if width < 1 or height < 1:
+            raise ImageError("image has no pixels")
         if width > self.max_side or height > self.max_side or width * height > self.max_pixels:
-            raise ImageTooLarge(
-                f"image is {width}x{height}; the limit is {self.max_side} px a side and {self.max_pixels} "
-                "pixels (MAX_IMAGE_SIDE, MAX_IMAGE_PIXELS)"
+            raise ImageError(  # a bad image (400), like check_image says; request totals are 413
+                f"image is {width}x{height}; the limit is {self.max_side} px a side and {self.max_pixels} pixels"
             )
         self.images += 1
         self.count(self.images)
