@@ -7,19 +7,21 @@ from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import exceptions, serializers, status
-from rest_framework.parsers import BaseParser, JSONParser
+from rest_framework.parsers import BaseParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from labeling import access
 from training.models import TrainedModel
+from webapp.parsers import BoundedJSONParser
 
 from . import services
 from .auth import REWARDS_AUTHENTICATION
 from .broker import dump_npy
+from .decoding import RequestTooLarge, decode_slot
 from .limits import client_key, too_many
 from .models import Deployment
-from .payloads import MAX_ITEMS, PayloadError, bool_list, float_list, images_from_base64, npy_shape
+from .payloads import MAX_ITEMS, PayloadError, PayloadTooLarge, bool_list, float_list, images_from_base64, npy_shape
 from .reward_serving import RewardRequest, item_json, rewards_serve
 from .serving import DeploymentNotFound, DeploymentUnavailable, deployment_config
 from .throttles import ApiRateThrottle, RewardsRateThrottle, bad_request_limit, limiter
@@ -81,9 +83,8 @@ class RewardsJsonSerializer(serializers.Serializer):
 class RewardsView(APIView):
     """Rewards for a batch of images from a deployment's model."""
 
-    parser_classes = [NpyParser, JSONParser]
+    parser_classes = [NpyParser, BoundedJSONParser]
     authentication_classes = REWARDS_AUTHENTICATION
-
     throttle_classes = [ApiRateThrottle, RewardsRateThrottle]
 
     def initial(self, request, *args, **kwargs):
@@ -126,6 +127,7 @@ class RewardsView(APIView):
             401: OpenApiResponse(description="Missing or unknown token."),
             403: OpenApiResponse(description="The token lacks the `rewards` scope."),
             404: OpenApiResponse(description="No such deployment (or not one of the token's)."),
+            413: OpenApiResponse(description="Too many images or pixels (MAX_REQUEST_PIXELS) or too large a body."),
             429: OpenApiResponse(description="Over the reward rate limit or too many bad requests (see Retry-After)."),
             503: OpenApiResponse(description="Deployment unhealthy or no inference worker answered."),
         },
@@ -147,6 +149,8 @@ class RewardsView(APIView):
             )
         try:
             reward_request = self._parse(request)
+        except PayloadTooLarge as exc:
+            raise RequestTooLarge(str(exc)) from None
         except PayloadError as exc:
             raise BadRequest(str(exc)) from None
         agent = request.user
@@ -169,7 +173,7 @@ class RewardsView(APIView):
         content_type = (request.content_type or "").split(";")[0].strip()
         if content_type == NpyParser.media_type:
             payload = request.data if isinstance(request.data, bytes) else b""
-            shape = npy_shape(payload, max_side=settings.MAX_IMAGE_SIDE)
+            shape = npy_shape(payload, max_side=settings.MAX_IMAGE_SIDE, max_request_pixels=settings.MAX_REQUEST_PIXELS)
             meta = {
                 "env_rewards": request.query_params.get("env_rewards", request.META.get("HTTP_X_ENV_REWARDS")),
                 "dones": request.query_params.get("dones", request.META.get("HTTP_X_DONES")),
@@ -180,9 +184,13 @@ class RewardsView(APIView):
             data = request.data
             if not isinstance(data, dict) or "images" not in data:
                 raise PayloadError("JSON body must be an object with an 'images' list")
-            images = images_from_base64(
-                data["images"], max_side=settings.MAX_IMAGE_SIDE, max_pixels=settings.MAX_IMAGE_PIXELS
-            )
+            with decode_slot():
+                images = images_from_base64(
+                    data["images"],
+                    max_side=settings.MAX_IMAGE_SIDE,
+                    max_pixels=settings.MAX_IMAGE_PIXELS,
+                    max_request_pixels=settings.MAX_REQUEST_PIXELS,
+                )
             payload, shape = dump_npy(images), images.shape
             meta = {k: data.get(k) for k in ("env_rewards", "dones", "env_success")} | {
                 "stream": data.get("stream") or ""

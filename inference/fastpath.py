@@ -23,7 +23,7 @@ from labeling.tokens import token_from_header
 
 from .auth import MALFORMED, UNKNOWN, acached_agent
 from .limits import client_key, too_many
-from .payloads import PayloadError, bool_list, float_list, npy_shape
+from .payloads import PayloadError, PayloadTooLarge, bool_list, float_list, npy_shape
 from .reward_serving import RewardRequest, arewards_serve, item_json
 from .serving import DeploymentNotFound, DeploymentUnavailable, adeployment_config
 from .throttles import alimiter, bad_request_limit, rewards_limit
@@ -95,7 +95,7 @@ class RewardsFastPath:
             )
         query = {k: v[-1] for k, v in parse_qs(scope.get("query_string", b"").decode("latin-1")).items()}
         try:
-            shape = npy_shape(payload, max_side=settings.MAX_IMAGE_SIDE)
+            shape = npy_shape(payload, max_side=settings.MAX_IMAGE_SIDE, max_request_pixels=settings.MAX_REQUEST_PIXELS)
             n = shape[0]
             request = RewardRequest(
                 payload=payload,
@@ -106,6 +106,8 @@ class RewardsFastPath:
                 client=f"a{agent.pk}",
                 stream=str(query.get("stream", headers.get("x-stream", "")) or "")[:100],
             )
+        except PayloadTooLarge as exc:
+            raise HttpError(413, str(exc)) from None
         except PayloadError as exc:
             raise HttpError(400, str(exc)) from None
         try:
@@ -122,7 +124,8 @@ class RewardsFastPath:
 
 
 async def _read_body(receive) -> bytes:
-    limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+    # The largest valid body: MAX_REQUEST_PIXELS RGB bytes plus a generous .npy header.
+    limit = min(settings.DATA_UPLOAD_MAX_MEMORY_SIZE, settings.MAX_REQUEST_PIXELS * 3 + 65536)
     chunks, size = [], 0
     while True:
         message = await receive()
@@ -131,7 +134,10 @@ async def _read_body(receive) -> bytes:
         chunk = message.get("body", b"")
         size += len(chunk)
         if size > limit:
-            raise HttpError(413, f"body larger than {limit} bytes")
+            raise HttpError(
+                413,
+                f"body larger than {limit} bytes (MAX_REQUEST_PIXELS x 3 plus the header, DATA_UPLOAD_MAX_MEMORY_SIZE)",
+            )
         chunks.append(chunk)
         if not message.get("more_body", False):
             return b"".join(chunks)

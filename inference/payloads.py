@@ -15,6 +15,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from labeling.image_budget import ImageTooLarge, PixelBudget
 from labeling.images import ImageError, check_image, decode_rgb
 
 MAX_ITEMS = 1024
@@ -24,7 +25,13 @@ class PayloadError(ValueError):
     pass
 
 
-def npy_shape(payload: bytes, *, max_side: int, max_items: int = MAX_ITEMS) -> tuple[int, ...]:
+class PayloadTooLarge(PayloadError):
+    """Over a size limit (answered with 413); the message names the setting."""
+
+
+def npy_shape(
+    payload: bytes, *, max_side: int, max_items: int = MAX_ITEMS, max_request_pixels: int | None = None
+) -> tuple[int, ...]:
     """The [B,H,W,3] shape of a uint8 `.npy` body, checked without reading its pixels."""
     if not payload:
         raise PayloadError("empty body: send a uint8 [B,H,W,3] array as .npy")
@@ -40,6 +47,10 @@ def npy_shape(payload: bytes, *, max_side: int, max_items: int = MAX_ITEMS) -> t
     if dtype != np.uint8:
         raise PayloadError(f"images must be uint8, got {dtype}")
     check_shape(shape, max_side=max_side, max_items=max_items)
+    if max_request_pixels is not None and math.prod(shape[:3]) > max_request_pixels:
+        raise PayloadTooLarge(
+            f"{shape[0]} images of {shape[2]}x{shape[1]} are more than {max_request_pixels} pixels (MAX_REQUEST_PIXELS)"
+        )
     if fortran:
         raise PayloadError("images must be a C-ordered array")
     expected = stream.tell() + math.prod(shape)
@@ -56,36 +67,61 @@ def check_shape(shape: Sequence[int], *, max_side: int, max_items: int = MAX_ITE
     if shape[0] == 0:
         raise PayloadError("empty batch: send at least one image")
     if shape[0] > max_items:
-        raise PayloadError(f"at most {max_items} images per request, got {shape[0]}")
+        raise PayloadTooLarge(f"at most {max_items} images per request, got {shape[0]}")
     if not (1 <= shape[1] <= max_side and 1 <= shape[2] <= max_side):
         raise PayloadError(f"images must be at most {max_side} px a side, got {shape[1]}x{shape[2]}")
 
 
-def images_from_base64(items: object, *, max_side: int, max_pixels: int, max_items: int = MAX_ITEMS) -> np.ndarray:
-    """A uint8 [B,H,W,3] batch from a list of base64 PNG/JPEG strings (data URLs accepted)."""
+def images_from_base64(
+    items: object,
+    *,
+    max_side: int,
+    max_pixels: int,
+    max_items: int = MAX_ITEMS,
+    max_request_pixels: int | None = None,
+) -> np.ndarray:
+    """A uint8 [B,H,W,3] batch from a list of base64 PNG/JPEG strings (data URLs accepted).
+
+    The count, every image's header size, the request's total pixels and the common size are all
+    checked before the first pixel is decoded."""
     if not isinstance(items, list):
         raise PayloadError("images must be a list of base64-encoded PNG or JPEG strings")
     if not items:
         raise PayloadError("empty batch: send at least one image")
     if len(items) > max_items:
-        raise PayloadError(f"at most {max_items} images per request, got {len(items)}")
-    arrays = []
+        raise PayloadTooLarge(f"at most {max_items} images per request, got {len(items)}")
+    budget = PixelBudget(
+        max_side=max_side,
+        max_pixels=max_pixels,
+        max_request_pixels=max_request_pixels or max_pixels * max_items,
+        max_images=max_items,
+    )
+    raws = []
     for i, item in enumerate(items):
         if not isinstance(item, str):
             raise PayloadError(f"images[{i}] must be a base64 string")
         text = item.split(",", 1)[1] if item.startswith("data:") else item
         try:
             raw = base64.b64decode(text, validate=True)
-            arrays.append(decode_rgb(check_image(raw, max_side=max_side, max_pixels=max_pixels).data))
-        except (binascii.Error, ValueError) as exc:
+            width, height = budget.charge(raw)
+        except ImageTooLarge as exc:
+            raise PayloadTooLarge(f"images[{i}]: {exc}") from None
+        except (binascii.Error, ValueError) as exc:  # ImageError is a ValueError
             raise PayloadError(f"images[{i}]: {exc}") from None
-        except ImageError as exc:
+        if (width, height) != budget.sizes[0]:
+            raise PayloadError(f"images[{i}] is {width}x{height}; all images of a batch must share one size")
+        raws.append(raw)
+    batch = np.empty((len(raws), budget.sizes[0][1], budget.sizes[0][0], 3), dtype=np.uint8)
+    for i, raw in enumerate(raws):
+        try:
+            array = decode_rgb(check_image(raw, max_side=max_side, max_pixels=max_pixels).data)
+        except (ImageError, ValueError) as exc:
             raise PayloadError(f"images[{i}]: {exc}") from None
-        if arrays[-1].shape != arrays[0].shape:
-            raise PayloadError(
-                f"images[{i}] is {arrays[-1].shape[1]}x{arrays[-1].shape[0]}; all images of a batch must share one size"
-            )
-    return np.stack(arrays)
+        if array.shape != batch.shape[1:]:
+            raise PayloadError(f"images[{i}]: its pixels do not match its header size")
+        batch[i] = array
+        raws[i] = b""  # let each encoded image go once decoded
+    return batch
 
 
 def float_list(value: object, n: int, name: str) -> list[float] | None:

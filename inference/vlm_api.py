@@ -23,17 +23,19 @@ from django.conf import settings
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_field
 from rest_framework import exceptions, serializers, status
-from rest_framework.parsers import JSONParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from labeling import access
+from labeling.image_budget import ImageTooLarge
 from labeling.images import ImageError, check_image, decode_rgb
 from training.vlm.parse import label_parse
 from training.vlm.rewards import trend_reward
+from webapp.parsers import BoundedJSONParser
 
 from .api import NpyParser
 from .auth import DEPLOYMENT_AUTHENTICATION
+from .decoding import RequestTooLarge, decode_slot, request_budget
 from .payloads import PayloadError, bool_list, float_list
 from .serving import DeploymentNotFound, DeploymentUnavailable, deployment_config, deployment_name_for
 from .throttles import ApiRateThrottle, RewardsRateThrottle
@@ -62,6 +64,41 @@ class BadRequest(exceptions.APIException):
 class ServiceUnavailable(exceptions.APIException):
     status_code = status.HTTP_503_SERVICE_UNAVAILABLE
     default_code = "service_unavailable"
+
+
+def frames_decode(frames: list[tuple[object, str]]) -> list[np.ndarray]:
+    """Decode many frames as one request: count, header sizes and total pixels are checked first.
+
+    Each item is (base64 text or checked array, where it came from for error messages). Over a limit:
+    413 naming the setting; a bad frame: 400 naming the frame."""
+    budget = request_budget(max_images=MAX_WINDOWS * MAX_IMAGES)
+    try:
+        budget.count(len(frames))
+    except ImageTooLarge as exc:
+        raise RequestTooLarge(str(exc)) from None
+    for value, where in frames:
+        try:
+            if isinstance(value, np.ndarray):
+                budget.charge_size(int(value.shape[1]), int(value.shape[0]))
+            else:
+                budget.charge(_base64_bytes(value, where))
+        except ImageTooLarge as exc:
+            raise RequestTooLarge(f"{where}: {exc}") from None
+        except ImageError:
+            pass  # decoding below names the problem
+    with decode_slot():
+        return [image_decode(value, where) for value, where in frames]
+
+
+def _base64_bytes(text: object, where: str) -> bytes:
+    if not isinstance(text, str) or not text:
+        raise BadRequest(f"{where}: expected a base64-encoded PNG or JPEG string")
+    if text.startswith("data:"):
+        text = text.split(",", 1)[1] if "," in text else ""
+    try:
+        return base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError) as exc:
+        raise BadRequest(f"{where}: {exc}") from None
 
 
 def image_decode(text: object, where: str):
@@ -258,7 +295,7 @@ def npy_request(request) -> dict:
 class VLMRewardsView(APIView):
     """Trend rewards from a deployed Qwen3-VL."""
 
-    parser_classes = [NpyParser, JSONParser]
+    parser_classes = [NpyParser, BoundedJSONParser]
     throttle_classes = [ApiRateThrottle, RewardsRateThrottle]
     authentication_classes = DEPLOYMENT_AUTHENTICATION
 
@@ -305,24 +342,40 @@ class VLMRewardsView(APIView):
         )
         try:
             if data["reward_mode"] == "window":
+                frames = [
+                    (f, f"windows[{i}].{view}[{j}]")
+                    for i, w in enumerate(data["windows"])
+                    for view in ("main", "extra")
+                    for j, f in enumerate(w[view])
+                ]
+                decoded = iter(frames_decode(frames))
                 windows = [
                     {
-                        "main": [image_decode(f, f"windows[{i}].main[{j}]") for j, f in enumerate(w["main"])],
-                        "extra": [image_decode(f, f"windows[{i}].extra[{j}]") for j, f in enumerate(w["extra"])],
+                        "main": [next(decoded) for _ in w["main"]],
+                        "extra": [next(decoded) for _ in w["extra"]],
                         "env_reward": w["env_reward"],
                         "env_success": w["env_success"],
                     }
-                    for i, w in enumerate(data["windows"])
+                    for w in data["windows"]
                 ]
                 items = windows_rewards(
                     deployment, windows, generate=data["generate"], max_new_tokens=data["max_new_tokens"]
                 )
             else:
+                decoded = iter(
+                    frames_decode(
+                        [
+                            (s[view], f"steps[{i}].{view}")
+                            for i, s in enumerate(data["steps"])
+                            for view in ("main", "extra")
+                        ]
+                    )
+                )
                 steps = [
                     StreamStep(
                         stream=s["stream"],
-                        main=image_decode(s["main"], f"steps[{i}].main"),
-                        extra=image_decode(s["extra"], f"steps[{i}].extra"),
+                        main=next(decoded),
+                        extra=next(decoded),
                         env_reward=s["env_reward"],
                         env_success=s["env_success"],
                         done=s["done"],
@@ -361,7 +414,7 @@ class ChatCompletionRequestSerializer(serializers.Serializer):
     model = serializers.CharField(
         max_length=200, help_text="The deployment's name or one of its aliases, case-insensitively."
     )
-    messages = serializers.ListField(child=serializers.DictField(), min_length=1)
+    messages = serializers.ListField(child=serializers.DictField(), min_length=1, max_length=MAX_IMAGES + 16)
     max_tokens = serializers.IntegerField(required=False, allow_null=True, min_value=1, max_value=MAX_NEW_TOKENS)
     max_completion_tokens = serializers.IntegerField(
         required=False, allow_null=True, min_value=1, max_value=MAX_NEW_TOKENS
@@ -395,15 +448,15 @@ def chat_window(messages: list[dict]) -> tuple[list, str | None]:
                     raise BadRequest(
                         f"messages[{m}].content[{p}]: only base64 data URLs (data:image/...;base64,...) are accepted"
                     )
-                images.append(image_decode(url, f"messages[{m}].content[{p}].image_url"))
+                images.append((url, f"messages[{m}].content[{p}].image_url"))
+                if len(images) > MAX_IMAGES:
+                    raise RequestTooLarge(f"at most {MAX_IMAGES} images per request; counted before decoding any")
             else:
                 raise BadRequest(f"messages[{m}].content[{p}]: unsupported part type {kind!r}")
     if not images:
         raise BadRequest("the user message has no image_url parts; send the window's frames as images")
-    if len(images) > MAX_IMAGES:
-        raise BadRequest(f"at most {MAX_IMAGES} images per request, got {len(images)}")
     prompt = "\n".join(t for t in texts if t.strip()) or None
-    return images, prompt
+    return frames_decode(images), prompt
 
 
 class ChatCompletionsView(APIView):
@@ -439,12 +492,12 @@ class ChatCompletionsView(APIView):
         data = body.validated_data
         if data.get("stream"):
             raise BadRequest("stream=true is not supported")
+        images, prompt = chat_window(data["messages"])  # counted and size-checked before the deployment lookup
         try:
             name = deployment_name_for(data["model"])
         except DeploymentNotFound as exc:
             raise exceptions.NotFound(str(exc)) from None
         deployment = _deployment(request, name)
-        images, prompt = chat_window(data["messages"])
         max_tokens = data.get("max_completion_tokens") or data.get("max_tokens") or 16
         window = WindowRequest(images, prompt or deployment.prompt, generate=True, max_new_tokens=max_tokens)
         try:

@@ -48,7 +48,6 @@ from .import_sources import (
     folder_images,
     folder_sha256,
     load_payload,
-    safe_file_name,
 )
 from .models import Episode, Frame, FrameLabel, LabelChange, LabelSource, Project, Step
 from .rlinf_episode import EpisodeFormatError, parse_episode, to_json
@@ -125,12 +124,20 @@ def import_source(*, project: Project, source: Source, env_id: str, summary: Imp
         summary.failed.append((source.name, f"unexpected error: {exc.__class__.__name__}: {exc}"))
 
 
+def pickle_limits() -> safe_pickle.PickleLimits:
+    return safe_pickle.PickleLimits(
+        max_array_bytes=settings.PICKLE_MAX_ARRAY_BYTES,
+        max_total_bytes=settings.PICKLE_MAX_TOTAL_BYTES,
+        max_nodes=settings.PICKLE_MAX_VALUES,
+    )
+
+
 def _import_pickle(*, project: Project, source: Source, env_id: str, summary: ImportSummary) -> None:
     digest = file_sha256(source.path)
     uuid = import_uuid(project=project, kind="rlinf_pickle", digest=digest)
     if _already_imported(uuid, source, summary):
         return
-    parsed = parse_episode(safe_pickle.load_path(source.path), file_name=source.path.name)
+    parsed = parse_episode(safe_pickle.load_path(source.path, pickle_limits()), file_name=source.path.name)
     cameras = set(project.camera_views)
     steps = []
     for step in parsed.steps:
@@ -355,19 +362,3 @@ def _folder_image(raw: bytes) -> CheckedImage:
         if "must be RGB" not in str(exc):
             raise
     return encode_array(decode_rgb(raw), **limits)  # size and format were checked above
-
-
-def import_uploads(*, project: Project, files: Iterable, env_id: str = "") -> ImportSummary:
-    """Import uploaded files (Django UploadedFile objects): each is written to a scratch folder under
-    its own (sanitised) name, since RLinf file names carry episode ids, then imported like paths."""
-    with tempfile.TemporaryDirectory(prefix="rs-upload-") as scratch:
-        paths = []
-        for number, upload in enumerate(files):
-            folder = Path(scratch) / str(number)
-            folder.mkdir()
-            path = folder / safe_file_name(upload.name)
-            with open(path, "wb") as out:
-                for chunk in upload.chunks():
-                    out.write(chunk)
-            paths.append(path)
-        return import_paths(project=project, paths=paths, env_id=env_id)

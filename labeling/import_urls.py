@@ -6,4 +6,5 @@ from . import import_views
 
 urlpatterns = [
     path("projects/<int:pk>/import/", import_views.project_import, name="project-import"),
+    path("projects/<int:pk>/import/<int:job>/", import_views.project_import_job, name="project-import-job"),
 ]

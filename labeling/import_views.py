@@ -6,12 +6,12 @@ from pathlib import Path
 
 from django import forms
 from django.contrib.auth.decorators import login_required
-from django.shortcuts import get_object_or_404, render
+from django.shortcuts import get_object_or_404, redirect, render
 
 from . import access
-from .import_services import import_uploads
-from .import_sources import PAYLOAD_SUFFIXES, PICKLE_SUFFIXES, ZIP_SUFFIXES, SourceError
-from .models import Project
+from .import_jobs import import_job_create, summary_from_json
+from .import_sources import PAYLOAD_SUFFIXES, PICKLE_SUFFIXES, ZIP_SUFFIXES
+from .models import ImportJob, Project
 
 UPLOAD_SUFFIXES = sorted(PICKLE_SUFFIXES | PAYLOAD_SUFFIXES | ZIP_SUFFIXES)
 
@@ -49,22 +49,35 @@ class ImportForm(forms.Form):
 
 @login_required
 def project_import(request, pk: int):
+    """The upload form; a valid upload is stored and queued, and the browser goes to the job's page."""
     project = get_object_or_404(Project, pk=pk)
     access.require_page(request, access.MANAGE, project)
-    summary = None
     status = 200
     if request.method == "POST":
         form = ImportForm(request.POST, request.FILES)
         if form.is_valid():
-            try:
-                summary = import_uploads(
-                    project=project, files=form.cleaned_data["files"], env_id=form.cleaned_data["env_id"]
-                )
-            except SourceError as exc:
-                form.add_error(None, str(exc))
-        if not form.is_valid() or (summary is not None and summary.failed):
-            status = 400
+            job = import_job_create(
+                project=project,
+                files=form.cleaned_data["files"],
+                env_id=form.cleaned_data["env_id"],
+                user=request.user,
+            )
+            return redirect("project-import-job", pk=project.pk, job=job.pk)
+        status = 400
     else:
         form = ImportForm()
-    context = {"project": project, "form": form, "summary": summary, "suffixes": UPLOAD_SUFFIXES}
+    recent = ImportJob.objects.filter(project=project)[:10]
+    context = {"project": project, "form": form, "suffixes": UPLOAD_SUFFIXES, "recent": recent}
     return render(request, "labeling/import.html", context, status=status)
+
+
+@login_required
+def project_import_job(request, pk: int, job: int):
+    """Progress of one import (the page refreshes itself until the job ends), then its summary."""
+    project = get_object_or_404(Project, pk=pk)
+    access.require_page(request, access.MANAGE, project)
+    import_job = get_object_or_404(ImportJob, pk=job, project=project)
+    summary = summary_from_json(import_job.summary) if import_job.status == ImportJob.Status.DONE else None
+    failed = import_job.status == ImportJob.Status.FAILED or bool(summary and summary.failed)
+    context = {"project": project, "job": import_job, "summary": summary, "failed": failed}
+    return render(request, "labeling/import_job.html", context)

@@ -11,11 +11,14 @@ from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import OpenApiExample, extend_schema
 from rest_framework import status
 from rest_framework.exceptions import ValidationError
-from rest_framework.parsers import JSONParser, MultiPartParser
+from rest_framework.parsers import MultiPartParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from webapp.parsers import BoundedJSONParser, RequestTooLarge
+
 from . import access, services
+from .image_budget import ImageTooLarge, PixelBudget
 from .images import CheckedImage, ImageError, check_image
 from .ingest_serializers import (
     AppendResultSerializer,
@@ -52,7 +55,7 @@ def _agent(request) -> Agent | None:
 
 
 class EpisodeCreateView(APIView):
-    parser_classes = [JSONParser]
+    parser_classes = [BoundedJSONParser]
 
     @extend_schema(
         request=EpisodeCreateSerializer,
@@ -89,7 +92,7 @@ class EpisodeDetailView(APIView):
 
 
 class StepChunkView(APIView):
-    parser_classes = [MultiPartParser, JSONParser]
+    parser_classes = [MultiPartParser, BoundedJSONParser]
 
     @extend_schema(
         request={"multipart/form-data": StepChunkSerializer, "application/json": StepChunkSerializer},
@@ -134,38 +137,62 @@ class StepChunkView(APIView):
                 raise ValidationError({"steps": [f"not valid JSON: {exc}"]}) from None
         if not isinstance(raw_steps, list) or not raw_steps:
             raise ValidationError({"steps": ["a non-empty list of steps is required"]})
+        if len(raw_steps) > settings.INGEST_MAX_STEPS_PER_CHUNK:
+            raise RequestTooLarge(
+                f"{len(raw_steps)} steps in one chunk; the limit is {settings.INGEST_MAX_STEPS_PER_CHUNK} "
+                "(INGEST_MAX_STEPS_PER_CHUNK)"
+            )
         limits = {"max_side": settings.MAX_IMAGE_SIDE, "max_pixels": settings.MAX_IMAGE_PIXELS}
         files = request.FILES if multipart else {}
-        parsed = []
+        validated = []
         for position, raw in enumerate(raw_steps):
             serializer = StepSerializer(data=raw)
             if not serializer.is_valid():
                 field, messages = next(iter(serializer.errors.items()))
                 label = raw.get("index", position) if isinstance(raw, dict) else position
                 raise ValidationError({"steps": [f"step {label}: {field}: {_first(messages)}"]})
-            values = serializer.validated_data
-            images = {
-                camera: self._decode_b64(values["index"], camera, text, limits)
-                for camera, text in values.pop("images").items()
-            }
-            parsed.append(services.StepInput(**values, images=images))
-        by_index = {step.index: step for step in parsed}
+            validated.append(serializer.validated_data)
+        # Count the chunk's images and read their header sizes before any image is checked or decoded.
+        budget = PixelBudget(
+            max_side=settings.MAX_IMAGE_SIDE,
+            max_pixels=settings.MAX_IMAGE_PIXELS,
+            max_request_pixels=settings.MAX_REQUEST_PIXELS,
+            max_images=settings.INGEST_MAX_IMAGES_PER_CHUNK,
+        )
+        try:
+            budget.count(sum(len(values["images"]) for values in validated) + len(files))
+        except ImageTooLarge as exc:
+            raise RequestTooLarge(f"{exc} (INGEST_MAX_IMAGES_PER_CHUNK)") from None
+        raw_images = {}
+        for values in validated:
+            for camera, text in values.pop("images").items():
+                raw_images[(values["index"], camera)] = self._decode_b64(values["index"], camera, text)
         for name, upload in files.items():
             parts = name.split(".", 2)
             if len(parts) != 3 or parts[0] != "frame" or not parts[1].isdigit():
                 raise ValidationError({"files": [f"file field {name!r}: name files frame.<index>.<camera>"]})
             index, camera = int(parts[1]), parts[2]
-            if index not in by_index:
+            if index not in {values["index"] for values in validated}:
                 raise ValidationError({"files": [f"file {name!r}: step {index} is not in this chunk"]})
-            by_index[index].images[camera] = self._check(index, camera, upload.read(), limits)
+            raw_images[(index, camera)] = upload.read()
+        for (index, camera), raw in raw_images.items():
+            try:
+                budget.charge(raw)
+            except ImageTooLarge as exc:
+                raise RequestTooLarge(f"step {index}: images.{camera}: {exc}") from None
+            except ImageError as exc:
+                raise ValidationError({"steps": [f"step {index}: images.{camera}: {exc}"]}) from None
+        parsed = [services.StepInput(**values, images={}) for values in validated]
+        by_index = {step.index: step for step in parsed}
+        for (index, camera), raw in raw_images.items():
+            by_index[index].images[camera] = self._check(index, camera, raw, limits)
         return parsed
 
-    def _decode_b64(self, index: int, camera: str, text: str, limits: dict) -> CheckedImage:
+    def _decode_b64(self, index: int, camera: str, text: str) -> bytes:
         try:
-            raw = base64.b64decode(text, validate=True)
+            return base64.b64decode(text, validate=True)
         except (binascii.Error, ValueError):
             raise ValidationError({"steps": [f"step {index}: images.{camera}: not valid base64"]}) from None
-        return self._check(index, camera, raw, limits)
 
     @staticmethod
     def _check(index: int, camera: str, raw: bytes, limits: dict) -> CheckedImage:
@@ -185,7 +212,7 @@ def _first(messages) -> str:
 
 
 class EpisodeFinishView(APIView):
-    parser_classes = [JSONParser]
+    parser_classes = [BoundedJSONParser]
 
     @extend_schema(request=FinishSerializer, responses=EpisodeSerializer, summary="Finish an episode (idempotent)")
     def post(self, request, uuid):

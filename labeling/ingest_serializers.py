@@ -6,9 +6,12 @@ from rest_framework import serializers
 
 from .models import Episode, Frame
 
+MAX_STEP_INDEX = 2**31 - 1  # the database column's range: larger indices are refused, not a 500
+MAX_ACTION_SIZE = 1024
+
 
 class EpisodeCreateSerializer(serializers.Serializer):
-    project = serializers.CharField(help_text="Project id or name.")
+    project = serializers.CharField(max_length=200, help_text="Project id or name.")
     uuid = serializers.UUIDField(help_text="Client-supplied id; retrying with the same id returns the same episode.")
     source = serializers.ChoiceField(choices=Episode.Source.choices, default=Episode.Source.SIM)
     env_id = serializers.CharField(max_length=100, required=False, allow_blank=True, default="")
@@ -42,8 +45,10 @@ class EpisodeSerializer(serializers.ModelSerializer):
 
 
 class StepSerializer(serializers.Serializer):
-    index = serializers.IntegerField(min_value=0)
-    action = serializers.ListField(child=serializers.FloatField(), required=False, default=list)
+    index = serializers.IntegerField(min_value=0, max_value=MAX_STEP_INDEX)
+    action = serializers.ListField(
+        child=serializers.FloatField(), required=False, default=list, max_length=MAX_ACTION_SIZE
+    )
     reward = serializers.FloatField(required=False, default=0.0)
     terminated = serializers.BooleanField(required=False, default=False)
     truncated = serializers.BooleanField(required=False, default=False)
@@ -51,7 +56,7 @@ class StepSerializer(serializers.Serializer):
     score = serializers.FloatField(required=False, allow_null=True, default=None, help_text="Trend score (gae).")
     info = serializers.DictField(required=False, default=dict)
     images = serializers.DictField(
-        child=serializers.CharField(),
+        child=serializers.CharField(max_length=64 * 1024 * 1024),
         required=False,
         default=dict,
         help_text="JSON bodies only: camera name -> base64 PNG/JPEG/.npy bytes. Multipart bodies send files "

@@ -17,6 +17,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from . import access, label_selectors, proposals
+from .ingest_serializers import MAX_STEP_INDEX
 from .label_services import Actor, LabelError, frame_labels_set, window_labels_set
 from .models import Episode, Frame, FrameLabel, Project, ProposalStatus, WindowLabel
 
@@ -44,15 +45,15 @@ def _bad(exc: Exception) -> ValidationError:
 
 
 class FrameItemSerializer(serializers.Serializer):
-    index = serializers.IntegerField(min_value=0)
+    index = serializers.IntegerField(min_value=0, max_value=MAX_STEP_INDEX)
     value = serializers.ChoiceField(choices=FrameLabel.Value.choices, allow_null=True)
 
 
 class FrameLabelsInSerializer(serializers.Serializer):
     """Either a range (start..end inclusive, one value for all) or a list of items."""
 
-    start = serializers.IntegerField(min_value=0, required=False)
-    end = serializers.IntegerField(min_value=0, required=False)
+    start = serializers.IntegerField(min_value=0, max_value=MAX_STEP_INDEX, required=False)
+    end = serializers.IntegerField(min_value=0, max_value=MAX_STEP_INDEX, required=False)
     value = serializers.ChoiceField(
         choices=FrameLabel.Value.choices, allow_null=True, required=False, help_text="null clears the label"
     )
@@ -84,8 +85,8 @@ class FrameChangesSerializer(serializers.Serializer):
 
 
 class WindowItemSerializer(serializers.Serializer):
-    start = serializers.IntegerField(min_value=0)
-    end = serializers.IntegerField(min_value=0)
+    start = serializers.IntegerField(min_value=0, max_value=MAX_STEP_INDEX)
+    end = serializers.IntegerField(min_value=0, max_value=MAX_STEP_INDEX)
     value = serializers.ChoiceField(
         choices=WindowLabel.Value.choices, allow_null=True, help_text="null deletes the human window label"
     )
@@ -97,8 +98,8 @@ class WindowItemSerializer(serializers.Serializer):
 
 
 class WindowLabelsInSerializer(serializers.Serializer):
-    start = serializers.IntegerField(min_value=0, required=False)
-    end = serializers.IntegerField(min_value=0, required=False)
+    start = serializers.IntegerField(min_value=0, max_value=MAX_STEP_INDEX, required=False)
+    end = serializers.IntegerField(min_value=0, max_value=MAX_STEP_INDEX, required=False)
     value = serializers.ChoiceField(choices=WindowLabel.Value.choices, allow_null=True, required=False)
     items = WindowItemSerializer(many=True, required=False, max_length=MAX_ITEMS)
 
@@ -126,15 +127,19 @@ class WindowChangesSerializer(serializers.Serializer):
 
 
 class WindowSpanSerializer(serializers.Serializer):
-    start = serializers.IntegerField(min_value=0)
-    end = serializers.IntegerField(min_value=0)
+    start = serializers.IntegerField(min_value=0, max_value=MAX_STEP_INDEX)
+    end = serializers.IntegerField(min_value=0, max_value=MAX_STEP_INDEX)
 
 
 class ProposalScopeSerializer(serializers.Serializer):
     kind = serializers.ChoiceField(choices=proposals.KINDS, default="all")
     episode = serializers.UUIDField(required=False, help_text="Limit to one episode of the project.")
-    start = serializers.IntegerField(min_value=0, required=False, help_text="First step (frames) / window start.")
-    end = serializers.IntegerField(min_value=0, required=False, help_text="Last step (frames) / window end.")
+    start = serializers.IntegerField(
+        min_value=0, max_value=MAX_STEP_INDEX, required=False, help_text="First step (frames) / window start."
+    )
+    end = serializers.IntegerField(
+        min_value=0, max_value=MAX_STEP_INDEX, required=False, help_text="Last step (frames) / window end."
+    )
 
     def validate(self, attrs):
         if ("start" in attrs or "end" in attrs) and "episode" not in attrs:
@@ -226,8 +231,8 @@ class EpisodeLabelingView(APIView):
 
 class FrameBundleQuerySerializer(serializers.Serializer):
     camera = serializers.CharField(max_length=50)
-    start = serializers.IntegerField(min_value=0, help_text="First step index.")
-    end = serializers.IntegerField(min_value=0, help_text="Last step index (inclusive).")
+    start = serializers.IntegerField(min_value=0, max_value=MAX_STEP_INDEX, help_text="First step index.")
+    end = serializers.IntegerField(min_value=0, max_value=MAX_STEP_INDEX, help_text="Last step index (inclusive).")
 
     def validate(self, attrs):
         if attrs["end"] < attrs["start"]:

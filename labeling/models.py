@@ -290,3 +290,36 @@ class LabelChange(models.Model):
     class Meta:
         ordering = ["-at"]
         indexes = [models.Index(fields=["episode", "-at"])]
+
+
+class ImportJob(models.Model):
+    """An upload being imported by a Celery task (queue `ingest`), so the web process never unpickles."""
+
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        DONE = "done"
+        FAILED = "failed"
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="import_jobs")
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.QUEUED)
+    folder = models.CharField(max_length=500, help_text="Where the uploaded files wait (removed when done).")
+    env_id = models.CharField(max_length=100, blank=True, default="")
+    total = models.PositiveIntegerField(default=0, help_text="Importable files found.")
+    done = models.PositiveIntegerField(default=0, help_text="Files handled so far.")
+    summary = models.JSONField(default=dict, blank=True)
+    error = models.TextField(blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    @property
+    def finished(self) -> bool:
+        return self.status in (self.Status.DONE, self.Status.FAILED)
+
+    @property
+    def percent(self) -> int:
+        return int(100 * self.done / self.total) if self.total else (100 if self.finished else 0)

@@ -27,6 +27,7 @@ FILE_NAME_RE = re.compile(
     r"(?:_step_(?P<step>\d+))?_(?P<outcome>success|fail)\.pkl$"
 )
 MAIN_CAMERA = "main"
+MAX_INFO_ARRAY_ELEMENTS = 65_536  # an array inside an env info becomes a JSON list; bigger ones are refused
 
 
 class EpisodeFormatError(ValueError):
@@ -259,7 +260,13 @@ def to_json(value: Any) -> Any:
     if isinstance(value, Mapping):
         return {str(key): to_json(item) for key, item in value.items()}
     if isinstance(value, torch.Tensor | np.ndarray | np.generic):
-        return to_json(to_numpy(value).tolist())
+        array = to_numpy(value)
+        if array.size > MAX_INFO_ARRAY_ELEMENTS:
+            raise EpisodeFormatError(
+                f"an array of shape {list(array.shape)} is too large for a JSON info value "
+                f"(at most {MAX_INFO_ARRAY_ELEMENTS} elements)"
+            )
+        return to_json(array.tolist())
     if isinstance(value, list | tuple | set | frozenset):
         return [to_json(item) for item in value]
     if isinstance(value, bool) or value is None or isinstance(value, str | int):

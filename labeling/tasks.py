@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from celery import shared_task
+from django.conf import settings
 from django.db import OperationalError
 
 from .models import Episode
@@ -16,3 +17,16 @@ def generate_episode_proposals(episode_id: int) -> int:
     if episode is None:
         return 0
     return proposals_generate(project=episode.project, episodes=Episode.objects.filter(pk=episode_id)).episodes
+
+
+@shared_task(
+    soft_time_limit=settings.IMPORT_TIME_LIMIT_SECONDS,
+    time_limit=settings.IMPORT_TIME_LIMIT_SECONDS + 30,
+    acks_late=False,
+)
+def run_import_job(job_id: int) -> str:
+    """Import an uploaded batch of files (labeling.import_jobs); never retried: a job ends done or failed."""
+    from .import_jobs import import_job_run
+
+    job = import_job_run(job_id)
+    return job.status if job else "missing"

@@ -107,6 +107,20 @@ DATA_UPLOAD_MAX_NUMBER_FILES = 10_000
 # Image guard rails for ingest (Pillow decompression-bomb limit follows the same bound).
 MAX_IMAGE_SIDE = env_int("MAX_IMAGE_SIDE", 2048, minimum=16)
 MAX_IMAGE_PIXELS = env_int("MAX_IMAGE_PIXELS", 2048 * 2048, minimum=256)
+# Request bounds (README "Request and import limits"): decoded pixels of one request, JSON body size,
+# concurrent decoding per process, and what one imported pickle may allocate.
+MAX_REQUEST_PIXELS = env_int("MAX_REQUEST_PIXELS", 1024 * 224 * 224, minimum=256)
+MAX_JSON_BODY_BYTES = env_int("MAX_JSON_BODY_BYTES", 64 * 1024 * 1024, minimum=1024)
+INGEST_MAX_STEPS_PER_CHUNK = env_int("INGEST_MAX_STEPS_PER_CHUNK", 1000, minimum=1)
+INGEST_MAX_IMAGES_PER_CHUNK = env_int("INGEST_MAX_IMAGES_PER_CHUNK", 1024, minimum=1)
+DECODE_CONCURRENCY = env_int("DECODE_CONCURRENCY", 2, minimum=1)
+DECODE_WAIT_SECONDS = env_int("DECODE_WAIT_SECONDS", 30, minimum=1)
+PICKLE_MAX_ARRAY_BYTES = env_int("PICKLE_MAX_ARRAY_BYTES", 512 * 1024 * 1024, minimum=1024)
+PICKLE_MAX_TOTAL_BYTES = env_int("PICKLE_MAX_TOTAL_BYTES", 2 * 1024 * 1024 * 1024, minimum=1024)
+PICKLE_MAX_VALUES = env_int("PICKLE_MAX_VALUES", 2_000_000, minimum=100)
+IMPORT_DIR = env_path("IMPORT_DIR", DATA_DIR / "imports")
+IMPORT_TIME_LIMIT_SECONDS = env_int("IMPORT_TIME_LIMIT_SECONDS", 3600, minimum=10)
+IMPORT_MAX_MEMORY_BYTES = env_int("IMPORT_MAX_MEMORY_BYTES", 8 * 1024 * 1024 * 1024, minimum=64 * 1024 * 1024)
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
@@ -131,6 +145,11 @@ REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "webapp.errors.exception_handler",
     "DEFAULT_THROTTLE_CLASSES": ["inference.throttles.ApiRateThrottle"],
+    "DEFAULT_PARSER_CLASSES": [
+        "webapp.parsers.BoundedJSONParser",
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "Reward Studio API",

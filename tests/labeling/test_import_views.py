@@ -1,4 +1,7 @@
-"""The upload form at /projects/<pk>/import/."""
+"""The upload form at /projects/<pk>/import/ and the job page it sends the browser to.
+
+The upload is stored and queued; here the queued job is run in-process (`import_job_run`, what the
+Celery task calls) and the job page is read; tests/labeling/test_import_jobs.py runs it on a real worker."""
 
 from __future__ import annotations
 
@@ -11,7 +14,8 @@ import pytest
 import torch
 from django.core.files.uploadedfile import SimpleUploadedFile
 
-from labeling.models import Episode, FrameLabel, Step
+from labeling.import_jobs import import_job_run
+from labeling.models import Episode, FrameLabel, ImportJob, Step
 from tests.labeling.import_builders import RunsShell, image, png_bytes, reward_payload, rlinf_episode
 
 NAME = "rank_0_env_1_episode_2_step_30_success.pkl"
@@ -20,7 +24,20 @@ NAME = "rank_0_env_1_episode_2_step_30_success.pkl"
 @pytest.fixture
 def media(settings, tmp_path) -> Path:
     settings.MEDIA_ROOT = str(tmp_path / "media")
+    settings.IMPORT_DIR = str(tmp_path / "imports")
     return tmp_path / "media"
+
+
+def import_and_show(user_client, project, data: dict):
+    """POST the upload (answered at once with a redirect), run the queued job, then GET its page."""
+    response = user_client.post(url(project), data)
+    assert response.status_code == 302, response.content[:500]
+    job = ImportJob.objects.latest("pk")
+    assert response["Location"] == f"/projects/{project.pk}/import/{job.pk}/"
+    assert job.status == ImportJob.Status.QUEUED and Path(job.folder).is_dir()
+    import_job_run(job.pk)
+    assert not Path(job.folder).exists()  # the stored upload is removed once imported
+    return user_client.get(response["Location"])
 
 
 def url(project) -> str:
@@ -60,9 +77,10 @@ def test_uploading_a_pickle_and_a_payload_shows_the_summary(user_client, project
     torch.save(reward_payload([0, 1]), payload)
     files = [upload(NAME, pickle.dumps(rlinf_episode(num_actions=2))), upload("train.pt", payload.getvalue())]
 
-    response = user_client.post(url(project), {"files": files, "env_id": "PickCube-v1"})
+    response = import_and_show(user_client, project, {"files": files, "env_id": "PickCube-v1"})
 
     assert response.status_code == 200
+    assert b'value="100"' in response.content and b"2 of 2 file(s)" in response.content
     summary = response.context["summary"]
     assert (summary.episodes, summary.steps, summary.frames, summary.labels) == (2, 5, 8, 2)
     assert b'id="summary-episodes">2<' in response.content
@@ -70,7 +88,7 @@ def test_uploading_a_pickle_and_a_payload_shows_the_summary(user_client, project
     assert episode.env_id == "PickCube-v1" and episode.metadata["file_name"] == NAME
     assert Step.objects.filter(episode=episode).count() == 3
 
-    again = user_client.post(url(project), {"files": [upload(NAME, pickle.dumps(rlinf_episode(num_actions=2)))]})
+    again = import_and_show(user_client, project, {"files": [upload(NAME, pickle.dumps(rlinf_episode(num_actions=2)))]})
     assert again.status_code == 200 and b"already imported as episode" in again.content
     assert Episode.objects.count() == 2
 
@@ -85,7 +103,7 @@ def test_uploading_a_zip_of_label_folders(user_client, project, media):
         }
     )
 
-    response = user_client.post(url(project), {"files": upload("frames.zip", data)})
+    response = import_and_show(user_client, project, {"files": upload("frames.zip", data)})
 
     assert response.status_code == 200
     assert response.context["summary"].labels == 3
@@ -103,9 +121,9 @@ def test_malicious_pickle_upload_is_refused_with_a_message(user_client, project,
     data = rlinf_episode(num_actions=2)
     data["observations"][0]["payload"] = RunsShell(marker)
 
-    response = user_client.post(url(project), {"files": upload(NAME, pickle.dumps(data))})
+    response = import_and_show(user_client, project, {"files": upload(NAME, pickle.dumps(data))})
 
-    assert response.status_code == 400
+    assert b"Import finished with problems" in response.content
     assert b"refusing to load posix.system" in response.content
     assert not marker.exists() and not Episode.objects.exists()
 
@@ -122,8 +140,12 @@ def test_malicious_pickle_upload_is_refused_with_a_message(user_client, project,
     ],
 )
 def test_bad_uploads_get_a_clear_error_and_change_nothing(user_client, project, media, name, data, message):
-    response = user_client.post(url(project), {"files": upload(name, data)})
-    assert response.status_code == 400
+    if name.endswith(".txt"):  # refused by the form itself
+        response = user_client.post(url(project), {"files": upload(name, data)})
+        assert response.status_code == 400 and not ImportJob.objects.exists()
+    else:  # found out by the import job
+        response = import_and_show(user_client, project, {"files": upload(name, data)})
+        assert b"Import finished with problems" in response.content
     assert message in response.content
     assert not Episode.objects.exists()
 

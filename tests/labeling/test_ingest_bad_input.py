@@ -160,3 +160,30 @@ def test_new_steps_after_finish_are_refused(agent_client, episode_url):
     response = agent_client.post(episode_url, multipart_chunk([7]), format="multipart")
     assert response.status_code == 409 and "finished" in response.json()["detail"]
     assert stored_state() == before
+
+
+@pytest.mark.parametrize("index", [2**31, 2**63, 10**30])
+def test_huge_step_index_is_a_400_not_a_500(agent_client, episode_url, index):
+    before = stored_state()
+    response = agent_client.post(episode_url, {"steps": [{"index": index}]}, format="json")
+    assert response.status_code == 400, response.content
+    assert "index" in response.json()["detail"]
+    assert stored_state() == before
+
+
+def test_chunk_limits_are_checked_before_any_image_is_read(agent_client, episode_url, settings):
+    settings.INGEST_MAX_IMAGES_PER_CHUNK = 3
+    settings.INGEST_MAX_STEPS_PER_CHUNK = 4
+    before = stored_state()
+    # Four images where three are allowed: 413 although one of them is not even an image.
+    chunk = multipart_chunk([1, 2], images={(2, "extra"): b"not an image"})
+    response = agent_client.post(episode_url, chunk, format="multipart")
+    assert response.status_code == 413 and "INGEST_MAX_IMAGES_PER_CHUNK" in response.json()["detail"]
+    response = agent_client.post(episode_url, {"steps": step_rows(range(1, 6))}, format="json")
+    assert response.status_code == 413 and "INGEST_MAX_STEPS_PER_CHUNK" in response.json()["detail"]
+    # Pixels of the whole chunk, from the headers: two 32x32 frames fit 2048 pixels, four do not.
+    settings.INGEST_MAX_IMAGES_PER_CHUNK = 100
+    settings.MAX_REQUEST_PIXELS = 3000
+    response = agent_client.post(episode_url, multipart_chunk([1, 2]), format="multipart")
+    assert response.status_code == 413 and "MAX_REQUEST_PIXELS" in response.json()["detail"]
+    assert stored_state() == before

@@ -1,0 +1,118 @@
+"""Imports as background jobs: the upload is stored, a Celery task (queue `ingest`) imports it.
+
+The web process only writes the uploaded files to `IMPORT_DIR` and answers at once; unpickling,
+decoding and storing run in a worker under a time limit (Celery soft/hard limits) and a memory
+limit (`IMPORT_MAX_MEMORY_BYTES` of address space on top of what the worker already holds), and the
+job row records progress and the summary for the page to show.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import resource
+import shutil
+import uuid
+from collections.abc import Iterable, Iterator
+from dataclasses import asdict
+from pathlib import Path
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+
+from .import_services import import_paths
+from .import_sources import ImportSummary, Source, SourceError, safe_file_name
+from .models import ImportJob, Project
+
+
+def import_job_create(*, project: Project, files: Iterable, env_id: str = "", user=None) -> ImportJob:
+    """Store the uploads under their own (sanitised) names and queue their import."""
+    folder = Path(settings.IMPORT_DIR) / uuid.uuid4().hex
+    for number, upload in enumerate(files):
+        target = folder / str(number) / safe_file_name(upload.name)
+        target.parent.mkdir(parents=True)
+        with open(target, "wb") as out:
+            for chunk in upload.chunks():
+                out.write(chunk)
+    job = ImportJob.objects.create(
+        project=project, created_by=user if getattr(user, "pk", None) else None, folder=str(folder), env_id=env_id
+    )
+    from .tasks import run_import_job
+
+    transaction.on_commit(lambda: run_import_job.delay(job.pk))
+    return job
+
+
+def summary_to_json(summary: ImportSummary) -> dict:
+    return asdict(summary)
+
+
+def summary_from_json(data: dict) -> ImportSummary:
+    fields = {key: data.get(key, 0) for key in ("episodes", "steps", "frames", "labels")}
+    lists = {key: [tuple(item) for item in data.get(key, [])] for key in ("already_imported", "failed", "ignored")}
+    return ImportSummary(**fields, **lists)
+
+
+def import_job_run(job_id: int) -> ImportJob | None:
+    """Import a queued job's files; the job ends done (with its summary) or failed (with the reason)."""
+    job = ImportJob.objects.select_related("project").filter(pk=job_id).first()
+    if job is None or job.finished:
+        return job
+    ImportJob.objects.filter(pk=job.pk).update(status=ImportJob.Status.RUNNING, done=0)
+    folder = Path(job.folder)
+
+    def on_sources(count: int) -> None:
+        ImportJob.objects.filter(pk=job.pk).update(total=count)
+
+    def on_progress(source: Source) -> None:
+        ImportJob.objects.filter(pk=job.pk).update(done=F("done") + 1)
+
+    status, error, summary = ImportJob.Status.FAILED, "", {}
+    try:
+        with memory_limit(settings.IMPORT_MAX_MEMORY_BYTES):
+            paths = sorted(path for part in sorted(folder.iterdir()) for path in part.iterdir())
+            result = import_paths(
+                project=job.project, paths=paths, env_id=job.env_id, on_sources=on_sources, on_progress=on_progress
+            )
+        status, summary = ImportJob.Status.DONE, summary_to_json(result)
+    except SourceError as exc:
+        error = str(exc)
+    except MemoryError:
+        error = f"the import needed more than {settings.IMPORT_MAX_MEMORY_BYTES} bytes (IMPORT_MAX_MEMORY_BYTES)"
+    except Exception as exc:
+        if exc.__class__.__name__ != "SoftTimeLimitExceeded":
+            raise
+        error = f"the import took longer than {settings.IMPORT_TIME_LIMIT_SECONDS} s (IMPORT_TIME_LIMIT_SECONDS)"
+    finally:
+        ImportJob.objects.filter(pk=job.pk).update(
+            status=status, error=error, summary=summary, finished_at=timezone.now()
+        )
+        shutil.rmtree(folder, ignore_errors=True)
+    job.refresh_from_db()
+    return job
+
+
+@contextlib.contextmanager
+def memory_limit(extra_bytes: int) -> Iterator[None]:
+    """Cap this process's address space at its current size plus `extra_bytes`, restoring it afterwards.
+
+    An allocation past the cap raises MemoryError in this task instead of taking the machine."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    current = _address_space()
+    cap = current + extra_bytes
+    if hard != resource.RLIM_INFINITY:
+        cap = min(cap, hard)
+    resource.setrlimit(resource.RLIMIT_AS, (cap, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+
+
+def _address_space() -> int:
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmSize:"):
+                return int(line.split()[1]) * 1024
+    return 0
