@@ -202,6 +202,17 @@ def _frames(values) -> list[np.ndarray]:
     return [np.ascontiguousarray(np.asarray(frame, dtype=np.uint8)) for frame in values]
 
 
+def window_pkl_resolve(folder: Path, split: str, pkl_path: str) -> Path:
+    """A row's window pickle: an existing absolute path as written (RLinf writes those), a path relative to
+    the trend folder (what we write), else the same file name under `<split>/pkl/` (a moved folder)."""
+    path = Path(pkl_path)
+    if path.is_absolute() and path.is_file():
+        return path
+    if not path.is_absolute() and (folder / path).is_file():
+        return folder / path
+    return folder / split / "pkl" / path.name
+
+
 def trend_split_load(folder: str | Path, split: str) -> tuple[list[TrendWindow], list[dict]]:
     """Windows and JSONL rows of `train` or `eval` in an exported trend dataset folder."""
     folder = Path(folder)
@@ -213,9 +224,7 @@ def trend_split_load(folder: str | Path, split: str) -> tuple[list[TrendWindow],
         if not line.strip():
             continue
         row = json.loads(line)
-        pkl_path = Path(row["pkl_path"])
-        if not pkl_path.is_absolute() or not pkl_path.exists():
-            pkl_path = folder / split / "pkl" / pkl_path.name
+        pkl_path = window_pkl_resolve(folder, split, row["pkl_path"])
         data = window_pkl_load(pkl_path)
         window = TrendWindow(
             main_frames=_frames(data["main_frames"]),
