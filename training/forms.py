@@ -32,6 +32,7 @@ class SnapshotForm(forms.Form):
     split = forms.ChoiceField(
         choices=[(m, m) for m in SPLIT_MODES],
         initial=_SNAP.split,
+        required=False,
         help_text="episode: RLinf's simulation split; frame: its real-world split (ratio on train only); "
         "auto: by episode when both classes reach train and val, else by frame.",
     )
@@ -46,7 +47,9 @@ class SnapshotForm(forms.Form):
         self.fields["camera"].initial = cameras[0]
 
     def options(self) -> dict:
-        return dict(self.cleaned_data)
+        data = dict(self.cleaned_data)
+        data["split"] = data.get("split") or _SNAP.split
+        return data
 
 
 class JobForm(forms.Form):
