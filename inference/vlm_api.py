@@ -427,8 +427,11 @@ class ChatCompletionRequestSerializer(serializers.Serializer):
 
 
 def chat_window(messages: list[dict]) -> tuple[list, str | None]:
-    """(images, prompt) from the user messages: every image_url part in order, text parts joined."""
+    """(images, prompt) from the user messages: every image_url part (or video part's frames) in order,
+    text parts joined. Two video parts (main, then extra view) flatten into the same window as their
+    frames sent as image parts; a video-layout model splits it back into the two videos."""
     images, texts = [], []
+    video_lengths: list[int] = []
     for m, message in enumerate(messages):
         if message.get("role") != "user":
             continue
@@ -442,6 +445,18 @@ def chat_window(messages: list[dict]) -> tuple[list, str | None]:
             kind = part.get("type") if isinstance(part, dict) else None
             if kind == "text":
                 texts.append(str(part.get("text", "")))
+            elif kind == "video":
+                # a video as its frames (Qwen / vLLM style): {"type": "video", "video": [data URL, ...]}
+                frames = part.get("video")
+                if not isinstance(frames, list) or not frames or not all(isinstance(f, str) for f in frames):
+                    raise BadRequest(f"messages[{m}].content[{p}].video must be a non-empty list of image data URLs")
+                if len(images) + len(frames) > MAX_IMAGES:
+                    raise RequestTooLarge(f"at most {MAX_IMAGES} frames per request; counted before decoding any")
+                for f, url in enumerate(frames):
+                    if not url.startswith("data:image/"):
+                        raise BadRequest(f"messages[{m}].content[{p}].video[{f}]: only base64 image data URLs")
+                    images.append((url, f"messages[{m}].content[{p}].video[{f}]"))
+                video_lengths.append(len(frames))
             elif kind == "image_url":
                 url = (part.get("image_url") or {}).get("url") if isinstance(part.get("image_url"), dict) else None
                 if not isinstance(url, str) or not url.startswith("data:image/"):
@@ -455,6 +470,13 @@ def chat_window(messages: list[dict]) -> tuple[list, str | None]:
                 raise BadRequest(f"messages[{m}].content[{p}]: unsupported part type {kind!r}")
     if not images:
         raise BadRequest("the user message has no image_url parts; send the window's frames as images")
+    if video_lengths and (
+        len(video_lengths) != 2 or video_lengths[0] != video_lengths[1] or sum(video_lengths) != len(images)
+    ):
+        raise BadRequest(
+            "send a window as two video parts of equal length (main view, then extra view) and no image parts, "
+            f"or as image parts only; got videos of {video_lengths} frames and {len(images)} frames in all"
+        )
     prompt = "\n".join(t for t in texts if t.strip()) or None
     return frames_decode(images), prompt
 

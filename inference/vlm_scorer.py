@@ -6,7 +6,9 @@ API, the OpenAI-compatible endpoint and live teleop streams (whose step buffers 
 side, so any worker can take any step): label probabilities for all of them in one batched forward pass,
 plus greedy generation for those that ask for it. Workers keep no per-stream state.
 
-Every result carries `probability` = P(positive).
+Every result carries `probability` = P(positive). Windows are encoded in the model's input layout
+(`training.vlm.layout`: its `vlm.json`, else the deployed model's config, else `video`): a `video` model
+gets each flat window (main frames then extra frames, however the request sent them) as its two videos.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import numpy as np
 
 from training.vlm.checkpoint import checkpoint_load
 from training.vlm.labels import LABELS
+from training.vlm.layout import VIDEO, layout_of
 from training.vlm.parse import label_parse
 from training.vlm.prompt import prompt_render
 from training.vlm.scoring import ScoreItem, TrendScorer
@@ -46,8 +49,14 @@ class VLMScorer:
             or spec.config.get("prompt")
             or prompt_render(meta.get("prompt_template"), task=meta.get("task", ""), window_size=window_size)
         )
+        self.layout = layout_of(meta, fallback=layout_of(spec.config))
         self.scorer = TrendScorer(
-            model, processor, max_batch=16, min_pixels=meta.get("min_pixels"), max_pixels=meta.get("max_pixels")
+            model,
+            processor,
+            max_batch=16,
+            min_pixels=meta.get("min_pixels"),
+            max_pixels=meta.get("max_pixels"),
+            layout=self.layout,
         )
 
     def score(self, batch: np.ndarray) -> list[dict]:
@@ -58,6 +67,13 @@ class VLMScorer:
         )
 
     def score_windows(self, windows) -> list[dict]:
+        if self.layout == VIDEO:
+            for w in windows:
+                if len(w.images) < 2 or len(w.images) % 2:
+                    raise WireError(
+                        f"this model takes two videos: send the same number of frames from both views "
+                        f"(main then extra), got {len(w.images)} images"
+                    )
         items = [ScoreItem(list(w.images), w.prompt or self.prompt) for w in windows]
         probabilities = self.scorer.probabilities(items)
         texts: list[str | None] = [None] * len(items)

@@ -7,6 +7,7 @@ import os
 import sys
 from pathlib import Path
 
+from .maniskill_presets import PRESETS
 from .robot import RobotError
 
 POLICIES = ["scripted", "random", "keyboard", "spacemouse", "hold", "replay"]
@@ -46,8 +47,15 @@ def build_parser() -> argparse.ArgumentParser:
         default="hold",
         help="what runs under the SpaceMouse when it is idle",
     )
-    run.add_argument("--width", type=int, default=128)
-    run.add_argument("--height", type=int, default=128)
+    run.add_argument(
+        "--preset",
+        choices=sorted(PRESETS),
+        default="",
+        help="named ManiSkill setup; rlinf-pickcube: RLinf's PickCube collection (PickCube3View-v1, "
+        "pd_joint_delta_pos, 224x224, goal site shown, extra view = 3rd_view_camera)",
+    )
+    run.add_argument("--width", type=int, default=None, help="frame width (default 128, or the preset's)")
+    run.add_argument("--height", type=int, default=None, help="frame height (default 128, or the preset's)")
     run.add_argument("--dead-zone", type=float, default=0.1)
     run.add_argument("--scale", type=float, default=1.0)
     run.add_argument(
@@ -111,9 +119,21 @@ def make_robot(args):
         return ReplayRobot(synthetic_episode(getattr(args, "synthetic_steps", 40)), env_id="synthetic")
     from .maniskill_robot import JOINT_POS, ManiSkillRobot
 
+    if getattr(args, "preset", ""):
+        if args.policy == "scripted":
+            raise RobotError(
+                f"--policy scripted drives pd_joint_pos; preset {args.preset} uses its own control mode: "
+                "use --policy random, keyboard or spacemouse"
+            )
+        size = {k: v for k, v in (("width", args.width), ("height", args.height)) if v}
+        return ManiSkillRobot.from_preset(args.preset, max_episode_steps=args.max_steps, **size)
     mode = JOINT_POS if args.policy == "scripted" else "pd_ee_delta_pose"
     return ManiSkillRobot(
-        args.env_id, control_mode=mode, width=args.width, height=args.height, max_episode_steps=args.max_steps or 100
+        args.env_id,
+        control_mode=mode,
+        width=args.width or 128,
+        height=args.height or 128,
+        max_episode_steps=args.max_steps or 100,
     )
 
 

@@ -1,13 +1,16 @@
 """ManiSkill3 PickCube-v1 on the CPU (physx_cpu physics, software-Vulkan rendering), two camera views.
 
-`main` is the `base_camera` sensor; `extra` is the third-person render camera. Both are rendered at
-`width`x`height`. See shared/reference/maniskill-cpu.md for the facts this rests on.
+`main` is the `base_camera` sensor; `extra` is the third-person render camera, or a second sensor
+(`extra_camera`, as RLinf's `3rd_view_camera`). Both are rendered at `width`x`height`. Named presets
+(`robot_agent.maniskill_presets`, e.g. RLinf's PickCube collection) set all of this at once. See
+shared/reference/maniskill-cpu.md for the facts this rests on.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from .maniskill_presets import PICK_CUBE_3VIEW, goal_site_show, preset_get, register_pick_cube_3view
 from .robot import Observation, Robot, RobotError
 from .vulkan import ensure_vulkan_icd
 
@@ -33,8 +36,18 @@ class ManiSkillRobot(Robot):
         height: int = 128,
         max_episode_steps: int = 100,
         cameras: tuple[str, str] = ("main", "extra"),
+        extra_camera: str | None = None,
+        show_goal_site: bool = False,
+        sim_config: dict | None = None,
+        shader_pack: str | None = None,
+        preset: str = "",
     ):
         self.env_id = env_id
+        self.extra_camera = extra_camera
+        self.show_goal_site = show_goal_site
+        self.sim_config = dict(sim_config or {})
+        self.shader_pack = shader_pack
+        self.preset = preset
         self.control_mode = control_mode
         self.width, self.height = width, height
         self.max_episode_steps = max_episode_steps
@@ -43,6 +56,24 @@ class ManiSkillRobot(Robot):
         self.action_dim = 7 if control_mode == EE_DELTA else 8
         self._last: Observation | None = None
 
+    @classmethod
+    def from_preset(cls, name: str, *, max_episode_steps: int | None = None, **overrides) -> ManiSkillRobot:
+        """A robot with a named preset's env, control mode, frame size, cameras and goal marker."""
+        preset = preset_get(name)
+        return cls(
+            preset.env_id,
+            control_mode=overrides.pop("control_mode", preset.control_mode),
+            width=overrides.pop("width", preset.width),
+            height=overrides.pop("height", preset.height),
+            max_episode_steps=max_episode_steps or preset.max_episode_steps,
+            extra_camera=preset.extra_camera,
+            show_goal_site=preset.show_goal_site,
+            sim_config=preset.sim_config,
+            shader_pack=preset.shader_pack,
+            preset=preset.name,
+            **overrides,
+        )
+
     def connect(self) -> None:
         ensure_vulkan_icd()
         try:
@@ -50,7 +81,11 @@ class ManiSkillRobot(Robot):
             import mani_skill.envs  # noqa: F401  (registers the environments)
         except ImportError as exc:
             raise RobotError(f"ManiSkill is not installed ({exc}); pip install mani-skill") from None
+        if self.env_id == PICK_CUBE_3VIEW:
+            register_pick_cube_3view()
         size = {"width": self.width, "height": self.height}
+        sensors = dict(size, **({"shader_pack": self.shader_pack} if self.shader_pack else {}))
+        extra_kwargs = {"sim_config": self.sim_config} if self.sim_config else {}
         try:
             self.env = gym.make(
                 self.env_id,
@@ -60,9 +95,10 @@ class ManiSkillRobot(Robot):
                 sim_backend="physx_cpu",
                 render_backend="cpu",
                 render_mode="rgb_array",
-                sensor_configs=size,
+                sensor_configs=sensors,
                 human_render_camera_configs=size,
                 max_episode_steps=self.max_episode_steps,
+                **extra_kwargs,
             )
         except RuntimeError as exc:
             if "rendering device" in str(exc) or "physical device" in str(exc):
@@ -72,6 +108,8 @@ class ManiSkillRobot(Robot):
                 ) from None
             raise
         self.action_dim = int(self.env.action_space.shape[-1])
+        if self.show_goal_site:
+            goal_site_show(self.env)
 
     def disconnect(self) -> None:
         if self.env is not None:
@@ -81,7 +119,10 @@ class ManiSkillRobot(Robot):
     def _observation(self, obs, reward=0.0, terminated=False, truncated=False, info=None) -> Observation:
         info = info or {}
         main = _numpy(obs["sensor_data"]["base_camera"]["rgb"])[0].astype(np.uint8)
-        extra = _numpy(self.env.render())[0].astype(np.uint8)
+        if self.extra_camera:
+            extra = _numpy(obs["sensor_data"][self.extra_camera]["rgb"])[0].astype(np.uint8)
+        else:
+            extra = _numpy(self.env.render())[0].astype(np.uint8)
         success = bool(_numpy(info.get("success", False)).reshape(-1)[0]) if "success" in info else False
         plain_info = {}
         for key in ("is_grasped", "is_obj_placed", "is_robot_static", "elapsed_steps"):
@@ -99,6 +140,8 @@ class ManiSkillRobot(Robot):
 
     def reset(self, seed: int | None = None) -> Observation:
         obs, info = self.env.reset(seed=seed)
+        if self.show_goal_site:
+            goal_site_show(self.env)  # as RLinf does after every reset
         return self._observation(obs, info=info)
 
     def get_observation(self) -> Observation:

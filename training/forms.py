@@ -6,7 +6,7 @@ import json
 
 from django import forms
 
-from .datasets.options import SnapshotOptions
+from .datasets.options import SPLIT_MODES, SnapshotOptions
 from .models import DatasetSnapshot, ModelKind
 from .resnet.config import ARCH_FEATURES, ResNetConfig
 
@@ -29,8 +29,15 @@ class SnapshotForm(forms.Form):
     seed = forms.IntegerField(initial=_SNAP.seed, min_value=0)
     trend = forms.BooleanField(initial=True, required=False, label="Also export the VLM trend dataset")
     trend_val_split = forms.FloatField(initial=_SNAP.trend_val_split, min_value=0.0, max_value=0.99)
-    trend_balance = forms.BooleanField(initial=False, required=False)
-    trend_reverse_augmentation = forms.BooleanField(initial=False, required=False)
+    split = forms.ChoiceField(
+        choices=[(m, m) for m in SPLIT_MODES],
+        initial=_SNAP.split,
+        required=False,
+        help_text="episode: RLinf's simulation split; frame: its real-world split (ratio on train only); "
+        "auto: by episode when both classes reach train and val, else by frame.",
+    )
+    trend_balance = forms.BooleanField(initial=_SNAP.trend_balance, required=False)
+    trend_reverse_augmentation = forms.BooleanField(initial=_SNAP.trend_reverse_augmentation, required=False)
     png_folders = forms.BooleanField(initial=True, required=False, label="success/ and failure/ PNG folders")
 
     def __init__(self, *args, project, **kwargs):
@@ -40,7 +47,9 @@ class SnapshotForm(forms.Form):
         self.fields["camera"].initial = cameras[0]
 
     def options(self) -> dict:
-        return dict(self.cleaned_data)
+        data = dict(self.cleaned_data)
+        data["split"] = data.get("split") or _SNAP.split
+        return data
 
 
 class JobForm(forms.Form):

@@ -73,6 +73,21 @@ def labeled_frames(*, project: Project, sources: list[str], camera: str) -> tupl
     return ordered, manifest_rows
 
 
+def pinned_episode_splits(*, project: Project) -> dict[str, str]:
+    """Episode uuid -> "train" / "val" for episodes imported from an RLinf `train.pt` / `val.pt` payload
+    (they keep the split they were exported with)."""
+    from .datasets.binary_split import payload_split_of
+
+    out = {}
+    for uuid, meta in Episode.objects.filter(project=project, metadata__format="rlinf_reward_payload").values_list(
+        "uuid", "metadata"
+    ):
+        split = payload_split_of(str((meta or {}).get("file_name") or ""))
+        if split:
+            out[str(uuid)] = split
+    return out
+
+
 def labeled_windows(*, project: Project, sources: list[str], views: tuple[str, str]) -> tuple[list[WindowRef], str]:
     """Window labels with both views' frame names (human over proposal for the same span); the score name."""
     rows = (

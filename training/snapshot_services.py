@@ -18,8 +18,9 @@ from labeling.images import decode_rgb, encode_array
 from labeling.models import Project
 
 from . import selectors
+from .datasets.binary_split import missing_classes, plan_split
 from .datasets.options import SnapshotOptions
-from .datasets.rlinf_binary import FrameRef, payload_metadata, split_by_episode, write_payload
+from .datasets.rlinf_binary import FrameRef, payload_metadata, realworld_metadata, write_payload
 from .datasets.trend import TrendOptions, split_windows, write_trend_dataset
 from .models import DatasetSnapshot
 from .storage import local_path
@@ -100,16 +101,23 @@ def _write_files(snapshot: DatasetSnapshot, folder: Path) -> dict:
     if not episodes:
         raise SnapshotError(f"no labeled frames from sources {opts.sources} with camera {opts.camera!r}")
     binary = opts.binary()
-    split = split_by_episode(episodes, binary)
-    for name, frames in (("train", split.train), ("val", split.val)):
-        if not frames:
-            raise SnapshotError(
-                f"the {name} split is empty: its episodes have no success frame. Label success frames in more "
-                f"episodes, or change val_split (now {opts.val_split}) or seed (now {opts.seed})."
-            )
+    plan = plan_split(episodes, binary, mode=opts.split, pinned=selectors.pinned_episode_splits(project=project))
+    split = plan.split
+    problems = missing_classes(split)
+    if problems:
+        counts = {name: _counts(getattr(split, name)) for name in ("train", "val")}
+        raise SnapshotError(
+            f"cannot build a usable snapshot: {'; '.join(problems)} (split by {plan.mode}: {plan.reason}; "
+            f"counts {counts}). Label both success and fail frames (at least one of each per split), or change "
+            f"split (now {opts.split}), val_split (now {opts.val_split}) or seed (now {opts.seed})."
+        )
     frames = _FrameCache()
     raw_path = f"reward-studio://{project.name}/snapshot_{snapshot.number}"
-    metadata = payload_metadata(binary, raw_data_path=raw_path, num_train=len(split.train), num_val=len(split.val))
+    if plan.mode == "frame":
+        all_frames = [f for ep in episodes for f in ep]
+        metadata = realworld_metadata(all_frames, binary, num_train=len(split.train), num_val=len(split.val))
+    else:
+        metadata = payload_metadata(binary, raw_data_path=raw_path, num_train=len(split.train), num_val=len(split.val))
     write_payload(folder / "train.pt", split.train, lambda ref: frames.load(ref.image), metadata)
     write_payload(folder / "val.pt", split.val, lambda ref: frames.load(ref.image), metadata)
 
@@ -131,6 +139,8 @@ def _write_files(snapshot: DatasetSnapshot, folder: Path) -> dict:
         "raw": split.raw_counts,
         "train_episodes": split.train_episodes,
         "val_episodes": split.val_episodes,
+        "split": plan.mode,
+        "split_reason": plan.reason,
         "sources": sorted({r.source for ep in episodes for r in ep}),
         "camera": opts.camera,
     }
@@ -204,7 +214,12 @@ def _write_trend(snapshot: DatasetSnapshot, folder: Path, opts: SnapshotOptions,
         prompt=prompt,
         task=project.task_description,
         options=trend_opts,
-        extra_info={"project": project.name, "snapshot": snapshot.number, "sources": opts.sources},
+        extra_info={
+            "raw_data_path": f"reward-studio://{project.name}/snapshot_{snapshot.number}",
+            "project": project.name,
+            "snapshot": snapshot.number,
+            "sources": opts.sources,
+        },
     )
     return {k: info[k] for k in ("num_train_samples", "num_eval_samples", "train_label_counts", "eval_label_counts")}
 

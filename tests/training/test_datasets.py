@@ -106,7 +106,9 @@ def test_trend_split_by_episode_with_reverse_augmentation_and_balance():
         for e in range(10)
         for s, lab in ((0, "positive"), (2, "negative"), (4, "unclear"), (6, "positive"))
     ]
-    split = split_windows(windows, TrendOptions(val_split=0.1, reverse_positive_augmentation=True, seed=0))
+    split = split_windows(
+        windows, TrendOptions(val_split=0.1, reverse_positive_augmentation=True, balance=False, seed=0)
+    )
     assert len(split.eval_episodes) == 1
     assert {w.episode for w in split.eval} == set(split.eval_episodes)
     reversed_ = [w for w in split.train if w.augmentation == "reverse"]
@@ -114,7 +116,10 @@ def test_trend_split_by_episode_with_reverse_augmentation_and_balance():
     first = reversed_[0]
     assert first.main_images[0] == f"{first.episode}/{first.start + 4}.png"
     assert first.main_images[-1] == f"{first.episode}/{first.start}.png"
-    assert reversed_[0].score == -0.5 and reversed_[0].sample_id.endswith("_reverse")
-    balanced = split_windows(windows, TrendOptions(val_split=0.1, balance=True, seed=0))
+    assert reversed_[0].score == -0.5 and reversed_[0].sample_id.endswith("_reverse_negative")
+    assert reversed_[0].rlinf_augmentation == "reverse_positive"
+    balanced = split_windows(
+        windows, TrendOptions(val_split=0.1, balance=True, reverse_positive_augmentation=False, seed=0)
+    )
     counts = {lab: sum(w.label == lab for w in balanced.train) for lab in ("positive", "negative", "unclear")}
     assert counts == {"positive": 9, "negative": 9, "unclear": 9}

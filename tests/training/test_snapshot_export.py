@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import pickle
 import zipfile
+from pathlib import Path
 
 import pytest
 import torch
@@ -73,7 +74,8 @@ def test_snapshot_payload_matches_rlinfs_format_and_split(labeled_project, user)
 @pytest.mark.django_db
 def test_trend_dataset_has_every_field_and_loads_for_vlm_training(labeled_project):
     snapshot = snapshot_create(
-        project=labeled_project, options={"trend_val_split": 0.2, "trend_reverse_augmentation": True}
+        project=labeled_project,
+        options={"trend_val_split": 0.2, "trend_reverse_augmentation": True, "trend_balance": False},
     )
     folder = local_path(snapshot.folder) / "trend"
     info = json.loads((folder / "dataset_info.json").read_text())
@@ -117,8 +119,10 @@ def test_trend_dataset_has_every_field_and_loads_for_vlm_training(labeled_projec
         "start_gae",
         "end_gae",
     }
-    assert row["supervision"]["score_name"] == "gae"
-    with open(row["pkl_path"], "rb") as fh:
+    assert row["supervision"]["score_name"] == "gae_delta_window" and row["supervision"]["score_source"] == "gae"
+    assert row["segment_metadata"]["views"] == ["main_images", "extra_view_images[0]"]
+    assert not Path(row["pkl_path"]).is_absolute()
+    with open(folder / row["pkl_path"], "rb") as fh:
         window = pickle.load(fh)  # our own file, just written
     assert set(window) == {
         "main_frames",

@@ -70,7 +70,7 @@ def test_vlm_job_fine_tunes_the_fixture_through_a_celery_worker(
     for row in rows:
         assert set(row) == SEGMENT_KEYS and row["prompt"] == row["question"] == prompt
         assert row["messages"][1]["content"][0]["text"] == row["answer"]
-        with open(row["pkl_path"], "rb") as fh:
+        with open(trend / row["pkl_path"], "rb") as fh:
             data = pickle.load(fh)  # noqa: S301 - our own export, checked for its exact keys here
         assert set(data) == PKL_KEYS and len(data["main_frames"]) == len(data["extra_view_frames"]) == 5
         assert data["main_frames"][0].dtype == np.uint8 and data["main_frames"][0].shape == (32, 32, 3)

@@ -59,9 +59,9 @@ def test_default_prompt_matches_the_project_default():
 
 
 def test_prompt_names_task_window_size_and_the_three_words():
-    text = prompt_render(None, task="Pick up the red cube.", window_size=5)
-    assert text.startswith("Task: Pick up the red cube.\n")
-    assert "5 frames" in text and all(label in text for label in LABELS)
+    text = prompt_render(None, task="Pick up the red cube", window_size=5)
+    assert text.startswith("You are currently performing the task: Pick up the red cube. ")
+    assert "5-frame videos" in text and all(label in text for label in LABELS)
 
 
 def test_prompt_with_an_unknown_field_is_refused():
@@ -160,7 +160,7 @@ def test_fixture_is_a_tiny_qwen3_vl_loaded_from_its_folder(tiny, vlm_fixture_dir
 def test_training_batch_supervises_only_the_answer_tokens(tiny):
     _, processor = tiny
     windows = [coloured_window("positive"), coloured_window("unclear", size=64)]
-    batch = encode_windows(processor, windows, "Task: x", with_answers=True)
+    batch = encode_windows(processor, windows, "Task: x", with_answers=True, layout="images")
     tokenizer = processor.tokenizer
     for row, window in enumerate(windows):
         supervised = batch["labels"][row][batch["labels"][row] != IGNORE_INDEX].tolist()
@@ -228,7 +228,9 @@ def test_lora_training_lowers_the_loss_and_the_checkpoint_reloads_identically(vl
     losses = [point["train_loss"] for point in reporter.steps]
     assert len(losses) == 20 and np.mean(losses[-3:]) < np.mean(losses[:3]) - 0.3
     assert [e["step"] for e in reporter.epochs] == [10, 20]
-    assert json.loads((tmp_path / "ckpt" / "vlm.json").read_text())["prompt"].startswith("Task: Pick up")
+    assert json.loads((tmp_path / "ckpt" / "vlm.json").read_text())["prompt"].startswith(
+        "You are currently performing the task: Pick up"
+    )
 
     prompt = prompt_render(None, task=config.task, window_size=5)
     items = [ScoreItem(w.images(), prompt) for w in windows[:3]]

@@ -9,6 +9,9 @@ from typing import Any
 from .rlinf_binary import BinaryOptions
 
 KNOWN_SOURCES = ("human", "proposal", "model")
+# auto: by episode when that gives both classes in train and val, else by frame (one episode, or only
+# imported success/ + failure/ folders); episode: RLinf's simulation rule; frame: its real-world rule.
+SPLIT_MODES = ("auto", "episode", "frame")
 
 
 class OptionsError(ValueError):
@@ -24,10 +27,13 @@ class SnapshotOptions:
     val_split: float = 0.2
     fail_success_ratio: float = 2.0
     seed: int = 42
+    split: str = "auto"
     trend: bool = True
     trend_val_split: float = 0.1
-    trend_balance: bool = False
-    trend_reverse_augmentation: bool = False
+    # RLinf's preprocessing defaults (preprocess_vlm_trend_reward_dataset.py: --balance-labels and
+    # --reverse-positive-as-negative are on unless turned off)
+    trend_balance: bool = True
+    trend_reverse_augmentation: bool = True
     png_folders: bool = True
 
     def __post_init__(self) -> None:
@@ -45,6 +51,8 @@ class SnapshotOptions:
             if isinstance(value, bool) or not isinstance(value, int | float):
                 raise OptionsError(f"{name} must be a number")
             setattr(self, name, float(value))
+        if self.split not in SPLIT_MODES:
+            raise OptionsError(f"split must be one of {', '.join(SPLIT_MODES)}, got {self.split!r}")
         if not 0.0 <= self.trend_val_split < 1.0:
             raise OptionsError("trend_val_split must be in [0, 1)")
         try:

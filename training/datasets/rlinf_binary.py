@@ -1,7 +1,10 @@
 """RLinf's binary reward dataset (shared/reference formats section 2): sampling, split and payload.
 
 The split reproduces RLinf's preprocessing step for step (same `random.Random(seed)` call order), so a
-project exported here with the same episode order and options gives the same train/val frames.
+project exported here with the same episode order and options gives the same train/val frames. Two
+rules: by episode (RLinf's simulation preprocessing) and by frame (RLinf's real-world collection,
+`examples/reward/realworld_collect_process_dataset.py`, `_save_pt`: all frames shuffled, validation gets
+`max(1, int(n*val_split))` of them, the fail:success ratio thins the train split only, 0 disables it).
 """
 
 from __future__ import annotations
@@ -99,6 +102,53 @@ def split_by_episode(episodes: Sequence[Sequence[FrameRef]], options: BinaryOpti
     result.train, result.raw_counts["train"] = _balance(train_eps, options.fail_success_ratio, rng)
     result.val, result.raw_counts["val"] = _balance(val_eps, options.fail_success_ratio, rng)
     return result
+
+
+def split_by_frame(frames: Sequence[FrameRef], options: BinaryOptions) -> BinarySplit:
+    """RLinf's real-world rule: success frames then fail frames, shuffled; the first `max(1, int(n *
+    val_split))` go to validation; then, when `fail_success_ratio > 0` and train has success frames, train
+    keeps its success frames plus `int(n_success * ratio)` randomly chosen fail frames, shuffled."""
+    rng = random.Random(options.seed)
+    pairs = [f for f in frames if f.label == SUCCESS] + [f for f in frames if f.label != SUCCESS]
+    rng.shuffle(pairs)
+    n_val = max(1, int(len(pairs) * options.val_split)) if pairs else 0
+    val, train = pairs[:n_val], pairs[n_val:]
+    result = BinarySplit(val=val)
+    result.raw_counts["train"] = _label_counts(train)
+    result.raw_counts["val"] = _label_counts(val)
+    n_success = result.raw_counts["train"]["success"]
+    if options.fail_success_ratio > 0 and n_success > 0:
+        fail_at = [i for i, f in enumerate(train) if f.label != SUCCESS]
+        rng.shuffle(fail_at)
+        fail_keep = set(fail_at[: int(n_success * options.fail_success_ratio)])
+        keep = [i for i, f in enumerate(train) if f.label == SUCCESS] + list(fail_keep)
+        rng.shuffle(keep)
+        train = [train[i] for i in keep]
+    result.train = train
+    episodes = list(dict.fromkeys(f.episode for f in frames))
+    result.train_episodes = [e for e in episodes if any(f.episode == e for f in result.train)]
+    result.val_episodes = [e for e in episodes if any(f.episode == e for f in result.val)]
+    return result
+
+
+def _label_counts(frames: Sequence[FrameRef]) -> dict[str, int]:
+    success = sum(1 for f in frames if f.label == SUCCESS)
+    return {"success": success, "fail": len(frames) - success}
+
+
+def realworld_metadata(frames: Sequence[FrameRef], options: BinaryOptions, *, num_train: int, num_val: int) -> dict:
+    """The metadata keys RLinf's real-world collection writes with a frame-split payload, in its order."""
+    success = sum(1 for f in frames if f.label == SUCCESS)
+    return {
+        "num_success_frames": success,
+        "num_fail_frames": len(frames) - success,
+        "total_frames": len(frames),
+        "val_split": options.val_split,
+        "fail_success_ratio": options.fail_success_ratio,
+        "random_seed": options.seed,
+        "num_train_samples": num_train,
+        "num_val_samples": num_val,
+    }
 
 
 def _balance(episodes: list[list[FrameRef]], ratio: float, rng: random.Random) -> tuple[list[FrameRef], dict[str, int]]:

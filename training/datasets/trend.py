@@ -2,6 +2,14 @@
 
 Output folder: `dataset_info.json`, `train|eval/segments.jsonl`, `train|eval/pkl/<label>_<sample_id>.pkl`.
 Window pickles hold only numpy arrays and plain values, so they load with a restricted unpickler.
+
+Written as RLinf's preprocessing writes it (`examples/reward/preprocess_vlm_trend_reward_dataset.py`):
+its key names (`balance_labels`, `reverse_positive_as_negative`, `random_seed`, `keep_last_window`, ...),
+its row and pickle fields, reversed positives named `<sample_id>_reverse_negative` with augmentation
+`reverse_positive` and score `-|score|`, its balancing (each label shuffled, all cut to the smallest
+non-empty count). One difference, on purpose: `pkl_path` and the manifests are relative to the trend
+folder, which RLinf's loader (`_resolve_video_path` in `rlinf/data/datasets/vlm/vlm_trend_reward.py`)
+joins onto `data.data_root`, so an unpacked download resolves wherever it lies.
 """
 
 from __future__ import annotations
@@ -11,7 +19,7 @@ import pickle
 import random
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +27,9 @@ import numpy as np
 
 LABELS = ("positive", "negative", "unclear")
 SPLITS = ("train", "eval")
+# RLinf's names for the two views and for the score a window's label comes from
+RLINF_VIEWS = ["main_images", "extra_view_images[0]"]
+SCORE_NAME = "gae_delta_window"
 
 
 @dataclass(frozen=True)
@@ -42,15 +53,19 @@ class WindowRef:
 
     @property
     def sample_id(self) -> str:
-        suffix = "" if self.augmentation == "none" else f"_{self.augmentation}"
+        suffix = "_reverse_negative" if self.augmentation == "reverse" else ""
         return f"{self.episode_stem}_frames_{self.start:04d}_{self.end:04d}{suffix}"
+
+    @property
+    def rlinf_augmentation(self) -> str | None:
+        return "reverse_positive" if self.augmentation == "reverse" else None
 
     @property
     def score(self) -> float | None:
         if self.start_score is None or self.end_score is None:
             return None
         delta = self.end_score - self.start_score
-        return -delta if self.augmentation == "reverse" else delta
+        return -abs(delta) if self.augmentation == "reverse" else delta
 
 
 @dataclass(frozen=True)
@@ -60,8 +75,8 @@ class TrendOptions:
     delta_threshold: float = 0.05
     tail_unclear_ratio: float = 0.15
     val_split: float = 0.1
-    balance: bool = False
-    reverse_positive_augmentation: bool = False
+    balance: bool = True
+    reverse_positive_augmentation: bool = True
     seed: int = 42
     score_name: str = "gae"
     views: tuple[str, str] = ("main", "extra")
@@ -111,14 +126,19 @@ def split_windows(windows: Sequence[WindowRef], options: TrendOptions) -> TrendS
 
 
 def _balance(windows: list[WindowRef], rng: random.Random) -> list[WindowRef]:
-    by_label: dict[str, list[WindowRef]] = {}
+    """RLinf's rule: shuffle each label's windows; with two or more labels present keep the smallest count
+    of each; then shuffle them all together."""
+    groups: dict[str, list[WindowRef]] = {label: [] for label in LABELS}
     for w in windows:
-        by_label.setdefault(w.label, []).append(w)
-    if not by_label:
-        return []
-    smallest = min(len(v) for v in by_label.values())
-    kept = {id(w) for group in by_label.values() for w in rng.sample(group, smallest)}
-    return [w for w in windows if id(w) in kept]
+        groups[w.label].append(w)
+    for group in groups.values():
+        rng.shuffle(group)
+    present = [len(group) for group in groups.values() if group]
+    if len(present) >= 2:
+        groups = {label: group[: min(present)] for label, group in groups.items()}
+    merged = [w for group in groups.values() for w in group]
+    rng.shuffle(merged)
+    return merged
 
 
 def label_counts(windows: Sequence[WindowRef]) -> dict[str, int]:
@@ -133,34 +153,61 @@ def messages(prompt: str, label: str) -> list[dict[str, Any]]:
     ]
 
 
-def segment_row(window: WindowRef, *, pkl_path: Path, prompt: str, task: str, options: TrendOptions) -> dict:
+def segment_row(window: WindowRef, *, pkl_path: str, prompt: str, task: str, options: TrendOptions) -> dict:
+    """One `segments.jsonl` row; `pkl_path` relative to the trend folder."""
     return {
         "task": task,
         "prompt": prompt,
         "question": prompt,
         "answer": window.label,
-        "pkl_path": str(pkl_path.resolve()),
+        "pkl_path": pkl_path,
         "messages": messages(prompt, window.label),
         "source_episode_path": window.episode_stem,
         "segment_metadata": {
             "start_step": window.start,
             "end_step": window.end,
-            "window_size": window.end - window.start + 1,
+            "window_size": options.window_size,
             "episode_id": window.episode_id,
             "env_idx": window.env_idx,
             "success": window.success,
-            "augmentation": window.augmentation,
-            "views": list(options.views),
+            "augmentation": window.rlinf_augmentation,
+            "views": list(RLINF_VIEWS),
         },
         "supervision": {
             "label": window.label,
             "score": window.score,
-            "score_name": options.score_name,
-            "score_source": window.source,
+            "score_name": SCORE_NAME,
+            "score_source": options.score_name,
             "delta_threshold": options.delta_threshold,
             "start_gae": window.start_score,
             "end_gae": window.end_score,
         },
+    }
+
+
+def rlinf_dataset_info(options: TrendOptions, *, task: str) -> dict[str, Any]:
+    """The preprocessing parameters under RLinf's `dataset_info.json` names (the counts come later)."""
+    return {
+        "raw_data_path": "",
+        "output_dir": ".",
+        "window_size": options.window_size,
+        "stride": options.stride,
+        "delta_threshold": options.delta_threshold,
+        "tail_unclear_ratio": options.tail_unclear_ratio,
+        "num_samples_per_episode": 0,
+        "keep_last_window": True,
+        "val_split": options.val_split,
+        "balance_labels": options.balance,
+        "max_samples_per_label": None,
+        "eval_max_samples_per_label": None,
+        "reverse_positive_as_negative": options.reverse_positive_augmentation,
+        "fps": 2,
+        "task_description": task,
+        "random_seed": options.seed,
+        "export_format": "pkl",
+        "score_source": options.score_name,
+        "views": list(RLINF_VIEWS),
+        "cameras": list(options.views),
     }
 
 
@@ -174,9 +221,9 @@ def write_trend_dataset(
     options: TrendOptions,
     extra_info: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Write the folder and return dataset_info (also written as dataset_info.json)."""
+    """Write the folder and return dataset_info (also written as dataset_info.json, RLinf's keys first)."""
     folder = Path(folder)
-    info: dict[str, Any] = {**{k: v for k, v in asdict(options).items()}, "views": list(options.views)}
+    info: dict[str, Any] = rlinf_dataset_info(options, task=task)
     info.update(extra_info or {})
     for name in SPLITS:
         windows: list[WindowRef] = getattr(split, name)
@@ -194,15 +241,16 @@ def write_trend_dataset(
                     "source_episode_path": window.episode_stem,
                     "start_idx": window.start,
                     "end_idx": window.end,
-                    "augmentation": window.augmentation,
+                    "augmentation": window.rlinf_augmentation,
                 }
                 with pkl_path.open("wb") as fh:
                     pickle.dump(data, fh, protocol=4)
-                row = segment_row(window, pkl_path=pkl_path, prompt=prompt, task=task, options=options)
+                relative = pkl_path.relative_to(folder).as_posix()
+                row = segment_row(window, pkl_path=relative, prompt=prompt, task=task, options=options)
                 out.write(json.dumps(row) + "\n")
         info[f"num_{name}_samples"] = len(windows)
         info[f"{name}_label_counts"] = label_counts(windows)
-        info[f"{name}_manifest"] = str(manifest.resolve())
+        info[f"{name}_manifest"] = manifest.relative_to(folder).as_posix()
     info["train_episodes"] = split.train_episodes
     info["eval_episodes"] = split.eval_episodes
     (folder / "dataset_info.json").write_text(json.dumps(info, indent=2))

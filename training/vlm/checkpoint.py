@@ -54,7 +54,8 @@ def checkpoint_save(model, folder: str | Path, *, meta: dict, full_weights: bool
     """Write the adapter, `vlm.json` and optionally `full_weights.pt` into `folder`."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(folder / ADAPTER_DIR)
+    # lm_head is a LoRA target (RLinf) but its base weight never changes: keep it out of the adapter
+    model.save_pretrained(folder / ADAPTER_DIR, save_embedding_layers=False)
     (folder / META_FILE).write_text(json.dumps({"kind": "vlm", "labels": list(LABELS), **meta}, indent=2))
     if full_weights:
         target = folder / FULL_WEIGHTS

@@ -6,16 +6,38 @@ import os
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
+from .layout import DEFAULT_LAYOUT, LAYOUTS
 from .prompt import DEFAULT_PROMPT_TEMPLATE, template_check
 
 BALANCE_MODES = ("weight", "sample", "none")
 SCHEDULES = ("cosine", "linear", "constant")
 DEVICES = ("auto", "cpu", "cuda")
+LORA_INITS = ("gaussian", "default")
+
+# RLinf's LoRA targets (`rlinf/models/__init__.py`, the `LoraConfig` built when `is_lora`): the vision
+# tower, the projector, the language model and `lm_head`. Names the model lacks are skipped at wrap time.
+RLINF_LORA_TARGETS = (
+    "proj",
+    "qkv",
+    "fc1",
+    "fc2",
+    "q",
+    "kv",
+    "fc3",
+    "out_proj",
+    "q_proj",
+    "k_proj",
+    "v_proj",
+    "o_proj",
+    "gate_proj",
+    "up_proj",
+    "down_proj",
+    "lm_head",
+)
 
 
 def default_target_modules() -> list[str]:
-    # Language-model attention only: Qwen3-VL's vision blocks name theirs `qkv` / `proj`.
-    return ["q_proj", "k_proj", "v_proj", "o_proj"]
+    return list(RLINF_LORA_TARGETS)
 
 
 def default_base_model_path() -> str:
@@ -45,14 +67,16 @@ def model_folder_check(path: str) -> None:
 @dataclass
 class VLMTrainConfig:
     base_model_path: str = ""
-    # LoRA (RLinf recipe: rank 16, alpha = rank)
+    # LoRA (RLinf recipe, rlinf/models/__init__.py: rank 16, alpha = rank (None), dropout 0, gaussian init)
     lora_rank: int = 16
-    lora_alpha: int = 16
-    lora_dropout: float = 0.05
+    lora_alpha: int | None = None
+    lora_dropout: float = 0.0
     target_modules: list[str] = field(default_factory=default_target_modules)
-    # Optimisation (RLinf recipe: lr 1e-5 cosine, 50 warmup steps, 3000 steps, global batch 8)
+    lora_init: str = "gaussian"
+    # Optimisation (RLinf recipe, qwen3vl_sft_vlm_trend_reward.yaml: lr 1e-5 cosine, 50 warmup steps,
+    # 3000 steps, global batch 8, weight decay 0.01, per-label sample reweighting = balance "weight")
     lr: float = 1e-5
-    weight_decay: float = 0.0
+    weight_decay: float = 0.01
     schedule: str = "cosine"
     warmup_steps: int = 50
     max_steps: int = 3000
@@ -70,6 +94,8 @@ class VLMTrainConfig:
     prompt_template: str = DEFAULT_PROMPT_TEMPLATE
     task: str = ""
     window_size: int = 5
+    # How the processor sees a window: "video" (RLinf's two videos) or "images" (separate images)
+    input_layout: str = DEFAULT_LAYOUT
     # Images: optional pixel bounds passed to the processor (None keeps the model folder's own)
     min_pixels: int | None = None
     max_pixels: int | None = None
@@ -81,6 +107,8 @@ class VLMTrainConfig:
         if not self.base_model_path:
             self.base_model_path = default_base_model_path()
         self.base_model_path = str(self.base_model_path)
+        if self.lora_alpha is None:
+            self.lora_alpha = self.lora_rank
         positive_ints = (
             "lora_rank",
             "lora_alpha",
@@ -116,7 +144,14 @@ class VLMTrainConfig:
             or not all(isinstance(m, str) and m for m in self.target_modules)
         ):
             errors.append("target_modules must be a non-empty list of module names")
-        for name, allowed in (("schedule", SCHEDULES), ("balance", BALANCE_MODES), ("device", DEVICES)):
+        choices = (
+            ("schedule", SCHEDULES),
+            ("balance", BALANCE_MODES),
+            ("device", DEVICES),
+            ("input_layout", LAYOUTS),
+            ("lora_init", LORA_INITS),
+        )
+        for name, allowed in choices:
             if getattr(self, name) not in allowed:
                 errors.append(f"{name} must be one of {', '.join(allowed)}, got {getattr(self, name)!r}")
         for name in ("min_pixels", "max_pixels"):

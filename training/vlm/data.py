@@ -1,7 +1,8 @@
 """Trend windows -> Qwen3-VL processor inputs.
 
-A window is the same steps seen from two cameras; the model sees the main view's frames then the extra
-view's frames as images, followed by the prompt (the order RLinf's API reward worker sends). Training
+A window is the same steps seen from two cameras, kept as one flat list (main view's frames, then the
+extra view's). The model's input layout (`training.vlm.layout`) decides how the processor sees it: two
+videos (RLinf's SFT and local reward worker format, the default) or separate images. Training
 batches supervise only the answer tokens (label + end of turn); every batch is left padded so position -1
 is each sample's last prompt token, which is what one-forward label scoring reads.
 """
@@ -17,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from .labels import LABELS
+from .layout import DEFAULT_LAYOUT, IMAGES, layout_check, video_metadata, video_user_content, window_videos
 
 IGNORE_INDEX = -100
 
@@ -47,24 +49,38 @@ def window_messages(n_images: int, prompt: str) -> list[dict]:
     return [{"role": "user", "content": content}]
 
 
-def prompt_text(processor, n_images: int, prompt: str) -> str:
+def prompt_text(processor, n_images: int, prompt: str, layout: str = IMAGES) -> str:
     """The chat-formatted prompt up to and including the assistant turn's opening."""
-    return processor.apply_chat_template(window_messages(n_images, prompt), add_generation_prompt=True, tokenize=False)
+    if layout == IMAGES:
+        messages = window_messages(n_images, prompt)
+    else:
+        messages = [{"role": "user", "content": video_user_content(processor, prompt)}]
+    return processor.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
 
 
 def answer_suffix(processor) -> str:
     return processor.tokenizer.eos_token or "<|im_end|>"
 
 
-def _pixel_kwargs(min_pixels: int | None, max_pixels: int | None) -> dict:
-    if min_pixels is None and max_pixels is None:
-        return {}
+def _size(min_pixels: int | None, max_pixels: int | None) -> dict:
     size = {}
     if min_pixels is not None:
         size["shortest_edge"] = min_pixels
     if max_pixels is not None:
         size["longest_edge"] = max_pixels
-    return {"images_kwargs": {"size": size}}
+    return {"size": size} if size else {}
+
+
+def processor_media(
+    processor, image_lists: list[list[np.ndarray]], layout: str, min_pixels: int | None, max_pixels: int | None
+) -> dict:
+    """The processor's media arguments for flat windows in `layout`."""
+    size = _size(min_pixels, max_pixels)
+    if layout == IMAGES:
+        return {"images": [list(images) for images in image_lists], **({"images_kwargs": size} if size else {})}
+    videos = [window_videos(images) for images in image_lists]
+    metadata = [video_metadata(pair) for pair in videos]
+    return {"videos": videos, "videos_kwargs": {"video_metadata": metadata, **size}}
 
 
 def encode_images(
@@ -75,14 +91,17 @@ def encode_images(
     answers: list[str] | None = None,
     min_pixels: int | None = None,
     max_pixels: int | None = None,
+    layout: str = DEFAULT_LAYOUT,
 ):
-    """Left-padded processor inputs, one chat per image list; with answers, `labels` masks all but them."""
+    """Left-padded processor inputs, one chat per flat window (main frames then extra frames) in the
+    model's `layout`; with answers, `labels` masks all but them."""
+    layout_check(layout)
     if len(image_lists) != len(prompts) or (answers is not None and len(answers) != len(prompts)):
         raise ValueError("image_lists, prompts and answers must have the same length")
     texts = []
     answer_ids = []
     for i, (images, prompt) in enumerate(zip(image_lists, prompts, strict=True)):
-        text = prompt_text(processor, len(images), prompt)
+        text = prompt_text(processor, len(images), prompt, layout)
         if answers is not None:
             answer = answers[i] + answer_suffix(processor)
             answer_ids.append(processor.tokenizer(answer, add_special_tokens=False)["input_ids"])
@@ -90,11 +109,10 @@ def encode_images(
         texts.append(text)
     batch = processor(
         text=texts,
-        images=[list(images) for images in image_lists],
         padding=True,
         padding_side="left",
         return_tensors="pt",
-        **_pixel_kwargs(min_pixels, max_pixels),
+        **processor_media(processor, image_lists, layout, min_pixels, max_pixels),
     )
     if answers is not None:
         labels = batch["input_ids"].clone()
@@ -116,6 +134,7 @@ def encode_windows(
     with_answers: bool = False,
     min_pixels: int | None = None,
     max_pixels: int | None = None,
+    layout: str = DEFAULT_LAYOUT,
 ):
     """Processor inputs for trend windows (all with the same prompt); answers are the windows' labels."""
     answers = None
@@ -130,6 +149,7 @@ def encode_windows(
         answers=answers,
         min_pixels=min_pixels,
         max_pixels=max_pixels,
+        layout=layout,
     )
 
 
@@ -182,6 +202,17 @@ def _frames(values) -> list[np.ndarray]:
     return [np.ascontiguousarray(np.asarray(frame, dtype=np.uint8)) for frame in values]
 
 
+def window_pkl_resolve(folder: Path, split: str, pkl_path: str) -> Path:
+    """A row's window pickle: an existing absolute path as written (RLinf writes those), a path relative to
+    the trend folder (what we write), else the same file name under `<split>/pkl/` (a moved folder)."""
+    path = Path(pkl_path)
+    if path.is_absolute() and path.is_file():
+        return path
+    if not path.is_absolute() and (folder / path).is_file():
+        return folder / path
+    return folder / split / "pkl" / path.name
+
+
 def trend_split_load(folder: str | Path, split: str) -> tuple[list[TrendWindow], list[dict]]:
     """Windows and JSONL rows of `train` or `eval` in an exported trend dataset folder."""
     folder = Path(folder)
@@ -193,9 +224,7 @@ def trend_split_load(folder: str | Path, split: str) -> tuple[list[TrendWindow],
         if not line.strip():
             continue
         row = json.loads(line)
-        pkl_path = Path(row["pkl_path"])
-        if not pkl_path.is_absolute() or not pkl_path.exists():
-            pkl_path = folder / split / "pkl" / pkl_path.name
+        pkl_path = window_pkl_resolve(folder, split, row["pkl_path"])
         data = window_pkl_load(pkl_path)
         window = TrendWindow(
             main_frames=_frames(data["main_frames"]),

@@ -1,7 +1,8 @@
 """Label probabilities in one forward pass, and greedy generation, for batches of windows.
 
 Probabilities: softmax over the logits of the three label tokens (each label's first token) at the last
-prompt position. Batches are left padded, so batched results equal unbatched ones.
+prompt position. Batches are left padded, so batched results equal unbatched ones. Windows are encoded
+in the model's input layout (`training.vlm.layout`) by the same function training uses.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import torch
 
 from .data import encode_images
 from .labels import LABELS
+from .layout import DEFAULT_LAYOUT, layout_check
 
 
 def label_token_ids(tokenizer) -> list[int]:
@@ -28,6 +30,14 @@ def label_token_ids(tokenizer) -> list[int]:
     return ids
 
 
+def pixels_cast(batch, dtype: torch.dtype):
+    """Image and video pixels in the model's dtype (bf16 on GPUs); token tensors stay integers."""
+    for key in ("pixel_values", "pixel_values_videos"):
+        if key in batch:
+            batch[key] = batch[key].to(dtype)
+    return batch
+
+
 @dataclass
 class ScoreItem:
     """One request: the images (main view frames then extra view frames) and the prompt text."""
@@ -39,10 +49,13 @@ class ScoreItem:
 class TrendScorer:
     """Scores windows with a loaded Qwen3-VL (base or with a LoRA adapter) and its processor."""
 
-    def __init__(self, model, processor, *, max_batch: int = 8, min_pixels=None, max_pixels=None):
+    def __init__(
+        self, model, processor, *, max_batch: int = 8, min_pixels=None, max_pixels=None, layout: str = DEFAULT_LAYOUT
+    ):
         self.model = model.eval()
         self.processor = processor
         self.max_batch = max_batch
+        self.layout = layout_check(layout)
         self.pixels = {"min_pixels": min_pixels, "max_pixels": max_pixels}
         self.label_ids = label_token_ids(processor.tokenizer)
 
@@ -50,15 +63,18 @@ class TrendScorer:
     def device(self) -> torch.device:
         return next(self.model.parameters()).device
 
-    def _inputs(self, items: list[ScoreItem]):
-        batch = encode_images(
-            self.processor, [item.images for item in items], [item.prompt for item in items], **self.pixels
+    def encode(self, items: list[ScoreItem]):
+        """The processor inputs for these windows (on the CPU), exactly as they reach the model."""
+        return encode_images(
+            self.processor,
+            [item.images for item in items],
+            [item.prompt for item in items],
+            layout=self.layout,
+            **self.pixels,
         )
-        dtype = next(self.model.parameters()).dtype
-        batch = batch.to(self.device)
-        if "pixel_values" in batch:
-            batch["pixel_values"] = batch["pixel_values"].to(dtype)
-        return batch
+
+    def _inputs(self, items: list[ScoreItem]):
+        return pixels_cast(self.encode(items).to(self.device), next(self.model.parameters()).dtype)
 
     @torch.inference_mode()
     def probabilities(self, items: list[ScoreItem]) -> np.ndarray:

@@ -25,7 +25,7 @@ from .data import IGNORE_INDEX, TrendWindow, balance_weights, encode_windows, la
 from .evaluation import trend_evaluate
 from .labels import LABELS
 from .prompt import prompt_render
-from .scoring import ScoreItem, TrendScorer, label_token_ids
+from .scoring import ScoreItem, TrendScorer, label_token_ids, pixels_cast
 
 EVALUATION_FILE = "evaluation.json"
 
@@ -45,6 +45,16 @@ def lr_lambda(config: VLMTrainConfig):
     return factor
 
 
+def lora_targets(model, wanted: list[str]) -> list[str]:
+    """The wanted names that match a module of this model (RLinf's list also names projector layers some
+    Qwen3-VL sizes lack); ValueError when none does, so a typo cannot train nothing."""
+    leaves = {name.rsplit(".", 1)[-1] for name, _ in model.named_modules()}
+    present = [name for name in wanted if name in leaves]
+    if not present:
+        raise ValueError(f"no module of the model is named any of target_modules {wanted}")
+    return present
+
+
 def lora_wrap(model, config: VLMTrainConfig):
     from peft import LoraConfig, get_peft_model
 
@@ -52,7 +62,8 @@ def lora_wrap(model, config: VLMTrainConfig):
         r=config.lora_rank,
         lora_alpha=config.lora_alpha,
         lora_dropout=config.lora_dropout,
-        target_modules=list(config.target_modules),
+        target_modules=lora_targets(model, config.target_modules),
+        init_lora_weights=True if config.lora_init == "default" else config.lora_init,
         task_type="CAUSAL_LM",
     )
     return get_peft_model(model, lora)
@@ -104,10 +115,7 @@ class _Batches:
 
 
 def _to_device(batch, device: torch.device, dtype: torch.dtype):
-    batch = batch.to(device)
-    if "pixel_values" in batch:
-        batch["pixel_values"] = batch["pixel_values"].to(dtype)
-    return batch
+    return pixels_cast(batch.to(device), dtype)
 
 
 @torch.no_grad()
@@ -117,7 +125,13 @@ def evaluate_loss(model, processor, windows, prompt, config, label_ids, device, 
     for start in range(0, len(windows), max(1, config.batch_size)):
         chunk = windows[start : start + max(1, config.batch_size)]
         batch = encode_windows(
-            processor, chunk, prompt, with_answers=True, min_pixels=config.min_pixels, max_pixels=config.max_pixels
+            processor,
+            chunk,
+            prompt,
+            with_answers=True,
+            min_pixels=config.min_pixels,
+            max_pixels=config.max_pixels,
+            layout=config.input_layout,
         )
         batch = _to_device(batch, device, dtype)
         target = torch.tensor([LABELS.index(w.label) for w in chunk], device=device)
@@ -189,7 +203,13 @@ def _train(config, train_windows, eval_windows, out_dir: Path, reporter, prompt:
             idx = batches.next()
             chunk = [train_windows[i] for i in idx]
             batch = encode_windows(
-                processor, chunk, prompt, with_answers=True, min_pixels=config.min_pixels, max_pixels=config.max_pixels
+                processor,
+                chunk,
+                prompt,
+                with_answers=True,
+                min_pixels=config.min_pixels,
+                max_pixels=config.max_pixels,
+                layout=config.input_layout,
             )
             batch = _to_device(batch, device, dtype)
             target = torch.tensor([LABELS.index(w.label) for w in chunk], device=device)
@@ -219,6 +239,7 @@ def _train(config, train_windows, eval_windows, out_dir: Path, reporter, prompt:
         "prompt_template": config.prompt_template,
         "task": config.task,
         "window_size": config.window_size,
+        "input_layout": config.input_layout,
         "prompt": prompt,
         "label_token_ids": label_ids,
         "min_pixels": config.min_pixels,
@@ -237,6 +258,7 @@ def _train(config, train_windows, eval_windows, out_dir: Path, reporter, prompt:
             max_batch=max(1, config.batch_size),
             min_pixels=config.min_pixels,
             max_pixels=config.max_pixels,
+            layout=config.input_layout,
         )
         probs = scorer.probabilities([ScoreItem(w.images(), prompt) for w in eval_windows])
         evaluation = trend_evaluate(probs, [w.label for w in eval_windows])

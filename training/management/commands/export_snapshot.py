@@ -26,8 +26,16 @@ class Command(BaseCommand):
         parser.add_argument("--seed", type=int, default=42)
         parser.add_argument("--no-trend", action="store_true", help="Skip the VLM trend dataset.")
         parser.add_argument("--trend-val-split", type=float, default=0.1)
-        parser.add_argument("--trend-balance", action="store_true")
-        parser.add_argument("--trend-reverse-augmentation", action="store_true")
+        parser.add_argument(
+            "--split",
+            default="auto",
+            choices=["auto", "episode", "frame"],
+            help="Train/val split: by episode (RLinf simulation), by frame (RLinf real-world), or auto.",
+        )
+        parser.add_argument("--no-trend-balance", action="store_true", help="Keep the trend label distribution.")
+        parser.add_argument(
+            "--no-trend-reverse-augmentation", action="store_true", help="No reversed positives as negatives."
+        )
         parser.add_argument("--no-png", action="store_true", help="Skip the success/ and failure/ PNG folders.")
         parser.add_argument("--archive", default="", help="Also copy a .zip of the snapshot to this path.")
 
@@ -45,8 +53,9 @@ class Command(BaseCommand):
             "seed": o["seed"],
             "trend": not o["no_trend"],
             "trend_val_split": o["trend_val_split"],
-            "trend_balance": o["trend_balance"],
-            "trend_reverse_augmentation": o["trend_reverse_augmentation"],
+            "split": o["split"],
+            "trend_balance": not o["no_trend_balance"],
+            "trend_reverse_augmentation": not o["no_trend_reverse_augmentation"],
             "png_folders": not o["no_png"],
         }
         try:
