@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from urllib.parse import parse_qs
 
 from django.conf import settings
 
 from labeling.tokens import token_from_header
+from webapp import metrics
 
 from .auth import MALFORMED, UNKNOWN, acached_agent
 from .limits import bad_requests, client_key
@@ -28,6 +30,7 @@ from .serving import DeploymentNotFound, DeploymentUnavailable, adeployment_conf
 
 ROUTE = re.compile(r"^/api/deployments/(?P<name>[-a-zA-Z0-9_]+)/rewards$")
 NPY = "application/x-npy"
+ENDPOINT = "api/deployments/<slug:name>/rewards"  # the URL pattern's label in rs_http_requests
 
 
 class HttpError(Exception):
@@ -51,6 +54,7 @@ class RewardsFastPath:
         if match is None or content_type != NPY or not authorization:
             return await self.app(scope, receive, send)  # DRF answers these (and their errors)
         client = client_key(authorization, (scope.get("client") or ("", 0))[0])
+        started = time.perf_counter()
         try:
             status, body = 200, await self._rewards(match["name"], scope, receive, headers, client)
         except HttpError as exc:
@@ -58,6 +62,8 @@ class RewardsFastPath:
             if 400 <= status < 500 and status != 429:
                 bad_requests.record(client)
         await _respond(send, status, body)
+        deployment = match["name"][:100] if status != 404 else ""
+        metrics.observe_request(ENDPOINT, "POST", status, time.perf_counter() - started, deployment)
 
     async def _rewards(self, name: str, scope, receive, headers: dict, client: str) -> dict:
         if bad_requests.blocked(client):

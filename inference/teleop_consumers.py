@@ -21,6 +21,7 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer, AsyncWebsocketConsumer
 
 from robot_agent.protocol import ProtocolError, decode_image, unpack_step
+from webapp import metrics
 
 from . import teleop_services as services
 from .teleop_latest import LatestFrameSlot
@@ -61,8 +62,13 @@ class TeleopAgentConsumer(AsyncWebsocketConsumer):
         self.ticker: asyncio.Task | None = None
         self.ended = False
         await self.accept()
+        metrics.teleop_streams.inc()
+        self.counted_stream = True
 
     async def disconnect(self, code):
+        if getattr(self, "counted_stream", False):
+            metrics.teleop_streams.dec()
+            self.counted_stream = False
         await self.end_session()
 
     async def end_session(self):
@@ -177,10 +183,12 @@ class TeleopAgentConsumer(AsyncWebsocketConsumer):
         now = time.time()
         self.received.append(now)
         self.counts["steps"] += 1
+        metrics.teleop_steps.inc()
         # Inference first: the frame's trip to the model does not wait for the broadcast or the recording.
         has_model = self.session.deployment_name and self.main_camera in images
         if has_model and self.slot.submit((header, images[self.main_camera])):
             self.counts["dropped"] += 1
+            metrics.teleop_dropped_frames.inc()
         fmt = {i.get("camera"): i.get("format", "jpeg") for i in header.get("images", [])}
         await self.broadcast(
             {
