@@ -159,6 +159,13 @@ CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = False
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 
+# The demo project's rendered ManiSkill episodes (made once, read on later starts).
+DEMO_CACHE_DIR = env_path("DEMO_CACHE_DIR", Path.home() / ".cache" / "reward-studio" / "demo")
+
+# Where the run command serves (used by commands that print follow-up URLs).
+RS_HOST = env_str("RS_HOST", "127.0.0.1")
+RS_PORT = env_int("RS_PORT", 8000, minimum=1)
+
 # Monitoring: each inference worker serves Prometheus metrics on its own port (0: off); web processes
 # at /metrics, open to anyone who can reach it unless METRICS_TOKEN is set (then `Bearer <token>`).
 INFERENCE_METRICS_PORT = env_int("INFERENCE_METRICS_PORT", 9101, minimum=0)

@@ -7,6 +7,7 @@ import json
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from unittest import mock
 
 import pytest
 
@@ -72,7 +73,8 @@ def test_celery_delivers_a_signed_webhook_when_a_job_finishes(project, receiver,
 
     hook = Webhook.objects.create(project=project, url=receiver.url, events=[events.JOB_SUCCEEDED, events.JOB_FAILED])
     Webhook.objects.create(project=project, url=receiver.url + "/snapshots-only", events=[events.DEPLOYMENT_SWITCHED])
-    seed_episodes(project, episodes=3, steps=6, windows=False)
+    with mock.patch("labeling.services._queue_proposals"):  # no proposal tasks racing the test's teardown
+        seed_episodes(project, episodes=3, steps=6, windows=False)
     snapshot = snapshot_create(
         project=project,
         options={"val_split": 0.34, "fail_success_ratio": 1.0, "seed": 0, "trend": False, "png_folders": False},

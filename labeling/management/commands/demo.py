@@ -15,6 +15,7 @@ from django.core.management.base import BaseCommand, CommandError
 from labeling.images import encode_array
 from labeling.models import Agent, Episode, Project
 from labeling.services import StepInput, agent_create, episode_create, episode_finish, steps_append
+from webapp.addresses import app_url
 
 DEMO_NAMESPACE = uuid.UUID("0d2c6f0e-6a55-4c8e-a0f5-7b1f3c1f7a21")
 
@@ -51,10 +52,10 @@ class Command(BaseCommand):
         self.stdout.write(self.style.SUCCESS(f"demo ready in {time.monotonic() - started:.0f} s"))
         self.stdout.write(
             "Start the server and an inference worker (the README's run command does both), then:\n"
-            f'  .venv/bin/python -m robot_agent run --server http://127.0.0.1:8000 --token "$(cat {token_file})" '
+            f'  .venv/bin/python -m robot_agent run --server {app_url("")} --token "$(cat {token_file})" '
             f"--project {project.name!r} --deployment {deployment.name} --robot maniskill --policy scripted "
             f"--hz 10 --episodes 3 --width {opts['size']} --height {opts['size']} --stop-after-success 10\n"
-            "and open http://127.0.0.1:8000/teleop/ to watch the probability rise as the cube is lifted."
+            f"and open {app_url('/teleop/')} to watch the probability rise as the cube is lifted."
         )
 
     # -- steps ----------------------------------------------------------------------------------
