@@ -53,10 +53,14 @@ def webhook_emit(*, project_id: int | None, event: str, data: dict) -> list[int]
 
 
 def _enqueue(ids: list[int]) -> None:
+    """Hand the deliveries to Celery; a broker outage leaves them pending (admin: "Deliver again")."""
     from .tasks import deliver_webhook
 
     for delivery_id in ids:
-        deliver_webhook.delay(delivery_id)
+        try:
+            deliver_webhook.delay(delivery_id)
+        except Exception:
+            log.exception("could not queue webhook delivery %s; it stays pending", delivery_id)
 
 
 def webhook_emit_safely(**kwargs) -> None:
