@@ -14,12 +14,14 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from urllib.parse import parse_qs
 
 from django.conf import settings
 
 from labeling import access
 from labeling.tokens import token_from_header
+from webapp import metrics
 
 from .auth import MALFORMED, UNKNOWN, acached_agent
 from .limits import client_key, too_many
@@ -30,6 +32,7 @@ from .throttles import alimiter, bad_request_limit, rewards_limit
 
 ROUTE = re.compile(r"^/api/deployments/(?P<name>[-a-zA-Z0-9_]+)/rewards$")
 NPY = "application/x-npy"
+ENDPOINT = "api/deployments/<slug:name>/rewards"  # the URL pattern's label in rs_http_requests
 
 
 class HttpError(Exception):
@@ -55,6 +58,7 @@ class RewardsFastPath:
             return await self.app(scope, receive, send)  # DRF answers these (and their errors)
         client = client_key(authorization, (scope.get("client") or ("", 0))[0])
         retry_after = 0
+        started = time.perf_counter()
         try:
             status, body = 200, await self._rewards(match["name"], scope, receive, headers, client)
         except HttpError as exc:
@@ -62,6 +66,8 @@ class RewardsFastPath:
             if 400 <= status < 500 and status != 429:
                 await alimiter().hit(bad_request_limit(), "bad:" + client)
         await _respond(send, status, body, retry_after)
+        deployment = match["name"][:100] if status != 404 else ""
+        metrics.observe_request(ENDPOINT, "POST", status, time.perf_counter() - started, deployment)
 
     async def _rewards(self, name: str, scope, receive, headers: dict, client: str) -> dict:
         verdict = await alimiter().check(bad_request_limit(), "bad:" + client)

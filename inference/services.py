@@ -17,6 +17,8 @@ from labeling.label_services import Actor, frame_labels_set
 from labeling.models import Episode, Project
 from labeling.services import StepInput, episode_create, episode_finish, steps_append
 from training.models import TrainedModel
+from webhooks import events
+from webhooks.services import webhook_emit_safely
 
 from .models import Deployment, ServedFrame
 from .models.deployment import new_version
@@ -106,10 +108,18 @@ def deployment_update(*, deployment: Deployment, trained_model: TrainedModel | N
     updates = dict(values)
     if trained_model is not None and trained_model.pk != deployment.trained_model_id:
         updates.update(trained_model=trained_model, version=_next_version(), status=Deployment.Status.LOADING, error="")
+    switched_from = deployment.trained_model_id if "trained_model" in updates else None
     if updates:
         Deployment.objects.filter(pk=deployment.pk).update(**updates)
         deployment.refresh_from_db()
     forget_deployment(deployment.name)
+    if switched_from is not None:
+        data = {
+            "deployment": {"name": deployment.name, "version": deployment.version},
+            "model": {"id": deployment.trained_model_id, "name": deployment.trained_model.name},
+            "previous_model": {"id": switched_from},
+        }
+        webhook_emit_safely(project_id=deployment.project_id, event=events.DEPLOYMENT_SWITCHED, data=data)
     return deployment
 
 
@@ -126,7 +136,12 @@ def deployment_reload(*, deployment: Deployment) -> Deployment:
 def deployment_set_health(*, name: str, version: int | None, error: str = "") -> None:
     """Recorded by workers: healthy for the version they loaded, or unhealthy with the error."""
     if error:
-        Deployment.objects.filter(name=name).update(status=Deployment.Status.UNHEALTHY, error=error[:5000])
+        rows = Deployment.objects.filter(name=name)
+        became = list(rows.exclude(status=Deployment.Status.UNHEALTHY).values_list("project_id", "version"))
+        rows.update(status=Deployment.Status.UNHEALTHY, error=error[:5000])
+        for project_id, current in became:  # only the change to unhealthy is an event, not each report
+            data = {"deployment": {"name": name, "version": current}, "error": error[:2000]}
+            webhook_emit_safely(project_id=project_id, event=events.DEPLOYMENT_UNHEALTHY, data=data)
     else:
         Deployment.objects.filter(name=name, version=version).exclude(status=Deployment.Status.HEALTHY).update(
             status=Deployment.Status.HEALTHY, error=""

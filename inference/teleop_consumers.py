@@ -31,6 +31,7 @@ from labeling import access
 from labeling.images import CheckedImage, ImageError, check_image
 from labeling.models import Agent
 from robot_agent.protocol import ProtocolError, decode_image, unpack_step
+from webapp import metrics
 
 from . import teleop_services as services
 from .teleop_latest import LatestFrameSlot
@@ -92,6 +93,8 @@ class TeleopAgentConsumer(AsyncWebsocketConsumer):
         self.ended = False
         await self.accept()
         self.watcher = self.start_task(self.watch_token())
+        metrics.teleop_streams.inc()
+        self.counted_stream = True
 
     def start_task(self, coroutine) -> asyncio.Task:
         """A task owned by this socket: cancelled when it closes."""
@@ -101,6 +104,9 @@ class TeleopAgentConsumer(AsyncWebsocketConsumer):
         return task
 
     async def disconnect(self, code):
+        if getattr(self, "counted_stream", False):
+            metrics.teleop_streams.dec()
+            self.counted_stream = False
         watcher = getattr(self, "watcher", None)
         if watcher is not None and watcher is not asyncio.current_task():
             watcher.cancel()
@@ -259,10 +265,12 @@ class TeleopAgentConsumer(AsyncWebsocketConsumer):
         now = time.time()
         self.received.append(now)
         self.counts["steps"] += 1
+        metrics.teleop_steps.inc()
         # Inference first: the frame's trip to the model does not wait for the broadcast or the recording.
         has_model = self.session.deployment_name and self.main_camera in images
         if has_model and self.slot.submit((header, images[self.main_camera])):
             self.counts["dropped"] += 1
+            metrics.teleop_dropped_frames.inc()
         fmt = {i.get("camera"): i.get("format", "jpeg") for i in header.get("images", [])}
         await self.broadcast(
             {

@@ -26,6 +26,8 @@ import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from webapp import metrics
+
 from .batching import Batcher, BatchPolicy, score_requests
 from .broker import WORKERS_KEY, InferenceRequest, MessageError, Reply, queue_key, send_replies, shares_release
 from .scorers import Scorer
@@ -144,7 +146,11 @@ class InferenceWorker:
         self, deployment: str, requests: list[InferenceRequest], policy: BatchPolicy
     ) -> list[tuple[InferenceRequest, Reply]]:
         model = self._model_for(deployment, max(r.version for r in requests))
+        now = time.time()
+        for request in requests:
+            metrics.inference_queue_wait_seconds.labels(deployment).observe(max(0.0, now - request.enqueued_at))
         if model.scorer is None:
+            metrics.inference_errors.labels(deployment).inc(len(requests))
             return [(r, Reply(None, model.error, model.version, self.worker_id)) for r in requests]
         good, replies = [], []
         for request in requests:
@@ -154,12 +160,18 @@ class InferenceWorker:
             except (ValueError, OSError, EOFError) as exc:
                 replies.append((request, Reply(None, f"unreadable images: {exc}", model.version, self.worker_id)))
         try:
+            started = time.monotonic()
             results = score_requests([r.array for r in good], model.scorer.score, policy.max_batch_size)
+            items = sum(_item_count(r) for r in good)
+            metrics.inference_batch_seconds.labels(deployment).observe(time.monotonic() - started)
+            metrics.inference_batch_size.labels(deployment).observe(items)
+            metrics.inference_items.labels(deployment).inc(items)
             replies += [
                 (r, Reply(res, "", model.version, self.worker_id)) for r, res in zip(good, results, strict=True)
             ]
         except Exception as exc:  # a scoring failure answers this batch; the worker keeps going
             log.exception("scoring failed for deployment %s", deployment)
+            metrics.inference_errors.labels(deployment).inc(len(good))
             replies += [
                 (r, Reply(None, f"scoring failed: {exc.__class__.__name__}: {exc}", model.version, self.worker_id))
                 for r in good
@@ -176,12 +188,14 @@ class InferenceWorker:
             started = time.monotonic()
             version, scorer = self.load_model(deployment)
             model = LoadedModel(version, scorer)
+            metrics.model_load_seconds.labels(deployment).observe(time.monotonic() - started)
             log.info("loaded deployment %s version %s in %.2fs", deployment, version, time.monotonic() - started)
             self.report_health(deployment, version, "")
         except Exception as exc:
             error = f"model failed to load: {exc.__class__.__name__}: {exc}"
             log.error("deployment %s: %s\n%s", deployment, error, traceback.format_exc())
             model = LoadedModel(wanted_version, None, error, time.monotonic())
+            metrics.model_load_failures.labels(deployment).inc()
             self.report_health(deployment, None, error)
         self.models[deployment] = model
         return model

@@ -17,21 +17,44 @@ class CollectedEpisode:
     seed: int
     observations: list[Observation]  # N+1: the reset observation first
     actions: list[np.ndarray]  # N
+    perturbed: bool = False
 
     @property
     def first_success(self) -> int | None:
         return next((i for i, o in enumerate(self.observations) if o.success), None)
 
 
+def open_gripper_plan(plan: list[np.ndarray]) -> list[np.ndarray]:
+    """The same arm motion with the gripper kept as open as at the start: the grasp misses, nothing is lifted."""
+    if not plan:
+        return plan
+    opened = float(plan[0][-1])
+    perturbed = []
+    for action in plan:
+        action = np.array(action, copy=True)
+        action[-1] = opened
+        perturbed.append(action)
+    return perturbed
+
+
 def collect_scripted(
-    seeds: list[int], *, size: int = 64, hold_steps: int = 12, env_id: str = "PickCube-v1"
+    seeds: list[int],
+    *,
+    size: int = 64,
+    hold_steps: int = 12,
+    env_id: str = "PickCube-v1",
+    perturb: set[int] | frozenset[int] = frozenset(),
 ) -> Iterator[CollectedEpisode]:
-    """One episode per seed: ManiSkill's pick-cube plan, then `hold_steps` more steps holding the cube still."""
+    """One episode per seed: ManiSkill's pick-cube plan, then `hold_steps` more steps holding the cube still.
+
+    Seeds in `perturb` play the plan with the gripper held open (a failed grasp: a failure episode)."""
     policy = ScriptedPickCubePolicy(env_id)
     robot = ManiSkillRobot(env_id, control_mode=JOINT_POS, width=size, height=size, max_episode_steps=400)
     with robot:
         for seed in seeds:
             policy.reset(seed)
+            if seed in perturb:
+                policy.plan = open_gripper_plan(policy.plan)
             obs = robot.reset(seed=seed)
             observations, actions = [obs], []
             for _ in range(len(policy.plan) + hold_steps):
@@ -39,4 +62,4 @@ def collect_scripted(
                 obs = robot.send_action(action)
                 observations.append(obs)
                 actions.append(action)
-            yield CollectedEpisode(seed, observations, actions)
+            yield CollectedEpisode(seed, observations, actions, perturbed=seed in perturb)

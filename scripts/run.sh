@@ -7,7 +7,7 @@ setup_all
 ensure_redis
 log "migrating the database"
 python manage.py migrate --noinput >/dev/null
+export RS_PORT="${RS_PORT:-8000}" RS_HOST="${RS_HOST:-127.0.0.1}"
 python manage.py setup_demo
-export RS_PORT="${RS_PORT:-8000}"
-log "starting Reward Studio at http://127.0.0.1:${RS_PORT}/  (Ctrl-C stops everything)"
+log "starting Reward Studio at http://${RS_HOST/0.0.0.0/127.0.0.1}:${RS_PORT}/  (Ctrl-C stops everything)"
 exec honcho start -f Procfile

@@ -169,6 +169,17 @@ def _stop(proc: subprocess.Popen) -> None:
         proc.wait()
 
 
+def _warm_up(base_url: str) -> None:
+    """Django loads the URL conf (and with it torch) on a process's first request: pay that here, not inside
+    a browser's 30 s navigation timeout."""
+    import contextlib
+    import urllib.request
+
+    # a 503 (no inference worker yet) still loaded the URL conf
+    with contextlib.suppress(OSError):
+        urllib.request.urlopen(f"{base_url}/healthz", timeout=180).close()
+
+
 @pytest.fixture(scope="session")
 def live_server_url(process_env):
     """A real ASGI server (uvicorn: HTTP + WebSockets) on a free port."""
@@ -191,6 +202,7 @@ def live_server_url(process_env):
     )
     try:
         _wait_for_port(port, proc)
+        _warm_up(f"http://127.0.0.1:{port}")
         yield f"http://127.0.0.1:{port}"
     finally:
         _stop(proc)

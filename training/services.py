@@ -16,6 +16,8 @@ from django.db.models import F, ProtectedError
 from django.utils import timezone
 
 from labeling.models import Project
+from webhooks import events
+from webhooks.services import webhook_emit_safely
 
 from . import runners
 from .job_reporter import JobReporter, push
@@ -80,7 +82,19 @@ def _transition(job_id: int, source: tuple[str, ...] | str, target: str, *, noti
     changed = TrainingJob.objects.filter(pk=job_id, status__in=sources).update(status=target, **fields) == 1
     if changed and notify:
         push(job_id, {"event": "status", "status": target, **_status_extra(job_id)})
+    if changed and target == JobStatus.FAILED:
+        _emit_job_event(job_id, events.JOB_FAILED)
     return changed
+
+
+def _emit_job_event(job_id: int, event: str) -> None:
+    row = TrainingJob.objects.filter(pk=job_id).values("project_id", "kind", "status", "error", "summary").first()
+    if row is None:
+        return
+    models = list(TrainedModel.objects.filter(job_id=job_id).values("id", "name"))
+    data = {"job": {"id": job_id, **{k: row[k] for k in ("kind", "status", "summary")}}, "models": models}
+    data["job"]["error"] = (row["error"] or "")[-2000:]
+    webhook_emit_safely(project_id=row["project_id"], event=event, data=data)
 
 
 def _status_extra(job_id: int) -> dict:
@@ -129,6 +143,7 @@ def job_execute(*, job_id: int, worker: str = "") -> str:
             metrics=result.metrics,
         )
     push(job_id, {"event": "status", "status": JobStatus.SUCCEEDED, **_status_extra(job_id)})
+    _emit_job_event(job_id, events.JOB_SUCCEEDED)
     return JobStatus.SUCCEEDED
 
 

@@ -16,6 +16,8 @@ from django.utils import timezone
 
 from labeling.images import decode_rgb, encode_array
 from labeling.models import Project
+from webhooks import events
+from webhooks.services import webhook_emit_safely
 
 from . import selectors
 from .datasets.binary_split import missing_classes, plan_split
@@ -77,9 +79,12 @@ def snapshot_build(*, snapshot_id: int) -> str:
             status=DatasetSnapshot.Status.FAILED, error=message, finished_at=timezone.now()
         )
         return DatasetSnapshot.Status.FAILED
-    DatasetSnapshot.objects.filter(pk=snapshot_id, status=DatasetSnapshot.Status.BUILDING).update(
+    ready = DatasetSnapshot.objects.filter(pk=snapshot_id, status=DatasetSnapshot.Status.BUILDING).update(
         status=DatasetSnapshot.Status.READY, stats=stats, finished_at=timezone.now()
     )
+    if ready:
+        snapshot_data = {"snapshot": {"id": snapshot_id, "number": snapshot.number, "stats": stats}}
+        webhook_emit_safely(project_id=snapshot.project_id, event=events.SNAPSHOT_READY, data=snapshot_data)
     return DatasetSnapshot.Status.READY
 
 

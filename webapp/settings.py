@@ -29,15 +29,18 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "rest_framework",
     "drf_spectacular",
+    "drf_spectacular_sidecar",
     "channels",
     "webapp",
     "labeling",
     "training",
     "inference",
     "axes",
+    "webhooks",
 ]
 
 MIDDLEWARE = [
+    "webapp.metrics_middleware.request_metrics",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -156,6 +159,10 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Ingest robot episodes, label them, train reward models and serve rewards.",
     "VERSION": "0.1.0",
     "SERVE_PERMISSIONS": ["rest_framework.permissions.IsAuthenticated"],
+    # Swagger UI and Redoc come from drf-spectacular-sidecar's static files: the docs work air-gapped.
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
 }
 
 
@@ -194,6 +201,19 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = False
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+
+# The demo project's rendered ManiSkill episodes (made once, read on later starts).
+DEMO_CACHE_DIR = env_path("DEMO_CACHE_DIR", Path.home() / ".cache" / "reward-studio" / "demo")
+
+# Where the run command serves (used by commands that print follow-up URLs).
+RS_HOST = env_str("RS_HOST", "127.0.0.1")
+RS_PORT = env_int("RS_PORT", 8000, minimum=1)
+
+# Monitoring: each inference worker serves Prometheus metrics on its own port (0: off); web processes
+# at /metrics, open to anyone who can reach it unless METRICS_TOKEN is set (then `Bearer <token>`).
+INFERENCE_METRICS_PORT = env_int("INFERENCE_METRICS_PORT", 9101, minimum=0)
+INFERENCE_METRICS_HOST = env_str("INFERENCE_METRICS_HOST", "127.0.0.1")
+METRICS_TOKEN = env_str("METRICS_TOKEN", "")
 
 # Where model weights may be read from (pretrained backbones, VLM base folders): local paths only.
 MODEL_DIR = env_path("MODEL_DIR", DATA_DIR / "models")

@@ -1,5 +1,8 @@
+"""Site-wide views: home page, health, metrics and stored files."""
+
 from __future__ import annotations
 
+import hmac
 import mimetypes
 from urllib.parse import quote
 
@@ -8,9 +11,13 @@ from django.contrib.auth.decorators import login_required
 from django.core.files.storage import default_storage
 from django.http import FileResponse, Http404, HttpResponse, JsonResponse
 from django.shortcuts import render
+from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, generate_latest
 
 from labeling import access
 from labeling.selectors import project_list_with_counts
+
+from .health import health_report
+from .metrics_state import StateCollector
 
 
 @login_required
@@ -20,7 +27,20 @@ def home(request):
 
 
 def healthz(request):
-    return JsonResponse({"ok": True})
+    """Database, Redis, inference workers and each deployment; 200 when all are fine, else 503."""
+    report = health_report()
+    return JsonResponse(report, status=200 if report["ok"] else 503)
+
+
+def metrics(request):
+    """Prometheus metrics of this web process plus state read from the database and Redis."""
+    token = settings.METRICS_TOKEN
+    if token and not hmac.compare_digest(request.headers.get("Authorization", ""), f"Bearer {token}"):
+        return HttpResponse("metrics need `Authorization: Bearer <METRICS_TOKEN>`", status=401)
+    state = CollectorRegistry(auto_describe=False)
+    state.register(StateCollector())
+    body = generate_latest(REGISTRY) + generate_latest(state)
+    return HttpResponse(body, content_type=CONTENT_TYPE_LATEST)
 
 
 SMALL_FILE_BYTES = 4 * 1024 * 1024

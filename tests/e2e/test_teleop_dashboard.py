@@ -60,6 +60,15 @@ def test_dashboard_shows_live_probabilities_from_the_replay_agent(
         assert page.inner_text("#conn") == "connected"
         assert page.inner_text("#e2e").endswith("ms")
         page.wait_for_function("Number(document.body.dataset.results) >= 20", timeout=30_000)  # a fuller chart
+        # the step rate follows the agent's 10 Hz (it used to read 0.0 Hz while steps streamed)
+        page.wait_for_function("Number(document.getElementById('rate').dataset.hz || 0) > 0", timeout=10_000)
+        hz = float(page.get_attribute("#rate", "data-hz"))
+        assert 3.0 < hz < 13.0, hz
+        # optional smoothing: a second line, the moving average of p(success)
+        assert page.evaluate("document.body.dataset.smoothing") == "off"
+        page.check("#smooth")
+        assert page.evaluate("document.body.dataset.smoothing") == "on"
+        assert 0.0 <= page.evaluate("window.__teleop.smoothed") <= 1.0
         page.screenshot(path=str(screenshot_dir / "teleop_dashboard.png"), full_page=True)
         output, _ = agent.communicate(timeout=60)
     finally:

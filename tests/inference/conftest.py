@@ -10,7 +10,7 @@ import uuid
 import numpy as np
 import pytest
 
-from tests.conftest import ROOT, _spawn, _stop
+from tests.conftest import ROOT, _spawn, _stop, free_port
 
 TINY_SIZE = 32
 
@@ -74,10 +74,15 @@ def trained_model(project):
 
 @pytest.fixture(scope="session")
 def inference_worker_process(process_env):
-    """A real `manage.py inference_worker` (one torch thread) on the test database and Redis."""
+    """A real `manage.py inference_worker` (one torch thread) on the test database and Redis; its Prometheus
+    metrics at `proc.metrics_url`."""
+    metrics_port = free_port()
     proc = _spawn(
-        [sys.executable, "manage.py", "inference_worker", "--threads", "1"], process_env, "inference-worker.log"
+        [sys.executable, "manage.py", "inference_worker", "--threads", "1", "--metrics-port", str(metrics_port)],
+        process_env,
+        "inference-worker.log",
     )
+    proc.metrics_url = f"http://127.0.0.1:{metrics_port}/metrics"
     import redis
     from django.conf import settings
 

@@ -18,7 +18,16 @@ pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 def test_demo_collects_labels_trains_and_deploys(settings, tmp_path):
     settings.DATA_DIR = tmp_path  # the demo agent's token file goes here, not into the developer's data/
     out = io.StringIO()
-    call_command("demo", episodes=2, epochs=1, size=32, project="PickCube", deployment="pickcube-resnet", stdout=out)
+    call_command(
+        "demo",
+        episodes=2,
+        epochs=1,
+        size=32,
+        eval_seeds=1,
+        project="PickCube",
+        deployment="pickcube-resnet",
+        stdout=out,
+    )
     text = out.getvalue()
 
     episodes = list(Episode.objects.filter(project__name="PickCube", metadata__policy="scripted"))
@@ -34,12 +43,13 @@ def test_demo_collects_labels_trains_and_deploys(settings, tmp_path):
     deployment = Deployment.objects.get(name="pickcube-resnet")
     assert deployment.trained_model.project.name == "PickCube" and deployment.trained_model.kind == "resnet"
     assert "demo ready" in text and "--deployment pickcube-resnet" in text
+    assert "validation accuracy: " in text and "only once the cube was lifted on " in text and " of 1 seeds" in text
     token = (tmp_path / "demo_agent_token.txt").read_text().strip()
     assert agent_for_token(token).name == "demo-agent"  # the printed command's token works
 
     first_version = deployment.version
     again = io.StringIO()  # idempotent: episodes are kept, a new model is deployed under the same name
-    call_command("demo", episodes=2, epochs=1, size=32, stdout=again)
+    call_command("demo", episodes=2, epochs=1, size=32, eval_seeds=0, stdout=again)
     assert "collecting 0 scripted PickCube episodes (2 already stored)" in again.getvalue()
     assert Episode.objects.filter(project__name="PickCube").count() == 2
     assert Deployment.objects.get(name="pickcube-resnet").version > first_version  # switched to the new model

@@ -37,3 +37,14 @@ def test_lists_and_the_secret_key(monkeypatch, tmp_path):
     assert len(first) > 40 and env.secret_key("RS_SECRET", keep) == first  # generated once, then kept
     monkeypatch.setenv("RS_SECRET", "from-env")
     assert env.secret_key("RS_SECRET", keep) == "from-env"
+
+
+def test_printed_addresses_follow_rs_host_and_port(settings):
+    from webapp.addresses import app_url
+
+    settings.RS_HOST, settings.RS_PORT = "0.0.0.0", 8123
+    assert app_url("/teleop/") == "http://127.0.0.1:8123/teleop/"
+    settings.RS_HOST = "studio.lab"
+    assert app_url() == "http://studio.lab:8123/"
+    settings.RS_HOST = "::1"
+    assert app_url("") == "http://[::1]:8123"

@@ -101,10 +101,11 @@ def test_stored_files_are_only_served_to_people_who_logged_in(client, user, proj
 
 def test_setup_demo_is_idempotent(settings, tmp_path, capsys):
     settings.DATA_DIR = tmp_path
-    call_command("setup_demo", "--episodes", "2")
+    settings.RS_PORT = 8765
+    call_command("setup_demo", "--episodes", "2", "--placeholder")
     first = capsys.readouterr().out
-    assert "Log in as: admin /" in first
-    call_command("setup_demo", "--episodes", "2")
+    assert "Log in as: admin /" in first and "http://127.0.0.1:8765/" in first
+    call_command("setup_demo", "--episodes", "2", "--placeholder")
     from labeling.models import Episode
 
     assert Episode.objects.count() == 2

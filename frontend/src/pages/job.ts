@@ -2,6 +2,7 @@
 // On (re)connect the server sends the whole history, then live events.
 import uPlot from "uplot";
 import { pageData } from "../lib/api";
+import { reconnectingSocket } from "../lib/socket";
 
 interface Point { kind: "step" | "epoch"; step: number; epoch: number | null; [metric: string]: number | string | null; }
 interface State {
@@ -118,33 +119,20 @@ function appendLog(lines: string[]): void {
   if (atBottom) log.scrollTop = log.scrollHeight;
 }
 
-let retryDelay = 500;
-function connect(): void {
-  const url = `${location.protocol === "https:" ? "wss" : "ws"}://${location.host}${data.ws}`;
-  const socket = new WebSocket(url);
-  socket.onopen = () => { retryDelay = 500; document.body.dataset.ws = "open"; };
-  socket.onmessage = (event) => {
-    const msg = JSON.parse(event.data);
-    if (msg.event === "history") {
-      steps.clear(); epochs.clear();
-      addPoints(msg.points ?? []);
-      $("log").textContent = msg.log ?? "";
-      setStatus(msg);
-    } else if (msg.event === "progress") {
-      addPoints(msg.points ?? []);
-      appendLog(msg.log ?? []);
-      setProgress(msg.progress, msg.eta_seconds);
-    } else if (msg.event === "status") {
-      if (msg.reset) { steps.clear(); epochs.clear(); $("log").textContent = ""; redraw(); }
-      setStatus(msg);
-    }
-  };
-  socket.onclose = (event) => {
-    document.body.dataset.ws = "closed";
-    if (event.code === 4401 || event.code === 4404) return;
-    setTimeout(connect, retryDelay);
-    retryDelay = Math.min(retryDelay * 2, 10_000);
-  };
+function onMessage(msg: any): void {
+  if (msg.event === "history") {
+    steps.clear(); epochs.clear();
+    addPoints(msg.points ?? []);
+    $("log").textContent = msg.log ?? "";
+    setStatus(msg);
+  } else if (msg.event === "progress") {
+    addPoints(msg.points ?? []);
+    appendLog(msg.log ?? []);
+    setProgress(msg.progress, msg.eta_seconds);
+  } else if (msg.event === "status") {
+    if (msg.reset) { steps.clear(); epochs.clear(); $("log").textContent = ""; redraw(); }
+    setStatus(msg);
+  }
 }
 
 setStatus(data.state);
@@ -153,4 +141,9 @@ window.addEventListener("resize", () => {
     c.setSize({ width: Math.max(300, el.clientWidth - 10), height: 260 });
   }
 });
-connect();
+reconnectingSocket(data.ws, {
+  onMessage,
+  finalCodes: [4401, 4404],
+  onOpen: () => { document.body.dataset.ws = "open"; },
+  onClose: () => { document.body.dataset.ws = "closed"; },
+});

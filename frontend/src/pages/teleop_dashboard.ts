@@ -2,6 +2,8 @@
 // boundaries and operator labels, and the stream's health. Reconnects by itself (backoff) and resumes.
 import uPlot from "uplot";
 import { pageData } from "../lib/api";
+import { ema, RateMeter } from "../lib/rate";
+import { reconnectingSocket } from "../lib/socket";
 
 interface PageData {
   session: number;
@@ -45,6 +47,11 @@ data.cameras.forEach(camera);
 const xs: number[] = [];
 const probs: (number | null)[] = [];
 const thresholds: number[] = [];
+const smoothed: (number | null)[] = [];
+const SMOOTH_KEY = "rs.teleop.smoothing";
+const smoothBox = $("smooth") as HTMLInputElement;
+const smoothAlpha = $("smooth-alpha") as HTMLInputElement;
+smoothBox.checked = localStorage.getItem(SMOOTH_KEY) === "1";
 const boundaries: { t: number; kind: "start" | "end"; success?: boolean }[] = [];
 const labels: { t: number; value: string }[] = [];
 
@@ -86,10 +93,11 @@ const plot = new uPlot(
       {},
       { label: "p(success)", stroke: "#3b6df0", width: 2, spanGaps: true },
       { label: "threshold", stroke: "#d68f1f", dash: [6, 4], width: 1.5, points: { show: false } },
+      { label: "smoothed", stroke: "#7a3bf0", width: 2.5, spanGaps: true, points: { show: false }, show: smoothBox.checked },
     ],
     hooks: { draw: [drawMarks] },
   },
-  [xs, probs, thresholds] as uPlot.AlignedData,
+  [xs, probs, thresholds, smoothed] as uPlot.AlignedData,
   chartEl,
 );
 window.addEventListener("resize", () => plot.setSize({ width: Math.max(400, chartEl.clientWidth), height: 260 }));
@@ -99,6 +107,7 @@ function trim(now: number) {
     xs.shift();
     probs.shift();
     thresholds.shift();
+    smoothed.shift();
   }
   while (boundaries.length && boundaries[0].t < now - WINDOW_S) boundaries.shift();
   while (labels.length && labels[0].t < now - WINDOW_S) labels.shift();
@@ -113,7 +122,7 @@ function redraw() {
     const now = Date.now() / 1000;
     trim(now);
     plot.batch(() => {
-      plot.setData([xs, probs, thresholds] as uPlot.AlignedData, false);
+      plot.setData([xs, probs, thresholds, smoothed] as uPlot.AlignedData, false);
       // Zoom to the data until a full window has arrived, so a fresh session is not a dot at the edge.
       const first = xs.length ? xs[0] : now - 10;
       plot.setScale("x", { min: Math.max(now - WINDOW_S, Math.min(first, now - 10) - 1), max: now + 1 });
@@ -121,6 +130,30 @@ function redraw() {
   });
 }
 setInterval(redraw, 1000);
+
+// Optional smoothing (an exponential moving average) drawn as a second line, so flicker can be told
+// from signal; the raw probability stays on the chart.
+let smoothValue: number | null = null;
+function alpha(): number {
+  return Math.min(1, Math.max(0.02, Number(smoothAlpha.value) || 0.3));
+}
+smoothBox.addEventListener("change", () => {
+  localStorage.setItem(SMOOTH_KEY, smoothBox.checked ? "1" : "0");
+  plot.setSeries(3, { show: smoothBox.checked });
+  document.body.dataset.smoothing = smoothBox.checked ? "on" : "off";
+});
+document.body.dataset.smoothing = smoothBox.checked ? "on" : "off";
+
+// Step rate from the frames this page receives, spaced by the agent's own send times.
+const stepRate = new RateMeter(5, 2);
+let lastFrameAt = 0;
+function showRate() {
+  if (!state.frames) return;
+  const hz = stepRate.rate(Date.now() / 1000, lastFrameAt);
+  $("rate").textContent = `${fmt(hz, 1)} Hz`;
+  $("rate").dataset.hz = String(hz);
+}
+setInterval(showRate, 500);
 
 // --- state shown -----------------------------------------------------------------------------
 const state = { results: 0, frames: 0, lastProbability: null as number | null, connected: false, reconnects: 0 };
@@ -153,6 +186,8 @@ function handle(msg: Message) {
       break;
     case "frame":
       state.frames++;
+      lastFrameAt = now;
+      stepRate.add(typeof msg.sent_at === "number" ? msg.sent_at : now);
       for (const [name, url] of Object.entries(msg.images ?? {})) camera(name).src = url as string;
       $("step").textContent = String(msg.index);
       $("env-reward").textContent = fmt(msg.reward);
@@ -164,6 +199,9 @@ function handle(msg: Message) {
       xs.push(now);
       probs.push(msg.probability);
       thresholds.push(threshold);
+      smoothValue = ema(smoothValue, msg.probability, alpha());
+      smoothed.push(smoothValue);
+      (window as any).__teleop.smoothed = smoothValue;
       $("prob").textContent = fmt(msg.probability);
       $("success").textContent = msg.success ? "SUCCESS" : "no";
       $("success").style.color = msg.success ? "var(--success)" : "var(--muted)";
@@ -181,6 +219,7 @@ function handle(msg: Message) {
       redraw();
       break;
     case "episode":
+      if (msg.event === "start") smoothValue = null; // a new episode starts the average afresh
       boundaries.push({ t: now, kind: msg.event, success: msg.success });
       addEpisode(msg.episode, msg.steps, msg.event === "end" ? msg.success : undefined);
       redraw();
@@ -190,7 +229,7 @@ function handle(msg: Message) {
       redraw();
       break;
     case "status":
-      $("rate").textContent = `${fmt(msg.rate_hz, 1)} Hz`;
+      if (!state.frames) $("rate").textContent = `${fmt(msg.rate_hz, 1)} Hz`; // frames give a better rate
       $("dropped").textContent = String(msg.dropped ?? 0);
       $("live").textContent = msg.live ? "live" : "ended";
       if (msg.inference_ms_p50 != null) $("latency").textContent = `${fmt(msg.inference_ms_p50, 1)} ms`;
@@ -201,29 +240,25 @@ function handle(msg: Message) {
   }
 }
 
-// --- connection with automatic reconnect -------------------------------------------------------
-let backoff = 500;
-function connect() {
-  const scheme = location.protocol === "https:" ? "wss" : "ws";
-  const ws = new WebSocket(`${scheme}://${location.host}${data.wsPath}`);
-  ws.onopen = () => {
-    backoff = 500;
+// --- connection (shared reconnecting socket) ----------------------------------------------------
+const socket = reconnectingSocket(data.wsPath, {
+  onMessage: handle,
+  firstDelayMs: 500,
+  maxDelayMs: 5000,
+  onOpen: () => {
     state.connected = true;
     $("conn").textContent = "connected";
     $("conn").className = "conn on";
-  };
-  ws.onmessage = (event) => handle(JSON.parse(event.data));
-  ws.onclose = (event) => {
+  },
+  onClose: (event, retryInMs) => {
     state.connected = false;
+    state.reconnects = socket?.reconnects ?? 0;
     $("conn").className = "conn off";
-    if (event.code === 4401 || event.code === 4403 || event.code === 4404) {
-      $("conn").textContent = event.code === 4404 ? "no such session" : "not allowed (log in again)";
-      return;
-    }
-    state.reconnects++;
-    $("conn").textContent = `reconnecting in ${(backoff / 1000).toFixed(1)} s…`;
-    setTimeout(connect, backoff);
-    backoff = Math.min(backoff * 2, 5000);
-  };
-}
-connect();
+    $("conn").textContent =
+      retryInMs === null
+        ? event.code === 4404
+          ? "no such session"
+          : "not allowed (log in again)"
+        : `reconnecting in ${(retryInMs / 1000).toFixed(1)} s…`;
+  },
+});

@@ -13,6 +13,7 @@ import threading
 from django.conf import settings
 from django.core.management.base import BaseCommand
 from django.db import close_old_connections
+from prometheus_client import start_http_server
 
 from inference.broker import check_memory_policy, redis_from_url
 from inference.models import Deployment
@@ -34,8 +35,14 @@ class Command(BaseCommand):
         )
         parser.add_argument("--device", default=os.environ.get("INFERENCE_DEVICE", "cpu"), help="cpu, cuda or cuda:N")
         parser.add_argument("--deployments", default="", help="comma-separated names to serve (default: all)")
+        parser.add_argument(
+            "--metrics-port",
+            type=int,
+            default=settings.INFERENCE_METRICS_PORT,
+            help="serve Prometheus metrics on this port (0: off; default INFERENCE_METRICS_PORT)",
+        )
 
-    def handle(self, *args, threads: int, device: str, deployments: str, **options):
+    def handle(self, *args, threads: int, device: str, deployments: str, metrics_port: int, **options):
         import torch
 
         if threads > 0:
@@ -64,6 +71,12 @@ class Command(BaseCommand):
 
         redis = redis_from_url(settings.REDIS_URL)
         check_memory_policy(redis, logging.getLogger("inference.worker"))
+        if metrics_port:
+            try:
+                start_http_server(metrics_port, addr=settings.INFERENCE_METRICS_HOST)
+                self.stdout.write(f"metrics on http://{settings.INFERENCE_METRICS_HOST}:{metrics_port}/metrics")
+            except OSError as exc:  # a second worker on the same machine: serve, just without metrics
+                self.stderr.write(f"metrics port {metrics_port} unavailable ({exc}); give each worker its own")
         worker = InferenceWorker(
             redis,
             load_model=load_model,

@@ -10,12 +10,14 @@ from __future__ import annotations
 import time
 import uuid
 
+import numpy as np
 from django.core.management.base import BaseCommand, CommandError
 
 from labeling.access import ALL_SCOPES
 from labeling.images import encode_array
 from labeling.models import Agent, Episode, Project
 from labeling.services import StepInput, agent_create, episode_create, episode_finish, steps_append
+from webapp.addresses import app_url
 
 DEMO_NAMESPACE = uuid.UUID("0d2c6f0e-6a55-4c8e-a0f5-7b1f3c1f7a21")
 
@@ -32,6 +34,12 @@ class Command(BaseCommand):
         parser.add_argument("--epochs", type=int, default=6)
         parser.add_argument("--lr", type=float, default=3e-4)
         parser.add_argument("--seed", type=int, default=1000, help="first episode seed")
+        parser.add_argument(
+            "--eval-seeds",
+            type=int,
+            default=10,
+            help="new seeds the scripted policy plays while the model scores every frame (0: skip)",
+        )
 
     def handle(self, *args, **opts):
         started = time.monotonic()
@@ -48,14 +56,20 @@ class Command(BaseCommand):
         self.label(project, episodes)
         model = self.train(project, opts)
         deployment = self.deploy(model, opts)
+        figures = self.evaluate_live(model, deployment.threshold, opts) if opts["eval_seeds"] > 0 else ""
         token_file = self.agent_token_file()
         self.stdout.write(self.style.SUCCESS(f"demo ready in {time.monotonic() - started:.0f} s"))
+        val_acc = (model.metrics or {}).get("val_acc")
+        if val_acc is not None:
+            self.stdout.write(f"validation accuracy: {val_acc:.3f}")
+        if figures:
+            self.stdout.write(figures)
         self.stdout.write(
             "Start the server and an inference worker (the README's run command does both), then:\n"
-            f'  .venv/bin/python -m robot_agent run --server http://127.0.0.1:8000 --token "$(cat {token_file})" '
+            f'  .venv/bin/python -m robot_agent run --server {app_url("")} --token "$(cat {token_file})" '
             f"--project {project.name!r} --deployment {deployment.name} --robot maniskill --policy scripted "
             f"--hz 10 --episodes 3 --width {opts['size']} --height {opts['size']} --stop-after-success 10\n"
-            "and open http://127.0.0.1:8000/teleop/ to watch the probability rise as the cube is lifted."
+            f"and open {app_url('/teleop/')} to watch the probability rise as the cube is lifted."
         )
 
     # -- steps ----------------------------------------------------------------------------------
@@ -129,6 +143,31 @@ class Command(BaseCommand):
         metrics = {k: round(v, 4) if isinstance(v, float) else v for k, v in (model.metrics or {}).items()}
         self.stdout.write(f"trained in {time.monotonic() - t0:.0f} s: {metrics}")
         return model
+
+    def evaluate_live(self, model, threshold: float, opts) -> str:
+        """Play the scripted policy on new seeds, score every main-camera frame with the trained model as it
+        comes (in this process), and count the seeds where p(success) stays at or below the threshold until
+        the env reports the cube lifted to the goal, and rises above it after."""
+        from robot_agent.collect import collect_scripted
+        from training.resnet.checkpoint import load_checkpoint
+        from training.resnet.model import predict_proba
+        from training.storage import local_path
+
+        net, _ = load_checkpoint(local_path(model.checkpoint_path))
+        seeds = [opts["seed"] + 10_000 + i for i in range(opts["eval_seeds"])]
+        self.stdout.write(f"live check on {len(seeds)} new seeds (threshold {threshold})...")
+        good = 0
+        for collected in collect_scripted(seeds, size=opts["size"]):
+            p = predict_proba(net, np.stack([o.images["main"] for o in collected.observations]))
+            lifted = collected.first_success
+            crossed = next((i for i, v in enumerate(p) if v > threshold), None)
+            ok = lifted is not None and crossed is not None and crossed >= lifted
+            good += ok
+            self.stdout.write(
+                f"  seed {collected.seed}: lifted at step {lifted}, first crossing at step {crossed} "
+                f"({'ok' if ok else 'early' if crossed is not None and lifted is not None else 'missed'})"
+            )
+        return f"crossed the threshold only once the cube was lifted on {good} of {len(seeds)} seeds"
 
     def deploy(self, model, opts):
         from inference.models import Deployment

@@ -1,4 +1,5 @@
-"""Create the admin login, a demo project with labeled generated episodes, and a demo agent token."""
+"""Create the admin login, the demo project (real PickCube episodes, rendered once and cached) and a demo
+agent token."""
 
 from __future__ import annotations
 
@@ -9,20 +10,23 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
 
 from labeling.access import ALL_SCOPES
-from labeling.demo_data import seed_generated_episodes
-from labeling.models import Agent, Project
+from labeling.demo_pickcube import seed_demo_project
+from labeling.models import Agent
 from labeling.services import agent_create
-
-DEMO_PROJECT = "PickCube demo"
+from webapp.addresses import app_url
 
 
 class Command(BaseCommand):
     help = "Idempotently create an admin user, the demo project with labeled episodes, and a demo agent."
 
     def add_arguments(self, parser):
-        parser.add_argument("--episodes", type=int, default=12, help="Generated episodes to seed (default 12).")
+        parser.add_argument("--episodes", type=int, default=9, help="PickCube episodes to seed (default 9).")
+        parser.add_argument("--size", type=int, default=64, help="camera size in pixels (default 64)")
+        parser.add_argument(
+            "--placeholder", action="store_true", help="seed generated scenes instead of running the simulator"
+        )
 
-    def handle(self, *args, episodes, **options):
+    def handle(self, *args, episodes, size, placeholder, **options):
         data = settings.DATA_DIR
         data.mkdir(parents=True, exist_ok=True)
         password_file = data / "admin_password.txt"
@@ -34,13 +38,7 @@ class Command(BaseCommand):
             password_file.chmod(0o600)
         password = password_file.read_text().strip() if password_file.exists() else "(set earlier; see the admin)"
 
-        project, _ = Project.objects.get_or_create(
-            name=DEMO_PROJECT,
-            defaults={"task_description": "Pick up the red cube and lift it.", "camera_views": ["main", "extra"]},
-        )
-        seeded = seed_generated_episodes(project=project, episodes=episodes)
-        if seeded:
-            self.stdout.write(f"Seeded {seeded} labeled demo episodes in '{project.name}'.")
+        seed_demo_project(episodes=episodes, size=size, stdout=self.stdout, placeholder=placeholder)
 
         token_file = data / "demo_agent_token.txt"
         if not Agent.objects.filter(name="demo-agent").exists() or not token_file.exists():
@@ -50,16 +48,9 @@ class Command(BaseCommand):
             )  # the demo's one token serves the robot agent and RL workers alike
             token_file.write_text(token)
             token_file.chmod(0o600)
-        port = settings_port()
         self.stdout.write(
             self.style.SUCCESS(
-                f"\n  Reward Studio: http://127.0.0.1:{port}/\n  Log in as: admin / {password}\n"
+                f"\n  Reward Studio: {app_url()}\n  Log in as: admin / {password}\n"
                 f"  Demo agent token (for robot_agent / RL workers): {token_file}\n"
             )
         )
-
-
-def settings_port() -> str:
-    import os
-
-    return os.environ.get("RS_PORT", "8000")

@@ -1,0 +1,60 @@
+"""The run command's demo project on a fresh database holds real PickCube frames: the scripted agent's
+episodes (both cameras), success steps labeled success from the env flag, a perturbed grasp that fails,
+trend-rule windows, and frames that change from step to step."""
+
+from __future__ import annotations
+
+import io
+import os
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from labeling.demo_pickcube import DEMO_PROJECT, seed_demo_project
+from labeling.models import FrameLabel, WindowLabel
+from tests.conftest import login
+
+os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+
+
+@pytest.mark.e2e
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+def test_demo_project_shows_real_pickcube_frames(browser, live_server_url, user):
+    out = io.StringIO()
+    project = seed_demo_project(episodes=3, size=64, stdout=out)  # the run command's seeding, fewer episodes
+    assert project.name == DEMO_PROJECT, out.getvalue()  # not the placeholder: the simulator ran (or was cached)
+    episodes = list(project.episodes.order_by("metadata__seed"))
+    assert [e.env_id for e in episodes] == ["PickCube-v1"] * 3
+    assert [e.metadata["grasp_perturbed"] for e in episodes] == [False, False, True]
+    assert [e.success for e in episodes] == [True, True, False]  # the open-hand grasp never lifts the cube
+    lifted = episodes[0]
+    steps = list(lifted.steps.order_by("index"))
+    human = dict(FrameLabel.objects.filter(episode=lifted, source="human").values_list("step__index", "value"))
+    assert human == {s.index: "success" if s.env_success else "fail" for s in steps}
+    assert 0 < sum(v == "success" for v in human.values()) < len(steps)
+    assert WindowLabel.objects.filter(episode=lifted, source="human").exists()  # trend-rule windows accepted
+
+    page = browser.new_page(viewport={"width": 1300, "height": 900})
+    login(page, live_server_url, "alice", "pw-alice-123")
+    page.goto(f"{live_server_url}/projects/{project.pk}/")
+    assert page.locator("a[href$='/label/']").count() >= 3
+    first_success = next(s.index for s in steps if s.env_success)
+    page.goto(f"{live_server_url}/episodes/{lifted.uuid}/label/?step={first_success}")
+    page.wait_for_selector("body[data-ready='1']")
+    payload = page.request.get(f"{live_server_url}/api/episodes/{lifted.uuid}/labeling").json()
+    assert set(payload["frames"]) == {"main", "extra"}
+
+    def frame(camera: str, index: int) -> np.ndarray:
+        response = page.request.get(f"{live_server_url}{payload['frames'][camera][index]}")
+        assert response.ok
+        return np.asarray(Image.open(io.BytesIO(response.body())).convert("RGB"), dtype=np.int16)
+
+    start, lifted_frame = frame("main", 0), frame("main", first_success)
+    assert start.shape == (64, 64, 3)
+    assert np.abs(start - lifted_frame).mean() > 1.0  # the arm moved and the cube rose
+    assert np.abs(frame("main", first_success) - frame("extra", first_success)).mean() > 1.0  # two views
+    # a rendered scene, not noise: neighbouring pixels are alike
+    assert np.abs(np.diff(start, axis=1)).mean() < 20
+    page.close()

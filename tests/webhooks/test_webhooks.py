@@ -1,0 +1,145 @@
+"""Webhooks: a real Celery worker delivers a signed event to an HTTP server when a training job finishes;
+failed attempts are logged and retried with backoff; only subscribed events are sent."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from unittest import mock
+
+import pytest
+
+from tests.training.conftest import seed_episodes
+from webhooks import events
+from webhooks.models import Webhook, WebhookDelivery
+from webhooks.services import delivery_attempt, webhook_emit
+
+TINY = {
+    "hidden_dim": 8,
+    "image_size": [3, 32, 32],
+    "batch_size": 8,
+    "epochs": 1,
+    "patience": 0,
+    "seed": 0,
+    "num_threads": 1,
+    "pretrained": False,
+    "warmup_steps": 0,
+}
+
+
+class Receiver:
+    """A tiny HTTP server that records each POST and answers with the next queued status (200 when none)."""
+
+    def __init__(self):
+        self.received: list[dict] = []
+        self.statuses: list[int] = []
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                receiver.received.append({"headers": dict(self.headers), "body": body})
+                status = receiver.statuses.pop(0) if receiver.statuses else 200
+                self.send_response(status)
+                self.end_headers()
+                self.wfile.write(b"thanks" if status == 200 else b"try later")
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def receiver():
+    r = Receiver()
+    yield r
+    r.close()
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+def test_celery_delivers_a_signed_webhook_when_a_job_finishes(project, receiver, celery_worker_process):
+    from training.services import job_create
+    from training.snapshot_services import snapshot_create
+
+    hook = Webhook.objects.create(project=project, url=receiver.url, events=[events.JOB_SUCCEEDED, events.JOB_FAILED])
+    Webhook.objects.create(project=project, url=receiver.url + "/snapshots-only", events=[events.DEPLOYMENT_SWITCHED])
+    with mock.patch("labeling.services._queue_proposals"):  # no proposal tasks racing the test's teardown
+        seed_episodes(project, episodes=3, steps=6, windows=False)
+    snapshot = snapshot_create(
+        project=project,
+        options={"val_split": 0.34, "fail_success_ratio": 1.0, "seed": 0, "trend": False, "png_folders": False},
+    )
+    job = job_create(project=project, snapshot=snapshot, config=TINY)
+
+    deadline = time.monotonic() + 180
+    while not receiver.received and time.monotonic() < deadline:
+        time.sleep(0.3)
+    job.refresh_from_db()
+    assert receiver.received, f"no webhook arrived; job {job.status}: {job.error}"
+    got = receiver.received[0]
+    assert got["headers"][events.EVENT_HEADER] == "job.succeeded", job.error
+    assert events.verify(hook.secret, got["body"], got["headers"][events.SIGNATURE_HEADER])
+    assert not events.verify("another-secret", got["body"], got["headers"][events.SIGNATURE_HEADER])
+    payload = json.loads(got["body"])
+    assert payload["event"] == "job.succeeded" and payload["project"]["name"] == project.name
+    assert payload["data"]["job"]["id"] == job.pk and payload["data"]["models"]
+    delivery = WebhookDelivery.objects.get(pk=payload["id"])
+    assert delivery.status == "delivered" and delivery.attempts == 1 and delivery.response_status == 200
+    assert len(receiver.received) == 1  # the deployment-only hook got nothing
+
+
+@pytest.mark.django_db
+def test_failed_attempts_are_logged_and_retried_with_backoff(project, receiver, django_capture_on_commit_callbacks):
+    hook = Webhook.objects.create(project=project, url=receiver.url, events=[events.SNAPSHOT_READY])
+    with django_capture_on_commit_callbacks() as queued:
+        (delivery_id,) = webhook_emit(project_id=project.pk, event=events.SNAPSHOT_READY, data={"snapshot": {"id": 7}})
+    assert len(queued) == 1  # handed to Celery only once the emitter's transaction commits
+
+    receiver.statuses = [500, 503]
+    assert delivery_attempt(delivery_id=delivery_id) == events.backoff_s(1) == 10
+    assert delivery_attempt(delivery_id=delivery_id) == events.backoff_s(2) == 20
+    delivery = WebhookDelivery.objects.get(pk=delivery_id)
+    assert (delivery.status, delivery.attempts, delivery.response_status) == ("pending", 2, 503)
+    assert delivery.error == "HTTP 503" and delivery.next_attempt_at > delivery.last_attempt_at
+    assert delivery_attempt(delivery_id=delivery_id) is None
+    delivery.refresh_from_db()
+    assert (delivery.status, delivery.attempts, delivery.response_body) == ("delivered", 3, "thanks")
+    bodies = {r["body"] for r in receiver.received}
+    assert len(bodies) == 1  # every attempt sends the same signed body
+    assert all(events.verify(hook.secret, r["body"], r["headers"][events.SIGNATURE_HEADER]) for r in receiver.received)
+
+    hook.url = "http://127.0.0.1:9/unreachable"
+    hook.save()
+    (gone,) = webhook_emit(project_id=project.pk, event=events.SNAPSHOT_READY, data={})
+    for _ in range(events.MAX_ATTEMPTS - 1):
+        assert delivery_attempt(delivery_id=gone) is not None
+    assert delivery_attempt(delivery_id=gone) is None
+    failed = WebhookDelivery.objects.get(pk=gone)
+    assert failed.status == "failed" and failed.attempts == events.MAX_ATTEMPTS and "Connection" in failed.error
+    assert events.backoff_s(30) == events.BACKOFF_MAX_S
+
+
+@pytest.mark.django_db
+def test_only_subscribed_events_and_known_names(project):
+    from django.core.exceptions import ValidationError
+
+    Webhook.objects.create(project=project, url="http://127.0.0.1:9/x", events=[events.JOB_FAILED])
+    Webhook.objects.create(project=project, url="http://127.0.0.1:9/y", events=[events.JOB_FAILED], active=False)
+    assert webhook_emit(project_id=project.pk, event=events.JOB_SUCCEEDED, data={}) == []
+    assert len(webhook_emit(project_id=project.pk, event=events.JOB_FAILED, data={})) == 1
+    with pytest.raises(ValueError, match="unknown webhook event"):
+        webhook_emit(project_id=project.pk, event="job.exploded", data={})
+    bad = Webhook(project=project, url="ftp://example.org/x", events=["job.exploded"])
+    with pytest.raises(ValidationError) as err:
+        bad.full_clean()
+    assert "url" in err.value.message_dict and "unknown event(s) job.exploded" in str(err.value.message_dict["events"])

@@ -1,0 +1,1 @@
+"""Webhooks: signed HTTP callbacks to other systems when something happens in a project."""
