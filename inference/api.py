@@ -321,21 +321,31 @@ class DeploymentModelIn(serializers.Serializer):
 
 
 class DeploymentModelView(APIView):
-    """Switch the served checkpoint: staff, or an agent for a model trained in the deployment's project (an
-    RL worker that retrains its own reward, e.g. the DI-engine adapter's `train`)."""
+    """Switch the served checkpoint: the project's managers, or an agent token with the `training` scope on the
+    deployment (an RL worker that retrains its own reward, e.g. the DI-engine adapter's `train`), for a model
+    of the deployment's project and kind (site admins may take any model)."""
 
     @extend_schema(
         operation_id="deployment_switch_model",
         summary="Serve another trained model of the same project (bumps the version; nothing in flight drops)",
         request=DeploymentModelIn,
-        responses={200: DeploymentSerializer, 400: OpenApiResponse(description="Model of another project or kind.")},
+        responses={
+            200: DeploymentSerializer,
+            400: OpenApiResponse(description="Model of another project or kind."),
+            403: OpenApiResponse(description="Not a manager of the project, or the token lacks the `training` scope."),
+            404: OpenApiResponse(description="No such deployment (or not one the caller may see)."),
+        },
     )
     def post(self, request, name: str):
-        deployment = get_object_or_404(Deployment.objects.select_related("trained_model"), name=name)
+        deployment = Deployment.objects.select_related("trained_model").filter(name=name).first()
+        not_found = f"no deployment named {name!r}"
+        if deployment is None:
+            raise exceptions.NotFound(not_found)
+        access.require(request.user, access.SWITCH_MODEL, deployment, not_found=not_found)
         data = DeploymentModelIn(data=request.data)
         data.is_valid(raise_exception=True)
         model = data.validated_data["trained_model"]
-        if not getattr(request.user, "is_staff", False):
+        if not access.is_site_admin(request.user):
             project_id = deployment.project_id or deployment.trained_model.project_id
             if model.project_id != project_id:
                 raise BadRequest("an agent may only deploy models trained in the deployment's project")

@@ -514,12 +514,12 @@ class ChatCompletionsView(APIView):
         data = body.validated_data
         if data.get("stream"):
             raise BadRequest("stream=true is not supported")
-        images, prompt = chat_window(data["messages"])  # counted and size-checked before the deployment lookup
         try:
             name = deployment_name_for(data["model"])
         except DeploymentNotFound as exc:
             raise exceptions.NotFound(str(exc)) from None
-        deployment = _deployment(request, name)
+        deployment = _deployment(request, name)  # who may ask it, before any image is read
+        images, prompt = chat_window(data["messages"])  # counted and size-checked before decoding
         max_tokens = data.get("max_completion_tokens") or data.get("max_tokens") or 16
         window = WindowRequest(images, prompt or deployment.prompt, generate=True, max_new_tokens=max_tokens)
         try:

@@ -58,10 +58,13 @@ DEPLOY_PROJECT = Perm("inference.deploy_project", Membership.Role.MANAGER, None,
 DEPLOYMENT_VIEW = Perm("inference.view_deployment", Membership.Role.ANNOTATOR, AgentScope.REWARDS, "see it")
 REWARDS = Perm("inference.use_deployment", Membership.Role.ANNOTATOR, AgentScope.REWARDS, "ask for rewards")
 DEPLOY = Perm("inference.change_deployment", Membership.Role.MANAGER, None, "change deployments")
+SWITCH_MODEL = Perm(
+    "inference.switch_deployment_model", Membership.Role.MANAGER, AgentScope.TRAINING, "switch a deployment's model"
+)
 PERMS = {
     p.name: p for p in (VIEW, LABEL, REVIEW, MANAGE, INGEST, EPISODE_READ, TELEOP, TRAINING_VIEW, TRAIN, DEPLOY_PROJECT)
 }
-DEPLOYMENT_PERMS = {p.name: p for p in (DEPLOYMENT_VIEW, REWARDS, DEPLOY)}
+DEPLOYMENT_PERMS = {p.name: p for p in (DEPLOYMENT_VIEW, REWARDS, DEPLOY, SWITCH_MODEL)}
 
 
 # ---- who the caller is -----------------------------------------------------------------------------

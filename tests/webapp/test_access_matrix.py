@@ -41,7 +41,18 @@ MEMBERS = {"annotator", "reviewer", "manager"}
 REVIEWERS = {"reviewer", "manager"}
 
 # Routes every caller may use or that are not about project data.
-EXEMPT = {"admin/", "accounts/login/", "accounts/logout/", "api/schema/", "api/docs/", "healthz"}
+# /metrics (METRICS_TOKEN guards it) and the health checks tell counts and states, never project data.
+EXEMPT = {
+    "admin/",
+    "accounts/login/",
+    "accounts/logout/",
+    "api/schema/",
+    "api/docs/",
+    "api/redoc/",
+    "healthz",
+    "health",
+    "metrics",
+}
 
 
 @dataclass
@@ -110,6 +121,9 @@ MATRIX: dict[str, list[Case]] = {
         for action in ("generate", "accept", "reject", "reopen")
     },
     "projects/<int:pk>/import/": [Case("GET", "/projects/{project}/import/", MANAGERS, page=True)],
+    "projects/<int:pk>/import/<int:job>/": [
+        Case("GET", "/projects/{project}/import/{import_job}/", MANAGERS, page=True)
+    ],
     # -- training ------------------------------------------------------------------------------------
     "projects/<int:pk>/training/": [Case("GET", "/projects/{project}/training/", VIEWERS, page=True)],
     "projects/<int:pk>/training/snapshots/new": [
@@ -157,6 +171,9 @@ MATRIX: dict[str, list[Case]] = {
     "api/deployments/<slug:name>/": [
         Case("GET", "/api/deployments/{deployment}/", VIEWERS | {"rewards"}),
         Case("PATCH", "/api/deployments/{deployment}/", MANAGERS, body={"threshold": "high"}),
+    ],
+    "api/deployments/<slug:name>/model": [
+        Case("POST", "/api/deployments/{deployment}/model", MANAGERS | {"training"}, body={"trained_model": "x"})
     ],
     "api/deployments/<slug:name>/rewards": [
         Case("POST", "/api/deployments/{deployment}/rewards", VIEWERS | {"rewards"}, body={})
@@ -262,7 +279,7 @@ def build_world(django_user_model) -> dict:
     from inference.models import Deployment, ServedFrame, TeleopSession
     from labeling.access import ALL_SCOPES
     from labeling.images import check_image
-    from labeling.models import Membership, Project
+    from labeling.models import ImportJob, Membership, Project
     from labeling.services import StepInput, agent_create, episode_create, steps_append
     from training.models import DatasetSnapshot, TrainedModel, TrainingJob
     from training.vlm.train import EVALUATION_FILE
@@ -305,6 +322,7 @@ def build_world(django_user_model) -> dict:
         deployment=deployment, image=f"served/{deployment.pk}/x.png", probability=0.9, success=True
     )
     session = TeleopSession.objects.create(agent=agents["teleop"], project=project)
+    import_job = ImportJob.objects.create(project=project, folder="imports/matrix")
     ids = {
         "project": project.pk,
         "episode": episode.uuid,
@@ -318,6 +336,7 @@ def build_world(django_user_model) -> dict:
         "vlm_deployment": vlm_deployment.name,
         "served_frame": served.pk,
         "session": session.pk,
+        "import_job": import_job.pk,
     }
     return {"ids": ids, "people": people, "agents": agents, "tokens": tokens, "project": project}
 
