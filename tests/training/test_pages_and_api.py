@@ -222,10 +222,13 @@ def test_heartbeat_thread_refreshes_a_running_job(transactional_db, labeled_proj
     )
     job = job_create(project=labeled_project, snapshot=snapshot, config=TINY, enqueue=False)
     old = timezone.now() - timedelta(minutes=5)
-    TrainingJob.objects.filter(pk=job.pk).update(status="running", heartbeat_at=old)
+    TrainingJob.objects.filter(pk=job.pk).update(status="running", heartbeat_at=old, attempt=2)
     import time
 
-    with Heartbeat(job.pk, interval=0.05):
+    with Heartbeat(job.pk, attempt=1, interval=0.05):  # a run that lost its job to a requeue: no heartbeat
+        time.sleep(0.3)
+    assert TrainingJob.objects.get(pk=job.pk).heartbeat_at == old
+    with Heartbeat(job.pk, attempt=2, interval=0.05):
         time.sleep(0.5)
     assert TrainingJob.objects.get(pk=job.pk).heartbeat_at > old + timedelta(minutes=4)
 
