@@ -18,7 +18,7 @@ from rest_framework.views import APIView
 
 from . import access, label_selectors, proposals
 from .ingest_serializers import MAX_STEP_INDEX
-from .label_services import Actor, LabelError, frame_labels_set, window_labels_set
+from .label_services import Actor, LabelConflict, LabelError, frame_labels_set, window_labels_set
 from .models import Episode, Frame, FrameLabel, Project, ProposalStatus, WindowLabel
 
 MAX_ITEMS = 100_000
@@ -44,9 +44,18 @@ def _bad(exc: Exception) -> ValidationError:
 # ---- serializers -------------------------------------------------------------------------------
 
 
+BASE_HELP = (
+    "The value the edit was based on (null: no label). If someone changed it meanwhile, nothing is saved "
+    "and the answer is 409 listing the conflicts; leave it out to overwrite whatever is there."
+)
+
+
 class FrameItemSerializer(serializers.Serializer):
     index = serializers.IntegerField(min_value=0, max_value=MAX_STEP_INDEX)
     value = serializers.ChoiceField(choices=FrameLabel.Value.choices, allow_null=True)
+    base = serializers.ChoiceField(
+        choices=FrameLabel.Value.choices, allow_null=True, required=False, help_text=BASE_HELP
+    )
 
 
 class FrameLabelsInSerializer(serializers.Serializer):
@@ -57,11 +66,14 @@ class FrameLabelsInSerializer(serializers.Serializer):
     value = serializers.ChoiceField(
         choices=FrameLabel.Value.choices, allow_null=True, required=False, help_text="null clears the label"
     )
+    base = serializers.ChoiceField(
+        choices=FrameLabel.Value.choices, allow_null=True, required=False, help_text=BASE_HELP + " (every step)"
+    )
     items = FrameItemSerializer(many=True, required=False, max_length=MAX_ITEMS)
 
     def validate(self, attrs):
         if "items" in attrs:
-            if {"start", "end", "value"} & set(attrs):
+            if {"start", "end", "value", "base"} & set(attrs):
                 raise serializers.ValidationError("send either items or start/end/value, not both")
             return attrs
         if "start" not in attrs or "value" not in attrs:
@@ -90,6 +102,9 @@ class WindowItemSerializer(serializers.Serializer):
     value = serializers.ChoiceField(
         choices=WindowLabel.Value.choices, allow_null=True, help_text="null deletes the human window label"
     )
+    base = serializers.ChoiceField(
+        choices=WindowLabel.Value.choices, allow_null=True, required=False, help_text=BASE_HELP
+    )
 
     def validate(self, attrs):
         if attrs["end"] < attrs["start"]:
@@ -101,11 +116,14 @@ class WindowLabelsInSerializer(serializers.Serializer):
     start = serializers.IntegerField(min_value=0, max_value=MAX_STEP_INDEX, required=False)
     end = serializers.IntegerField(min_value=0, max_value=MAX_STEP_INDEX, required=False)
     value = serializers.ChoiceField(choices=WindowLabel.Value.choices, allow_null=True, required=False)
+    base = serializers.ChoiceField(
+        choices=WindowLabel.Value.choices, allow_null=True, required=False, help_text=BASE_HELP
+    )
     items = WindowItemSerializer(many=True, required=False, max_length=MAX_ITEMS)
 
     def validate(self, attrs):
         if "items" in attrs:
-            if {"start", "end", "value"} & set(attrs):
+            if {"start", "end", "value", "base"} & set(attrs):
                 raise serializers.ValidationError("send either items or start/end/value, not both")
             return attrs
         if not {"start", "end", "value"} <= set(attrs):
@@ -124,6 +142,26 @@ class WindowChangeSerializer(serializers.Serializer):
 
 class WindowChangesSerializer(serializers.Serializer):
     changed = WindowChangeSerializer(many=True)
+
+
+class ConflictSerializer(serializers.Serializer):
+    start = serializers.IntegerField(help_text="Step index (frames) or window start.")
+    end = serializers.IntegerField()
+    base = serializers.CharField(allow_null=True, help_text="The value the edit was based on.")
+    current = serializers.CharField(allow_null=True, help_text="The value stored now.")
+    by = serializers.CharField(help_text="Who stored it (user name, or agent <name>).")
+
+
+class ConflictResponseSerializer(serializers.Serializer):
+    detail = serializers.CharField()
+    conflicts = ConflictSerializer(many=True)
+
+
+def _conflict_response(exc: LabelConflict) -> Response:
+    conflicts = [
+        {"start": c.start, "end": c.end, "base": c.base, "current": c.current, "by": c.by} for c in exc.conflicts
+    ]
+    return Response({"detail": str(exc), "conflicts": conflicts}, status=status.HTTP_409_CONFLICT)
 
 
 class WindowSpanSerializer(serializers.Serializer):
@@ -290,7 +328,7 @@ class FrameLabelsView(APIView):
 
     @extend_schema(
         request=FrameLabelsInSerializer,
-        responses=FrameChangesSerializer,
+        responses={200: FrameChangesSerializer, 409: ConflictResponseSerializer},
         summary="Set or clear human frame labels (a range or a list)",
     )
     def put(self, request, uuid):
@@ -300,11 +338,15 @@ class FrameLabelsView(APIView):
         values = data.validated_data
         if "items" in values:
             items = [(item["index"], item["value"]) for item in values["items"]]
+            bases = {item["index"]: item["base"] for item in values["items"] if "base" in item}
         else:
             items = [(i, values["value"]) for i in range(values["start"], values["end"] + 1)]
+            bases = {i: values["base"] for i, _ in items} if "base" in values else {}
         access.require_may_change_labels(request.user, episode, steps=[index for index, _ in items])
         try:
-            edits = frame_labels_set(episode=episode, items=items, actor=Actor.of(request.user))
+            edits = frame_labels_set(episode=episode, items=items, actor=Actor.of(request.user), bases=bases)
+        except LabelConflict as exc:
+            return _conflict_response(exc)
         except LabelError as exc:
             raise _bad(exc) from None
         return Response({"changed": [{"index": e.index, "old": e.old, "new": e.new} for e in edits]})
@@ -315,7 +357,7 @@ class WindowLabelsView(APIView):
 
     @extend_schema(
         request=WindowLabelsInSerializer,
-        responses=WindowChangesSerializer,
+        responses={200: WindowChangesSerializer, 409: ConflictResponseSerializer},
         summary="Set human window labels (value null deletes); windows may overlap",
     )
     def post(self, request, uuid):
@@ -323,8 +365,10 @@ class WindowLabelsView(APIView):
         data = WindowLabelsInSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         values = data.validated_data
-        items = [(i["start"], i["end"], i["value"]) for i in values.get("items", [values])]
-        return self._apply(request, episode, items)
+        rows = values.get("items", [values])
+        items = [(i["start"], i["end"], i["value"]) for i in rows]
+        bases = {(i["start"], i["end"]): i["base"] for i in rows if "base" in i}
+        return self._apply(request, episode, items, bases)
 
     @extend_schema(
         parameters=[
@@ -341,10 +385,12 @@ class WindowLabelsView(APIView):
         span.is_valid(raise_exception=True)
         return self._apply(request, episode, [(span.validated_data["start"], span.validated_data["end"], None)])
 
-    def _apply(self, request, episode, items):
+    def _apply(self, request, episode, items, bases=None):
         access.require_may_change_labels(request.user, episode, spans=[(start, end) for start, end, _ in items])
         try:
-            edits = window_labels_set(episode=episode, items=items, actor=Actor.of(request.user))
+            edits = window_labels_set(episode=episode, items=items, actor=Actor.of(request.user), bases=bases or {})
+        except LabelConflict as exc:
+            return _conflict_response(exc)
         except LabelError as exc:
             raise _bad(exc) from None
         return Response({"changed": [{"start": e.start, "end": e.end, "old": e.old, "new": e.new} for e in edits]})

@@ -41,8 +41,17 @@ def point_payload(point: JobMetric) -> dict[str, Any]:
 class JobReporter:
     """Buffers metric points and log lines; flushes to the database and the group every `interval` s."""
 
-    def __init__(self, job_id: int, *, interval: float = 1.0, cancel_check_interval: float = 1.0, clock=time.monotonic):
+    def __init__(
+        self,
+        job_id: int,
+        *,
+        attempt: int | None = None,
+        interval: float = 1.0,
+        cancel_check_interval: float = 1.0,
+        clock=time.monotonic,
+    ):
         self.job_id = job_id
+        self.attempt = attempt
         self.interval = interval
         self.cancel_check_interval = cancel_check_interval
         self._clock = clock
@@ -75,9 +84,20 @@ class JobReporter:
         now = self._clock()
         if not self._cancelled and now - self._last_cancel_check >= self.cancel_check_interval:
             self._last_cancel_check = now
-            row = TrainingJob.objects.filter(pk=self.job_id).values("status", "cancel_requested").first()
-            self._cancelled = row is None or row["cancel_requested"] or row["status"] != JobStatus.RUNNING
+            row = TrainingJob.objects.filter(pk=self.job_id).values("status", "cancel_requested", "attempt").first()
+            self._cancelled = (
+                row is None
+                or row["cancel_requested"]
+                or row["status"] != JobStatus.RUNNING
+                or (self.attempt is not None and row["attempt"] != self.attempt)
+            )
         return self._cancelled
+
+    def resumed(self, *, step: int) -> None:
+        """The run goes on from a checkpoint after `step`: points a lost run reported after it are dropped."""
+        self._points = [p for p in self._points if p.step <= step]
+        JobMetric.objects.filter(job_id=self.job_id, step__gt=step).delete()
+        push(self.job_id, {"event": "resumed", "step": step})
 
     def flush(self) -> None:
         points, lines = self._points, self._lines
@@ -92,7 +112,10 @@ class JobReporter:
         }
         if lines:
             update["log"] = Concat(F("log"), Value("".join(line + "\n" for line in lines)))
-        TrainingJob.objects.filter(pk=self.job_id, status=JobStatus.RUNNING).update(**update)
+        rows = TrainingJob.objects.filter(pk=self.job_id, status=JobStatus.RUNNING)
+        if self.attempt is not None:
+            rows = rows.filter(attempt=self.attempt)
+        rows.update(**update)
         push(
             self.job_id,
             {

@@ -1,7 +1,8 @@
 """How a training loop reports progress, with no Django: the Reporter protocol and an in-memory one.
 
 Runners call `report_step` after each optimisation step, `report_epoch` after each validation, `log`
-for lines worth keeping, and `should_cancel()` between batches (raising JobCancelled when it is true).
+for lines worth keeping, `should_cancel()` between batches (raising JobCancelled when it is true) and
+`resumed(step=...)` when they go on from a resume checkpoint (training.resume).
 The job's reporter (training.job_reporter.JobReporter) persists the points and pushes them live.
 """
 
@@ -24,6 +25,10 @@ class Reporter(Protocol):
     def log(self, line: str) -> None: ...
 
     def should_cancel(self) -> bool: ...
+
+    def resumed(self, *, step: int) -> None:
+        """Training goes on from a checkpoint taken after `step`: points reported after it are void."""
+        ...
 
 
 class Eta:
@@ -55,6 +60,7 @@ class MemoryReporter:
     epochs: list[dict[str, Any]] = field(default_factory=list)
     lines: list[str] = field(default_factory=list)
     echo: bool = False
+    resumed_at: int | None = None
 
     def report_step(self, step: int, total: int, **metrics: float) -> None:
         self.steps.append({"step": step, "total": total, **metrics})
@@ -68,6 +74,11 @@ class MemoryReporter:
         self.lines.append(line)
         if self.echo:
             print(line, flush=True)
+
+    def resumed(self, *, step: int) -> None:
+        self.steps = [p for p in self.steps if p["step"] <= step]
+        self.epochs = [p for p in self.epochs if p["step"] <= step]
+        self.resumed_at = step
 
     def should_cancel(self) -> bool:
         return self.cancel_after_steps is not None and len(self.steps) >= self.cancel_after_steps

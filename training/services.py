@@ -8,11 +8,13 @@ import shutil
 import socket
 import threading
 import traceback
+from dataclasses import asdict, dataclass
 from datetime import timedelta
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import F, ProtectedError
+from django.db.models import F, ProtectedError, Q, Value
+from django.db.models.functions import Concat
 from django.utils import timezone
 
 from labeling.models import Project
@@ -26,9 +28,6 @@ from .reporting import JobCancelled
 from .storage import local_path
 
 logger = logging.getLogger(__name__)
-
-STALE_AFTER = timedelta(seconds=getattr(settings, "TRAINING_STALE_AFTER_SECONDS", 120))
-HEARTBEAT_SECONDS = 20.0
 
 
 class JobError(ValueError):
@@ -68,18 +67,31 @@ def job_create(
 
 
 def job_enqueue(*, job_id: int) -> None:
+    """Send the job's message (again, for a requeued job or a lost message); the newest task id is kept."""
     from .tasks import run_training_job
 
     result = run_training_job.apply_async(args=[job_id], queue=settings.CELERY_QUEUE_TRAINING)
-    TrainingJob.objects.filter(pk=job_id).update(celery_task_id=result.id)
+    TrainingJob.objects.filter(pk=job_id).update(celery_task_id=result.id, enqueued_at=timezone.now())
 
 
-def _transition(job_id: int, source: tuple[str, ...] | str, target: str, *, notify: bool = True, **fields) -> bool:
-    """Move a job from one of `source` to `target` if it is still there; False when another actor won."""
+def _transition(
+    job_id: int,
+    source: tuple[str, ...] | str,
+    target: str,
+    *,
+    notify: bool = True,
+    attempt: int | None = None,
+    **fields,
+) -> bool:
+    """Move a job from one of `source` to `target` if it is still there (and still in `attempt`, when given);
+    False when another actor won."""
     sources = (source,) if isinstance(source, str) else source
     if target in FINISHED_STATUSES:
         fields.setdefault("finished_at", timezone.now())
-    changed = TrainingJob.objects.filter(pk=job_id, status__in=sources).update(status=target, **fields) == 1
+    rows = TrainingJob.objects.filter(pk=job_id, status__in=sources)
+    if attempt is not None:
+        rows = rows.filter(attempt=attempt)
+    changed = rows.update(status=target, **fields) == 1
     if changed and notify:
         push(job_id, {"event": "status", "status": target, **_status_extra(job_id)})
     if changed and target == JobStatus.FAILED:
@@ -104,7 +116,10 @@ def _status_extra(job_id: int) -> dict:
 
 
 def job_execute(*, job_id: int, worker: str = "") -> str:
-    """Run a queued job to its end in this process. Idempotent: a job not queued is left alone."""
+    """Run a queued job to its end in this process. Idempotent: a job not queued is left alone.
+
+    Each start counts an attempt; every later write of this run is guarded by it, so a run that lost its
+    job to a requeue (it was presumed dead) cannot touch the run that took over."""
     worker = worker or f"{socket.gethostname()}:{os.getpid()}"
     now = timezone.now()
     started = TrainingJob.objects.filter(pk=job_id, status=JobStatus.QUEUED, cancel_requested=False).update(
@@ -114,8 +129,9 @@ def job_execute(*, job_id: int, worker: str = "") -> str:
         return "skipped"
     push(job_id, {"event": "status", "status": JobStatus.RUNNING})
     job = TrainingJob.objects.select_related("project", "snapshot").get(pk=job_id)
-    reporter = JobReporter(job_id)
-    with Heartbeat(job_id):
+    attempt = job.attempt
+    reporter = JobReporter(job_id, attempt=attempt)
+    with Heartbeat(job_id, attempt=attempt):
         outcome = _run(job, reporter, worker)
     if not isinstance(outcome, runners.RunResult):
         return outcome
@@ -127,6 +143,7 @@ def job_execute(*, job_id: int, worker: str = "") -> str:
             JobStatus.RUNNING,
             JobStatus.SUCCEEDED,
             notify=False,
+            attempt=attempt,
             progress=1.0,
             eta_seconds=0.0,
             summary=result.metrics,
@@ -148,10 +165,10 @@ def job_execute(*, job_id: int, worker: str = "") -> str:
 
 
 def _run(job: TrainingJob, reporter: JobReporter, worker: str) -> runners.RunResult | str:
-    job_id = job.pk
+    job_id, attempt = job.pk, job.attempt
     try:
         runner = runners.get_runner(job.kind)
-        reporter.log(f"{job.kind} job started on {worker}")
+        reporter.log(f"{job.kind} job started on {worker} (attempt {attempt} of {settings.TRAINING_MAX_ATTEMPTS})")
         result = runner(job, reporter)
         reporter.log("training finished")
         reporter.flush()
@@ -159,7 +176,7 @@ def _run(job: TrainingJob, reporter: JobReporter, worker: str) -> runners.RunRes
     except JobCancelled:
         reporter.log("cancelled")
         reporter.flush()
-        _transition(job_id, JobStatus.RUNNING, JobStatus.CANCELLED, eta_seconds=None)
+        _transition(job_id, JobStatus.RUNNING, JobStatus.CANCELLED, attempt=attempt, eta_seconds=None)
         return JobStatus.CANCELLED
     except Exception as exc:
         logger.exception("training job %s failed", job_id)
@@ -168,7 +185,9 @@ def _run(job: TrainingJob, reporter: JobReporter, worker: str) -> runners.RunRes
             reporter.flush()
         except Exception:
             logger.exception("could not flush the reporter of job %s", job_id)
-        _transition(job_id, JobStatus.RUNNING, JobStatus.FAILED, error=traceback.format_exc(), eta_seconds=None)
+        _transition(
+            job_id, JobStatus.RUNNING, JobStatus.FAILED, attempt=attempt, error=traceback.format_exc(), eta_seconds=None
+        )
         return JobStatus.FAILED
 
 
@@ -176,9 +195,10 @@ class Heartbeat:
     """Keeps a running job's heartbeat fresh from a thread, also while the runner loads data or models
     for minutes without reporting; it stops with the process, so a killed worker's job goes stale."""
 
-    def __init__(self, job_id: int, interval: float = HEARTBEAT_SECONDS):
+    def __init__(self, job_id: int, *, attempt: int, interval: float | None = None):
         self.job_id = job_id
-        self.interval = interval
+        self.attempt = attempt
+        self.interval = interval if interval is not None else float(settings.TRAINING_HEARTBEAT_SECONDS)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._beat, name=f"heartbeat-job-{job_id}", daemon=True)
 
@@ -193,7 +213,9 @@ class Heartbeat:
     def _beat(self) -> None:
         try:
             while not self._stop.wait(self.interval):
-                TrainingJob.objects.filter(pk=self.job_id, status=JobStatus.RUNNING).update(heartbeat_at=timezone.now())
+                TrainingJob.objects.filter(pk=self.job_id, status=JobStatus.RUNNING, attempt=self.attempt).update(
+                    heartbeat_at=timezone.now()
+                )
         except Exception:
             logger.exception("heartbeat of job %s stopped", self.job_id)
         finally:
@@ -227,6 +249,7 @@ def job_retry(*, job: TrainingJob) -> TrainingJob:
             started_at=None,
             finished_at=None,
             heartbeat_at=None,
+            attempt=0,
         )
         if not changed:
             job.refresh_from_db()
@@ -257,38 +280,72 @@ def job_delete(*, job: TrainingJob) -> None:
         raise JobError(f"job {job.pk}'s model is still in use ({users}); remove that first") from None
 
 
-def jobs_fail_stale(*, older_than: timedelta = STALE_AFTER) -> int:
-    """Fail running jobs whose worker is gone: no heartbeat for `older_than`, or a dead process on this host."""
-    now = timezone.now()
-    running = TrainingJob.objects.filter(status=JobStatus.RUNNING)
-    reasons: dict[int, str] = {}
-    for job_id in running.filter(heartbeat_at__lt=now - older_than).values_list("pk", flat=True):
-        reasons[job_id] = (
-            f"no heartbeat from the worker for over {int(older_than.total_seconds())} s (worker killed or lost)"
-        )
-    host = socket.gethostname()
-    for job_id, worker in running.filter(worker__startswith=f"{host}:").values_list("pk", "worker"):
-        if not _process_alive(worker.rsplit(":", 1)[-1]):
-            reasons[job_id] = f"the worker process {worker} died while running this job"
-    count = 0
-    for job_id, reason in reasons.items():
-        if _transition(job_id, JobStatus.RUNNING, JobStatus.FAILED, error=reason, eta_seconds=None):
-            count += 1
-    return count
+@dataclass
+class SweepOutcome:
+    requeued: list[int]
+    failed: list[int]
+    resent: list[int]
+
+    def as_dict(self) -> dict:
+        return asdict(self)
 
 
-def _process_alive(pid_text: str) -> bool:
+def jobs_recover_stale(*, now=None) -> SweepOutcome:
+    """Requeue running jobs whose heartbeat is older than TRAINING_STALE_AFTER_SECONDS (their worker died;
+    the next run resumes from the job's checkpoint), or fail them once TRAINING_MAX_ATTEMPTS runs were lost;
+    re-send queued jobs whose broker message is gone. Liveness is the heartbeat's age only."""
+    now = now or timezone.now()
+    stale_after = timedelta(seconds=settings.TRAINING_STALE_AFTER_SECONDS)
+    max_attempts = settings.TRAINING_MAX_ATTEMPTS
+    outcome = SweepOutcome([], [], [])
+    stale = TrainingJob.objects.filter(status=JobStatus.RUNNING, heartbeat_at__lt=now - stale_after)
+    for job_id, attempt, worker in stale.values_list("pk", "attempt", "worker"):
+        silence = f"no heartbeat from worker {worker or '?'} for over {int(stale_after.total_seconds())} s"
+        if attempt >= max_attempts:
+            reason = f"{silence}; gave up after {attempt} of {max_attempts} attempts (TRAINING_MAX_ATTEMPTS)"
+            if _transition(
+                job_id, JobStatus.RUNNING, JobStatus.FAILED, attempt=attempt, error=reason, eta_seconds=None
+            ):
+                outcome.failed.append(job_id)
+            continue
+        note = f"[{timezone.now():%H:%M:%S}] {silence}: requeued (attempt {attempt} of {max_attempts} lost)\n"
+        with transaction.atomic():
+            if _transition(
+                job_id,
+                JobStatus.RUNNING,
+                JobStatus.QUEUED,
+                attempt=attempt,
+                log=Concat(F("log"), Value(note)),
+                eta_seconds=None,
+            ):
+                outcome.requeued.append(job_id)
+                transaction.on_commit(lambda job_id=job_id: job_enqueue(job_id=job_id))
+    waiting = TrainingJob.objects.filter(status=JobStatus.QUEUED, cancel_requested=False).exclude(
+        pk__in=outcome.requeued
+    )
+    waiting = waiting.filter(Q(enqueued_at__lt=now - stale_after) | Q(enqueued_at__isnull=True))
+    candidates = list(waiting.values_list("pk", "celery_task_id"))
+    if candidates:
+        present = broker_task_ids(settings.CELERY_QUEUE_TRAINING)
+        for job_id, task_id in candidates:
+            if present is not None and task_id in present:
+                continue
+            logger.warning("training job %s: its message is not in the broker; sending it again", job_id)
+            job_enqueue(job_id=job_id)
+            outcome.resent.append(job_id)
+    return outcome
+
+
+def broker_task_ids(queue: str) -> set[str] | None:
+    """Task ids of the messages waiting in `queue` on the Redis broker; None when they cannot be read
+    (another broker, or Redis unreachable): then no queued job is re-sent on a guess."""
+    from .broker_messages import waiting_task_ids
+
     try:
-        pid = int(pid_text)
-    except ValueError:
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+        return waiting_task_ids(settings.CELERY_BROKER_URL, queue)
+    except Exception:
+        logger.warning("could not read the %s queue from the broker", queue, exc_info=True)
+        return None
 
 
 def _delete_folder(name: str) -> None:

@@ -1,4 +1,4 @@
-"""Celery tasks of the training app (queue `training`): thin wrappers over services."""
+"""Celery tasks of the training app: thin wrappers over services. Routes (which queue) are in settings."""
 
 from __future__ import annotations
 
@@ -6,35 +6,31 @@ import logging
 import os
 import socket
 
-from celery import current_app, shared_task
+from celery import shared_task
 from celery.signals import worker_ready
 
 logger = logging.getLogger(__name__)
-
-# `celery beat` (see Procfile) sweeps for jobs whose worker died; pages and the job list sweep too.
-STALE_SWEEP_SECONDS = 60.0
-current_app.conf.beat_schedule = {
-    **(current_app.conf.beat_schedule or {}),
-    "training-fail-stale-jobs": {"task": "training.tasks.fail_stale_jobs", "schedule": STALE_SWEEP_SECONDS},
-}
 
 
 def _worker_name() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
-@shared_task(name="training.tasks.run_training_job", acks_late=False)
+# acks_late with a prefetch of 1: a busy training worker holds no waiting job's message, so another worker
+# can take it; the job row (not the message) says whether a job still has to run (job_execute is idempotent).
+@shared_task(name="training.tasks.run_training_job", acks_late=True)
 def run_training_job(job_id: int) -> str:
     from .services import job_execute
 
     return job_execute(job_id=job_id, worker=_worker_name())
 
 
-@shared_task(name="training.tasks.fail_stale_jobs")
-def fail_stale_jobs() -> int:
-    from .services import jobs_fail_stale
+@shared_task(name="training.tasks.recover_stale_jobs")
+def recover_stale_jobs() -> dict:
+    """Scheduled by beat (webapp/celery.py) on the default queue."""
+    from .services import jobs_recover_stale
 
-    return jobs_fail_stale()
+    return jobs_recover_stale().as_dict()
 
 
 @shared_task(name="training.tasks.build_snapshot")
@@ -46,11 +42,11 @@ def build_snapshot(snapshot_id: int) -> str:
 
 @worker_ready.connect
 def _sweep_on_start(sender=None, **kwargs) -> None:
-    from .services import jobs_fail_stale
+    from .services import jobs_recover_stale
 
     try:
-        count = jobs_fail_stale()
-        if count:
-            logger.warning("marked %d stale training job(s) failed", count)
+        outcome = jobs_recover_stale()
+        if outcome.requeued or outcome.failed or outcome.resent:
+            logger.warning("stale-job sweep at start: %s", outcome.as_dict())
     except Exception:
         logger.exception("stale-job sweep failed")

@@ -26,7 +26,6 @@ from .views_data import job_state
 def project_training(request, pk: int):
     """Snapshots, jobs and models of a project, with the forms that create them."""
     project = _project(request, pk)
-    services.jobs_fail_stale()
     return _training_page(request, project, SnapshotForm(project=project), JobForm(project=project))
 
 
@@ -134,9 +133,6 @@ def snapshot_remove(request, snapshot_id: int):
 def job_detail(request, job_id: int):
     job = get_object_or_404(TrainingJob.objects.select_related("project", "snapshot"), pk=job_id)
     access.require_page(request, access.TRAINING_VIEW, job.project)
-    if job.status == "running":
-        services.jobs_fail_stale()
-        job.refresh_from_db()
     return render(
         request,
         "training/job_detail.html",

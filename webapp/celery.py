@@ -1,4 +1,5 @@
-"""The Celery app. Queues (ingest, training, inference, default) are named in settings."""
+"""The Celery app. Queues (ingest, training, inference, default) and each task's route are named in
+settings (CELERY_TASK_ROUTES); the periodic schedule that `celery beat` sends lives here."""
 
 from __future__ import annotations
 
@@ -11,3 +12,18 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings")
 app = Celery("webapp")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+
+
+def beat_schedule() -> dict:
+    """Periodic tasks. The stale-job sweep goes to the default queue, where a running job cannot hold it up."""
+    from django.conf import settings
+
+    return {
+        "training-recover-stale-jobs": {
+            "task": "training.tasks.recover_stale_jobs",
+            "schedule": float(settings.TRAINING_SWEEP_SECONDS),
+        },
+    }
+
+
+app.conf.beat_schedule = beat_schedule()

@@ -189,10 +189,12 @@ CELERY_QUEUE_DEFAULT = "default"
 CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", REDIS_URL)
 CELERY_RESULT_BACKEND = env_str("CELERY_RESULT_BACKEND", REDIS_URL)
 CELERY_TASK_DEFAULT_QUEUE = CELERY_QUEUE_DEFAULT
+# Every task is routed by name (tests/webapp/test_celery_routes.py pins them); beat's schedule is in webapp/celery.py.
 CELERY_TASK_ROUTES = {
-    "labeling.tasks.*": {"queue": CELERY_QUEUE_INGEST},
-    "training.tasks.*": {"queue": CELERY_QUEUE_TRAINING},
-    "inference.tasks.*": {"queue": CELERY_QUEUE_INFERENCE},
+    "labeling.tasks.generate_episode_proposals": {"queue": CELERY_QUEUE_INGEST},
+    "training.tasks.run_training_job": {"queue": CELERY_QUEUE_TRAINING},
+    "training.tasks.build_snapshot": {"queue": CELERY_QUEUE_DEFAULT},
+    "training.tasks.recover_stale_jobs": {"queue": CELERY_QUEUE_DEFAULT},
 }
 CELERY_TASK_SERIALIZER = "json"
 CELERY_RESULT_SERIALIZER = "json"
@@ -214,6 +216,13 @@ RS_PORT = env_int("RS_PORT", 8000, minimum=1)
 INFERENCE_METRICS_PORT = env_int("INFERENCE_METRICS_PORT", 9101, minimum=0)
 INFERENCE_METRICS_HOST = env_str("INFERENCE_METRICS_HOST", "127.0.0.1")
 METRICS_TOKEN = env_str("METRICS_TOKEN", "")
+
+# Training jobs survive their workers: resume checkpoints, heartbeats, requeue with bounded attempts.
+TRAINING_CHECKPOINT_SECONDS = env_int("TRAINING_CHECKPOINT_SECONDS", 300, minimum=0)
+TRAINING_HEARTBEAT_SECONDS = env_int("TRAINING_HEARTBEAT_SECONDS", 20, minimum=1)
+TRAINING_STALE_AFTER_SECONDS = env_int("TRAINING_STALE_AFTER_SECONDS", 120, minimum=2)
+TRAINING_MAX_ATTEMPTS = env_int("TRAINING_MAX_ATTEMPTS", 3, minimum=1)
+TRAINING_SWEEP_SECONDS = env_int("TRAINING_SWEEP_SECONDS", 60, minimum=1)
 
 # Where model weights may be read from (pretrained backbones, VLM base folders): local paths only.
 MODEL_DIR = env_path("MODEL_DIR", DATA_DIR / "models")

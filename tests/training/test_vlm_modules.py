@@ -444,3 +444,25 @@ def test_fixture_command_writes_a_loadable_model_folder(tmp_path, capsys):
     main([str(tmp_path / "tiny")])
     assert capsys.readouterr().out.strip() == str(tmp_path / "tiny")
     assert checkpoint_meta(tmp_path / "tiny")["base_model_path"] == str(tmp_path / "tiny")
+
+
+def test_training_stopped_midway_resumes_from_its_checkpoint_to_the_same_adapter(vlm_fixture_dir, tmp_path):
+    from training.reporting import JobCancelled, MemoryReporter
+    from training.resume import state_path
+    from training.vlm.train import train_vlm
+
+    config = VLMTrainConfig(base_model_path=str(vlm_fixture_dir), max_steps=3, batch_size=1, grad_accum=1, lr=5e-3)
+    windows = [coloured_window("positive"), coloured_window("negative")]
+    straight = train_vlm(config, windows, [], tmp_path / "a")
+    with pytest.raises(JobCancelled):  # stands for the killed worker
+        train_vlm(
+            config, windows, [], tmp_path / "b", reporter=MemoryReporter(cancel_after_steps=2), checkpoint_seconds=1e-9
+        )
+    assert state_path(tmp_path / "b").exists()
+    reporter = MemoryReporter()
+    resumed = train_vlm(config, windows, [], tmp_path / "b", reporter=reporter, resume=True)
+    assert reporter.resumed_at == 2 and [p["step"] for p in reporter.steps] == [3]  # not from scratch
+    assert resumed["loss_history"] == pytest.approx(straight["loss_history"], abs=1e-5)
+    ours = {k: v for k, v in resumed["model"].state_dict().items() if "lora_" in k}
+    theirs = straight["model"].state_dict()
+    assert ours and all(torch.allclose(v, theirs[k], atol=1e-5) for k, v in ours.items())

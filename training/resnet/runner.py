@@ -1,4 +1,6 @@
-"""Runs a ResNet TrainingJob: reads the snapshot's train.pt/val.pt, trains, keeps best and last checkpoints."""
+"""Runs a ResNet TrainingJob: reads the snapshot's train.pt/val.pt, trains, keeps best and last checkpoints.
+
+A job requeued after its worker died finds its resume state under its checkpoint folder and goes on from it."""
 
 from __future__ import annotations
 
@@ -6,9 +8,11 @@ import json
 import shutil
 
 import numpy as np
+from django.conf import settings
 
 from ..datasets.rlinf_binary import read_payload
 from ..reporting import Reporter
+from ..resume import state_path
 from ..runners import RunResult
 from ..storage import local_path
 from .config import ResNetConfig
@@ -23,9 +27,18 @@ def run_job(job, reporter: Reporter) -> RunResult:
     train = read_payload(snapshot_folder / "train.pt")
     val = read_payload(snapshot_folder / "val.pt")
     out_dir = local_path(job.checkpoint_folder)
-    shutil.rmtree(out_dir, ignore_errors=True)  # a retried job starts clean
+    if not state_path(out_dir).exists():
+        shutil.rmtree(out_dir, ignore_errors=True)  # no resume state: start clean
     outcome = train_reward_model(
-        config, train["images"], train["labels"], val["images"], val["labels"], out_dir=out_dir, reporter=reporter
+        config,
+        train["images"],
+        train["labels"],
+        val["images"],
+        val["labels"],
+        out_dir=out_dir,
+        reporter=reporter,
+        resume=True,
+        checkpoint_seconds=settings.TRAINING_CHECKPOINT_SECONDS,
     )
     write_val_predictions(outcome.best_folder, config, val["images"], val["labels"])
     metrics = {

@@ -19,6 +19,7 @@ import torch
 from torch.nn import functional as F
 
 from ..reporting import JobCancelled, MemoryReporter, Reporter
+from ..resume import CheckpointClock, rng_restore, rng_state, state_load, state_save
 from .checkpoint import save_checkpoint, save_rlinf_weights
 from .config import ResNetConfig
 from .model import RewardResNet, load_pretrained_backbone
@@ -132,7 +133,13 @@ def train_reward_model(
     *,
     out_dir: str | Path,
     reporter: Reporter | None = None,
+    resume: bool = False,
+    checkpoint_seconds: float = 0.0,
 ) -> TrainOutcome:
+    """Train, keep the best and last checkpoints in `out_dir`. A resume state is saved after the first step
+    (epoch end included) at which `checkpoint_seconds` have passed since the last one; with `resume`, a saved state of the same config is loaded
+    and training goes on from the step after it, with the same batches and random crops it would have had.
+    With `checkpoint_seconds` 0 the state is saved at every epoch end only."""
     reporter = reporter or MemoryReporter()
     out_dir = Path(out_dir)
     if config.num_threads:
@@ -174,14 +181,67 @@ def train_reward_model(
     last_metrics: dict[str, Any] = {}
     history: list[dict[str, Any]] = []
     stopped_early = False
-    epoch = 0
-    for epoch in range(1, config.epochs + 1):
+    epoch, first_epoch, first_position, finished = 0, 1, 0, False
+    saved_order: torch.Tensor | None = None
+    saved_totals: torch.Tensor | None = None
+    state = state_load(out_dir, config=config.to_dict()) if resume else None
+    if state is not None:
+        model.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+        step, epoch = state["step"], state["epoch"]
+        best_loss, best_epoch, bad_epochs = state["best_loss"], state["best_epoch"], state["bad_epochs"]
+        best_metrics, last_metrics, history = state["best_metrics"], state["last_metrics"], state["history"]
+        best_state, stopped_early, finished = state["best_state"], state["stopped_early"], state["finished"]
+        generator.set_state(state["generator"])
+        rng_restore(state["rng"])
+        if state["position"] >= steps_per_epoch:
+            first_epoch = epoch + 1
+        else:
+            first_epoch, first_position = epoch, state["position"]
+            saved_order, saved_totals = state["order"], state["totals"]
+        reporter.resumed(step=step)
+        reporter.log(f"resumed from the checkpoint at epoch {epoch}, step {step} (position {state['position']})")
+
+    def save_state(position: int, order: torch.Tensor, totals: torch.Tensor) -> None:
+        state_save(
+            out_dir,
+            {
+                "config": config.to_dict(),
+                "epoch": epoch,
+                "position": position,
+                "step": step,
+                "order": order.cpu(),
+                "totals": totals.cpu(),
+                "model": model.state_dict(),
+                "optimizer": optimizer.state_dict(),
+                "best_loss": best_loss,
+                "best_epoch": best_epoch,
+                "bad_epochs": bad_epochs,
+                "best_metrics": best_metrics,
+                "best_state": best_state,
+                "last_metrics": last_metrics,
+                "history": history,
+                "stopped_early": stopped_early,
+                "finished": finished,
+                "generator": generator.get_state(),
+                "rng": rng_state(),
+            },
+        )
+        clock.reset()
+
+    clock = CheckpointClock(checkpoint_seconds)
+    for epoch in range(first_epoch, 0 if finished else config.epochs + 1):
         started = time.monotonic()
-        order = torch.randperm(len(x_train), generator=generator).to(device)
+        if saved_order is not None and saved_totals is not None:
+            order, totals = saved_order.to(device), saved_totals.to(device)
+            saved_order = saved_totals = None
+        else:
+            order = torch.randperm(len(x_train), generator=generator).to(device)
+            totals = torch.zeros(2, device=device, dtype=torch.float64)  # loss sum, correct count
         # per-step metrics stay on the device and are read in groups, so a GPU is not synchronised every step
         pending: list[tuple[int, int, float, torch.Tensor, torch.Tensor]] = []
-        totals = torch.zeros(2, device=device, dtype=torch.float64)  # loss sum, correct count
-        for start in starts:
+        for position in range(first_position, steps_per_epoch):
+            start = starts[position]
             if reporter.should_cancel():
                 raise JobCancelled()
             index = order[start : start + config.batch_size]
@@ -205,6 +265,10 @@ def train_reward_model(
             pending.append((step, len(index), lr, loss_value, correct))
             if len(pending) >= REPORT_EVERY:
                 _report_steps(reporter, pending, total_steps)
+            if clock.due() and position + 1 < steps_per_epoch:
+                _report_steps(reporter, pending, total_steps)
+                save_state(position + 1, order, totals)
+        first_position = 0
         _report_steps(reporter, pending, total_steps)
         loss_sum, correct_sum = totals.tolist()
         seen = min(len(x_train), steps_per_epoch * config.batch_size)
@@ -238,8 +302,11 @@ def train_reward_model(
             f"epoch {epoch}: train_loss {last_metrics['train_loss']:.4f} train_acc {last_metrics['train_acc']:.3f} "
             f"val_loss {val_loss:.4f} val_acc {val_acc:.3f}" + (" (best)" if improved else "")
         )
-        if config.patience and bad_epochs >= config.patience:
-            stopped_early = True
+        stopped_early = bool(config.patience and bad_epochs >= config.patience)
+        finished = stopped_early or epoch == config.epochs
+        if checkpoint_seconds <= 0 or clock.due():
+            save_state(steps_per_epoch, order, totals)
+        if stopped_early:
             reporter.log(f"early stop: val_loss did not improve by {config.min_delta} for {config.patience} epochs")
             break
     save_checkpoint(model, config, out_dir / LAST, metrics=last_metrics, step=step)

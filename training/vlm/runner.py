@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from django.conf import settings
+
 from training.runners import RunResult
 from training.storage import local_path
 
@@ -63,7 +65,16 @@ def run_job(job, reporter) -> RunResult:
         )
     out_dir = local_path(job.checkpoint_folder)
     reporter.log(f"trend dataset: {len(train_windows)} train / {len(eval_windows)} eval windows from {folder}")
-    result = train_vlm(config, train_windows, eval_windows, out_dir, reporter=reporter, prompt=prompt)
+    result = train_vlm(
+        config,
+        train_windows,
+        eval_windows,
+        out_dir,
+        reporter=reporter,
+        prompt=prompt,
+        resume=True,  # a job requeued after its worker died goes on from its resume state
+        checkpoint_seconds=settings.TRAINING_CHECKPOINT_SECONDS,
+    )
     metrics = dict(result["final"])
     evaluation = result["evaluation"]
     if evaluation:

@@ -18,6 +18,7 @@ import torch
 import torch.nn.functional as F
 
 from training.reporting import JobCancelled, MemoryReporter, Reporter
+from training.resume import CheckpointClock, rng_restore, rng_state, state_load, state_save
 
 from .checkpoint import base_load, checkpoint_save, device_pick, dtype_pick
 from .config import VLMTrainConfig
@@ -113,6 +114,20 @@ class _Batches:
             picked.append(self.order.pop())
         return picked
 
+    def state(self) -> dict:
+        version, internal, gauss = self.rng.getstate()
+        return {
+            "rng": [version, list(internal), gauss],
+            "order": list(self.order),
+            "np_rng": json.dumps(self.np_rng.bit_generator.state),  # 128-bit ints: kept as text
+        }
+
+    def restore(self, state: dict) -> None:
+        version, internal, gauss = state["rng"]
+        self.rng.setstate((version, tuple(internal), gauss))
+        self.order = list(state["order"])
+        self.np_rng.bit_generator.state = json.loads(state["np_rng"])
+
 
 def _to_device(batch, device: torch.device, dtype: torch.dtype):
     return pixels_cast(batch.to(device), dtype)
@@ -151,10 +166,15 @@ def train_vlm(
     *,
     reporter: Reporter | None = None,
     prompt: str | None = None,
+    resume: bool = False,
+    checkpoint_seconds: float = 0.0,
 ) -> dict:
     """Fine-tune, evaluate every `eval_every` steps and at the end, save the checkpoint into `out_dir`.
 
-    The prompt is the config's template filled in, unless given (a dataset snapshot's own prompt).
+    The prompt is the config's template filled in, unless given (a dataset snapshot's own prompt). A resume
+    state (adapter weights, optimiser, scheduler, step, batch order and RNGs) is saved after the first step
+    `checkpoint_seconds` after the last one (0: after every evaluation); with `resume` a saved state of the
+    same config is loaded and training goes on from the step after it.
     """
     reporter = reporter or MemoryReporter()
     if not train_windows:
@@ -163,12 +183,14 @@ def train_vlm(
     if config.num_threads:
         torch.set_num_threads(config.num_threads)
     try:
-        return _train(config, train_windows, eval_windows, Path(out_dir), reporter, prompt)
+        return _train(config, train_windows, eval_windows, Path(out_dir), reporter, prompt, resume, checkpoint_seconds)
     finally:
         torch.set_num_threads(threads)
 
 
-def _train(config, train_windows, eval_windows, out_dir: Path, reporter, prompt: str | None) -> dict:
+def _train(
+    config, train_windows, eval_windows, out_dir: Path, reporter, prompt: str | None, resume: bool, every: float
+) -> dict:
     torch.manual_seed(config.seed)
     device = device_pick(config.device)
     dtype = dtype_pick(device, config.bf16)
@@ -194,7 +216,38 @@ def _train(config, train_windows, eval_windows, out_dir: Path, reporter, prompt:
     started = time.monotonic()
     history: list[float] = []
     last_eval: dict = {}
-    for step in range(1, config.max_steps + 1):
+    first_step = 1
+    state = state_load(out_dir, config=config.to_dict()) if resume else None
+    if state is not None:
+        model.load_state_dict(state["adapter"], strict=False)
+        optimizer.load_state_dict(state["optimizer"])
+        scheduler.load_state_dict(state["scheduler"])
+        batches.restore(state["batches"])
+        rng_restore(state["rng"])
+        history, last_eval, first_step = list(state["history"]), dict(state["last_eval"]), state["step"] + 1
+        reporter.resumed(step=state["step"])
+        reporter.log(f"resumed from the checkpoint at step {state['step']}")
+    clock = CheckpointClock(every)
+
+    def save_state(step: int) -> None:
+        adapter = {name: p.detach().cpu() for name, p in model.named_parameters() if p.requires_grad}
+        state_save(
+            out_dir,
+            {
+                "config": config.to_dict(),
+                "step": step,
+                "adapter": adapter,
+                "optimizer": optimizer.state_dict(),
+                "scheduler": scheduler.state_dict(),
+                "batches": batches.state(),
+                "rng": rng_state(),
+                "history": history,
+                "last_eval": last_eval,
+            },
+        )
+        clock.reset()
+
+    for step in range(first_step, config.max_steps + 1):
         if reporter.should_cancel():
             raise JobCancelled(f"cancelled at step {step}")
         optimizer.zero_grad(set_to_none=True)
@@ -234,6 +287,10 @@ def _train(config, train_windows, eval_windows, out_dir: Path, reporter, prompt:
         if eval_windows and (step % config.eval_every == 0 or step == config.max_steps):
             last_eval = evaluate_loss(model, processor, eval_windows, prompt, config, label_ids, device, dtype)
             reporter.report_epoch(math.ceil(step / config.eval_every), step=step, **last_eval)
+            if every <= 0 and step < config.max_steps:
+                save_state(step)
+        if clock.due() and step < config.max_steps:
+            save_state(step)
     meta = {
         "base_model_path": str(config.base_model_path),
         "prompt_template": config.prompt_template,

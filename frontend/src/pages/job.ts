@@ -129,6 +129,12 @@ function onMessage(msg: any): void {
     addPoints(msg.points ?? []);
     appendLog(msg.log ?? []);
     setProgress(msg.progress, msg.eta_seconds);
+  } else if (msg.event === "resumed") {
+    // a requeued job goes on from its checkpoint: points the lost run drew after it are void
+    for (const [key, p] of steps) if (p.step > msg.step) steps.delete(key);
+    for (const [key, p] of epochs) if (p.step > msg.step) epochs.delete(key);
+    appendLog([`resumed from step ${msg.step}`]);
+    redraw();
   } else if (msg.event === "status") {
     if (msg.reset) { steps.clear(); epochs.clear(); $("log").textContent = ""; redraw(); }
     setStatus(msg);

@@ -1,6 +1,6 @@
 // The episode labeling page: camera views, a timeline with label tracks and the reward curve,
 // keyboard-first frame and window labeling, proposals, undo/redo. Every change is saved at once.
-import { api, pageData } from "../lib/api";
+import { ApiError, api, pageData } from "../lib/api";
 import { FrameStore } from "../lib/frames";
 import { COLORS, Timeline, type WindowMark } from "../lib/timeline";
 import { SerialQueue, UndoStack } from "../lib/undo";
@@ -140,7 +140,11 @@ function failed(error: unknown): void {
     .catch(() => undefined); // still offline: the message stays until a save succeeds
 }
 
-function send<T>(path: string, init: RequestInit & { json?: unknown }): Promise<T | undefined> {
+function send<T>(
+  path: string,
+  init: RequestInit & { json?: unknown },
+  onConflict?: (conflicts: Conflict[]) => void,
+): Promise<T | undefined> {
   return queue.run(() => api<T>(path, init)).then(
     (result) => {
       if (saveStatus.dataset.state === "error") {
@@ -151,7 +155,9 @@ function send<T>(path: string, init: RequestInit & { json?: unknown }): Promise<
       return result;
     },
     (error) => {
-      failed(error);
+      const conflicts = conflictsOf(error);
+      if (conflicts && onConflict) onConflict(conflicts);
+      else failed(error);
       return undefined;
     },
   );
@@ -180,29 +186,150 @@ async function reload(): Promise<void> {
   labelsChanged();
 }
 
+// ---- concurrent edits ------------------------------------------------------------------------
+// Every write names the value it was based on (what this page showed). When someone else changed a label
+// meanwhile the server saves nothing and answers 409 with their value; the panel below shows both and the
+// person picks. An undo is based on the value it undoes, so it never reverts another person's change.
+type Edit = [position: number, value: string | null, base: string | null];
+type WindowEdit = [start: number, end: number, value: string | null, base: string | null];
+interface Conflict {
+  start: number;
+  end: number;
+  base: string | null;
+  current: string | null;
+  by: string;
+}
+
+function conflictsOf(error: unknown): Conflict[] | null {
+  if (!(error instanceof ApiError) || error.status !== 409) return null;
+  const body = error.body as { conflicts?: Conflict[] } | null;
+  return body?.conflicts ?? null;
+}
+
+const conflictPanel = document.createElement("div");
+conflictPanel.id = "conflict";
+conflictPanel.className = "conflict-panel";
+conflictPanel.setAttribute("role", "alertdialog");
+conflictPanel.hidden = true;
+document.body.append(conflictPanel);
+const pendingConflicts: { text: string; mine: () => void; theirs: () => void }[] = [];
+
+function showConflict(text: string, mine: () => void, theirs: () => void): void {
+  pendingConflicts.push({ text, mine, theirs });
+  renderConflict();
+}
+
+function renderConflict(): void {
+  const next = pendingConflicts[0];
+  conflictPanel.hidden = !next;
+  if (!next) return;
+  conflictPanel.replaceChildren();
+  const title = document.createElement("strong");
+  title.textContent = "Someone else changed these labels while you were editing";
+  const body = document.createElement("p");
+  body.className = "conflict-text";
+  body.textContent = next.text;
+  const mine = document.createElement("button");
+  mine.dataset.choice = "mine";
+  mine.textContent = "Keep mine";
+  const theirs = document.createElement("button");
+  theirs.dataset.choice = "theirs";
+  theirs.textContent = "Take theirs";
+  const choose = (pick: () => void) => () => {
+    pendingConflicts.shift();
+    pick();
+    renderConflict();
+    labelsChanged();
+  };
+  mine.addEventListener("click", choose(next.mine));
+  theirs.addEventListener("click", choose(next.theirs));
+  conflictPanel.append(title, body, mine, theirs);
+}
+
+const shown = (value: string | null) => value ?? "no label";
+
+function frameConflict(sent: Edit[], conflicts: Conflict[]): void {
+  const byIndex = new Map(conflicts.map((c) => [c.start, c]));
+  const clash = sent.filter(([p]) => byIndex.has(indexOf[p]));
+  const rest = sent.filter(([p]) => !byIndex.has(indexOf[p]));
+  if (rest.length) sendFrames(rest); // not saved either (all or nothing): their bases still hold
+  const text = clash
+    .map(([p, value]) => {
+      const c = byIndex.get(indexOf[p])!;
+      return `Step ${indexOf[p]}: ${c.by || "someone"} set ${shown(c.current)}; you set ${shown(value)}.`;
+    })
+    .join(" ");
+  showConflict(
+    text,
+    () => sendFrames(clash.map(([p, value]) => [p, value, byIndex.get(indexOf[p])!.current])),
+    () => {
+      for (const [p] of clash) {
+        model.human[p] = byIndex.get(indexOf[p])!.current;
+        frameWrites.delete(p);
+      }
+    },
+  );
+}
+
+function windowConflict(sent: WindowEdit[], conflicts: Conflict[]): void {
+  const key = (start: number, end: number) => `${start}-${end}`;
+  const bySpan = new Map(conflicts.map((c) => [key(c.start, c.end), c]));
+  const find = ([s, e]: WindowEdit) => bySpan.get(key(indexOf[s], indexOf[e]));
+  const clash = sent.filter((w) => find(w));
+  const rest = sent.filter((w) => !find(w));
+  if (rest.length) sendWindows(rest);
+  const text = clash
+    .map((w) => {
+      const c = find(w)!;
+      return `Window ${c.start}–${c.end}: ${c.by || "someone"} set ${shown(c.current)}; you set ${shown(w[2])}.`;
+    })
+    .join(" ");
+  showConflict(
+    text,
+    () => sendWindows(clash.map((w) => [w[0], w[1], w[2], find(w)!.current])),
+    () => {
+      for (const w of clash) {
+        applyWindow(w[0], w[1], find(w)!.current);
+        windowWrites.delete(key(w[0], w[1]));
+      }
+    },
+  );
+}
+
+function sendFrames(edits: Edit[], keepalive = false): void {
+  const first = edits[0];
+  const last = edits[edits.length - 1];
+  const oneRange =
+    last[0] - first[0] === edits.length - 1 && edits.every(([, v, b]) => v === first[1] && b === first[2]);
+  const json = oneRange
+    ? { start: indexOf[first[0]], end: indexOf[last[0]], value: first[1], base: first[2] }
+    : { items: edits.map(([p, value, base]) => ({ index: indexOf[p], value, base })) };
+  send(`${episodeApi}/frame-labels`, { method: "PUT", json, keepalive }, (c) => frameConflict(edits, c));
+}
+
+function sendWindows(edits: WindowEdit[]): void {
+  const json = { items: edits.map(([s, e, value, base]) => ({ start: indexOf[s], end: indexOf[e], value, base })) };
+  send(`${episodeApi}/window-labels`, { method: "POST", json }, (c) => windowConflict(edits, c));
+}
+
 // Frame writes are buffered for a moment and sent as ranges (a held key labels many frames).
-const frameBuffer = new Map<number, string | null>();
+const frameBuffer = new Map<number, [value: string | null, base: string | null]>();
 let flushTimer = 0;
 
 function flushFrames(keepalive = false): void {
   window.clearTimeout(flushTimer);
   flushTimer = 0;
   if (!frameBuffer.size) return;
-  const entries = [...frameBuffer.entries()].sort((a, b) => a[0] - b[0]);
+  const edits = [...frameBuffer.entries()].sort((a, b) => a[0] - b[0]).map(([p, [v, b]]) => [p, v, b] as Edit);
   frameBuffer.clear();
-  const first = entries[0];
-  const last = entries[entries.length - 1];
-  const oneRange = last[0] - first[0] === entries.length - 1 && entries.every(([, v]) => v === first[1]);
-  const json = oneRange
-    ? { start: indexOf[first[0]], end: indexOf[last[0]], value: first[1] }
-    : { items: entries.map(([p, value]) => ({ index: indexOf[p], value })) };
-  send(`${episodeApi}/frame-labels`, { method: "PUT", json, keepalive });
+  sendFrames(edits, keepalive);
 }
 
-function writeFrames(items: [number, string | null][], delay = 0): void {
-  for (const [p, value] of items) {
+function writeFrames(items: Edit[], delay = 0): void {
+  for (const [p, value, base] of items) {
     model.human[p] = value;
-    frameBuffer.set(p, value);
+    // a frame changed twice before sending keeps the base of its first change
+    frameBuffer.set(p, [value, frameBuffer.get(p)?.[1] ?? base]);
     frameWrites.set(p, [++localSeq, value]);
   }
   labelsChanged();
@@ -213,16 +340,21 @@ function writeFrames(items: [number, string | null][], delay = 0): void {
 function labelFrames(positions: number[], value: string | null, record = true): [number, string | null][] {
   const olds = positions.filter((p) => model.human[p] !== value).map((p) => [p, model.human[p]] as [number, string | null]);
   if (!olds.length) return olds;
-  const news = olds.map(([p]) => [p, value] as [number, string | null]);
-  writeFrames(news, state.held ? 150 : 0);
-  if (record) {
-    undo.push({
-      label: `${value ?? "clear"} ×${news.length}`,
-      undo: () => writeFrames(olds),
-      redo: () => writeFrames(news),
-    });
-  }
+  writeFrames(
+    olds.map(([p, old]) => [p, value, old]),
+    state.held ? 150 : 0,
+  );
+  if (record) undo.push(framesUndo(`${value ?? "clear"} ×${olds.length}`, olds, value));
   return olds;
+}
+
+/** Undo puts back the old values based on the new one; redo the reverse: neither overwrites someone else. */
+function framesUndo(label: string, olds: [number, string | null][], value: string | null) {
+  return {
+    label,
+    undo: () => writeFrames(olds.map(([p, old]) => [p, old, value])),
+    redo: () => writeFrames(olds.map(([p, old]) => [p, value, old])),
+  };
 }
 
 function humanWindow(start: number, end: number) {
@@ -236,15 +368,14 @@ function applyWindow(start: number, end: number, value: string | null): void {
   else model.windows.push({ start, end, value, source: "human", status: "open", score: null });
 }
 
-function writeWindows(items: [number, number, string | null][]): void {
+function writeWindows(items: WindowEdit[]): void {
   for (const [start, end, value] of items) {
     applyWindow(start, end, value);
     windowWrites.set(`${start}-${end}`, [++localSeq, start, end, value]);
   }
   labelsChanged();
   flushFrames();
-  const json = { items: items.map(([s, e, value]) => ({ start: indexOf[s], end: indexOf[e], value })) };
-  send(`${episodeApi}/window-labels`, { method: "POST", json });
+  sendWindows(items);
 }
 
 function labelWindow(value: WindowValue | null): void {
@@ -252,11 +383,11 @@ function labelWindow(value: WindowValue | null): void {
   if (!span) return;
   const old = humanWindow(span[0], span[1])?.value ?? null;
   if (old === value) return;
-  writeWindows([[span[0], span[1], value]]);
+  writeWindows([[span[0], span[1], value, old]]);
   undo.push({
     label: `window ${value ?? "delete"}`,
-    undo: () => writeWindows([[span[0], span[1], old]]),
-    redo: () => writeWindows([[span[0], span[1], value]]),
+    undo: () => writeWindows([[span[0], span[1], old, value]]),
+    redo: () => writeWindows([[span[0], span[1], value, old]]),
   });
   if (state.autoAdvance && value !== null) move(state.cursor + stride);
 }
@@ -470,10 +601,7 @@ function endHold(): void {
   state.held = null;
   holdOlds = null;
   flushFrames();
-  if (olds.length) {
-    const news = olds.map(([p]) => [p, value] as [number, string | null]);
-    undo.push({ label: `${value} ×${news.length}`, undo: () => writeFrames(olds), redo: () => writeFrames(news) });
-  }
+  if (olds.length) undo.push(framesUndo(`${value} ×${olds.length}`, olds, value));
   if (state.autoAdvance && !state.playing && holdCount === 1) move(state.cursor + 1);
 }
 
