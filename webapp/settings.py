@@ -195,6 +195,8 @@ CELERY_TASK_ROUTES = {
     "training.tasks.run_training_job": {"queue": CELERY_QUEUE_TRAINING},
     "training.tasks.build_snapshot": {"queue": CELERY_QUEUE_DEFAULT},
     "training.tasks.recover_stale_jobs": {"queue": CELERY_QUEUE_DEFAULT},
+    "labeling.tasks.run_import_job": {"queue": CELERY_QUEUE_INGEST},
+    "webhooks.tasks.deliver_webhook": {"queue": CELERY_QUEUE_DEFAULT},
 }
 CELERY_TASK_SERIALIZER = "json"
 CELERY_RESULT_SERIALIZER = "json"

@@ -13,6 +13,8 @@ EXPECTED = {
     "training.tasks.run_training_job": "training",
     "training.tasks.build_snapshot": "default",
     "training.tasks.recover_stale_jobs": "default",
+    "labeling.tasks.run_import_job": "ingest",
+    "webhooks.tasks.deliver_webhook": "default",
 }
 
 
