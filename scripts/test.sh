@@ -14,5 +14,7 @@ export DEBUG=0
 log "lint (ruff)"
 ruff check .
 ruff format --check . >/dev/null || die "ruff format would change files: run 'ruff format .'"
+log "type check (tsc --strict on the front end)"
+(cd frontend && npx --no-install tsc --noEmit -p .) || die "the front end has type errors (see above)"
 log "tests (pytest on $DATABASE_URL)"
 exec python -m pytest "$@"
