@@ -20,7 +20,7 @@ from .auth import CachedAgentTokenAuthentication
 from .broker import dump_npy
 from .limits import bad_requests, client_key
 from .models import Deployment
-from .payloads import MAX_ITEMS, PayloadError, bool_list, float_list, images_from_base64, npy_shape
+from .payloads import MAX_ITEMS, PayloadError, bool_list, float_list, id_list, images_from_base64, npy_shape
 from .reward_serving import RewardRequest, rewards_serve
 from .serving import DeploymentNotFound, DeploymentUnavailable, deployment_config
 
@@ -66,6 +66,8 @@ class RewardsJsonSerializer(serializers.Serializer):
     env_rewards = serializers.ListField(child=serializers.FloatField(), required=False, allow_null=True)
     dones = serializers.ListField(child=serializers.BooleanField(), required=False, allow_null=True)
     stream = serializers.CharField(required=False, allow_blank=True, max_length=100)
+    env_success = serializers.ListField(child=serializers.BooleanField(), required=False, allow_null=True)
+    episode_ids = serializers.ListField(child=serializers.CharField(max_length=100), required=False, allow_null=True)
 
 
 class RewardsView(APIView):
@@ -103,6 +105,10 @@ class RewardsView(APIView):
             OpenApiParameter("env_rewards", str, description="Comma-separated env rewards, one per image."),
             OpenApiParameter("dones", str, description="Comma-separated done flags (1/0 or true/false)."),
             OpenApiParameter("stream", str, description="Stream name for history_buffer state (e.g. worker rank)."),
+            OpenApiParameter(
+                "env_success", str, description="Comma-separated env success flags (reward-hacking monitor)."
+            ),
+            OpenApiParameter("episode_ids", str, description="Comma-separated RL episode ids, one per image."),
         ],
         responses={
             200: RewardsResponseSerializer,
@@ -159,6 +165,8 @@ class RewardsView(APIView):
                 "env_rewards": request.query_params.get("env_rewards", request.META.get("HTTP_X_ENV_REWARDS")),
                 "dones": request.query_params.get("dones", request.META.get("HTTP_X_DONES")),
                 "stream": request.query_params.get("stream", request.META.get("HTTP_X_STREAM", "")),
+                "env_success": request.query_params.get("env_success", request.META.get("HTTP_X_ENV_SUCCESS")),
+                "episode_ids": request.query_params.get("episode_ids", request.META.get("HTTP_X_EPISODE_IDS")),
             }
         elif content_type == "application/json":
             data = request.data
@@ -168,7 +176,8 @@ class RewardsView(APIView):
                 data["images"], max_side=settings.MAX_IMAGE_SIDE, max_pixels=settings.MAX_IMAGE_PIXELS
             )
             payload, shape = dump_npy(images), images.shape
-            meta = {k: data.get(k) for k in ("env_rewards", "dones")} | {"stream": data.get("stream") or ""}
+            meta = {k: data.get(k) for k in ("env_rewards", "dones", "env_success", "episode_ids")}
+            meta["stream"] = data.get("stream") or ""
         else:
             raise exceptions.UnsupportedMediaType(
                 content_type, "send application/x-npy (uint8 [B,H,W,3]) or application/json with base64 images"
@@ -183,6 +192,8 @@ class RewardsView(APIView):
             env_rewards=float_list(meta["env_rewards"], n, "env_rewards"),
             dones=bool_list(meta["dones"], n, "dones"),
             stream=stream,
+            env_success=bool_list(meta["env_success"], n, "env_success"),
+            episode_ids=id_list(meta["episode_ids"], n, "episode_ids"),
         )
 
 

@@ -120,8 +120,13 @@ class RewardClient:
         dones: Any = None,
         *,
         stream: str | None = None,
+        env_success: Any = None,
+        episode_ids: Any = None,
     ) -> RewardResult:
-        """Rewards for a batch of uint8 [B,H,W,3] images (a single [H,W,3] image is a batch of one)."""
+        """Rewards for a batch of uint8 [B,H,W,3] images (a single [H,W,3] image is a batch of one).
+
+        `env_success` (the env's own success flag per image) and `episode_ids` (the RL episode of each
+        image) are optional; with them the deployment's reward-hacking monitor compares model and env."""
         array = _as_uint8_batch(images)
         params: dict[str, str] = {}
         if env_rewards is not None:
@@ -130,6 +135,12 @@ class RewardClient:
             params["dones"] = ",".join("1" if bool(v) else "0" for v in np.asarray(_numpy(dones)).reshape(-1))
         if stream:
             params["stream"] = stream
+        if env_success is not None:
+            params["env_success"] = ",".join(
+                "1" if bool(v) else "0" for v in np.asarray(_numpy(env_success)).reshape(-1)
+            )
+        if episode_ids is not None:
+            params["episode_ids"] = ",".join(str(v) for v in np.asarray(_numpy(episode_ids)).reshape(-1))
         buffer = io.BytesIO()
         np.save(buffer, array, allow_pickle=False)
         data = self._post(buffer.getvalue(), params)
@@ -221,9 +232,19 @@ class RLinfRewardModel:
         self.client = client
         self.image_key = image_key
 
-    def compute_rewards(self, observations: dict, env_rewards: Any = None, dones: Any = None) -> Any:
+    def compute_rewards(
+        self,
+        observations: dict,
+        env_rewards: Any = None,
+        dones: Any = None,
+        *,
+        env_success: Any = None,
+        episode_ids: Any = None,
+    ) -> Any:
         images = observations[self.image_key]
-        result = self.client.compute_rewards(images, env_rewards=env_rewards, dones=dones)
+        result = self.client.compute_rewards(
+            images, env_rewards=env_rewards, dones=dones, env_success=env_success, episode_ids=episode_ids
+        )
         return _like_input(result.rewards, images)
 
 

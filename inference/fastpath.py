@@ -22,7 +22,7 @@ from labeling.tokens import token_from_header
 
 from .auth import MALFORMED, UNKNOWN, acached_agent
 from .limits import bad_requests, client_key
-from .payloads import PayloadError, bool_list, float_list, npy_shape
+from .payloads import PayloadError, bool_list, float_list, id_list, npy_shape
 from .reward_serving import RewardRequest, arewards_serve
 from .serving import DeploymentNotFound, DeploymentUnavailable, adeployment_config
 
@@ -89,6 +89,8 @@ class RewardsFastPath:
                 dones=bool_list(query.get("dones", headers.get("x-dones")), n, "dones"),
                 client=f"a{agent.pk}",
                 stream=str(query.get("stream", headers.get("x-stream", "")) or "")[:100],
+                env_success=bool_list(query.get("env_success", headers.get("x-env-success")), n, "env_success"),
+                episode_ids=id_list(query.get("episode_ids", headers.get("x-episode-ids")), n, "episode_ids"),
             )
         except PayloadError as exc:
             raise HttpError(400, str(exc)) from None

@@ -7,12 +7,14 @@ several web processes can serve the same RL run.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 import numpy as np
 
 from .broker import HISTORY_PREFIX, dump_npy, load_npy
 from .gallery import asample_served, sample_served
+from .monitor_store import ServedBatch, monitor_submit
 from .rewards import HISTORY_BUFFER, ItemReward, compute_rewards, plan_scoring
 from .serving import DeploymentConfig, abroker, ainfer_payload, broker, infer_payload
 
@@ -27,6 +29,8 @@ class RewardRequest:
     dones: list[bool] | None = None
     client: str = ""  # who asks (agent id): history streams are per client
     stream: str = ""  # optional stream name within a client (e.g. an RL worker rank)
+    env_success: list[bool] | None = None  # the env's own success flags (reward-hacking monitor)
+    episode_ids: list[str] | None = None  # the RL episode of each frame (monitor: success per step)
 
 
 def rewards_serve(config: DeploymentConfig, request: RewardRequest) -> list[ItemReward]:
@@ -47,6 +51,7 @@ def rewards_serve(config: DeploymentConfig, request: RewardRequest) -> list[Item
         _history_write(history_key, counts_after)
     items = compute_rewards(config.reward, probabilities, scored=scored, env_rewards=request.env_rewards)
     sample_served(config, request.payload, probabilities)
+    monitor_served(config, request, probabilities)
     return items
 
 
@@ -75,7 +80,17 @@ async def arewards_serve(config: DeploymentConfig, request: RewardRequest) -> li
         await pipe.execute()
     items = compute_rewards(config.reward, probabilities, scored=scored, env_rewards=request.env_rewards)
     await asample_served(config, request.payload, probabilities)
+    monitor_served(config, request, probabilities)
     return items
+
+
+def monitor_served(config: DeploymentConfig, request: RewardRequest, probabilities: list[float | None]) -> None:
+    """Hand the batch to the reward-hacking monitor's thread (never waits on it)."""
+    run = f"{request.client}/{request.stream}" if request.stream else request.client
+    batch = ServedBatch(
+        config, request.payload, probabilities, request.env_success, request.episode_ids, run, time.time()
+    )
+    monitor_submit(batch)
 
 
 def _history_read(key: str, n: int) -> list[int]:
