@@ -146,3 +146,28 @@ def rl_rollout(
         if on_step is not None:
             on_step(step, result)
     return out
+
+
+def train_weak_model(images: list[np.ndarray], labels: list[int], folder: str, *, steps: int = 15, seed: int = 0):
+    """A tiny RLinf ResNet fit on the lifted-cube frames only (full batch, Adam), saved as a checkpoint
+    folder the inference workers load. Deliberately weak: it never saw a hovering gripper."""
+    import torch
+
+    from training.resnet.checkpoint import save_checkpoint
+    from training.resnet.config import ResNetConfig
+    from training.resnet.model import RewardResNet
+
+    torch.manual_seed(seed)
+    size = int(images[0].shape[0])
+    config = ResNetConfig(image_size=[3, size, int(images[0].shape[1])], hidden_dim=16, dropout=0.0)
+    model = RewardResNet(config).train()
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    x = torch.from_numpy(np.stack(images))
+    y = torch.tensor(labels, dtype=torch.float32)
+    for _ in range(steps):
+        optimizer.zero_grad()
+        loss = torch.nn.functional.binary_cross_entropy_with_logits(model(x).float().reshape(-1), y)
+        loss.backward()
+        optimizer.step()
+    save_checkpoint(model.eval(), config, folder, metrics={"train_loss": float(loss.detach())}, step=steps)
+    return folder

@@ -145,3 +145,21 @@ class TrainedModel(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+
+class LabelQueueItem(models.Model):
+    """A frame worth labeling next (training/active_queue.py): recomputed after each training job and on
+    demand; `reasons` says why it was chosen. Labels made from the queue are ordinary human labels."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="label_queue")
+    step = models.ForeignKey("labeling.Step", on_delete=models.CASCADE, related_name="+")
+    model = models.ForeignKey(TrainedModel, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    rank = models.PositiveIntegerField()
+    score = models.FloatField()
+    probability = models.FloatField()
+    reasons = models.JSONField(default=list)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["project", "rank"]
+        constraints = [models.UniqueConstraint(fields=["project", "step"], name="label_queue_one_item_per_step")]

@@ -25,9 +25,13 @@ def _worker_name() -> str:
 
 @shared_task(name="training.tasks.run_training_job", acks_late=False)
 def run_training_job(job_id: int) -> str:
+    from .models import JobStatus, TrainingJob
     from .services import job_execute
 
-    return job_execute(job_id=job_id, worker=_worker_name())
+    status = job_execute(job_id=job_id, worker=_worker_name())
+    if status == JobStatus.SUCCEEDED:  # a new model: rank the labeling queue with it
+        recompute_label_queue.delay(TrainingJob.objects.values_list("project_id", flat=True).get(pk=job_id))
+    return status
 
 
 @shared_task(name="training.tasks.fail_stale_jobs")
@@ -42,6 +46,16 @@ def build_snapshot(snapshot_id: int) -> str:
     from .snapshot_services import snapshot_build
 
     return snapshot_build(snapshot_id=snapshot_id)
+
+
+@shared_task(name="training.tasks.recompute_label_queue")
+def recompute_label_queue(project_id: int) -> int:
+    from labeling.models import Project
+
+    from .label_queue import label_queue_recompute
+
+    project = Project.objects.filter(pk=project_id).first()
+    return label_queue_recompute(project=project) if project else 0
 
 
 @worker_ready.connect

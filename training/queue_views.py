@@ -1,0 +1,42 @@
+"""Labeling-queue pages (thin): "Label next" jumps to the most valuable unlabeled frame; the queue page
+lists the ranking with each item's reasons and recomputes it on demand (in the background)."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_POST
+
+from labeling.models import Project
+
+from .label_queue import label_queue_items, label_queue_next, label_url
+
+
+@login_required
+def label_next(request, pk: int):
+    project = get_object_or_404(Project, pk=pk)
+    item = label_queue_next(project=project)
+    if item is None:
+        messages.info(request, "The labeling queue is empty: train a model, or recompute the queue.")
+        return redirect("label-queue", pk=pk)
+    return redirect(label_url(item))
+
+
+@login_required
+def label_queue(request, pk: int):
+    project = get_object_or_404(Project, pk=pk)
+    items = [(item, label_url(item)) for item in label_queue_items(project=project, limit=100)]
+    return render(request, "training/label_queue.html", {"project": project, "items": items})
+
+
+@login_required
+@require_POST
+def label_queue_refresh(request, pk: int):
+    from .tasks import recompute_label_queue
+
+    project = get_object_or_404(Project, pk=pk)
+    recompute_label_queue.apply_async(args=[project.pk], queue=settings.CELERY_QUEUE_TRAINING)
+    messages.success(request, "Recomputing the labeling queue in the background; reload in a moment.")
+    return redirect("label-queue", pk=pk)
