@@ -163,3 +163,23 @@ class LabelQueueItem(models.Model):
     class Meta:
         ordering = ["project", "rank"]
         constraints = [models.UniqueConstraint(fields=["project", "step"], name="label_queue_one_item_per_step")]
+
+
+class RetrainPolicy(models.Model):
+    """Train-to-target loop of a project: retrain after N new human labels on a fresh snapshot, and
+    redeploy a deployment when the new model beats the served one on a fixed evaluation split."""
+
+    project = models.OneToOneField(Project, on_delete=models.CASCADE, related_name="retrain_policy")
+    retrain_after_labels = models.PositiveIntegerField(
+        default=0, help_text="New human labels that start a job (0 = off)."
+    )
+    job_config = models.JSONField(default=dict, blank=True, help_text="ResNet job config of automatic jobs.")
+    redeploy = models.CharField(max_length=100, blank=True, help_text="Deployment to switch to a better model.")
+    eval_snapshot = models.ForeignKey(
+        DatasetSnapshot, null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
+        help_text="Fixed evaluation split (the first automatic snapshot when empty).",
+    )  # fmt: skip
+    labels_at_last_job = models.PositiveIntegerField(default=0)
+    last_job = models.ForeignKey(TrainingJob, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    last_comparison = models.JSONField(default=dict, blank=True, help_text="Old vs new model on the fixed split.")
+    updated_at = models.DateTimeField(auto_now=True)

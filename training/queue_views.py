@@ -3,6 +3,7 @@ lists the ranking with each item's reasons and recomputes it on demand (in the b
 
 from __future__ import annotations
 
+from django import forms
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -12,6 +13,25 @@ from django.views.decorators.http import require_POST
 from labeling.models import Project
 
 from .label_queue import label_queue_items, label_queue_next, label_url
+from .models import RetrainPolicy
+
+
+class RetrainPolicyForm(forms.ModelForm):
+    class Meta:
+        model = RetrainPolicy
+        fields = ["retrain_after_labels", "redeploy"]
+        labels = {
+            "retrain_after_labels": "Retrain after N new labels (0 = off)",
+            "redeploy": "Redeploy this deployment when the new model is better",
+        }
+
+    def clean_redeploy(self):
+        from inference.models import Deployment
+
+        name = self.cleaned_data["redeploy"].strip()
+        if name and not Deployment.objects.filter(name=name).exists():
+            raise forms.ValidationError(f"no deployment named {name!r}")
+        return name
 
 
 @login_required
@@ -28,7 +48,16 @@ def label_next(request, pk: int):
 def label_queue(request, pk: int):
     project = get_object_or_404(Project, pk=pk)
     items = [(item, label_url(item)) for item in label_queue_items(project=project, limit=100)]
-    return render(request, "training/label_queue.html", {"project": project, "items": items})
+    policy, _ = RetrainPolicy.objects.get_or_create(project=project)
+    form = RetrainPolicyForm(instance=policy)
+    if request.method == "POST":
+        form = RetrainPolicyForm(request.POST, instance=policy)
+        if form.is_valid():
+            form.save()
+            messages.success(request, "Train-to-target settings saved.")
+            return redirect("label-queue", pk=pk)
+    context = {"project": project, "items": items, "policy": policy, "form": form}
+    return render(request, "training/label_queue.html", context)
 
 
 @login_required

@@ -13,9 +13,11 @@ logger = logging.getLogger(__name__)
 
 # `celery beat` (see Procfile) sweeps for jobs whose worker died; pages and the job list sweep too.
 STALE_SWEEP_SECONDS = 60.0
+RETRAIN_SWEEP_SECONDS = 30.0  # train-to-target loops: look for projects with enough new labels
 current_app.conf.beat_schedule = {
     **(current_app.conf.beat_schedule or {}),
     "training-fail-stale-jobs": {"task": "training.tasks.fail_stale_jobs", "schedule": STALE_SWEEP_SECONDS},
+    "training-retrain-sweep": {"task": "training.tasks.retrain_sweep", "schedule": RETRAIN_SWEEP_SECONDS},
 }
 
 
@@ -25,12 +27,12 @@ def _worker_name() -> str:
 
 @shared_task(name="training.tasks.run_training_job", acks_late=False)
 def run_training_job(job_id: int) -> str:
-    from .models import JobStatus, TrainingJob
+    from .models import JobStatus
     from .services import job_execute
 
     status = job_execute(job_id=job_id, worker=_worker_name())
-    if status == JobStatus.SUCCEEDED:  # a new model: rank the labeling queue with it
-        recompute_label_queue.delay(TrainingJob.objects.values_list("project_id", flat=True).get(pk=job_id))
+    if status == JobStatus.SUCCEEDED:  # a new model: re-rank the labeling queue, maybe redeploy
+        after_training_job.delay(job_id)
     return status
 
 
@@ -56,6 +58,20 @@ def recompute_label_queue(project_id: int) -> int:
 
     project = Project.objects.filter(pk=project_id).first()
     return label_queue_recompute(project=project) if project else 0
+
+
+@shared_task(name="training.tasks.after_training_job")
+def after_training_job(job_id: int) -> None:
+    from .retrain import after_training
+
+    after_training(job_id=job_id)
+
+
+@shared_task(name="training.tasks.retrain_sweep")
+def retrain_sweep() -> int:
+    from .retrain import retrain_sweep as sweep
+
+    return sweep()
 
 
 @worker_ready.connect

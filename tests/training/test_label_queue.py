@@ -70,3 +70,48 @@ def test_recompute_queues_unlabeled_frames_and_label_next_follows_human_labels(p
     page = user_client.get(f"/projects/{project.pk}/label-queue")
     assert page.status_code == 200 and b"models disagree" in page.content
     assert b"Label next" in user_client.get(f"/projects/{project.pk}/").content
+
+
+@pytest.mark.django_db
+def test_retrain_after_n_labels_and_redeploy_only_a_better_model(project):
+    from inference.services import deployment_create
+    from labeling.models import FrameLabel
+    from tests.inference.conftest import make_trained_model
+    from training.models import RetrainPolicy, TrainingJob
+    from training.retrain import after_training, retrain_check
+
+    episodes = seed_episodes(project, episodes=3, steps=5, windows=False)  # 15 labels, 6 success
+    labels = list(FrameLabel.objects.filter(episode=episodes[2]))
+    FrameLabel.objects.filter(pk__in=[x.pk for x in labels]).delete()
+    all_success = make_trained_model(project, seed=1, bias=8.0)  # says success everywhere: accuracy 0.4 or less
+    deployment = deployment_create(name="auto-target", trained_model=all_success)
+    policy = RetrainPolicy.objects.create(
+        project=project, retrain_after_labels=5, redeploy=deployment.name, labels_at_last_job=10
+    )
+    assert retrain_check(policy=policy) is None  # no new labels since the last job
+    FrameLabel.objects.bulk_create(labels)  # 5 new human labels
+    job = retrain_check(policy=policy)
+    assert job is not None and job.snapshot.status == "ready" and job.status == "queued"
+    policy.refresh_from_db()
+    assert policy.labels_at_last_job == 15 and policy.eval_snapshot_id == job.snapshot_id
+    assert retrain_check(policy=policy) is None  # the job is still queued: no second one
+
+    # the job's model says fail everywhere: better than all-success on this split, so it is deployed
+    TrainingJob.objects.filter(pk=job.pk).update(status="succeeded")
+    better = make_trained_model(project, seed=2, bias=-8.0)
+    better.job = job
+    better.save()
+    after_training(job_id=job.pk)
+    deployment.refresh_from_db()
+    policy.refresh_from_db()
+    assert deployment.trained_model_id == better.pk and policy.last_comparison["redeployed"]
+    assert policy.last_comparison["new_accuracy"] > policy.last_comparison["old_accuracy"]
+    assert f"a={all_success.pk}&b={better.pk}" in policy.last_comparison["compare_url"]
+
+    worse = make_trained_model(project, seed=3, bias=8.0)
+    worse.job = job
+    worse.save()
+    after_training(job_id=job.pk)
+    deployment.refresh_from_db()
+    policy.refresh_from_db()
+    assert deployment.trained_model_id == better.pk and not policy.last_comparison["redeployed"]
