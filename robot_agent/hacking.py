@@ -148,7 +148,7 @@ def rl_rollout(
     return out
 
 
-def train_weak_model(images: list[np.ndarray], labels: list[int], folder: str, *, steps: int = 15, seed: int = 0):
+def train_weak_model(images: list[np.ndarray], labels: list[int], folder: str, *, steps: int = 25, seed: int = 0):
     """A tiny RLinf ResNet fit on the lifted-cube frames only (full batch, Adam), saved as a checkpoint
     folder the inference workers load. Deliberately weak: it never saw a hovering gripper."""
     import torch
@@ -158,8 +158,7 @@ def train_weak_model(images: list[np.ndarray], labels: list[int], folder: str, *
     from training.resnet.model import RewardResNet
 
     torch.manual_seed(seed)
-    size = int(images[0].shape[0])
-    config = ResNetConfig(image_size=[3, size, int(images[0].shape[1])], hidden_dim=16, dropout=0.0)
+    config = ResNetConfig(image_size=[3, *images[0].shape[:2]], hidden_dim=16, dropout=0.0)
     model = RewardResNet(config).train()
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
     x = torch.from_numpy(np.stack(images))

@@ -16,7 +16,8 @@ from inference.client import RewardClient
 
 from .conftest import deploy
 
-pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+# ManiSkill's first scene build dominates (about 30 s on an idle 2-core machine, minutes under load)
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True), pytest.mark.timeout(1500)]
 
 STEPS = 20
 SIZE = 32

@@ -104,7 +104,7 @@ def test_retrain_after_n_labels_and_redeploy_only_a_better_model(project):
     after_training(job_id=job.pk)
     deployment.refresh_from_db()
     policy.refresh_from_db()
-    assert deployment.trained_model_id == better.pk and policy.last_comparison["redeployed"]
+    assert deployment.trained_model_id == better.pk and policy.last_comparison["redeployed"], policy.last_comparison
     assert policy.last_comparison["new_accuracy"] > policy.last_comparison["old_accuracy"]
     assert f"a={all_success.pk}&b={better.pk}" in policy.last_comparison["compare_url"]
 
