@@ -38,6 +38,7 @@ def test_label_from_the_queue_with_the_keyboard_and_see_the_ranking_update(
     first, second = list(label_queue_items(project=project, limit=2))
 
     page = browser.new_page(viewport={"width": 1300, "height": 1000})
+    page.set_default_timeout(120_000)  # a loaded machine
     errors: list[str] = []
     page.on("pageerror", lambda exc: errors.append(str(exc)))
     login(page, live_server_url, "queuer", PASSWORD)

@@ -80,10 +80,12 @@ def test_retrain_after_n_labels_and_redeploy_only_a_better_model(project):
     from training.models import RetrainPolicy, TrainingJob
     from training.retrain import after_training, retrain_check
 
-    episodes = seed_episodes(project, episodes=3, steps=5, windows=False)  # 15 labels, 6 success
+    episodes = seed_episodes(project, episodes=3, steps=5, windows=False)
+    FrameLabel.objects.filter(project=project).update(value="fail")  # one success per episode: on any
+    FrameLabel.objects.filter(project=project, step__index=4).update(value="success")  # split, fail wins
     labels = list(FrameLabel.objects.filter(episode=episodes[2]))
     FrameLabel.objects.filter(pk__in=[x.pk for x in labels]).delete()
-    all_success = make_trained_model(project, seed=1, bias=8.0)  # says success everywhere: accuracy 0.4 or less
+    all_success = make_trained_model(project, seed=1, bias=8.0)  # says success everywhere
     deployment = deployment_create(name="auto-target", trained_model=all_success)
     policy = RetrainPolicy.objects.create(
         project=project, retrain_after_labels=5, redeploy=deployment.name, labels_at_last_job=10
