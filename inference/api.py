@@ -21,7 +21,16 @@ from .broker import dump_npy
 from .decoding import RequestTooLarge, decode_slot
 from .limits import client_key, too_many
 from .models import Deployment
-from .payloads import MAX_ITEMS, PayloadError, PayloadTooLarge, bool_list, float_list, images_from_base64, npy_shape
+from .payloads import (
+    MAX_ITEMS,
+    PayloadError,
+    PayloadTooLarge,
+    bool_list,
+    float_list,
+    id_list,
+    images_from_base64,
+    npy_shape,
+)
 from .reward_serving import RewardRequest, item_json, rewards_serve
 from .serving import DeploymentNotFound, DeploymentUnavailable, deployment_config
 from .throttles import ApiRateThrottle, RewardsRateThrottle, bad_request_limit, limiter
@@ -78,6 +87,8 @@ class RewardsJsonSerializer(serializers.Serializer):
     dones = serializers.ListField(child=serializers.BooleanField(), required=False, allow_null=True)
     env_success = serializers.ListField(child=serializers.BooleanField(), required=False, allow_null=True)
     stream = serializers.CharField(required=False, allow_blank=True, max_length=100)
+    env_success = serializers.ListField(child=serializers.BooleanField(), required=False, allow_null=True)
+    episode_ids = serializers.ListField(child=serializers.CharField(max_length=100), required=False, allow_null=True)
 
 
 class RewardsView(APIView):
@@ -119,7 +130,12 @@ class RewardsView(APIView):
             OpenApiParameter("env_rewards", str, description="Comma-separated env rewards, one per image."),
             OpenApiParameter("dones", str, description="Comma-separated done flags (1/0 or true/false)."),
             OpenApiParameter("stream", str, description="Stream name for history_buffer state (e.g. worker rank)."),
-            OpenApiParameter("env_success", str, description="Comma-separated env success flags (gt_success_bonus)."),
+            OpenApiParameter(
+                "env_success",
+                str,
+                description="Comma-separated env success flags (gt_success_bonus and the reward-hacking monitor).",
+            ),
+            OpenApiParameter("episode_ids", str, description="Comma-separated RL episode ids, one per image."),
         ],
         responses={
             200: RewardsResponseSerializer,
@@ -179,6 +195,7 @@ class RewardsView(APIView):
                 "dones": request.query_params.get("dones", request.META.get("HTTP_X_DONES")),
                 "env_success": request.query_params.get("env_success", request.META.get("HTTP_X_ENV_SUCCESS")),
                 "stream": request.query_params.get("stream", request.META.get("HTTP_X_STREAM", "")),
+                "episode_ids": request.query_params.get("episode_ids", request.META.get("HTTP_X_EPISODE_IDS")),
             }
         elif content_type == "application/json":
             data = request.data
@@ -192,9 +209,8 @@ class RewardsView(APIView):
                     max_request_pixels=settings.MAX_REQUEST_PIXELS,
                 )
             payload, shape = dump_npy(images), images.shape
-            meta = {k: data.get(k) for k in ("env_rewards", "dones", "env_success")} | {
-                "stream": data.get("stream") or ""
-            }
+            meta = {k: data.get(k) for k in ("env_rewards", "dones", "env_success", "episode_ids")}
+            meta["stream"] = data.get("stream") or ""
         else:
             raise exceptions.UnsupportedMediaType(
                 content_type, "send application/x-npy (uint8 [B,H,W,3]) or application/json with base64 images"
@@ -208,8 +224,9 @@ class RewardsView(APIView):
             count=n,
             env_rewards=float_list(meta["env_rewards"], n, "env_rewards"),
             dones=bool_list(meta["dones"], n, "dones"),
-            env_success=bool_list(meta["env_success"], n, "env_success"),
             stream=stream,
+            env_success=bool_list(meta["env_success"], n, "env_success"),
+            episode_ids=id_list(meta["episode_ids"], n, "episode_ids"),
         )
 
 

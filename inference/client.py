@@ -122,8 +122,12 @@ class RewardClient:
         *,
         stream: str | None = None,
         env_success: Any = None,
+        episode_ids: Any = None,
     ) -> RewardResult:
-        """Rewards for a batch of uint8 [B,H,W,3] images (a single [H,W,3] image is a batch of one)."""
+        """Rewards for a batch of uint8 [B,H,W,3] images (a single [H,W,3] image is a batch of one).
+
+        `env_success` (the env's own success flag per image) and `episode_ids` (the RL episode of each
+        image) are optional; with them the deployment's reward-hacking monitor compares model and env."""
         array = _as_uint8_batch(images)
         params: dict[str, str] = {}
         if env_rewards is not None:
@@ -136,6 +140,8 @@ class RewardClient:
             )
         if stream:
             params["stream"] = stream
+        if episode_ids is not None:
+            params["episode_ids"] = ",".join(str(v) for v in np.asarray(_numpy(episode_ids)).reshape(-1))
         buffer = io.BytesIO()
         np.save(buffer, array, allow_pickle=False)
         data = self._post(buffer.getvalue(), params)

@@ -25,7 +25,7 @@ from webapp import metrics
 
 from .auth import MALFORMED, UNKNOWN, acached_agent
 from .limits import client_key, too_many
-from .payloads import PayloadError, PayloadTooLarge, bool_list, float_list, npy_shape
+from .payloads import PayloadError, PayloadTooLarge, bool_list, float_list, id_list, npy_shape
 from .reward_serving import RewardRequest, arewards_serve, item_json
 from .serving import DeploymentNotFound, DeploymentUnavailable, adeployment_config
 from .throttles import alimiter, bad_request_limit, rewards_limit
@@ -108,9 +108,10 @@ class RewardsFastPath:
                 count=n,
                 env_rewards=float_list(query.get("env_rewards", headers.get("x-env-rewards")), n, "env_rewards"),
                 dones=bool_list(query.get("dones", headers.get("x-dones")), n, "dones"),
-                env_success=bool_list(query.get("env_success", headers.get("x-env-success")), n, "env_success"),
                 client=f"a{agent.pk}",
                 stream=str(query.get("stream", headers.get("x-stream", "")) or "")[:100],
+                env_success=bool_list(query.get("env_success", headers.get("x-env-success")), n, "env_success"),
+                episode_ids=id_list(query.get("episode_ids", headers.get("x-episode-ids")), n, "episode_ids"),
             )
         except PayloadTooLarge as exc:
             raise HttpError(413, str(exc)) from None

@@ -163,3 +163,19 @@ def bool_list(value: object, n: int, name: str) -> list[bool] | None:
         else:
             raise PayloadError(f"{name} must hold booleans (true/false or 1/0), got {v!r}")
     return flags
+
+
+def id_list(value: object, n: int, name: str, max_chars: int = 100) -> list[str] | None:
+    """Optional per-item ids (e.g. RL episode ids): a list, or a comma-separated string (query/header)."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, str):
+        value = [v.strip() for v in value.split(",")]
+    if not isinstance(value, list) or len(value) != n:
+        raise PayloadError(f"{name} must be a list of {n} ids")
+    ids = [str(v) if isinstance(v, str | int) and not isinstance(v, bool) else None for v in value]
+    if any(i is None for i in ids):
+        raise PayloadError(f"{name} must hold strings or integers")
+    if any(len(i) > max_chars for i in ids):  # type: ignore[arg-type]
+        raise PayloadError(f"{name} values must be at most {max_chars} characters")
+    return ids  # type: ignore[return-value]

@@ -7,12 +7,14 @@ several web processes can serve the same RL run.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 import numpy as np
 
 from .broker import HISTORY_PREFIX, dump_npy, load_npy
 from .gallery import asample_served, sample_served
+from .monitor_store import ServedBatch, monitor_submit
 from .rewards import HISTORY_BUFFER, ItemReward, compute_rewards, plan_scoring
 from .serving import DeploymentConfig, abroker, ainfer_payload, broker, infer_payload
 
@@ -27,7 +29,8 @@ class RewardRequest:
     dones: list[bool] | None = None
     client: str = ""  # who asks (agent id): history streams are per client
     stream: str = ""  # optional stream name within a client (e.g. an RL worker rank)
-    env_success: list[bool] | None = None  # per-item env success, for gt_success_bonus
+    env_success: list[bool] | None = None  # per-item env success: gt_success_bonus and the reward-hacking monitor
+    episode_ids: list[str] | None = None  # the RL episode of each frame (monitor: success per step)
 
 
 def item_json(item: ItemReward) -> dict:
@@ -64,6 +67,7 @@ def rewards_serve(config: DeploymentConfig, request: RewardRequest) -> list[Item
         config.reward, probabilities, scored=scored, env_rewards=request.env_rewards, env_success=request.env_success
     )
     sample_served(config, request.payload, probabilities)
+    monitor_served(config, request, probabilities)
     return items
 
 
@@ -94,7 +98,17 @@ async def arewards_serve(config: DeploymentConfig, request: RewardRequest) -> li
         config.reward, probabilities, scored=scored, env_rewards=request.env_rewards, env_success=request.env_success
     )
     await asample_served(config, request.payload, probabilities)
+    monitor_served(config, request, probabilities)
     return items
+
+
+def monitor_served(config: DeploymentConfig, request: RewardRequest, probabilities: list[float | None]) -> None:
+    """Hand the batch to the reward-hacking monitor's thread (never waits on it)."""
+    run = f"{request.client}/{request.stream}" if request.stream else request.client
+    batch = ServedBatch(
+        config, request.payload, probabilities, request.env_success, request.episode_ids, run, time.time()
+    )
+    monitor_submit(batch)
 
 
 def _history_read(key: str, n: int) -> list[int]:

@@ -17,6 +17,6 @@ urlpatterns = [
 ]
 
 # Other inference features (teleop, VLM) add their own URL modules without editing this one.
-for _module in ("inference.teleop_urls", "inference.vlm_urls"):
+for _module in ("inference.teleop_urls", "inference.vlm_urls", "inference.monitor_urls"):
     if importlib.util.find_spec(_module) is not None:
         urlpatterns.append(path("", include(_module)))

@@ -146,3 +146,41 @@ class TrainedModel(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+
+class LabelQueueItem(models.Model):
+    """A frame worth labeling next (training/active_queue.py): recomputed after each training job and on
+    demand; `reasons` says why it was chosen. Labels made from the queue are ordinary human labels."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="label_queue")
+    step = models.ForeignKey("labeling.Step", on_delete=models.CASCADE, related_name="+")
+    model = models.ForeignKey(TrainedModel, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    rank = models.PositiveIntegerField()
+    score = models.FloatField()
+    probability = models.FloatField()
+    reasons = models.JSONField(default=list)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["project", "rank"]
+        constraints = [models.UniqueConstraint(fields=["project", "step"], name="label_queue_one_item_per_step")]
+
+
+class RetrainPolicy(models.Model):
+    """Train-to-target loop of a project: retrain after N new human labels on a fresh snapshot, and
+    redeploy a deployment when the new model beats the served one on a fixed evaluation split."""
+
+    project = models.OneToOneField(Project, on_delete=models.CASCADE, related_name="retrain_policy")
+    retrain_after_labels = models.PositiveIntegerField(
+        default=0, help_text="New human labels that start a job (0 = off)."
+    )
+    job_config = models.JSONField(default=dict, blank=True, help_text="ResNet job config of automatic jobs.")
+    redeploy = models.CharField(max_length=100, blank=True, help_text="Deployment to switch to a better model.")
+    eval_snapshot = models.ForeignKey(
+        DatasetSnapshot, null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
+        help_text="Fixed evaluation split (the first automatic snapshot when empty).",
+    )  # fmt: skip
+    labels_at_last_job = models.PositiveIntegerField(default=0)
+    last_job = models.ForeignKey(TrainingJob, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    last_comparison = models.JSONField(default=dict, blank=True, help_text="Old vs new model on the fixed split.")
+    updated_at = models.DateTimeField(auto_now=True)

@@ -20,9 +20,13 @@ def _worker_name() -> str:
 # can take it; the job row (not the message) says whether a job still has to run (job_execute is idempotent).
 @shared_task(name="training.tasks.run_training_job", acks_late=True)
 def run_training_job(job_id: int) -> str:
+    from .models import JobStatus
     from .services import job_execute
 
-    return job_execute(job_id=job_id, worker=_worker_name())
+    status = job_execute(job_id=job_id, worker=_worker_name())
+    if status == JobStatus.SUCCEEDED:  # a new model: re-rank the labeling queue, maybe redeploy
+        after_training_job.delay(job_id)
+    return status
 
 
 @shared_task(name="training.tasks.recover_stale_jobs")
@@ -38,6 +42,30 @@ def build_snapshot(snapshot_id: int) -> str:
     from .snapshot_services import snapshot_build
 
     return snapshot_build(snapshot_id=snapshot_id)
+
+
+@shared_task(name="training.tasks.recompute_label_queue")
+def recompute_label_queue(project_id: int) -> int:
+    from labeling.models import Project
+
+    from .label_queue import label_queue_recompute
+
+    project = Project.objects.filter(pk=project_id).first()
+    return label_queue_recompute(project=project) if project else 0
+
+
+@shared_task(name="training.tasks.after_training_job")
+def after_training_job(job_id: int) -> None:
+    from .retrain import after_training
+
+    after_training(job_id=job_id)
+
+
+@shared_task(name="training.tasks.retrain_sweep")
+def retrain_sweep() -> int:
+    from .retrain import retrain_sweep as sweep
+
+    return sweep()
 
 
 @worker_ready.connect

@@ -1,6 +1,6 @@
 """Training pages and API."""
 
-from django.urls import path
+from django.urls import include, path
 
 from . import api, views
 
@@ -22,3 +22,4 @@ urlpatterns = [
     path("api/jobs/<int:job_id>/metrics", api.JobMetricsView.as_view(), name="api-job-metrics"),
     path("api/models/<int:model_id>/evaluation", api.ModelEvaluationView.as_view(), name="api-model-evaluation"),
 ]
+urlpatterns.append(path("", include("training.queue_urls")))

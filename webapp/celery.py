@@ -23,6 +23,8 @@ def beat_schedule() -> dict:
             "task": "training.tasks.recover_stale_jobs",
             "schedule": float(settings.TRAINING_SWEEP_SECONDS),
         },
+        # train-to-target loops: projects with enough new labels get a fresh snapshot and a job
+        "training-retrain-sweep": {"task": "training.tasks.retrain_sweep", "schedule": 30.0},
     }
 
 

@@ -197,6 +197,9 @@ CELERY_TASK_ROUTES = {
     "training.tasks.recover_stale_jobs": {"queue": CELERY_QUEUE_DEFAULT},
     "labeling.tasks.run_import_job": {"queue": CELERY_QUEUE_INGEST},
     "webhooks.tasks.deliver_webhook": {"queue": CELERY_QUEUE_DEFAULT},
+    "training.tasks.recompute_label_queue": {"queue": CELERY_QUEUE_DEFAULT},
+    "training.tasks.after_training_job": {"queue": CELERY_QUEUE_DEFAULT},
+    "training.tasks.retrain_sweep": {"queue": CELERY_QUEUE_DEFAULT},
 }
 CELERY_TASK_SERIALIZER = "json"
 CELERY_RESULT_SERIALIZER = "json"

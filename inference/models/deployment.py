@@ -111,8 +111,18 @@ class ServedFrame(models.Model):
     model_version = models.PositiveBigIntegerField(default=1)
     labeled_episode = models.ForeignKey(Episode, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     label_value = models.CharField(max_length=10, blank=True)
+    # Reward-hacking monitor: frames where the model and the env's own success flag disagree.
+    env_success = models.BooleanField(null=True, blank=True, help_text="The env's success flag, when sent.")
+    run = models.CharField(max_length=100, blank=True, help_text="The RL run (agent and stream) that asked.")
+    episode_ref = models.CharField(max_length=100, blank=True, help_text="The RL episode id, when sent.")
+    episode_step = models.PositiveIntegerField(null=True, blank=True)
+    queued = models.BooleanField(default=False, help_text="In the labeling queue (an alarm raised on it).")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         ordering = ["-created_at"]
         indexes = [models.Index(fields=["deployment", "success", "-created_at"])]
+
+    @property
+    def disagrees(self) -> bool:
+        return self.env_success is not None and self.env_success != self.success

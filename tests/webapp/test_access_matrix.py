@@ -120,6 +120,14 @@ MATRIX: dict[str, list[Case]] = {
         ]
         for action in ("generate", "accept", "reject", "reopen")
     },
+    "projects/<int:pk>/label-next": [Case("GET", "/projects/{project}/label-next", VIEWERS, page=True)],
+    "projects/<int:pk>/label-queue": [
+        Case("GET", "/projects/{project}/label-queue", VIEWERS, page=True),
+        Case("POST", "/projects/{project}/label-queue", MANAGERS, page=True, body={"retrain_after_labels": "x"}),
+    ],
+    "projects/<int:pk>/label-queue/refresh": [
+        Case("POST", "/projects/{project}/label-queue/refresh", VIEWERS, page=True)
+    ],
     "projects/<int:pk>/import/": [Case("GET", "/projects/{project}/import/", MANAGERS, page=True)],
     "projects/<int:pk>/import/<int:job>/": [
         Case("GET", "/projects/{project}/import/{import_job}/", MANAGERS, page=True)
@@ -174,6 +182,14 @@ MATRIX: dict[str, list[Case]] = {
     ],
     "api/deployments/<slug:name>/model": [
         Case("POST", "/api/deployments/{deployment}/model", MANAGERS | {"training"}, body={"trained_model": "x"})
+    ],
+    "api/deployments/<slug:name>/health": [Case("GET", "/api/deployments/{deployment}/health", VIEWERS | {"rewards"})],
+    "api/deployments/<slug:name>/monitor": [
+        Case("GET", "/api/deployments/{deployment}/monitor?hours=1", VIEWERS | {"rewards"})
+    ],
+    "deployments/<slug:name>/monitor": [
+        Case("GET", "/deployments/{deployment}/monitor", VIEWERS, page=True),
+        Case("POST", "/deployments/{deployment}/monitor", MANAGERS, page=True, body={"hold_s": "x"}),
     ],
     "api/deployments/<slug:name>/rewards": [
         Case("POST", "/api/deployments/{deployment}/rewards", VIEWERS | {"rewards"}, body={})

@@ -15,6 +15,9 @@ EXPECTED = {
     "training.tasks.recover_stale_jobs": "default",
     "labeling.tasks.run_import_job": "ingest",
     "webhooks.tasks.deliver_webhook": "default",
+    "training.tasks.recompute_label_queue": "default",
+    "training.tasks.after_training_job": "default",
+    "training.tasks.retrain_sweep": "default",
 }
 
 
@@ -33,7 +36,7 @@ def test_every_registered_task_is_routed_to_its_pinned_queue():
 def test_beat_sends_the_sweep_to_the_default_queue():
     app.loader.import_default_modules()
     schedule = app.conf.beat_schedule
-    assert set(schedule) == {"training-recover-stale-jobs"}
+    assert set(schedule) == {"training-recover-stale-jobs", "training-retrain-sweep"}
     entry = schedule["training-recover-stale-jobs"]
     assert entry["task"] in app.tasks
     assert _queue_of(entry["task"]) == settings.CELERY_QUEUE_DEFAULT

@@ -722,6 +722,12 @@ function onKeyDown(event: KeyboardEvent): void {
       break;
     case "n":
     case "N": {
+      if (key === "n" && fromQueue) {
+        // opened from the labeling queue: save, then go to the next most valuable frame
+        flushFrames();
+        void queue.run(async () => undefined).then(() => location.assign(`/projects/${fromQueue}/label-next`));
+        break;
+      }
       const found = findFrom(state.cursor, key === "n" ? 1 : -1, (p) => model.human[p] === null);
       if (found === null) flash("No unlabeled step that way");
       else move(found);
@@ -886,6 +892,7 @@ store.onLoad((camera, position) => {
   void camera;
 });
 const startStep = Number(new URLSearchParams(location.search).get("step"));
+const fromQueue = Number(new URLSearchParams(location.search).get("queue")) || 0; // project of the labeling queue
 state.cursor = positionOf.get(startStep) ?? 0;
 for (const [value, color] of Object.entries(COLORS)) document.documentElement.style.setProperty(`--label-${value}`, color);
 if (n === 0) stepInfo.textContent = "This episode has no steps yet.";

@@ -1,0 +1,72 @@
+// Reward-hacking monitor of one deployment: false-success and false-fail rates over time, false success
+// per RL run, served probabilities against the training set's, and success rate per episode step.
+// Data comes with the page (json_script) and is refreshed from the monitor API every 10 seconds.
+import uPlot from "uplot";
+import { api, pageData } from "../lib/api";
+
+type Rate = number | null;
+interface Series {
+  times: number[]; frames: number[]; false_success_rate: Rate[]; false_fail_rate: Rate[]; model_success_rate: Rate[];
+  run_false_success: Record<string, Rate[]>; served_histogram: number[];
+}
+interface Data {
+  deployment: string; series: Series; training_histogram: number[] | null; bins: number;
+  steps: { steps: number[]; model_success_rate: Rate[]; env_success_rate: Rate[] };
+}
+
+const COLORS = ["#c0392b", "#2471a3", "#1e8449", "#b9770e", "#7d3c98", "#117a65"];
+const charts: uPlot[] = [];
+
+function chart(id: string, x: { label: string; time: boolean }, series: { label: string; values: Rate[] }[], xs: number[]) {
+  const el = document.getElementById(id);
+  if (!el) return;
+  el.innerHTML = "";
+  const c = new uPlot(
+    {
+      width: Math.max(280, el.clientWidth - 10), height: 220,
+      scales: { x: { time: x.time }, y: { range: [0, 1] } },
+      axes: [{ label: x.label }, {}],
+      series: [{ label: x.label }, ...series.map((s, i) => ({ label: s.label, stroke: COLORS[i % COLORS.length], spanGaps: true, points: { show: true, size: 4 } }))],
+    },
+    [xs, ...series.map((s) => s.values)] as unknown as uPlot.AlignedData,
+    el,
+  );
+  charts.push(c);
+}
+
+function normalise(counts: number[] | null): Rate[] {
+  if (!counts) return [];
+  const total = counts.reduce((a, b) => a + b, 0);
+  return counts.map((c) => (total ? c / total : null));
+}
+
+function render(data: Data) {
+  charts.splice(0).forEach((c) => c.destroy());
+  const s = data.series;
+  chart("rates-chart", { label: "time", time: true }, [
+    { label: "false success (model yes, env no)", values: s.false_success_rate },
+    { label: "false fail (model no, env yes)", values: s.false_fail_rate },
+    { label: "model success rate", values: s.model_success_rate },
+  ], s.times);
+  chart("runs-chart", { label: "time", time: true },
+    Object.entries(s.run_false_success).map(([run, values]) => ({ label: run, values })), s.times);
+  const centers = Array.from({ length: data.bins }, (_, i) => (i + 0.5) / data.bins);
+  chart("hist-chart", { label: "probability", time: false }, [
+    { label: "served", values: normalise(s.served_histogram) },
+    { label: "training (val split)", values: normalise(data.training_histogram) },
+  ], centers);
+  chart("steps-chart", { label: "episode step", time: false }, [
+    { label: "model success rate", values: data.steps.model_success_rate },
+    { label: "env success rate", values: data.steps.env_success_rate },
+  ], data.steps.steps);
+}
+
+const data = pageData<Data>();
+render(data);
+setInterval(async () => {
+  try {
+    render(await api<Data>(`/api/deployments/${encodeURIComponent(data.deployment)}/monitor`));
+  } catch {
+    /* keep the last view; the next refresh tries again */
+  }
+}, 10000);

@@ -1,0 +1,286 @@
+"""Reward-hacking monitor, the stored side: counters in Redis, disagreeing frames, the alarm.
+
+The rewards endpoint only hands each served batch to one background thread (`monitor_submit`); the
+thread adds the batch to Redis counters in one pipelined round trip (plus one to number episode steps),
+keeps a few frames where the model and the env disagree as served frames, and checks the alarm rule
+(inference/monitor.py) at most once a second per deployment. When the false-success rate held above
+the deployment's threshold for its hold period, the alarm is raised once (a DeploymentMonitor row),
+the disagreeing frames of the window join the labeling queue and `alarm_raised` is called.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+import django.dispatch
+from django.db import close_old_connections
+from django.utils import timezone
+
+from . import monitor
+from .broker import load_npy
+from .serving import DeploymentConfig, broker
+
+log = logging.getLogger(__name__)
+
+PREFIX = "rs:inf:mon:"
+BUCKET_TTL_S = 2 * 24 * 3600
+EPISODE_TTL_S = 3600
+STEPS_TTL_S = 7 * 24 * 3600
+FRAMES_PER_BUCKET = 10  # disagreeing frames kept per deployment and time bucket
+MAX_PENDING = 500  # batches waiting for the monitor thread; more are dropped (the monitor is best effort)
+SETTINGS_CACHE_S = 5.0
+CHECK_EVERY_S = 1.0
+
+#: Sent once per raised alarm: webhooks (or anything else) connect a receiver here.
+alarm_signal = django.dispatch.Signal()
+
+_executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="reward-monitor")
+_pending = 0
+_lock = threading.Lock()
+_settings_cache: dict[int, tuple[float, monitor.MonitorSettings]] = {}
+_last_check: dict[int, float] = {}
+
+
+@dataclass
+class ServedBatch:
+    config: DeploymentConfig
+    payload: bytes
+    probabilities: list[float | None]
+    env_success: list[bool] | None
+    episode_ids: list[str] | None
+    run: str
+    at: float
+
+
+def monitor_submit(batch: ServedBatch) -> bool:
+    """Hand a served batch to the monitor thread; False when it was dropped (backlog full)."""
+    global _pending
+    if batch.env_success is None and batch.episode_ids is None and not any(p is not None for p in batch.probabilities):
+        return False
+    with _lock:
+        if _pending >= MAX_PENDING:
+            return False
+        _pending += 1
+    _executor.submit(_run, batch)
+    return True
+
+
+def monitor_flush() -> None:
+    """Block until submitted batches are recorded (tests, demos)."""
+    _executor.submit(lambda: None).result()
+
+
+def _run(batch: ServedBatch) -> None:
+    global _pending
+    close_old_connections()
+    try:
+        monitor_record(batch)
+    except Exception:  # serving must never notice the monitor
+        log.exception("reward monitor could not record a batch of %s", batch.config.name)
+    finally:
+        with _lock:
+            _pending -= 1
+        close_old_connections()
+
+
+def ref_of(name: str, deployment_id: int) -> str:
+    """Redis keys name a deployment by name and id, so a name or id used again starts from zero."""
+    return f"{name}:{deployment_id}"
+
+
+def _key(kind: str, ref: str, *parts) -> str:
+    return ":".join([f"{PREFIX}{kind}", ref, *map(str, parts)])
+
+
+def _episode_steps(redis, ref: str, episode_ids: list[str] | None) -> list[int | None]:
+    """Each frame's step in its episode, numbered by Redis counters per episode id (None: no id)."""
+    if not episode_ids:
+        return []
+    order: dict[str, int] = {}
+    for e in episode_ids:
+        if e:
+            order[e] = order.get(e, 0) + 1
+    pipe = redis.pipeline(transaction=False)
+    for episode, count in order.items():
+        key = _key("ep", ref, episode)
+        pipe.incrby(key, count)
+        pipe.expire(key, EPISODE_TTL_S)
+    results = pipe.execute()
+    next_step = {e: int(results[2 * i]) - order[e] for i, e in enumerate(order)}
+    steps: list[int | None] = []
+    for e in episode_ids:
+        if e:
+            steps.append(next_step[e])
+            next_step[e] += 1
+        else:
+            steps.append(None)
+    return steps
+
+
+def monitor_record(batch: ServedBatch) -> None:
+    config, redis = batch.config, broker().redis
+    ref = ref_of(config.name, config.id)
+    threshold = config.reward.threshold
+    steps = _episode_steps(redis, ref, batch.episode_ids)
+    bucket = monitor.bucket_of(batch.at)
+    counts = monitor.tally(batch.probabilities, threshold, env_success=batch.env_success, run=batch.run)
+    per_step = monitor.step_tally(batch.probabilities, threshold, steps, batch.env_success) if steps else {}
+    pipe = redis.pipeline(transaction=False)
+    if counts:
+        key = _key("b", ref, bucket)
+        for field, value in counts.items():
+            pipe.hincrby(key, field, value)
+        pipe.expire(key, BUCKET_TTL_S)
+        pipe.zadd(_key("idx", ref), {str(bucket): bucket})
+        pipe.zremrangebyscore(_key("idx", ref), 0, batch.at - BUCKET_TTL_S)
+    if per_step:
+        key = _key("steps", ref)
+        for field, value in per_step.items():
+            pipe.hincrby(key, field, value)
+        pipe.expire(key, STEPS_TTL_S)
+    picks = monitor.disagreements(batch.probabilities, threshold, batch.env_success)
+    if picks:
+        pipe.incrby(_key("dis", ref, bucket), len(picks))
+        pipe.expire(_key("dis", ref, bucket), 2 * monitor.BUCKET_S)
+    results = pipe.execute()
+    if picks:
+        after = int(results[-2])
+        room = FRAMES_PER_BUCKET - (after - len(picks))
+        if room > 0:
+            _keep_disagreements(batch, picks[:room], steps)
+    if batch.env_success is not None:
+        _check_alarm(config, batch.at)
+
+
+def _keep_disagreements(batch: ServedBatch, picks: list[int], steps: list[int | None]) -> None:
+    from .services import served_frame_create
+
+    images = load_npy(batch.payload)
+    for i in picks:
+        p = float(batch.probabilities[i])
+        frame = served_frame_create(
+            deployment_id=batch.config.id,
+            image=images[i],
+            probability=p,
+            success=p > batch.config.reward.threshold,
+            model_version=batch.config.version,
+        )
+        frame.env_success = bool(batch.env_success[i])
+        frame.run = batch.run[: monitor.MAX_RUN_CHARS]
+        frame.episode_ref = (batch.episode_ids[i] if batch.episode_ids else "")[: monitor.MAX_EPISODE_CHARS]
+        frame.episode_step = steps[i] if steps else None
+        frame.save(update_fields=["env_success", "run", "episode_ref", "episode_step"])
+
+
+def monitor_settings(deployment_id: int) -> monitor.MonitorSettings:
+    """The deployment's monitor settings (cached a few seconds per process)."""
+    cached = _settings_cache.get(deployment_id)
+    now = time.monotonic()
+    if cached and now - cached[0] < SETTINGS_CACHE_S:
+        return cached[1]
+    from .models import DeploymentMonitor
+
+    row = DeploymentMonitor.objects.filter(deployment_id=deployment_id).first()
+    value = settings_of(row) if row else monitor.MonitorSettings()
+    _settings_cache[deployment_id] = (now, value)
+    return value
+
+
+def settings_of(row) -> monitor.MonitorSettings:
+    return monitor.MonitorSettings(
+        enabled=row.enabled,
+        false_success_threshold=row.false_success_threshold,
+        hold_s=row.hold_s,
+        window_s=row.window_s,
+        min_items=row.min_items,
+    )
+
+
+def window_counts(ref: str, *, now: float, window_s: float):
+    """Counters merged over the buckets that overlap the last `window_s` seconds."""
+    redis = broker().redis
+    buckets = redis.zrangebyscore(_key("idx", ref), now - window_s - monitor.BUCKET_S, "+inf")
+    pipe = redis.pipeline(transaction=False)
+    for b in buckets:
+        pipe.hgetall(_key("b", ref, int(b)))
+    return monitor.merge(pipe.execute())
+
+
+def _check_alarm(config: DeploymentConfig, now: float) -> None:
+    if now - _last_check.get(config.id, 0.0) < CHECK_EVERY_S:
+        return
+    _last_check[config.id] = now
+    settings = monitor_settings(config.id)
+    redis = broker().redis
+    ref = ref_of(config.name, config.id)
+    above_key = _key("above", ref)
+    raw = redis.get(above_key)
+    counts = window_counts(ref, now=now, window_s=settings.window_s)
+    decision = monitor.alarm_decide(counts, settings, now=now, above_since=float(raw) if raw else None)
+    if decision.above_since is None:
+        redis.delete(above_key)
+    elif raw is None:
+        redis.set(above_key, repr(decision.above_since), nx=True, ex=BUCKET_TTL_S)
+    if decision.raise_alarm:
+        runs = monitor.runs_of(counts)
+        worst = max(runs, key=lambda r: runs[r]["false_success_rate"] or 0.0) if runs else ""
+        alarm_raise(config=config, rate=decision.false_success_rate or 0.0, run=worst, since=decision.above_since)
+
+
+def alarm_raise(*, config: DeploymentConfig, rate: float, run: str, since: float | None) -> bool:
+    """Raise the deployment's alarm once (until acknowledged); queue the window's disagreeing frames."""
+    from .models import DeploymentMonitor, ServedFrame
+
+    row, _ = DeploymentMonitor.objects.get_or_create(deployment_id=config.id)
+    raised = DeploymentMonitor.objects.filter(pk=row.pk, alarm_since__isnull=True).update(
+        alarm_since=timezone.now(), alarm_rate=rate, alarm_run=run[:100]
+    )
+    if not raised:
+        return False
+    start = (since or time.time()) - row.window_s - monitor.BUCKET_S
+    frames = ServedFrame.objects.filter(
+        deployment_id=config.id,
+        env_success=False,
+        success=True,
+        created_at__gte=datetime.fromtimestamp(start, tz=UTC),
+    )
+    frame_ids = list(frames.values_list("pk", flat=True))
+    ServedFrame.objects.filter(pk__in=frame_ids).update(queued=True)
+    alarm_raised(deployment=config.name, rate=rate, run=run, frame_ids=frame_ids)
+    return True
+
+
+def alarm_raised(*, deployment: str, rate: float, run: str, frame_ids: list[int]) -> None:
+    """Hook point, called once per raised alarm: logs it and sends `alarm_signal` (webhooks connect there)."""
+    log.warning(
+        "reward-hacking alarm on deployment %s: false-success rate %.2f (run %s); %d frames queued",
+        deployment,
+        rate,
+        run or "-",
+        len(frame_ids),
+    )
+    alarm_signal.send(sender=None, deployment=deployment, rate=rate, run=run, frame_ids=frame_ids)
+
+
+def alarm_acknowledge(*, deployment) -> None:
+    """A person saw the alarm: clear it (a new breach that holds raises it again)."""
+    from .models import DeploymentMonitor
+
+    DeploymentMonitor.objects.filter(deployment=deployment).update(alarm_since=None, alarm_rate=None, alarm_run="")
+    broker().redis.delete(_key("above", ref_of(deployment.name, deployment.pk)))
+
+
+def monitor_reset(*, deployment) -> None:
+    """Forget every counter of a deployment (its alarm state stays)."""
+    redis = broker().redis
+    ref = ref_of(deployment.name, deployment.pk)
+    keys = [k for kind in ("b", "ep", "dis") for k in redis.scan_iter(match=_key(kind, ref, "*"), count=500)]
+    keys += [_key("idx", ref), _key("steps", ref), _key("above", ref)]
+    redis.delete(*keys)
+    _last_check.pop(deployment.pk, None)
+    _settings_cache.pop(deployment.pk, None)

@@ -1,0 +1,116 @@
+"""Reward-hacking monitor: the counting and alarm rule, the stored counters and alarm through the
+rewards endpoint (real Redis and database, the monitor's own background thread), and the health endpoint."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from inference import monitor
+from inference.monitor import MonitorSettings, alarm_decide, step_tally, tally, window_rates
+
+
+def test_tally_counts_false_successes_per_run_and_skips_unscored_items():
+    counts = tally([0.9, 0.8, 0.2, None, 0.1], 0.5, env_success=[False, True, True, True, False], run="a1")
+    assert counts["n"] == 4 and counts["ms"] == 2 and counts["e"] == 4
+    assert counts["fs"] == 1 and counts["fm"] == 1 and counts["es"] == 2
+    assert counts["r:a1:fs"] == 1 and counts["r:a1:e"] == 4
+    assert sum(counts[f"h{i}"] for i in range(monitor.HIST_BINS)) == 4
+    rates = window_rates(counts)
+    assert rates["false_success_rate"] == pytest.approx(0.25) and rates["false_fail_rate"] == pytest.approx(0.25)
+    assert monitor.runs_of(counts)["a1"]["false_success_rate"] == pytest.approx(0.25)
+
+
+def test_without_env_success_only_the_drift_counters_move():
+    counts = tally([0.9, 0.1], 0.5, run="a1")
+    assert counts["n"] == 2 and "e" not in counts and "fs" not in counts
+    assert window_rates(counts)["false_success_rate"] is None
+    assert monitor.disagreements([0.9, 0.1], 0.5, None) == []
+
+
+def test_step_tally_and_series():
+    counts = step_tally([0.9, 0.1, 0.7], 0.5, [0, 0, 5000], [True, False, False])
+    series = monitor.steps_series(counts)
+    assert series["steps"] == [0, monitor.MAX_STEP]
+    assert series["model_success_rate"] == [0.5, 1.0] and series["env_success_rate"] == [0.5, 0.0]
+
+
+def test_alarm_needs_the_rate_above_threshold_for_the_hold_period_and_enough_frames():
+    settings = MonitorSettings(false_success_threshold=0.3, hold_s=10, min_items=4)
+    high = {"e": 10, "fs": 5, "n": 10}
+    few = {"e": 3, "fs": 3, "n": 3}
+    low = {"e": 10, "fs": 1, "n": 10}
+    assert alarm_decide(few, settings, now=0, above_since=None) == monitor.AlarmDecision(None, False, 1.0)
+    first = alarm_decide(high, settings, now=100, above_since=None)
+    assert first.above_since == 100 and not first.raise_alarm
+    assert not alarm_decide(high, settings, now=105, above_since=100).raise_alarm
+    assert alarm_decide(high, settings, now=110, above_since=100).raise_alarm
+    assert alarm_decide(low, settings, now=111, above_since=100).above_since is None  # dropped: starts over
+    off = MonitorSettings(enabled=False, hold_s=0, min_items=1)
+    assert not alarm_decide(high, off, now=0, above_since=None).raise_alarm
+    with pytest.raises(ValueError):
+        MonitorSettings(false_success_threshold=1.5)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_served_batches_feed_counters_frames_and_raise_the_alarm_once(project, settings):
+    from inference.broker import dump_npy
+    from inference.models import DeploymentMonitor, ServedFrame
+    from inference.monitor_selectors import alarm_state, monitor_data
+    from inference.monitor_store import ServedBatch, alarm_acknowledge, alarm_signal, monitor_flush, monitor_submit
+    from inference.serving import deployment_config
+
+    from .conftest import deploy, make_trained_model, random_images
+
+    deployment = deploy(make_trained_model(project))
+    DeploymentMonitor.objects.create(deployment=deployment, hold_s=1.0, min_items=4, false_success_threshold=0.3)
+    config = deployment_config(deployment.name)
+    received = []
+    alarm_signal.connect(lambda **kw: received.append(kw), weak=False, dispatch_uid="test-monitor")
+    start = monitor.bucket_of(time.time()) - 60.0  # all in one 10 s bucket
+    try:
+        payload = dump_npy(random_images(4))
+        # an honest start: agreement on every frame, no alarm
+        for t in range(3):
+            monitor_submit(
+                ServedBatch(
+                    config, payload, [0.9, 0.1, 0.2, 0.8], [True, False, False, True], ["e1"] * 4, "a1", start + t
+                )
+            )
+        monitor_flush()
+        assert not alarm_state(deployment)["alarm"] and ServedFrame.objects.count() == 0
+        # then the model says success where the env says no, for longer than the hold period
+        for t in range(3, 8):
+            monitor_submit(
+                ServedBatch(
+                    config,
+                    payload,
+                    [0.9, 0.9, 0.9, 0.1],
+                    [False, False, False, False],
+                    ["e2"] * 4,
+                    "a1/w0",
+                    start + t * 1.1,
+                )
+            )
+        monitor_flush()
+    finally:
+        alarm_signal.disconnect(dispatch_uid="test-monitor")
+    row = DeploymentMonitor.objects.get(deployment=deployment)
+    assert row.alarm_active and row.alarm_run == "a1/w0" and row.alarm_rate > 0.3
+    assert len(received) == 1 and received[0]["deployment"] == deployment.name
+    frames = ServedFrame.objects.filter(deployment=deployment)
+    assert frames.count() == 10  # at most FRAMES_PER_BUCKET per 10 s bucket
+    queued = frames.filter(queued=True)
+    assert queued.count() == 10 and set(queued.values_list("env_success", "success").distinct()) == {(False, True)}
+    assert set(frames.values_list("episode_ref", flat=True)) == {"e2"}
+    assert sorted(frames.values_list("episode_step", flat=True))[:3] == [0, 1, 2]
+
+    data = monitor_data(deployment, hours=48)
+    assert data["series"]["runs"]["a1"]["false_success_rate"] == 0.0
+    assert data["series"]["runs"]["a1/w0"]["false_success_rate"] == pytest.approx(15 / 20)
+    assert sum(data["series"]["served_histogram"]) == 32
+    assert data["steps"]["steps"][:2] == [0, 1]
+
+    alarm_acknowledge(deployment=deployment)
+    assert not DeploymentMonitor.objects.get(deployment=deployment).alarm_active

@@ -1,0 +1,119 @@
+"""The labeling queue ranked by value: the ranking rule, the recompute with real checkpoints on stored
+frames, "Label next" and the queue page, and labels made from the queue being ordinary human labels."""
+
+from __future__ import annotations
+
+import pytest
+
+from training.active_queue import Candidate, rank, value_of
+
+from .conftest import seed_episodes
+
+
+def test_value_prefers_uncertain_and_disagreeing_frames_and_says_why():
+    sure, _ = value_of(Candidate("e", 0, 0.02))
+    unsure, reasons = value_of(Candidate("e", 1, 0.5))
+    assert unsure > sure and reasons == ["uncertain (p=0.50)"]
+    fooled, reasons = value_of(Candidate("e", 2, 0.95, env_success=False))
+    assert fooled > unsure and "env says fail" in reasons[0]
+    split, reasons = value_of(Candidate("e", 3, 0.9, other_probability=0.1))
+    assert split > sure and "models disagree" in reasons[-1]
+
+
+def test_rank_spreads_across_episodes():
+    crowded = [Candidate("a", i, 0.5) for i in range(5)]
+    other = [Candidate("b", 0, 0.4), Candidate("c", 0, 0.35)]
+    top = rank([*crowded, *other], limit=3)
+    assert [r.candidate.episode for r in top] == ["a", "b", "c"]
+    assert len(rank([*crowded, *other], limit=100)) == 7
+    with pytest.raises(ValueError):
+        rank(crowded, episode_decay=0)
+
+
+@pytest.mark.django_db
+def test_recompute_queues_unlabeled_frames_and_label_next_follows_human_labels(project, user_client):
+    from labeling.label_services import Actor, frame_labels_set
+    from labeling.models import FrameLabel
+    from tests.inference.conftest import make_trained_model
+    from training.label_queue import label_queue_items, label_queue_next, label_queue_recompute
+    from training.models import LabelQueueItem
+
+    episodes = seed_episodes(project, episodes=3, steps=5, windows=False)
+    FrameLabel.objects.filter(episode__in=episodes[:2]).delete()  # 10 unlabeled frames in two episodes
+    assert label_queue_recompute(project=project) == 0  # no model yet
+
+    first = make_trained_model(project, seed=1, bias=0.0)
+    assert label_queue_recompute(project=project) == 10
+    items = list(label_queue_items(project=project))
+    assert {i.step.episode_id for i in items} == {episodes[0].pk, episodes[1].pk}
+    assert [i.rank for i in items] == list(range(10)) and all(i.reasons for i in items)
+    assert items[0].step.episode_id != items[1].step.episode_id  # spread across episodes
+
+    response = user_client.get(f"/projects/{project.pk}/label-next")
+    top = items[0]
+    assert response.status_code == 302
+    assert response["Location"] == f"/episodes/{top.step.episode.uuid}/label/?step={top.step.index}&queue={project.pk}"
+
+    # a label made from the queue is an ordinary human label, and the next frame comes up
+    frame_labels_set(episode=top.step.episode, items=[(top.step.index, "success")], actor=Actor.of(None))
+    assert FrameLabel.objects.get(step=top.step).source == "human"
+    assert label_queue_next(project=project).pk == items[1].pk
+
+    # retraining: a second, different model; both are compared and the ranking changes
+    make_trained_model(project, seed=2, bias=4.0)
+    assert label_queue_recompute(project=project) == 9
+    again = list(LabelQueueItem.objects.filter(project=project))
+    assert top.step_id not in {i.step_id for i in again}
+    assert any("models disagree" in r for i in again for r in i.reasons)
+    assert {i.model_id for i in again} != {first.pk}
+
+    page = user_client.get(f"/projects/{project.pk}/label-queue")
+    assert page.status_code == 200 and b"models disagree" in page.content
+    assert b"Label next" in user_client.get(f"/projects/{project.pk}/").content
+
+
+@pytest.mark.django_db
+def test_retrain_after_n_labels_and_redeploy_only_a_better_model(project):
+    from inference.services import deployment_create
+    from labeling.models import FrameLabel
+    from tests.inference.conftest import make_trained_model
+    from training.models import RetrainPolicy, TrainingJob
+    from training.retrain import after_training, retrain_check
+
+    episodes = seed_episodes(project, episodes=3, steps=5, windows=False)
+    FrameLabel.objects.filter(project=project).update(value="fail")  # one success per episode: on any
+    FrameLabel.objects.filter(project=project, step__index=4).update(value="success")  # split, fail wins
+    labels = list(FrameLabel.objects.filter(episode=episodes[2]))
+    FrameLabel.objects.filter(pk__in=[x.pk for x in labels]).delete()
+    all_success = make_trained_model(project, seed=1, bias=8.0)  # says success everywhere
+    deployment = deployment_create(name="auto-target", trained_model=all_success)
+    policy = RetrainPolicy.objects.create(
+        project=project, retrain_after_labels=5, redeploy=deployment.name, labels_at_last_job=10
+    )
+    assert retrain_check(policy=policy) is None  # no new labels since the last job
+    FrameLabel.objects.bulk_create(labels)  # 5 new human labels
+    job = retrain_check(policy=policy)
+    assert job is not None and job.snapshot.status == "ready" and job.status == "queued"
+    policy.refresh_from_db()
+    assert policy.labels_at_last_job == 15 and policy.eval_snapshot_id == job.snapshot_id
+    assert retrain_check(policy=policy) is None  # the job is still queued: no second one
+
+    # the job's model says fail everywhere: better than all-success on this split, so it is deployed
+    TrainingJob.objects.filter(pk=job.pk).update(status="succeeded")
+    better = make_trained_model(project, seed=2, bias=-8.0)
+    better.job = job
+    better.save()
+    after_training(job_id=job.pk)
+    deployment.refresh_from_db()
+    policy.refresh_from_db()
+    assert deployment.trained_model_id == better.pk and policy.last_comparison["redeployed"], policy.last_comparison
+    assert policy.last_comparison["new_accuracy"] > policy.last_comparison["old_accuracy"]
+    assert f"a={all_success.pk}&b={better.pk}" in policy.last_comparison["compare_url"]
+
+    worse = make_trained_model(project, seed=3, bias=8.0)
+    worse.job = job
+    worse.save()
+    after_training(job_id=job.pk)
+    deployment.refresh_from_db()
+    policy.refresh_from_db()
+    assert deployment.trained_model_id == better.pk and not policy.last_comparison["redeployed"]

@@ -1,0 +1,73 @@
+"""Ranking unlabeled frames by how much a label would help the model (active learning). No Django.
+
+Each candidate frame has the current model's success probability, optionally a second model's
+probability (the previous checkpoint) and the env's own success flag. Its value is
+- uncertainty: `1 - |2p - 1|` (1 at p = 0.5, 0 at p = 0 or 1);
+- plus 1 when the model and the env's success flag disagree (`p > 0.5` vs the flag);
+- plus `|p - p_other|` when two models are known (they disagree on it).
+The queue is spread across episodes: an episode's k-th best frame counts `episode_decay ** k` of its
+value, so one confusing episode does not fill the queue. Each ranked item says why it was chosen.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Candidate:
+    episode: str
+    step: int
+    probability: float
+    other_probability: float | None = None
+    env_success: bool | None = None
+
+
+@dataclass
+class Ranked:
+    candidate: Candidate
+    value: float
+    score: float  # value after the per-episode spread
+    reasons: list[str] = field(default_factory=list)
+
+
+def value_of(c: Candidate, threshold: float = 0.5) -> tuple[float, list[str]]:
+    p = float(c.probability)
+    uncertainty = 1.0 - abs(2.0 * p - 1.0)
+    value, reasons = uncertainty, []
+    if uncertainty >= 0.5:
+        reasons.append(f"uncertain (p={p:.2f})")
+    if c.env_success is not None and (p > threshold) != bool(c.env_success):
+        value += 1.0
+        said = "success" if p > threshold else "fail"
+        reasons.append(f"model says {said} (p={p:.2f}), env says {'success' if c.env_success else 'fail'}")
+    if c.other_probability is not None:
+        gap = abs(p - float(c.other_probability))
+        value += gap
+        if gap >= 0.3:
+            reasons.append(f"models disagree ({p:.2f} vs {float(c.other_probability):.2f})")
+    if not reasons:
+        reasons.append(f"most uncertain left (p={p:.2f})")
+    return value, reasons
+
+
+def rank(
+    candidates: Iterable[Candidate], *, limit: int = 200, episode_decay: float = 0.5, threshold: float = 0.5
+) -> list[Ranked]:
+    """The `limit` most valuable candidates, best first, spread across episodes."""
+    if not 0.0 < episode_decay <= 1.0:
+        raise ValueError("episode_decay must be in (0, 1]")
+    by_episode: dict[str, list[Ranked]] = defaultdict(list)
+    for c in candidates:
+        value, reasons = value_of(c, threshold)
+        by_episode[c.episode].append(Ranked(c, value, value, reasons))
+    ranked: list[Ranked] = []
+    for items in by_episode.values():
+        items.sort(key=lambda r: (-r.value, r.candidate.step))
+        for k, item in enumerate(items):
+            item.score = item.value * episode_decay**k
+            ranked.append(item)
+    ranked.sort(key=lambda r: (-r.score, r.candidate.episode, r.candidate.step))
+    return ranked[:limit]

@@ -1,0 +1,75 @@
+"""Labeling-queue pages (thin): "Label next" jumps to the most valuable unlabeled frame; the queue page
+lists the ranking with each item's reasons and recomputes it on demand (in the background)."""
+
+from __future__ import annotations
+
+from django import forms
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_POST
+
+from labeling import access
+from labeling.models import Project
+
+from .label_queue import label_queue_items, label_queue_next, label_url
+from .models import RetrainPolicy
+
+
+class RetrainPolicyForm(forms.ModelForm):
+    class Meta:
+        model = RetrainPolicy
+        fields = ["retrain_after_labels", "redeploy"]
+        labels = {
+            "retrain_after_labels": "Retrain after N new labels (0 = off)",
+            "redeploy": "Redeploy this deployment when the new model is better",
+        }
+
+    def clean_redeploy(self):
+        from inference.models import Deployment
+
+        name = self.cleaned_data["redeploy"].strip()
+        if name and not Deployment.objects.filter(name=name).exists():
+            raise forms.ValidationError(f"no deployment named {name!r}")
+        return name
+
+
+@login_required
+def label_next(request, pk: int):
+    project = get_object_or_404(Project, pk=pk)
+    access.require_page(request, access.LABEL, project)
+    item = label_queue_next(project=project)
+    if item is None:
+        messages.info(request, "The labeling queue is empty: train a model, or recompute the queue.")
+        return redirect("label-queue", pk=pk)
+    return redirect(label_url(item))
+
+
+@login_required
+def label_queue(request, pk: int):
+    project = get_object_or_404(Project, pk=pk)
+    access.require_page(request, access.VIEW, project)
+    items = [(item, label_url(item)) for item in label_queue_items(project=project, limit=100)]
+    policy = RetrainPolicy.objects.filter(project=project).first() or RetrainPolicy(project=project)
+    form = RetrainPolicyForm(instance=policy)
+    if request.method == "POST":
+        access.require_page(request, access.MANAGE, project)  # it queues training and may redeploy
+        form = RetrainPolicyForm(request.POST, instance=policy)
+        if form.is_valid():
+            form.save()
+            messages.success(request, "Train-to-target settings saved.")
+            return redirect("label-queue", pk=pk)
+    context = {"project": project, "items": items, "policy": policy, "form": form}
+    return render(request, "training/label_queue.html", context)
+
+
+@login_required
+@require_POST
+def label_queue_refresh(request, pk: int):
+    from .tasks import recompute_label_queue
+
+    project = get_object_or_404(Project, pk=pk)
+    access.require_page(request, access.LABEL, project)
+    recompute_label_queue.delay(project.pk)
+    messages.success(request, "Recomputing the labeling queue in the background; reload in a moment.")
+    return redirect("label-queue", pk=pk)
