@@ -128,9 +128,13 @@ def snapshot_build(*, snapshot_id: int) -> str:
     ready = DatasetSnapshot.objects.filter(pk=snapshot_id, status=DatasetSnapshot.Status.BUILDING).update(
         status=DatasetSnapshot.Status.READY, stats=stats, finished_at=timezone.now(), frames_done=F("frames_total")
     )
-    if ready:
-        snapshot_data = {"snapshot": {"id": snapshot_id, "number": snapshot.number, "stats": stats}}
-        webhook_emit_safely(project_id=snapshot.project_id, event=events.SNAPSHOT_READY, data=snapshot_data)
+    if not ready:  # deleted while building: its files go with it
+        if not DatasetSnapshot.objects.filter(pk=snapshot_id).exists():
+            shutil.rmtree(folder, ignore_errors=True)
+            return "deleted"
+        return DatasetSnapshot.objects.get(pk=snapshot_id).status
+    snapshot_data = {"snapshot": {"id": snapshot_id, "number": snapshot.number, "stats": stats}}
+    webhook_emit_safely(project_id=snapshot.project_id, event=events.SNAPSHOT_READY, data=snapshot_data)
     return DatasetSnapshot.Status.READY
 
 

@@ -205,3 +205,20 @@ def test_build_progress_is_stored_in_steps_and_never_on_a_finished_snapshot(labe
         count(ref)  # a late writer (a duplicate task) cannot move a ready snapshot
     assert DatasetSnapshot.objects.get(pk=snapshot.pk).frames_total == snapshot.frames_total
     assert snapshot_build(snapshot_id=snapshot.pk) == "ready" and snapshot_build(snapshot_id=10**9) == "deleted"
+
+
+@pytest.mark.django_db
+def test_a_snapshot_deleted_while_building_leaves_no_files(labeled_project, monkeypatch):
+    from training import snapshot_services
+
+    snapshot = snapshot_create(project=labeled_project, options={"trend": False}, build=False)
+    real_write = snapshot_services._write_files
+
+    def delete_midway(row, folder):
+        snapshot_services.snapshot_delete(snapshot=row)  # someone deletes it from the page meanwhile
+        folder.mkdir(parents=True)  # ...while the task goes on writing its files
+        return real_write(row, folder)
+
+    monkeypatch.setattr(snapshot_services, "_write_files", delete_midway)
+    assert snapshot_build(snapshot_id=snapshot.pk) == "deleted"
+    assert not local_path(snapshot.folder).exists() and not DatasetSnapshot.objects.filter(pk=snapshot.pk).exists()
