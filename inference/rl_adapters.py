@@ -391,8 +391,9 @@ class DIEngineRewardModel:
     # ---- train -----------------------------------------------------------------------------------------
 
     def train(self, data: Any = None) -> dict:
-        """Snapshot the project's labels (env success turned into frame proposals first), queue a training
-        job, wait for it and serve the new model from the deployment. Returns what happened."""
+        """Snapshot the project's labels (env success turned into frame proposals first), wait for the
+        snapshot's build, queue a training job, wait for it and serve the new model from the deployment
+        (`train_timeout_s` bounds the build and the training together). Returns what happened."""
         if data:
             self.collect_data(data)
         project = self._project()
@@ -401,12 +402,19 @@ class DIEngineRewardModel:
         base = f"/api/projects/{int(project)}"
         self.client.call("POST", f"{base}/proposals/generate", json={})
         snapshot = self.client.call("POST", f"{base}/snapshots", json={"options": self.cfg["snapshot_options"]})
+        deadline = time.monotonic() + float(self.cfg["train_timeout_s"])
+        while snapshot["status"] == "building":  # the build runs as a task; a job needs a ready snapshot
+            if time.monotonic() > deadline:
+                raise RewardServiceError(f"snapshot #{snapshot['number']} not built in {self.cfg['train_timeout_s']} s")
+            time.sleep(float(self.cfg["poll_s"]))
+            snapshot = self.client.call("GET", snapshot.get("url") or f"/api/snapshots/{snapshot['id']}")
+        if snapshot["status"] != "ready":
+            raise RewardServiceError(f"snapshot #{snapshot['number']} {snapshot['status']}: {snapshot.get('error')}")
         job = self.client.call(
             "POST",
             f"{base}/jobs",
             json={"snapshot": snapshot["number"], "kind": self.cfg["job_kind"], "config": self.cfg["job_config"]},
         )
-        deadline = time.monotonic() + float(self.cfg["train_timeout_s"])
         while job["status"] not in ("succeeded", "failed", "cancelled"):
             if time.monotonic() > deadline:
                 raise RewardServiceError(f"training job {job['id']} did not finish in {self.cfg['train_timeout_s']} s")

@@ -16,7 +16,7 @@ from . import selectors, services
 from .model_evaluation import EvaluationUnavailable, evaluation_data
 from .models import DatasetSnapshot, ModelKind, TrainedModel, TrainingJob
 from .services import JobError
-from .snapshot_services import SnapshotError, snapshot_create
+from .snapshot_services import SnapshotError, snapshot_start
 
 
 class SnapshotOut(serializers.ModelSerializer):
@@ -25,7 +25,33 @@ class SnapshotOut(serializers.ModelSerializer):
 
     class Meta:
         model = DatasetSnapshot
-        fields = ["id", "number", "status", "options", "stats", "error", "created_by", "created_at", "download_url"]
+        fields = [
+            "id",
+            "number",
+            "status",
+            "progress",
+            "frames_done",
+            "frames_total",
+            "options",
+            "stats",
+            "error",
+            "created_by",
+            "created_at",
+            "finished_at",
+            "url",
+            "page_url",
+            "download_url",
+        ]
+
+    progress = serializers.FloatField(read_only=True, help_text="0..1 while building; 1 once ready.")
+    url = serializers.SerializerMethodField(help_text="Poll this (GET) until status is ready or failed.")
+    page_url = serializers.SerializerMethodField(help_text="The snapshot's page, with a live progress bar.")
+
+    def get_url(self, obj) -> str:
+        return f"/api/snapshots/{obj.pk}"
+
+    def get_page_url(self, obj) -> str:
+        return f"/snapshots/{obj.pk}/"
 
     def get_download_url(self, obj) -> str:
         return f"/snapshots/{obj.pk}/download"
@@ -99,7 +125,12 @@ class SnapshotListView(APIView):
         project = _project(request, pk)
         return Response(SnapshotOut(selectors.snapshots_for_project(project), many=True).data)
 
-    @extend_schema(request=SnapshotIn, responses={201: SnapshotOut})
+    @extend_schema(
+        request=SnapshotIn,
+        responses={202: SnapshotOut},
+        description="Checks the options (400 at once when wrong) and queues the build: the answer is the new "
+        "snapshot with status `building`; poll its `url` until `ready` (or `failed`, with `error`).",
+    )
     def post(self, request, pk: int):
         project = _project(request, pk, access.TRAIN)
         data = SnapshotIn(data=request.data)
@@ -108,12 +139,18 @@ class SnapshotListView(APIView):
             request.user if getattr(request.user, "_meta", None) and request.user._meta.model_name == "user" else None
         )
         try:
-            snapshot = snapshot_create(project=project, options=data.validated_data["options"], created_by=user)
+            snapshot = snapshot_start(project=project, options=data.validated_data["options"], created_by=user)
         except (SnapshotError, ValueError) as exc:
             raise ValidationError({"detail": str(exc)}) from None
-        if snapshot.status == DatasetSnapshot.Status.FAILED:
-            return Response({"detail": snapshot.error.splitlines()[0], **SnapshotOut(snapshot).data}, status=400)
-        return Response(SnapshotOut(snapshot).data, status=status.HTTP_201_CREATED)
+        return Response(SnapshotOut(snapshot).data, status=status.HTTP_202_ACCEPTED)
+
+
+class SnapshotDetailView(APIView):
+    @extend_schema(responses=SnapshotOut)
+    def get(self, request, snapshot_id: int):
+        snapshot = get_object_or_404(DatasetSnapshot.objects.select_related("project", "created_by"), pk=snapshot_id)
+        access.require(request.user, access.TRAINING_VIEW, snapshot.project)
+        return Response(SnapshotOut(snapshot).data)
 
 
 class JobListView(APIView):
@@ -134,6 +171,10 @@ class JobListView(APIView):
         user = (
             request.user if getattr(request.user, "_meta", None) and request.user._meta.model_name == "user" else None
         )
+        if snapshot.status != DatasetSnapshot.Status.READY:
+            wait = f" still building: wait until GET /api/snapshots/{snapshot.pk} says ready"
+            reason = wait if snapshot.status == DatasetSnapshot.Status.BUILDING else " failed; build a new one"
+            raise ValidationError({"snapshot": f"snapshot #{snapshot.number} is{reason}"})
         try:
             job = services.job_create(
                 project=project,

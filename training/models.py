@@ -38,6 +38,8 @@ class DatasetSnapshot(models.Model):
     stats = models.JSONField(default=dict, blank=True, help_text="Label counts per split, episodes, sources.")
     folder = models.CharField(max_length=300, blank=True, help_text="Storage-relative folder of the files.")
     error = models.TextField(blank=True)
+    frames_done = models.PositiveIntegerField(default=0, help_text="Frames written so far by the build.")
+    frames_total = models.PositiveIntegerField(default=0, help_text="Frames the build will write (0: not known yet).")
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
     created_at = models.DateTimeField(auto_now_add=True)
     finished_at = models.DateTimeField(null=True, blank=True)
@@ -53,6 +55,17 @@ class DatasetSnapshot(models.Model):
         if not self._state.adding and type(self).objects.filter(pk=self.pk, status=self.Status.READY).exists():
             raise ImmutableError(f"snapshot #{self.number} of {self.project} is written and cannot change")
         super().save(*args, **kwargs)
+
+    @property
+    def progress(self) -> float:
+        """0..1: frames written over frames planned (1 once ready)."""
+        if self.status == self.Status.READY:
+            return 1.0
+        return min(1.0, self.frames_done / self.frames_total) if self.frames_total else 0.0
+
+    @property
+    def percent(self) -> int:
+        return round(100 * self.progress)
 
 
 class JobStatus(models.TextChoices):

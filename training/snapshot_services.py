@@ -1,17 +1,21 @@
-"""Writes for dataset snapshots: numbering, building the files, the downloadable archive."""
+"""Writes for dataset snapshots: numbering, building the files (in a Celery task for pages and the API,
+with progress recorded on the row), the downloadable archive."""
 
 from __future__ import annotations
 
 import json
 import logging
 import shutil
+import time
 import traceback
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 from django.core.files.storage import default_storage
 from django.db import transaction
-from django.db.models import Max
+from django.db.models import F, Max
 from django.utils import timezone
 
 from labeling.images import decode_rgb, encode_array
@@ -28,6 +32,7 @@ from .models import DatasetSnapshot
 from .storage import local_path
 
 logger = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 class SnapshotError(ValueError):
@@ -59,9 +64,50 @@ def snapshot_create(
     return snapshot
 
 
+def snapshot_start(*, project: Project, options: dict | None = None, created_by=None) -> DatasetSnapshot:
+    """Number a new snapshot (options checked now) and queue its build (`training.tasks.build_snapshot`) once
+    the surrounding transaction commits; the row stays `building` with its progress until the task ends."""
+    snapshot = snapshot_create(project=project, options=options, created_by=created_by, build=False)
+    from .tasks import build_snapshot
+
+    transaction.on_commit(lambda: build_snapshot.delay(snapshot.pk))
+    return snapshot
+
+
+class BuildProgress:
+    """Counts the frames a build writes and stores the count on the row every `every` frames or `seconds`."""
+
+    def __init__(self, snapshot_id: int, total: int, every: int = 64, seconds: float = 0.5):
+        self.snapshot_id, self.total, self.every, self.seconds = snapshot_id, total, every, seconds
+        self.done = self._saved = 0
+        self._saved_at = time.monotonic()
+        self._store()
+
+    def counting(self, load: Callable[[FrameRef], T]) -> Callable[[FrameRef], T]:
+        def counted(ref: FrameRef) -> T:
+            out = load(ref)
+            self.done += 1
+            if self.done - self._saved >= self.every or time.monotonic() - self._saved_at >= self.seconds:
+                self._store()
+            return out
+
+        return counted
+
+    def _store(self) -> None:
+        self._saved, self._saved_at = self.done, time.monotonic()
+        DatasetSnapshot.objects.filter(pk=self.snapshot_id, status=DatasetSnapshot.Status.BUILDING).update(
+            frames_done=min(self.done, self.total), frames_total=self.total
+        )
+
+
 def snapshot_build(*, snapshot_id: int) -> str:
-    """Write the snapshot's files; the row becomes ready (immutable) or failed with the reason."""
-    snapshot = DatasetSnapshot.objects.select_related("project").get(pk=snapshot_id)
+    """Write the snapshot's files; the row becomes ready (immutable) or failed with the reason.
+
+    Idempotent: a snapshot already ready or failed (or deleted) is left alone and its status returned; one
+    still building (a task sent twice, or a worker lost mid-build) is built again from an empty folder."""
+    snapshot = DatasetSnapshot.objects.select_related("project").filter(pk=snapshot_id).first()
+    if snapshot is None:
+        return "deleted"
     if snapshot.status != DatasetSnapshot.Status.BUILDING:
         return snapshot.status
     folder = local_path(snapshot.folder)
@@ -80,11 +126,15 @@ def snapshot_build(*, snapshot_id: int) -> str:
         )
         return DatasetSnapshot.Status.FAILED
     ready = DatasetSnapshot.objects.filter(pk=snapshot_id, status=DatasetSnapshot.Status.BUILDING).update(
-        status=DatasetSnapshot.Status.READY, stats=stats, finished_at=timezone.now()
+        status=DatasetSnapshot.Status.READY, stats=stats, finished_at=timezone.now(), frames_done=F("frames_total")
     )
-    if ready:
-        snapshot_data = {"snapshot": {"id": snapshot_id, "number": snapshot.number, "stats": stats}}
-        webhook_emit_safely(project_id=snapshot.project_id, event=events.SNAPSHOT_READY, data=snapshot_data)
+    if not ready:  # deleted while building: its files go with it
+        if not DatasetSnapshot.objects.filter(pk=snapshot_id).exists():
+            shutil.rmtree(folder, ignore_errors=True)
+            return "deleted"
+        return DatasetSnapshot.objects.get(pk=snapshot_id).status
+    snapshot_data = {"snapshot": {"id": snapshot_id, "number": snapshot.number, "stats": stats}}
+    webhook_emit_safely(project_id=snapshot.project_id, event=events.SNAPSHOT_READY, data=snapshot_data)
     return DatasetSnapshot.Status.READY
 
 
@@ -117,14 +167,17 @@ def _write_files(snapshot: DatasetSnapshot, folder: Path) -> dict:
             f"split (now {opts.split}), val_split (now {opts.val_split}) or seed (now {opts.seed})."
         )
     frames = _FrameCache()
+    total = (len(split.train) + len(split.val)) * (2 if opts.png_folders else 1)
+    progress = BuildProgress(snapshot.pk, total)
+    load = progress.counting(lambda ref: frames.load(ref.image))
     raw_path = f"reward-studio://{project.name}/snapshot_{snapshot.number}"
     if plan.mode == "frame":
         all_frames = [f for ep in episodes for f in ep]
         metadata = realworld_metadata(all_frames, binary, num_train=len(split.train), num_val=len(split.val))
     else:
         metadata = payload_metadata(binary, raw_data_path=raw_path, num_train=len(split.train), num_val=len(split.val))
-    write_payload(folder / "train.pt", split.train, lambda ref: frames.load(ref.image), metadata)
-    write_payload(folder / "val.pt", split.val, lambda ref: frames.load(ref.image), metadata)
+    write_payload(folder / "train.pt", split.train, load, metadata)
+    write_payload(folder / "val.pt", split.val, load, metadata)
 
     splits_by_key = {(r.episode, r.step): name for name in ("train", "val") for r in getattr(split, name)}
     with (folder / "labels.jsonl").open("w") as out:
@@ -134,7 +187,7 @@ def _write_files(snapshot: DatasetSnapshot, folder: Path) -> dict:
         json.dump([{"episode": r.episode, "step": r.step, "label": r.label} for r in split.val], out)
 
     if opts.png_folders:
-        _write_png_folders(folder, split.train + split.val, splits_by_key, frames)
+        _write_png_folders(folder, split.train + split.val, splits_by_key, frames, progress)
 
     stats = {
         "episodes": len(episodes),
@@ -172,10 +225,14 @@ def _counts(frames: list[FrameRef]) -> dict[str, int]:
     return {"total": len(frames), "success": success, "fail": len(frames) - success}
 
 
-def _write_png_folders(folder: Path, refs: list[FrameRef], splits: dict, frames: _FrameCache) -> None:
+def _write_png_folders(
+    folder: Path, refs: list[FrameRef], splits: dict, frames: _FrameCache, progress: BuildProgress
+) -> None:
     for sub in ("success", "failure"):
         (folder / sub).mkdir()
+    tick = progress.counting(lambda ref: None)
     for ref in refs:
+        tick(ref)
         target = (
             folder
             / ("success" if ref.label == 1 else "failure")

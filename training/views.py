@@ -18,7 +18,7 @@ from .forms import JobForm, SnapshotForm
 from .model_evaluation import EvaluationUnavailable, evaluation_data
 from .models import DatasetSnapshot, ModelKind, TrainedModel, TrainingJob
 from .services import JobError
-from .snapshot_services import SnapshotError, snapshot_archive, snapshot_create, snapshot_delete
+from .snapshot_services import SnapshotError, snapshot_archive, snapshot_delete, snapshot_start
 from .views_data import job_state
 
 
@@ -68,18 +68,19 @@ def snapshot_new(request, pk: int):
     if not form.is_valid():
         return _training_page(request, project, form, JobForm(project=project), status=400)
     try:
-        snapshot = snapshot_create(project=project, options=form.options(), created_by=request.user)
+        snapshot = snapshot_start(project=project, options=form.options(), created_by=request.user)
     except (SnapshotError, ValueError) as exc:
         form.add_error(None, str(exc))
         return _training_page(request, project, form, JobForm(project=project), status=400)
-    if snapshot.status == DatasetSnapshot.Status.READY:
-        messages.success(
-            request,
-            f"Snapshot #{snapshot.number} written: {snapshot.stats['train']['total']} train / {snapshot.stats['val']['total']} val frames.",
-        )
-    else:
-        messages.error(request, f"Snapshot #{snapshot.number} failed: {snapshot.error.splitlines()[0]}")
-    return redirect("training-project", pk=project.pk)
+    return redirect("training-snapshot", snapshot_id=snapshot.pk)
+
+
+@login_required
+def snapshot_detail(request, snapshot_id: int):
+    """A snapshot's build: a progress bar that refreshes itself while building, then its counts or the reason."""
+    snapshot = get_object_or_404(DatasetSnapshot.objects.select_related("project", "created_by"), pk=snapshot_id)
+    access.require_page(request, access.TRAINING_VIEW, snapshot.project)
+    return render(request, "training/snapshot.html", {"project": snapshot.project, "snapshot": snapshot})
 
 
 @login_required

@@ -197,3 +197,43 @@ def test_rlinf_history_variant_scores_rlinf_windows_like_its_api_worker(
     label_reward = {"positive": 3.0, "negative": -2.0, "unclear": 0.5}
     first, third = (label_reward[LABELS[int(np.argmax(p))]] for p in probs)
     np.testing.assert_allclose(rewards, [first, 0.25 + 10.0, third + 10.0], atol=1e-6)
+
+
+class _ScriptedService:
+    """Answers the adapter's calls from a script; records them (no server: the waiting logic only)."""
+
+    deployment = "d"
+
+    def __init__(self, snapshot_states: list[str]):
+        self.snapshot_states, self.calls = list(snapshot_states), []
+
+    def call(self, method: str, url: str, **kwargs):
+        self.calls.append((method, url))
+        if url.endswith("/snapshots") or url == "/api/snapshots/7":
+            status = self.snapshot_states.pop(0)
+            return {"id": 7, "number": 3, "status": status, "url": "/api/snapshots/7", "error": "no labels"}
+        if url.endswith("/jobs"):
+            return {"id": 11, "status": "succeeded", "models": [5]}
+        if url.endswith("/model"):
+            return {"version": 2}
+        return {}
+
+
+def test_di_engine_train_waits_for_the_snapshot_build_before_queueing_the_job():
+    from inference.client import RewardServiceError
+    from inference.rl_adapters import DIEngineRewardModel
+
+    def adapter(service):
+        model = DIEngineRewardModel({"project": 1, "poll_s": 0.01, "train_timeout_s": 5})
+        model.client = service
+        return model
+
+    service = _ScriptedService(["building", "building", "ready"])
+    assert adapter(service).train() == {"snapshot": 3, "job": 11, "model": 5, "version": 2}
+    urls = [url for _, url in service.calls]
+    assert urls.count("/api/snapshots/7") == 2 and urls.index("/api/projects/1/jobs") > urls.index("/api/snapshots/7")
+
+    failed = _ScriptedService(["building", "failed"])
+    with pytest.raises(RewardServiceError, match="snapshot #3 failed: no labels"):
+        adapter(failed).train()
+    assert not any(url.endswith("/jobs") for _, url in failed.calls)

@@ -9,7 +9,7 @@ from django.utils import timezone
 
 from training.models import DatasetSnapshot, JobMetric, TrainedModel, TrainingJob
 from training.services import JobError, job_cancel, job_create, job_delete, job_execute, job_retry
-from training.snapshot_services import snapshot_create
+from training.snapshot_services import snapshot_build, snapshot_create
 from training.storage import local_path
 
 TINY = {"hidden_dim": 16, "image_size": [3, 32, 32], "epochs": 1, "batch_size": 16, "warmup_steps": 0, "num_threads": 1}
@@ -21,25 +21,38 @@ def snapshot(labeled_project):
 
 
 @pytest.mark.django_db
-def test_training_page_lists_and_creates_snapshots(user_client, labeled_project):
+def test_training_page_lists_and_creates_snapshots(user_client, labeled_project, django_capture_on_commit_callbacks):
     page = user_client.get(f"/projects/{labeled_project.pk}/training/")
     assert page.status_code == 200 and b"New dataset snapshot" in page.content
-    response = user_client.post(
-        f"/projects/{labeled_project.pk}/training/snapshots/new",
-        {
-            "sources": ["human"],
-            "camera": "main",
-            "num_samples_per_episode": 0,
-            "keep_last_frame": "on",
-            "val_split": 0.34,
-            "fail_success_ratio": 2.0,
-            "seed": 42,
-            "trend_val_split": 0.1,
-        },
-    )
-    assert response.status_code == 302
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        response = user_client.post(
+            f"/projects/{labeled_project.pk}/training/snapshots/new",
+            {
+                "sources": ["human"],
+                "camera": "main",
+                "num_samples_per_episode": 0,
+                "keep_last_frame": "on",
+                "val_split": 0.34,
+                "fail_success_ratio": 2.0,
+                "seed": 42,
+                "trend_val_split": 0.1,
+            },
+        )
     snapshot = DatasetSnapshot.objects.get(project=labeled_project)
-    assert snapshot.status == "ready" and snapshot.created_by.username == "alice"
+    assert response.status_code == 302 and response["Location"] == f"/snapshots/{snapshot.pk}/"
+    assert snapshot.status == "building" and snapshot.created_by.username == "alice"
+    assert "snapshot_start.<locals>.<lambda>" in [c.__qualname__ for c in callbacks]  # the build is queued
+    building = user_client.get(response["Location"])
+    assert building.status_code == 200 and b'http-equiv="refresh"' in building.content
+    assert b"Building snapshot #1" in building.content
+    assert snapshot_build(snapshot_id=snapshot.pk) == "ready"  # what the task runs (no worker here)
+    assert snapshot_build(snapshot_id=snapshot.pk) == "ready"  # idempotent: a second run changes nothing
+    snapshot.refresh_from_db()
+    assert snapshot.status == "ready" and snapshot.progress == 1.0 and snapshot.frames_total > 0
+    done = user_client.get(response["Location"])
+    assert b"Snapshot #1 written" in done.content and b'http-equiv="refresh"' not in done.content
+    page = user_client.get(f"/projects/{labeled_project.pk}/training/")
+    assert f'href="/snapshots/{snapshot.pk}/"'.encode() in page.content
     download = user_client.get(f"/snapshots/{snapshot.pk}/download")
     assert download.status_code == 200 and download["Content-Disposition"].startswith("attachment")
     bad = user_client.post(
@@ -132,17 +145,33 @@ def test_evaluation_page_and_api_for_a_trained_model(user_client, snapshot):
 
 
 @pytest.mark.django_db
-def test_api_creates_snapshots_and_jobs_with_clear_errors(user_client, labeled_project):
+def test_api_creates_snapshots_and_jobs_with_clear_errors(
+    user_client, labeled_project, django_capture_on_commit_callbacks
+):
     from django.test import Client
 
     url = f"/api/projects/{labeled_project.pk}"
     assert Client().get(f"{url}/jobs").status_code in (401, 403)  # anonymous
     bad = user_client.post(f"{url}/snapshots", {"options": {"sources": ["nope"]}}, content_type="application/json")
     assert bad.status_code == 400 and "unknown label source" in bad.json()["detail"]
-    made = user_client.post(
-        f"{url}/snapshots", {"options": {"val_split": 0.34, "trend": False}}, content_type="application/json"
-    )
-    assert made.status_code == 201 and made.json()["number"] == 1
+    bad = user_client.post(f"{url}/snapshots", {"options": {"camera": "roof"}}, content_type="application/json")
+    assert bad.status_code == 400 and "'roof' is not one of the project's cameras" in bad.json()["detail"]
+    assert not DatasetSnapshot.objects.exists()  # cheap checks refuse before any row is written
+    with django_capture_on_commit_callbacks(execute=False):
+        made = user_client.post(
+            f"{url}/snapshots", {"options": {"val_split": 0.34, "trend": False}}, content_type="application/json"
+        )
+    assert made.status_code == 202, made.content
+    body = made.json()
+    assert body["number"] == 1 and body["status"] == "building" and body["progress"] == 0.0
+    assert body["url"] == f"/api/snapshots/{body['id']}" and body["page_url"] == f"/snapshots/{body['id']}/"
+    early = user_client.post(f"{url}/jobs", {"snapshot": 1, "config": TINY}, content_type="application/json")
+    assert early.status_code == 400 and "still building" in early.json()["detail"]
+    assert user_client.get(body["url"]).json()["status"] == "building"
+    snapshot_build(snapshot_id=body["id"])  # what the queued task runs (no worker in this test)
+    polled = user_client.get(body["url"]).json()
+    assert polled["status"] == "ready" and polled["progress"] == 1.0 and polled["stats"]["val"]["total"] > 0
+    assert user_client.get("/api/snapshots/999999").status_code == 404
     job = user_client.post(f"{url}/jobs", {"snapshot": 1, "config": {"epochs": 0}}, content_type="application/json")
     assert job.status_code == 400 and "epochs" in job.json()["detail"]
     job = user_client.post(f"{url}/jobs", {"snapshot": 9, "config": {}}, content_type="application/json")

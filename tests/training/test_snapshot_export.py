@@ -13,7 +13,7 @@ import torch
 from labeling.models import FrameLabel
 from training.datasets.rlinf_binary import read_payload
 from training.models import DatasetSnapshot, ImmutableError
-from training.snapshot_services import SnapshotError, snapshot_archive, snapshot_create
+from training.snapshot_services import BuildProgress, SnapshotError, snapshot_archive, snapshot_build, snapshot_create
 from training.storage import local_path
 from training.vlm.data import trend_split_load
 
@@ -185,3 +185,40 @@ def test_bad_options_and_empty_projects_fail_clearly(project, settings, tmp_path
     assert snapshot.status == "failed" and "no labeled frames" in snapshot.error
     with pytest.raises(SnapshotError):
         snapshot_create(project=project, options={"camera": "wrist"})
+
+
+@pytest.mark.django_db
+def test_build_progress_is_stored_in_steps_and_never_on_a_finished_snapshot(labeled_project):
+    snapshot = snapshot_create(project=labeled_project, options={"trend": False}, build=False)
+    progress = BuildProgress(snapshot.pk, total=10, every=4, seconds=3600)
+    count = progress.counting(lambda ref: ref)
+    for ref in range(5):
+        assert count(ref) == ref  # the loader's value passes through
+    snapshot.refresh_from_db()
+    assert (snapshot.frames_done, snapshot.frames_total, snapshot.percent) == (4, 10, 40)
+    assert snapshot_build(snapshot_id=snapshot.pk) == "ready"
+    snapshot.refresh_from_db()
+    written = snapshot.stats["train"]["total"] + snapshot.stats["val"]["total"]
+    per_frame = 2 if snapshot.options["png_folders"] else 1  # the payloads, then the PNG folders
+    assert snapshot.frames_done == snapshot.frames_total == written * per_frame > 0 and snapshot.progress == 1.0
+    for ref in range(8):
+        count(ref)  # a late writer (a duplicate task) cannot move a ready snapshot
+    assert DatasetSnapshot.objects.get(pk=snapshot.pk).frames_total == snapshot.frames_total
+    assert snapshot_build(snapshot_id=snapshot.pk) == "ready" and snapshot_build(snapshot_id=10**9) == "deleted"
+
+
+@pytest.mark.django_db
+def test_a_snapshot_deleted_while_building_leaves_no_files(labeled_project, monkeypatch):
+    from training import snapshot_services
+
+    snapshot = snapshot_create(project=labeled_project, options={"trend": False}, build=False)
+    real_write = snapshot_services._write_files
+
+    def delete_midway(row, folder):
+        snapshot_services.snapshot_delete(snapshot=row)  # someone deletes it from the page meanwhile
+        folder.mkdir(parents=True)  # ...while the task goes on writing its files
+        return real_write(row, folder)
+
+    monkeypatch.setattr(snapshot_services, "_write_files", delete_midway)
+    assert snapshot_build(snapshot_id=snapshot.pk) == "deleted"
+    assert not local_path(snapshot.folder).exists() and not DatasetSnapshot.objects.filter(pk=snapshot.pk).exists()

@@ -34,7 +34,9 @@ def test_queue_a_job_watch_curves_and_pick_a_threshold(
     form.locator("input[name=fail_success_ratio]").fill("1.0")
     form.locator("input[name=seed]").fill("0")  # 3 of the 5 validation episodes succeed: 48 val frames
     form.locator("button[type=submit]").click()
-    page.wait_for_selector("text=Snapshot #1 written")
+    page.wait_for_url(re.compile(r".*/snapshots/\d+/$"))  # the build runs in the worker; its page refreshes
+    page.wait_for_selector("text=Snapshot #1 written", timeout=60_000)
+    page.click("#back-to-training")
 
     job = page.locator("#job-form")
     for name, value in {

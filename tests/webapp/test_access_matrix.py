@@ -141,6 +141,7 @@ MATRIX: dict[str, list[Case]] = {
         Case("POST", "/projects/{project}/training/jobs/new", MANAGERS, page=True, body={})
     ],
     "projects/<int:pk>/compare": [Case("GET", "/projects/{project}/compare", VIEWERS, page=True)],
+    "snapshots/<int:snapshot_id>/": [Case("GET", "/snapshots/{snapshot}/", VIEWERS, page=True)],
     "snapshots/<int:snapshot_id>/download": [Case("GET", "/snapshots/{snapshot}/download", VIEWERS, page=True)],
     "snapshots/<int:snapshot_id>/delete": [Case("POST", "/snapshots/{snapshot}/delete", MANAGERS, page=True)],
     "jobs/<int:job_id>/": [Case("GET", "/jobs/{job}/", VIEWERS, page=True)],
@@ -151,6 +152,7 @@ MATRIX: dict[str, list[Case]] = {
         Case("GET", "/api/projects/{project}/snapshots", VIEWERS | {"training"}),
         Case("POST", "/api/projects/{project}/snapshots", MANAGERS | {"training"}, body={"options": "none"}),
     ],
+    "api/snapshots/<int:snapshot_id>": [Case("GET", "/api/snapshots/{snapshot}", VIEWERS | {"training"})],
     "api/projects/<int:pk>/jobs": [
         Case("GET", "/api/projects/{project}/jobs", VIEWERS | {"training"}),
         Case("POST", "/api/projects/{project}/jobs", MANAGERS | {"training"}, body={}),
