@@ -3,7 +3,8 @@
 The rewards endpoint only hands each served batch to one background thread (`monitor_submit`); the
 thread adds the batch to Redis counters in one pipelined round trip (plus one to number episode steps),
 keeps a few frames where the model and the env disagree as served frames, and checks the alarm rule
-(inference/monitor.py) at most once a second per deployment. When the false-success rate held above
+(inference/monitor.py) at most once a second per deployment, and once more by a timer when traffic stops
+before a pending breach or a skipped check was decided. When the false-success rate held above
 the deployment's threshold for its hold period, the alarm is raised once (a DeploymentMonitor row),
 the disagreeing frames of the window join the labeling queue and `alarm_raised` is called.
 """
@@ -44,6 +45,7 @@ _pending = 0
 _lock = threading.Lock()
 _settings_cache: dict[int, tuple[float, monitor.MonitorSettings]] = {}
 _last_check: dict[int, float] = {}
+_recheck_pending: set[int] = set()  # deployments with a timed alarm check waiting
 
 
 @dataclass
@@ -211,8 +213,38 @@ def window_counts(ref: str, *, now: float, window_s: float):
     return monitor.merge(pipe.execute())
 
 
+def _recheck_later(config: DeploymentConfig, delay_s: float) -> None:
+    """Check the alarm again after `delay_s` even if no batch comes: a breach that held its hold period
+    (or a check skipped by CHECK_EVERY_S) must raise the alarm after the traffic stopped too."""
+    with _lock:
+        if config.id in _recheck_pending:
+            return
+        _recheck_pending.add(config.id)
+
+    def fire() -> None:
+        with _lock:
+            _recheck_pending.discard(config.id)
+        _executor.submit(_recheck, config)
+
+    timer = threading.Timer(max(0.0, delay_s), fire)
+    timer.daemon = True
+    timer.start()
+
+
+def _recheck(config: DeploymentConfig) -> None:
+    close_old_connections()
+    try:
+        _check_alarm(config, time.time())
+    except Exception:  # the monitor is best effort
+        log.exception("reward monitor could not check the alarm of %s", config.name)
+    finally:
+        close_old_connections()
+
+
 def _check_alarm(config: DeploymentConfig, now: float) -> None:
-    if now - _last_check.get(config.id, 0.0) < CHECK_EVERY_S:
+    since_last = now - _last_check.get(config.id, 0.0)
+    if since_last < CHECK_EVERY_S:
+        _recheck_later(config, CHECK_EVERY_S - since_last)
         return
     _last_check[config.id] = now
     settings = monitor_settings(config.id)
@@ -226,6 +258,9 @@ def _check_alarm(config: DeploymentConfig, now: float) -> None:
         redis.delete(above_key)
     elif raw is None:
         redis.set(above_key, repr(decision.above_since), nx=True, ex=BUCKET_TTL_S)
+    due = decision.above_since + settings.hold_s if decision.above_since is not None else None
+    if due is not None and due > now and not decision.raise_alarm:
+        _recheck_later(config, due - now + 0.05)  # decided then, whether more batches come or not
     if decision.raise_alarm:
         runs = monitor.runs_of(counts)
         worst = max(runs, key=lambda r: runs[r]["false_success_rate"] or 0.0) if runs else ""

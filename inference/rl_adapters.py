@@ -249,7 +249,8 @@ class DIEngineRewardModel:
     Built like DI-engine's registry builds reward models: `DIEngineRewardModel(config, device, tb_logger)`,
     `config` an EasyDict/dict with `url`, `token`, `deployment` and the options in `config` below. Each
     transition is a dict with `obs` (an image, or a dict holding one under `image_key`), `reward`, `done`
-    and optionally `info` (`success`) and `env_id`. `DIEngineRewardModel(client)` works too.
+    and optionally `info` (`success`) and `env_id`. `DIEngineRewardModel(client)` works too. Its token
+    needs the project and the scopes `rewards` (estimate), `ingest` (collect), `labels` and `training` (train).
     """
 
     config = dict(

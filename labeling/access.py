@@ -20,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import rules
+from django.contrib.auth import get_user_model
 from django.db.models import Q
 from rest_framework import exceptions
 
@@ -89,8 +90,9 @@ def is_site_admin(actor) -> bool:
 
 
 def project_role_rank(actor, project_id: int) -> int:
-    """0 when the person is no member of the project, else the rank of the role."""
-    if is_agent(actor) or not getattr(actor, "is_authenticated", False):
+    """0 when the person is no member of the project, else the rank of the role. Only users have roles:
+    agents, anonymous and trusted-network callers (inference.auth.TrustedClient) rank 0."""
+    if not isinstance(actor, get_user_model()) or not actor.is_authenticated:
         return 0
     cache = actor.__dict__.setdefault("_rs_roles", {})
     if project_id not in cache:

@@ -15,10 +15,10 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
 
 @pytest.fixture
-def token(db):
+def token(project):
     from labeling.services import agent_create
 
-    return agent_create(name="rl-metrics", kind="rl_worker")[1]
+    return agent_create(name="rl-metrics", kind="rl_worker", projects=[project])[1]
 
 
 def scrape(url: str) -> dict[tuple[str, frozenset], float]:

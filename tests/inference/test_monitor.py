@@ -114,3 +114,28 @@ def test_served_batches_feed_counters_frames_and_raise_the_alarm_once(project, s
 
     alarm_acknowledge(deployment=deployment)
     assert not DeploymentMonitor.objects.get(deployment=deployment).alarm_active
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_breach_raises_the_alarm_after_its_hold_period_even_when_traffic_stops(project):
+    """The rollout may end before the hold period: a timed check still decides (no batch after the breach)."""
+    from inference.broker import dump_npy
+    from inference.models import DeploymentMonitor
+    from inference.monitor_store import ServedBatch, monitor_flush, monitor_submit
+    from inference.serving import deployment_config
+
+    from .conftest import deploy, make_trained_model, random_images
+
+    deployment = deploy(make_trained_model(project))
+    DeploymentMonitor.objects.create(deployment=deployment, hold_s=1.0, min_items=4, false_success_threshold=0.3)
+    config, payload, now = deployment_config(deployment.name), dump_npy(random_images(4)), time.time()
+    for t in range(3):  # all within the hold period, then silence
+        batch = ServedBatch(config, payload, [0.9] * 4, [False] * 4, ["e1"] * 4, "a1", now + 0.1 * t)
+        monitor_submit(batch)
+    monitor_flush()
+    assert not DeploymentMonitor.objects.get(deployment=deployment).alarm_active
+    deadline = time.monotonic() + 5.0
+    while not DeploymentMonitor.objects.get(deployment=deployment).alarm_active and time.monotonic() < deadline:
+        time.sleep(0.1)
+    row = DeploymentMonitor.objects.get(deployment=deployment)
+    assert row.alarm_active and row.alarm_rate == pytest.approx(1.0) and row.alarm_run == "a1"

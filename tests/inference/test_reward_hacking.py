@@ -57,7 +57,7 @@ def test_a_hovering_policy_raises_the_alarm_and_an_honest_run_stays_quiet(
     from robot_agent.hacking import HoverPolicy, RestPolicy, lifted_frames, rl_rollout
     from robot_agent.maniskill_robot import ManiSkillRobot
 
-    token = agent_create(name="rl-run", kind="rl_worker")[1]
+    token = agent_create(name="rl-run", kind="rl_worker", projects=[project])[1]
     robot = ManiSkillRobot(width=SIZE, height=SIZE, max_episode_steps=500)
     robot.connect()
     try:

@@ -23,10 +23,13 @@ TINY = {"hidden_dim": 16, "image_size": [3, 32, 32], "epochs": 1, "batch_size": 
 
 
 @pytest.fixture
-def rl_token(db):
+def rl_token(project):
+    """A token on the project with what the adapters need: rewards, and for DI-engine's loop also uploading
+    episodes, generating proposals (labels) and training (snapshot, job, switching the deployment's model)."""
     from labeling.services import agent_create
 
-    return agent_create(name="rl-adapters", kind="rl_worker")[1]
+    scopes = ["rewards", "ingest", "labels", "training"]
+    return agent_create(name="rl-adapters", kind="rl_worker", scopes=scopes, projects=[project])[1]
 
 
 def scene(success: bool, rng) -> np.ndarray:

@@ -35,10 +35,10 @@ def png_url(array: np.ndarray) -> str:
 
 
 @pytest.fixture
-def token(db):
+def token(project):
     from labeling.services import agent_create
 
-    return agent_create(name="rl-layout", kind="rl_worker")[1]
+    return agent_create(name="rl-layout", kind="rl_worker", projects=[project])[1]
 
 
 def register(project, layout: str | None):
