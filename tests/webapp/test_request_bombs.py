@@ -88,8 +88,8 @@ def test_bombs_get_a_4xx_in_bounded_memory_while_the_app_answers(server, project
     from labeling.services import agent_create
 
     url, pid = server
-    token = agent_create(name="bomber", kind="rl_worker")[1]
     deployment = deploy(make_trained_model(project, seed=71))
+    token = agent_create(name="bomber", kind="rl_worker", deployments=[deployment])[1]  # rewards scope, this one
     django_user_model.objects.create_superuser("boss", "boss@example.com", "pw-boss-123")
     people = _login(url, "boss", "pw-boss-123")
     agent = {"Authorization": f"Bearer {token}"}
