@@ -3,7 +3,7 @@ from django.contrib import admin
 from django.utils.html import format_html
 
 from . import services
-from .models import Deployment, ServedFrame
+from .models import Deployment, DeploymentMonitor, ServedFrame
 
 
 class DeploymentForm(forms.ModelForm):
@@ -104,3 +104,16 @@ class ServedFrameAdmin(admin.ModelAdmin):
     @admin.display(description="frame")
     def thumbnail(self, obj):
         return format_html('<img src="{}" style="height:48px">', obj.image.url) if obj.image else ""
+
+
+@admin.register(DeploymentMonitor)
+class DeploymentMonitorAdmin(admin.ModelAdmin):
+    """Reward-hacking monitor settings; the alarm state is the monitor's own."""
+
+    list_display = ["deployment", "enabled", "false_success_threshold", "hold_s", "alarm_since", "alarm_rate"]
+    list_filter = ["enabled"]
+    search_fields = ["deployment__name", "alarm_run"]
+    readonly_fields = ["deployment", "alarm_since", "alarm_rate", "alarm_run", "updated_at"]
+
+    def has_add_permission(self, request):
+        return False  # one row per deployment, made on first use

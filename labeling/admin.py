@@ -2,7 +2,19 @@ from django import forms
 from django.contrib import admin, messages
 
 from . import services
-from .models import Agent, AgentScope, Episode, Frame, FrameLabel, LabelChange, Membership, Project, Step, WindowLabel
+from .models import (
+    Agent,
+    AgentScope,
+    Episode,
+    Frame,
+    FrameLabel,
+    ImportJob,
+    LabelChange,
+    Membership,
+    Project,
+    Step,
+    WindowLabel,
+)
 
 
 class MembershipInline(admin.TabularInline):
@@ -139,3 +151,23 @@ class LabelChangeAdmin(admin.ModelAdmin):
     list_filter = ["project", "kind", "action", "source"]
     search_fields = ["episode__uuid", "author__username"]
     raw_id_fields = ["episode"]
+
+
+@admin.register(ImportJob)
+class ImportJobAdmin(admin.ModelAdmin):
+    """Read-only: jobs are made by the import page and advanced by the worker."""
+
+    list_display = ["id", "project", "status", "progress", "created_by", "created_at", "finished_at"]
+    list_filter = ["status", "project"]
+    search_fields = ["project__name", "created_by__username", "error"]
+    readonly_fields = [f.name for f in ImportJob._meta.fields]
+
+    @admin.display(description="Progress")
+    def progress(self, obj) -> str:
+        return f"{obj.done}/{obj.total} ({obj.percent}%)"
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False

@@ -6,7 +6,7 @@ from django.contrib import admin, messages
 from django.utils.html import format_html
 
 from . import services
-from .models import DatasetSnapshot, JobMetric, TrainedModel, TrainingJob
+from .models import DatasetSnapshot, JobMetric, LabelQueueItem, RetrainPolicy, TrainedModel, TrainingJob
 
 
 class NoAddMixin:
@@ -124,3 +124,24 @@ class TrainedModelAdmin(NoAddMixin, admin.ModelAdmin):
 class JobMetricAdmin(NoAddMixin, admin.ModelAdmin):
     list_display = ["job", "kind", "step", "epoch", "values", "at"]
     list_filter = ["kind"]
+
+
+@admin.register(LabelQueueItem)
+class LabelQueueItemAdmin(NoAddMixin, admin.ModelAdmin):
+    """Read-only: the queue is recomputed after training and on demand (training/active_queue.py)."""
+
+    list_display = ["project", "rank", "step", "score", "probability", "model", "created_at"]
+    list_filter = ["project"]
+    search_fields = ["project__name", "step__episode__uuid"]
+    readonly_fields = [f.name for f in LabelQueueItem._meta.fields]
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(RetrainPolicy)
+class RetrainPolicyAdmin(NoAddMixin, admin.ModelAdmin):
+    list_display = ["project", "retrain_after_labels", "redeploy", "labels_at_last_job", "last_job", "updated_at"]
+    search_fields = ["project__name", "redeploy"]
+    raw_id_fields = ["eval_snapshot"]
+    readonly_fields = ["project", "labels_at_last_job", "last_job", "last_comparison", "updated_at"]

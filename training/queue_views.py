@@ -25,12 +25,22 @@ class RetrainPolicyForm(forms.ModelForm):
             "redeploy": "Redeploy this deployment when the new model is better",
         }
 
+    def __init__(self, *args, user=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.user = user
+
     def clean_redeploy(self):
+        """Only a deployment of this project that the person may change: the loop switches its model."""
         from inference.models import Deployment
 
         name = self.cleaned_data["redeploy"].strip()
-        if name and not Deployment.objects.filter(name=name).exists():
-            raise forms.ValidationError(f"no deployment named {name!r}")
+        if not name:
+            return name
+        deployment = Deployment.objects.filter(name=name, project_id=self.instance.project_id).first()
+        if deployment is None:
+            raise forms.ValidationError(f"this project has no deployment named {name!r}")
+        if not access.can(self.user, access.DEPLOY, deployment):
+            raise forms.ValidationError(access.refusal(self.user, access.DEPLOY))
         return name
 
 
@@ -51,10 +61,10 @@ def label_queue(request, pk: int):
     access.require_page(request, access.VIEW, project)
     items = [(item, label_url(item)) for item in label_queue_items(project=project, limit=100)]
     policy = RetrainPolicy.objects.filter(project=project).first() or RetrainPolicy(project=project)
-    form = RetrainPolicyForm(instance=policy)
+    form = RetrainPolicyForm(instance=policy, user=request.user)
     if request.method == "POST":
         access.require_page(request, access.MANAGE, project)  # it queues training and may redeploy
-        form = RetrainPolicyForm(request.POST, instance=policy)
+        form = RetrainPolicyForm(request.POST, instance=policy, user=request.user)
         if form.is_valid():
             form.save()
             messages.success(request, "Train-to-target settings saved.")

@@ -64,7 +64,11 @@ def redeploy_check(*, policy: RetrainPolicy, new_model: TrainedModel) -> dict:
     from inference.models import Deployment
     from inference.services import deployment_update
 
-    deployment = Deployment.objects.select_related("trained_model").filter(name=policy.redeploy).first()
+    deployment = (  # only the project's own deployments, whatever a stored policy names
+        Deployment.objects.select_related("trained_model")
+        .filter(name=policy.redeploy, project_id=policy.project_id)
+        .first()
+    )
     if deployment is None or policy.eval_snapshot is None or deployment.trained_model_id == new_model.pk:
         return {}
     old = deployment.trained_model

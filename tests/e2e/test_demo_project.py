@@ -12,7 +12,7 @@ import pytest
 from PIL import Image
 
 from labeling.demo_pickcube import DEMO_PROJECT, seed_demo_project
-from labeling.models import FrameLabel, WindowLabel
+from labeling.models import FrameLabel, Membership, WindowLabel
 from tests.conftest import login
 
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
@@ -24,6 +24,7 @@ os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 def test_demo_project_shows_real_pickcube_frames(browser, live_server_url, user):
     out = io.StringIO()
     project = seed_demo_project(episodes=3, size=64, stdout=out)  # the run command's seeding, fewer episodes
+    Membership.objects.create(project=project, user=user, role=Membership.Role.ANNOTATOR)  # people see their projects
     assert project.name == DEMO_PROJECT, out.getvalue()  # not the placeholder: the simulator ran (or was cached)
     episodes = list(project.episodes.order_by("metadata__seed"))
     assert [e.env_id for e in episodes] == ["PickCube-v1"] * 3

@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from labeling.models import FrameLabel
+from labeling.models import FrameLabel, Membership
 from tests.conftest import login
 from tests.inference.conftest import make_trained_model
 from tests.training.conftest import seed_episodes
@@ -30,7 +30,8 @@ def test_label_from_the_queue_with_the_keyboard_and_see_the_ranking_update(
 ):
     from training.label_queue import label_queue_items, label_queue_recompute
 
-    django_user_model.objects.create_user("queuer", password=PASSWORD)
+    queuer = django_user_model.objects.create_user("queuer", password=PASSWORD)
+    Membership.objects.create(project=project, user=queuer, role=Membership.Role.ANNOTATOR)  # labels, sees queue
     episodes = seed_episodes(project, episodes=2, steps=5, windows=False)
     FrameLabel.objects.filter(episode__in=episodes).delete()
     make_trained_model(project, seed=1)

@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from labeling.models import FrameLabel
+from labeling.models import FrameLabel, Membership
 from tests.conftest import login
 from tests.labeling.factories import episode_with_frames
 
@@ -37,8 +37,9 @@ def _stored(episode) -> dict[int, str]:
 def test_two_people_on_one_episode_are_told_of_each_others_edits(
     browser, live_server_url, project, user, django_user_model, screenshot_dir
 ):
-    # with project membership (access branch), bob must be an annotator of the project, like alice
-    django_user_model.objects.create_user("bob", password="pw-bob-123")
+    # people see only their projects; bob overwrites alice's label, which needs the reviewer role
+    bob_user = django_user_model.objects.create_user("bob", password="pw-bob-123")
+    Membership.objects.create(project=project, user=bob_user, role=Membership.Role.REVIEWER)
     episode = episode_with_frames(project=project, num_steps=8, size=16)
     alice, alice_errors = _open(browser, live_server_url, "alice", "pw-alice-123", episode)
     bob, bob_errors = _open(browser, live_server_url, "bob", "pw-bob-123", episode)

@@ -10,7 +10,7 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
 from labeling.import_jobs import memory_limit
-from labeling.models import Episode, ImportJob
+from labeling.models import Episode, ImportJob, Membership
 from tests.labeling import pickle_bombs
 from tests.labeling.import_builders import rlinf_episode
 
@@ -28,7 +28,9 @@ def test_memory_limit_turns_a_huge_allocation_into_memory_error_and_is_restored(
 def test_upload_is_imported_by_a_worker_while_the_page_shows_progress(
     client, django_user_model, project, celery_worker_process
 ):
-    client.force_login(django_user_model.objects.create_user("importer", password="pw-importer-1"))
+    importer = django_user_model.objects.create_user("importer", password="pw-importer-1")
+    Membership.objects.create(project=project, user=importer, role=Membership.Role.MANAGER)  # imports need it
+    client.force_login(importer)
     files = [
         SimpleUploadedFile("rank_0_env_0_episode_5_success.pkl", pickle.dumps(rlinf_episode(num_actions=2))),
         SimpleUploadedFile("rank_0_env_0_episode_6_success.pkl", pickle_bombs.bytearray_bomb()),

@@ -7,16 +7,18 @@ from __future__ import annotations
 import pytest
 from django.test import Client
 
-from labeling.models import FrameLabel, WindowLabel
+from labeling.models import FrameLabel, Membership, WindowLabel
 from tests.labeling.factories import episode_with_frames
 
 
 @pytest.fixture
-def two_people(django_user_model):
-    """Superusers for now; with project membership, make both annotators of the project."""
+def two_people(project, user, django_user_model):
+    """alice (the project's manager, from the `project` fixture) and bob, a reviewer of the project (an
+    annotator may not change other people's labels at all: labeling.access.require_may_change_labels)."""
+    bob = django_user_model.objects.create_user("bob", "bob@example.org", "pw-bob-123")
+    Membership.objects.create(project=project, user=bob, role=Membership.Role.REVIEWER)
     people = []
-    for name in ("alice", "bob"):
-        person = django_user_model.objects.create_superuser(name, f"{name}@example.org", f"pw-{name}-123")
+    for person in (user, bob):
         client = Client()
         client.force_login(person)
         people.append(client)

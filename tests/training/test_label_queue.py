@@ -117,3 +117,23 @@ def test_retrain_after_n_labels_and_redeploy_only_a_better_model(project):
     deployment.refresh_from_db()
     policy.refresh_from_db()
     assert deployment.trained_model_id == better.pk and not policy.last_comparison["redeployed"]
+
+
+@pytest.mark.django_db
+def test_the_retrain_policy_may_only_redeploy_the_projects_own_deployments(project, user_client, member_client):
+    from inference.services import deployment_create
+    from labeling.models import Project
+    from tests.inference.conftest import make_trained_model
+    from training.models import RetrainPolicy
+
+    other = Project.objects.create(name="Someone else's", task_description="Stack.")  # alice is not a member
+    theirs = deployment_create(name="their-target", trained_model=make_trained_model(other, seed=4))
+    ours = deployment_create(name="our-target", trained_model=make_trained_model(project, seed=5))
+    url = f"/projects/{project.pk}/label-queue"
+
+    refused = user_client.post(url, {"retrain_after_labels": 5, "redeploy": theirs.name})
+    assert refused.status_code == 200 and "this project has no deployment named" in refused.content.decode()
+    assert not RetrainPolicy.objects.exists()
+    assert member_client(project, "reviewer").post(url, {"retrain_after_labels": 5}).status_code == 403
+    assert user_client.post(url, {"retrain_after_labels": 5, "redeploy": ours.name}).status_code == 302
+    assert RetrainPolicy.objects.get(project=project).redeploy == ours.name

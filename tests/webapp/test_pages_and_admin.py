@@ -45,7 +45,7 @@ def test_every_model_is_in_the_admin_and_its_pages_load(client, admin_user, proj
     from django.apps import apps
 
     client.force_login(admin_user)
-    for app_label in ("labeling", "training", "inference"):
+    for app_label in ("labeling", "training", "inference", "webhooks"):
         for model in apps.get_app_config(app_label).get_models():
             assert model in admin.site._registry, f"{model.__name__} is not registered in the admin"
             opts = model._meta

@@ -88,8 +88,14 @@ def test_bombs_get_a_4xx_in_bounded_memory_while_the_app_answers(server, project
     from labeling.services import agent_create
 
     url, pid = server
-    token = agent_create(name="bomber", kind="rl_worker")[1]
     deployment = deploy(make_trained_model(project, seed=71))
+    # chat needs a VLM deployment (a ResNet one gets a cheap 400 before any image is read); no worker loads
+    # it here, so its checkpoint is never opened: the bomb must be refused before that
+    vlm = make_trained_model(project, seed=72)
+    vlm.kind, vlm.name = "vlm", "tiny-vlm"
+    vlm.save()
+    chat_deployment = deploy(vlm)
+    token = agent_create(name="bomber", kind="rl_worker", deployments=[deployment, chat_deployment])[1]
     django_user_model.objects.create_superuser("boss", "boss@example.com", "pw-boss-123")
     people = _login(url, "boss", "pw-boss-123")
     agent = {"Authorization": f"Bearer {token}"}
@@ -125,7 +131,7 @@ def test_bombs_get_a_4xx_in_bounded_memory_while_the_app_answers(server, project
         ),
         "chat": lambda: requests.post(
             f"{url}/v1/chat/completions",
-            json={"model": deployment.name, "messages": [{"role": "user", "content": chat_parts}]},
+            json={"model": chat_deployment.name, "messages": [{"role": "user", "content": chat_parts}]},
             headers=agent,
             timeout=120,
         ),
@@ -145,7 +151,8 @@ def test_bombs_get_a_4xx_in_bounded_memory_while_the_app_answers(server, project
     slowest = 0.0
     while thrower.is_alive():
         start = time.monotonic()
-        assert requests.get(f"{url}/healthz", timeout=30).status_code == 200
+        health = requests.get(f"{url}/healthz", timeout=30)  # 503 here: a deployment, no inference worker
+        assert health.json()["database"]["ok"] and health.json()["redis"]["ok"], health.text
         slowest = max(slowest, time.monotonic() - start)
         time.sleep(0.2)
     thrower.join()
