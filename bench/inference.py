@@ -87,7 +87,8 @@ def setup(size: int, max_wait_ms: float):
     deployment = deployment_create(
         name=f"bench-{uuid.uuid4().hex[:8]}", trained_model=model, max_batch_size=64, max_wait_ms=max_wait_ms
     )
-    agent, token = agent_create(name=f"bench-rl-{uuid.uuid4().hex[:6]}", kind="rl_worker")
+    # an RL worker's token: rewards on this project, as `create_agent --kind rl_worker --project` makes it
+    agent, token = agent_create(name=f"bench-rl-{uuid.uuid4().hex[:6]}", kind="rl_worker", projects=[project])
     return project, model, deployment, agent, token, default_storage.path(folder)
 
 

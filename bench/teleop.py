@@ -58,7 +58,7 @@ def setup():
     from django.test import Client
 
     from inference.services import deployment_create
-    from labeling.models import Project
+    from labeling.models import Membership, Project
     from labeling.services import agent_create
     from training.models import TrainedModel
     from training.resnet.checkpoint import save_checkpoint
@@ -78,8 +78,10 @@ def setup():
         )
         deployment = deployment_create(name=f"bench-teleop-{size}-{uuid.uuid4().hex[:6]}", trained_model=model)
         deployments[size] = (deployment.name, default_storage.path(folder))
-    _, token = agent_create(name=f"bench-teleop-{uuid.uuid4().hex[:6]}")
+    # a robot's token streams teleop to this project; the viewer is a member of it
+    _, token = agent_create(name=f"bench-teleop-{uuid.uuid4().hex[:6]}", kind="robot", projects=[project])
     user = get_user_model().objects.create_user(f"bench-{uuid.uuid4().hex[:6]}", password="x-bench-pw-1")
+    Membership.objects.create(project=project, user=user, role=Membership.Role.ANNOTATOR)
     client = Client()
     client.force_login(user)
     return project, deployments, token, client.cookies["sessionid"].value
