@@ -78,25 +78,20 @@ class RateLimiter:
 
     def hit(self, item: RateLimitItem | None, key: str) -> Verdict:
         """Count one request against `key`; whether it may go on."""
-        if item is None:
-            return ALLOWED
-        try:
-            if self.strategy.hit(item, key):
-                return ALLOWED
-            return Verdict(False, _retry_after(self.strategy.get_window_stats(item, key).reset_time), str(item))
-        except Exception as exc:  # Redis down: fail open, the request's own Redis use answers 503
-            log.warning("rate limit not checked (Redis unavailable: %s)", exc)
-            return ALLOWED
+        return self._verdict(item, key, count=True)
 
     def check(self, item: RateLimitItem | None, key: str) -> Verdict:
         """Whether `key` is over the limit now, without counting a request."""
+        return self._verdict(item, key, count=False)
+
+    def _verdict(self, item: RateLimitItem | None, key: str, *, count: bool) -> Verdict:
         if item is None:
             return ALLOWED
         try:
-            if self.strategy.test(item, key):
+            if (self.strategy.hit if count else self.strategy.test)(item, key):
                 return ALLOWED
             return Verdict(False, _retry_after(self.strategy.get_window_stats(item, key).reset_time), str(item))
-        except Exception as exc:
+        except Exception as exc:  # Redis down: fail open, the request's own Redis use answers 503
             log.warning("rate limit not checked (Redis unavailable: %s)", exc)
             return ALLOWED
 
@@ -114,22 +109,16 @@ class AsyncRateLimiter:
         self.strategy = AsyncSlidingWindow(self.storage)
 
     async def hit(self, item: RateLimitItem | None, key: str) -> Verdict:
-        if item is None:
-            return ALLOWED
-        try:
-            if await self.strategy.hit(item, key):
-                return ALLOWED
-            stats = await self.strategy.get_window_stats(item, key)
-            return Verdict(False, _retry_after(stats.reset_time), str(item))
-        except Exception as exc:
-            log.warning("rate limit not checked (Redis unavailable: %s)", exc)
-            return ALLOWED
+        return await self._verdict(item, key, count=True)
 
     async def check(self, item: RateLimitItem | None, key: str) -> Verdict:
+        return await self._verdict(item, key, count=False)
+
+    async def _verdict(self, item: RateLimitItem | None, key: str, *, count: bool) -> Verdict:
         if item is None:
             return ALLOWED
         try:
-            if await self.strategy.test(item, key):
+            if await (self.strategy.hit if count else self.strategy.test)(item, key):
                 return ALLOWED
             stats = await self.strategy.get_window_stats(item, key)
             return Verdict(False, _retry_after(stats.reset_time), str(item))
