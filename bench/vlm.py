@@ -65,7 +65,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     from inference.broker import BrokerClient, dump_npy, queue_key, redis_from_url
     from inference.scorers import ModelSpec, load_scorer
-    from inference.vlm_wire import WindowRequest, pack_windows
+    from inference.vlm.wire import WindowRequest, pack_windows
     from inference.worker import InferenceWorker
     from training.vlm.fixture import build_tiny_qwen3_vl
     from training.vlm.prompt import prompt_render

@@ -17,7 +17,7 @@ import time
 from channels.db import database_sync_to_async
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import exceptions
-from rest_framework.authentication import SessionAuthentication
+from rest_framework.authentication import BaseAuthentication, SessionAuthentication
 
 from labeling.auth import AgentTokenAuthentication, agent_for_token
 from labeling.tokens import hash_token, token_from_header
@@ -101,7 +101,7 @@ class TrustedClient:
         return f"trusted network client {self.address}"
 
 
-class TrustedNetworkAuthentication:
+class TrustedNetworkAuthentication(BaseAuthentication):
     """DRF authentication for requests WITHOUT an Authorization header from `settings.TRUSTED_CIDRS`.
 
     Put it after the token authentication: a request that carries a token is judged by its token."""
@@ -137,5 +137,9 @@ class TrustedNetworkScheme(OpenApiAuthenticationExtension):
 
 # The deployments' reward, chat and health endpoints: a token, else a trusted network, else a session. The
 # hot rewards endpoint caches tokens (REWARDS_AUTHENTICATION).
-DEPLOYMENT_AUTHENTICATION = [AgentTokenAuthentication, TrustedNetworkAuthentication, SessionAuthentication]
+DEPLOYMENT_AUTHENTICATION: list[type[BaseAuthentication]] = [
+    AgentTokenAuthentication,
+    TrustedNetworkAuthentication,
+    SessionAuthentication,
+]
 REWARDS_AUTHENTICATION = [CachedAgentTokenAuthentication, TrustedNetworkAuthentication, SessionAuthentication]

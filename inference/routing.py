@@ -1,10 +1,5 @@
-"""WebSocket routes of the inference app. Features (teleop, VLM) add their own routing modules."""
+"""WebSocket routes of the inference app (collected by webapp/routing.py): live teleop's."""
 
-import importlib
-import importlib.util
+from .teleop import routing as teleop_routing
 
-websocket_urlpatterns: list = []
-
-for _module in ("inference.teleop_routing", "inference.vlm_routing"):
-    if importlib.util.find_spec(_module) is not None:
-        websocket_urlpatterns.extend(importlib.import_module(_module).websocket_urlpatterns)
+websocket_urlpatterns = [*teleop_routing.websocket_urlpatterns]

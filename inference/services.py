@@ -20,8 +20,7 @@ from training.models import TrainedModel
 from webhooks import events
 from webhooks.services import webhook_emit_safely
 
-from .models import Deployment, ServedFrame
-from .models.deployment import new_version
+from .models import Deployment, ServedFrame, new_version
 from .rewards import RewardSettings, RewardSettingsError
 from .serving import forget_deployment
 

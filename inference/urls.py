@@ -1,6 +1,5 @@
-"""Inference URLs: the deployments API, the rewards endpoint and the served-frames gallery."""
-
-import importlib.util
+"""Inference URLs: the deployments API, the rewards endpoint and the served-frames gallery, then the
+inference rooms' own URL modules (teleop, VLM, reward-hacking monitor)."""
 
 from django.urls import include, path
 
@@ -14,9 +13,7 @@ urlpatterns = [
     path("deployments/", pages.deployment_list, name="deployments"),
     path("deployments/<slug:name>/gallery", pages.gallery, name="deployment-gallery"),
     path("deployments/<slug:name>/gallery/<int:frame_id>/label", pages.gallery_label, name="deployment-gallery-label"),
+    path("", include("inference.teleop.urls")),
+    path("", include("inference.vlm.urls")),
+    path("", include("inference.monitor_urls")),
 ]
-
-# Other inference features (teleop, VLM) add their own URL modules without editing this one.
-for _module in ("inference.teleop_urls", "inference.vlm_urls", "inference.monitor_urls"):
-    if importlib.util.find_spec(_module) is not None:
-        urlpatterns.append(path("", include(_module)))

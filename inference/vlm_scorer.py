@@ -23,7 +23,7 @@ from training.vlm.prompt import prompt_render
 from training.vlm.scoring import ScoreItem, TrendScorer
 
 from .scorers import ModelSpec, register
-from .vlm_wire import WireError, is_packed, unpack_window
+from .vlm.wire import WireError, is_packed, unpack_window
 
 
 def result_for(probabilities: np.ndarray, text: str | None = None, usage: tuple[int, int] = (0, 0)) -> dict:

@@ -1,20 +1,13 @@
-"""WebSocket URL patterns, collected from each app's `routing.websocket_urlpatterns`."""
+"""WebSocket URL patterns: each app's `routing.websocket_urlpatterns`, listed explicitly."""
 
 from __future__ import annotations
 
-from importlib import import_module
-
-APPS_WITH_WEBSOCKETS = ["training", "inference"]
+from django.urls import URLPattern
 
 
-def websocket_urlpatterns() -> list:
-    patterns: list = []
-    for app in APPS_WITH_WEBSOCKETS:
-        try:
-            module = import_module(f"{app}.routing")
-        except ModuleNotFoundError as exc:
-            if exc.name != f"{app}.routing":
-                raise
-            continue
-        patterns.extend(module.websocket_urlpatterns)
-    return patterns
+def websocket_urlpatterns() -> list[URLPattern]:
+    """Imported when called: the ASGI module builds its router only after Django is set up."""
+    from inference import routing as inference_routing
+    from training import routing as training_routing
+
+    return [*training_routing.websocket_urlpatterns, *inference_routing.websocket_urlpatterns]

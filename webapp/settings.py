@@ -35,6 +35,7 @@ INSTALLED_APPS = [
     "labeling",
     "training",
     "inference",
+    "inference.teleop",
     "axes",
     "webhooks",
 ]

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from inference.models import TeleopSession
+from inference.teleop.models import TeleopSession
 from labeling.models import Episode
 from tests.conftest import ROOT, login
 from tests.inference.conftest import deploy, inference_worker_process, make_trained_model  # noqa: F401

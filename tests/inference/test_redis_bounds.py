@@ -33,7 +33,7 @@ from inference.broker import (
     redis_from_url,
 )
 from inference.limits import AsyncRateLimiter, RateLimiter, rate_item
-from inference.vlm_serving import StreamStep, TooManyStreams, streams_admit
+from inference.vlm.serving import StreamStep, TooManyStreams, streams_admit
 from inference.worker import InferenceWorker
 
 URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/5")

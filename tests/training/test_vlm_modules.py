@@ -353,7 +353,7 @@ def test_a_window_pickle_that_runs_code_is_refused(tmp_path):
 
 
 def test_packed_windows_round_trip_and_batch_by_size():
-    from inference.vlm_wire import BUCKET, WindowRequest, is_packed, pack_windows, unpack_window
+    from inference.vlm.wire import BUCKET, WindowRequest, is_packed, pack_windows, unpack_window
 
     small = WindowRequest(coloured_window("positive").images(), "p", generate=True, max_new_tokens=4)
     other = WindowRequest(coloured_window("negative", size=48).images(), None)
@@ -368,7 +368,7 @@ def test_packed_windows_round_trip_and_batch_by_size():
 
 def test_vlm_scorer_scores_packed_windows_and_live_frames(vlm_fixture_dir, tiny):
     from inference.scorers import ModelSpec, load_scorer
-    from inference.vlm_wire import WindowRequest, pack_windows
+    from inference.vlm.wire import WindowRequest, pack_windows
     from training.vlm.scoring import ScoreItem, TrendScorer
 
     scorer = load_scorer(ModelSpec(kind="vlm", folder=vlm_fixture_dir))

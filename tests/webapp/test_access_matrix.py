@@ -294,7 +294,8 @@ def _empty_evaluation() -> dict:
 
 
 def build_world(django_user_model) -> dict:
-    from inference.models import Deployment, ServedFrame, TeleopSession
+    from inference.models import Deployment, ServedFrame
+    from inference.teleop.models import TeleopSession
     from labeling.access import ALL_SCOPES
     from labeling.images import check_image
     from labeling.models import ImportJob, Membership, Project

@@ -1,5 +1,6 @@
-"""Deployments of trained reward models (owned by the inference server work).
+"""Inference models: deployments (served reward models), the frames they served and their monitors.
 
+Deployments of trained reward models:
 A Deployment serves one trained model under a name with the reward settings an RL run needs
 (shared/reference/formats.md section 5). Inference workers load the model; the web process reads the
 settings and turns probabilities into rewards. `version` grows whenever the served checkpoint changes,
@@ -14,7 +15,7 @@ from django.db import models
 
 from labeling.models import Episode, Project
 
-__all__ = ["Deployment", "ServedFrame"]
+__all__ = ["Deployment", "DeploymentMonitor", "ServedFrame"]
 
 
 def new_version() -> int:
@@ -126,3 +127,27 @@ class ServedFrame(models.Model):
     @property
     def disagrees(self) -> bool:
         return self.env_success is not None and self.env_success != self.success
+
+
+class DeploymentMonitor(models.Model):
+    """Reward-hacking monitor settings and alarm state, one row per deployment (made on first use)."""
+
+    deployment = models.OneToOneField(Deployment, on_delete=models.CASCADE, related_name="monitor")
+    enabled = models.BooleanField(default=True, help_text="Raise alarms (the counters are kept either way).")
+    false_success_threshold = models.FloatField(
+        default=0.3, help_text="Alarm when the false-success rate (model success, env fail) stays above this."
+    )
+    hold_s = models.FloatField(default=600.0, help_text="...for this many seconds.")
+    window_s = models.FloatField(default=60.0, help_text="Seconds of served frames each rate is computed over.")
+    min_items = models.PositiveIntegerField(default=20, help_text="Env-flagged frames a window needs to count.")
+    alarm_since = models.DateTimeField(null=True, blank=True, help_text="When the current alarm was raised.")
+    alarm_rate = models.FloatField(null=True, blank=True, help_text="False-success rate when it was raised.")
+    alarm_run = models.CharField(max_length=100, blank=True, help_text="The RL run whose frames raised it.")
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"monitor of {self.deployment}"
+
+    @property
+    def alarm_active(self) -> bool:
+        return self.alarm_since is not None

@@ -15,7 +15,7 @@ from PIL import Image
 from training.vlm.labels import LABELS
 from training.vlm.parse import label_parse
 
-from .conftest import deploy
+from ..conftest import deploy
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
@@ -313,7 +313,7 @@ def test_live_frames_score_as_progress_probability_for_the_dashboard(
     do not mix, whichever worker takes a step."""
     from asgiref.sync import async_to_sync
 
-    from inference.teleop_inference import score_frame
+    from inference.teleop.scoring import score_frame
 
     deployment = deploy(vlm_model, threshold=0.4)
     steps = frames(2, 33)

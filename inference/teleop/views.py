@@ -9,9 +9,11 @@ from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.generics import ListAPIView
 
+from inference.models import Deployment
 from labeling import access
+from labeling.models import Agent
 
-from .models import Deployment, TeleopSession
+from .models import TeleopSession
 
 _PLACEHOLDER = "00000000-0000-0000-0000-000000000000"
 
@@ -38,7 +40,7 @@ def teleop_sessions(request):
     template = label_url_template()
     for session in sessions:
         session.episode_links = [(e, template.replace("{uuid}", str(e.uuid))) for e in session.episodes.all()]
-    return render(request, "inference/teleop_sessions.html", {"sessions": sessions})
+    return render(request, "teleop/sessions.html", {"sessions": sessions})
 
 
 @login_required
@@ -54,7 +56,7 @@ def teleop_dashboard(request, session_id: int):
         "labelUrl": label_url_template(),
         "hz": session.hz,
     }
-    return render(request, "inference/teleop_dashboard.html", {"session": session, "page_data": data})
+    return render(request, "teleop/dashboard.html", {"session": session, "page_data": data})
 
 
 class TeleopSessionOut(serializers.ModelSerializer):
@@ -94,7 +96,7 @@ class TeleopSessionList(ListAPIView):
     serializer_class = TeleopSessionOut
 
     def get_queryset(self):
-        if access.is_agent(self.request.user):
+        if isinstance(self.request.user, Agent):
             access.require_scope(self.request.user, access.TELEOP)
         queryset = _sessions(self.request.user)
         live = self.request.query_params.get("live")

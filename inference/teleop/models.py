@@ -1,4 +1,4 @@
-"""Teleoperation sessions (owned by the teleop work).
+"""Teleoperation sessions.
 
 A session is one connection lifetime of a robot agent streaming to the server (resumed across
 reconnects). Its steps are recorded as ordinary episodes, so a past session opens in the labeling page.
@@ -34,8 +34,9 @@ class TeleopSession(models.Model):
     episodes = models.ManyToManyField(Episode, blank=True, related_name="teleop_sessions")
 
     class Meta:
+        db_table = "inference_teleopsession"  # made by the inference app's migrations before teleop had its own app
         ordering = ["-started_at"]
-        indexes = [models.Index(fields=["is_live", "-started_at"])]
+        indexes = [models.Index(fields=["is_live", "-started_at"], name="inference_t_is_live_bbf625_idx")]
 
     def __str__(self) -> str:
         return f"teleop #{self.pk} {self.agent} / {self.project}"
@@ -43,6 +44,3 @@ class TeleopSession(models.Model):
     @property
     def group_name(self) -> str:
         return f"teleop_{self.pk}"
-
-
-from .. import teleop_admin  # noqa: E402, F401  (registers TeleopSession in the admin)

@@ -7,7 +7,7 @@
   the model's greedy completion, plus a `reward_studio` object with label probabilities and the reward.
 Both authenticate with the agent token (`Authorization: Bearer <token>`, which is what an OpenAI
 client sends as its api_key), or need none from a trusted network (`TRUSTED_CIDRS`: RLinf's API reward
-worker sends no token). `model` is the deployment's name or an alias, case-insensitively. The web process never loads a model (see `inference.vlm_serving`).
+worker sends no token). `model` is the deployment's name or an alias, case-insensitively. The web process never loads a model (see `inference.vlm.serving`).
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import binascii
 import io
 import time
 import uuid
+from collections.abc import Sequence
 
 import numpy as np
 from django.conf import settings
@@ -26,6 +27,12 @@ from rest_framework import exceptions, serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from inference.api import NpyParser
+from inference.auth import DEPLOYMENT_AUTHENTICATION
+from inference.decoding import RequestTooLarge, decode_slot, request_budget
+from inference.payloads import PayloadError, bool_list, float_list
+from inference.serving import DeploymentNotFound, DeploymentUnavailable, deployment_config, deployment_name_for
+from inference.throttles import ApiRateThrottle, RewardsRateThrottle
 from labeling import access
 from labeling.image_budget import ImageTooLarge
 from labeling.images import ImageError, check_image, decode_rgb
@@ -33,13 +40,7 @@ from training.vlm.parse import label_parse
 from training.vlm.rewards import trend_reward
 from webapp.parsers import BoundedJSONParser
 
-from .api import NpyParser
-from .auth import DEPLOYMENT_AUTHENTICATION
-from .decoding import RequestTooLarge, decode_slot, request_budget
-from .payloads import PayloadError, bool_list, float_list
-from .serving import DeploymentNotFound, DeploymentUnavailable, deployment_config, deployment_name_for
-from .throttles import ApiRateThrottle, RewardsRateThrottle
-from .vlm_serving import (
+from .serving import (
     REWARD_MODES,
     NotAVLMDeployment,
     StreamStep,
@@ -49,7 +50,7 @@ from .vlm_serving import (
     windows_infer,
     windows_rewards,
 )
-from .vlm_wire import MAX_IMAGES, MAX_NEW_TOKENS, WindowRequest
+from .wire import MAX_IMAGES, MAX_NEW_TOKENS, WindowRequest
 
 MAX_WINDOWS = 64
 MAX_STEPS = 256
@@ -66,7 +67,7 @@ class ServiceUnavailable(exceptions.APIException):
     default_code = "service_unavailable"
 
 
-def frames_decode(frames: list[tuple[object, str]]) -> list[np.ndarray]:
+def frames_decode(frames: Sequence[tuple[object, str]]) -> list[np.ndarray]:
     """Decode many frames as one request: count, header sizes and total pixels are checked first.
 
     Each item is (base64 text or checked array, where it came from for error messages). Over a limit:
@@ -211,7 +212,7 @@ class VLMItemSerializer(serializers.Serializer):
     stream = serializers.CharField(required=False)
     step = serializers.IntegerField(required=False, help_text="Index of the step within its stream's buffer.")
     scored = serializers.BooleanField()
-    label = serializers.CharField(allow_null=True)
+    label = serializers.CharField(allow_null=True)  # type: ignore[assignment]  # the API field shadows Field.label
     probabilities = serializers.DictField(child=serializers.FloatField(), allow_null=True)
     text = serializers.CharField(allow_null=True)
     model_output = serializers.FloatField(help_text="Label reward (+ success bonus), or interval_reward.")
@@ -430,7 +431,8 @@ def chat_window(messages: list[dict]) -> tuple[list, str | None]:
     """(images, prompt) from the user messages: every image_url part (or video part's frames) in order,
     text parts joined. Two video parts (main, then extra view) flatten into the same window as their
     frames sent as image parts; a video-layout model splits it back into the two videos."""
-    images, texts = [], []
+    images: list[tuple[str, str]] = []  # (data URL, where it was in the request)
+    texts: list[str] = []
     video_lengths: list[int] = []
     for m, message in enumerate(messages):
         if message.get("role") != "user":

@@ -4,7 +4,7 @@ import uuid
 
 import pytest
 
-from inference.models import TeleopSession
+from inference.teleop.models import TeleopSession
 from labeling.services import episode_create
 
 pytestmark = pytest.mark.django_db
@@ -58,5 +58,5 @@ def test_the_api_lists_sessions_live_first_filterable(user_client, agent_client,
 
 def test_sessions_are_in_the_admin(admin_user, client, session):
     client.force_login(admin_user)
-    response = client.get("/admin/inference/teleopsession/")
+    response = client.get("/admin/teleop/teleopsession/")
     assert response.status_code == 200 and b"pickcube-resnet" in response.content

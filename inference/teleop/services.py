@@ -7,6 +7,7 @@ labeling app's own ingest services, so a recorded session is an ordinary episode
 from __future__ import annotations
 
 import uuid as uuid_lib
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from django.conf import settings
@@ -16,7 +17,8 @@ from django.utils import timezone
 
 from labeling import access
 from labeling.images import CheckedImage, ImageError, check_image
-from labeling.models import Agent, Episode, FrameLabel, LabelChange, LabelSource, Project, Step
+from labeling.label_services import Actor, LabelError, frame_labels_set
+from labeling.models import Agent, Episode, FrameLabel, Project
 from labeling.services import IngestError, StepInput, episode_create, episode_finish, steps_append
 
 from .models import TeleopSession
@@ -38,12 +40,12 @@ class RecordedStep:
     terminated: bool
     truncated: bool
     info: dict
-    images: dict[str, bytes | CheckedImage]  # checked already when received over a socket
+    images: Mapping[str, bytes | CheckedImage]  # checked already when received over a socket
 
 
 def _agent_sees_deployment(agent: Agent, name: str) -> bool:
     """False for a deployment the agent may not use (a missing one is reported later, per frame)."""
-    from .models import Deployment
+    from inference.models import Deployment
 
     row = Deployment.objects.filter(name=name).values("pk", "project_id").first()
     return row is None or access.agent_sees_deployment(agent, row["pk"], row["project_id"])
@@ -180,46 +182,24 @@ def teleop_episode_end(*, episode_uuid: str, success: bool | None, session_id: i
     return episode_finish(episode=episode, success=success)
 
 
-def teleop_label(*, session_id: int, episode_uuid: str, index: int, value: str) -> FrameLabel:
-    """The operator's c/a key: a human frame label with the agent as its author."""
+def teleop_label(*, session_id: int, episode_uuid: str, index: int, value: str) -> None:
+    """The operator's c/a key: a human frame label with the agent as its author (labeling's own write)."""
     if value not in FrameLabel.Value.values:
         raise TeleopError(f"label value must be success or fail, got {value!r}")
+    try:
+        uuid_lib.UUID(str(episode_uuid))
+    except ValueError:
+        raise TeleopError(f"episode {episode_uuid!r} is not a UUID") from None
     session = TeleopSession.objects.select_related("agent").get(pk=session_id)
-    step = (
-        Step.objects.select_related("episode")
-        .filter(episode__uuid=episode_uuid, episode__teleop_sessions=session, index=index)
-        .first()
-    )
-    if step is None:
+    episode = Episode.objects.filter(uuid=episode_uuid, teleop_sessions=session).first()
+    if episode is None:
         raise TeleopError(f"step {index} of episode {episode_uuid} was not recorded")
     with transaction.atomic():
-        old = FrameLabel.objects.filter(step=step, source=LabelSource.HUMAN).first()
-        label, _ = FrameLabel.objects.update_or_create(
-            step=step,
-            source=LabelSource.HUMAN,
-            defaults={
-                "project_id": step.episode.project_id,
-                "episode": step.episode,
-                "value": value,
-                "agent": session.agent,
-                "author": None,
-                "params": {"teleop_session": session.pk},
-            },
-        )
-        LabelChange.objects.create(
-            project_id=step.episode.project_id,
-            episode=step.episode,
-            kind=LabelChange.Kind.FRAME,
-            action=LabelChange.Action.SET,
-            source=LabelSource.HUMAN,
-            start=index,
-            end=index,
-            old_value=old.value if old else "",
-            new_value=value,
-            agent=session.agent,
-        )
+        try:
+            frame_labels_set(episode=episode, items=[(index, value)], actor=Actor(agent=session.agent))
+        except LabelError:
+            raise TeleopError(f"step {index} of episode {episode_uuid} was not recorded") from None
         TeleopSession.objects.filter(pk=session.pk).update(label_count=F("label_count") + 1)
-    return label
 
 
 def session_snapshot(*, session_id: int) -> dict | None:

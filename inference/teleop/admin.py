@@ -1,9 +1,8 @@
-"""Admin for teleop sessions. Imported at the end of inference/models/teleop.py, because admin
-autodiscovery only imports inference/admin.py, which belongs to another feature."""
+"""Admin for teleop sessions."""
 
 from django.contrib import admin
 
-from .models.teleop import TeleopSession
+from .models import TeleopSession
 
 
 @admin.register(TeleopSession)

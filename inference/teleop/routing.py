@@ -1,8 +1,8 @@
-"""WebSocket routes of live teleop (included by inference/routing.py)."""
+"""WebSocket routes of live teleop (included by webapp/routing.py)."""
 
 from django.urls import path
 
-from .teleop_consumers import TeleopAgentConsumer, TeleopDashboardConsumer
+from .consumers import TeleopAgentConsumer, TeleopDashboardConsumer
 
 websocket_urlpatterns = [
     path("ws/teleop/agent/", TeleopAgentConsumer.as_asgi()),

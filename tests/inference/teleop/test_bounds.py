@@ -15,11 +15,11 @@ import pytest
 from channels.db import database_sync_to_async
 from channels.testing import WebsocketCommunicator
 
-from inference.models import TeleopSession
+from inference.teleop.models import TeleopSession
 from labeling.models import Agent, Episode, Step
 from robot_agent.protocol import encode_image, pack_step
 
-from .test_teleop_consumers import (  # noqa: F401 - the autouse fixture closes consumer connections
+from .test_consumers import (  # noqa: F401 - the autouse fixture closes consumer connections
     HELLO,
     agent_communicator,
     close_consumer_connections,

@@ -1,6 +1,6 @@
 """Web side of VLM trend rewards: windows and per-stream step buffers -> the inference workers -> rewards.
 
-The web process never loads a model: windows are packed (`inference.vlm_wire`) and sent through the
+The web process never loads a model: windows are packed (`inference.vlm.wire`) and sent through the
 server app's broker (`inference.serving.infer_payload`). Per-stream buffers for `history_vlm` (RLinf's
 newer name: `buffered_vlm`) live in Redis, keyed by deployment, client and stream, so several web
 processes can serve one RL run: each step pushes both views' frames, and windows are scored by RLinf's
@@ -17,18 +17,19 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
 from django.conf import settings
 
+from inference.broker import dump_npy
+from inference.rewards import RewardSettings, combine, compute_rewards, history_window
+from inference.serving import DeploymentConfig, DeploymentNotFound, broker, deployment_config, infer_payload
 from training.vlm.labels import LABELS
 from training.vlm.prompt import prompt_render
 from training.vlm.rewards import TrendRewardConfig, trend_reward
 
-from .broker import dump_npy
-from .rewards import RewardSettings, combine, compute_rewards, history_window
-from .serving import DeploymentConfig, DeploymentNotFound, broker, deployment_config, infer_payload
-from .vlm_wire import WindowRequest, pack_windows, record_pack, unpack_window
+from .wire import WindowRequest, pack_windows, record_pack, unpack_window
 
 HISTORY_PREFIX = "rs:vlm:hist:"
 STREAMS_PREFIX = "rs:vlm:streams:"
@@ -54,7 +55,7 @@ def vlm_deployment(
     name: str, *, label_rewards: dict | None = None, gt_success_bonus: float | None = None
 ) -> VLMDeployment:
     """The deployment's settings, prompt and label mapping (request overrides on top of the model's)."""
-    from .models import Deployment
+    from inference.models import Deployment
 
     config = deployment_config(name)
     if config.kind != "vlm":
@@ -235,7 +236,7 @@ def stream_rewards(
             scored_idx.append(i)
     results = windows_infer(deployment.config, requests) if requests else []
     by_step = dict(zip(scored_idx, results, strict=True))
-    labels = [
+    labels: list[Any] = [  # what the worker parsed: a label, or None when it produced no valid one
         (by_step[i]["parsed"] if generate else by_step[i]["label"]) if i in by_step else None for i in range(len(steps))
     ]
     items = compute_rewards(

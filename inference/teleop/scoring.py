@@ -16,9 +16,9 @@ from dataclasses import dataclass
 import numpy as np
 from asgiref.sync import sync_to_async
 
-from .broker import dump_npy
-from .rewards import combine, model_output
-from .serving import DeploymentNotFound, DeploymentUnavailable, adeployment_config, ainfer_payload
+from inference.broker import dump_npy
+from inference.rewards import combine, model_output
+from inference.serving import DeploymentNotFound, DeploymentUnavailable, adeployment_config, ainfer_payload
 
 __all__ = ["DeploymentNotFound", "DeploymentUnavailable", "FrameScore", "score_frame"]
 
@@ -58,7 +58,7 @@ async def score_frame(
 
 
 def _score_vlm_step(name: str, image: np.ndarray, env_reward: float, stream: str) -> FrameScore:
-    from .vlm_serving import StreamStep, stream_rewards, vlm_deployment
+    from inference.vlm.serving import StreamStep, stream_rewards, vlm_deployment
 
     started = time.perf_counter()
     deployment = vlm_deployment(name)

@@ -2,7 +2,7 @@
 
 import asyncio
 
-from inference.teleop_latest import LatestFrameSlot
+from inference.teleop.latest import LatestFrameSlot
 
 
 def test_backlog_stays_at_one_and_the_newest_frame_is_scored():

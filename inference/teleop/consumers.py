@@ -20,9 +20,8 @@ import base64
 import json
 import logging
 import time
-from collections import deque
+from typing import Any
 
-import numpy as np
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer, AsyncWebsocketConsumer
 from django.conf import settings
@@ -33,8 +32,9 @@ from labeling.models import Agent
 from robot_agent.protocol import ProtocolError, decode_image, unpack_step
 from webapp import metrics
 
-from . import teleop_services as services
-from .teleop_latest import LatestFrameSlot
+from . import services
+from .latest import LatestFrameSlot
+from .stream_stats import StreamStats
 
 log = logging.getLogger(__name__)
 
@@ -45,10 +45,6 @@ MIME = {"jpeg": "image/jpeg", "png": "image/png"}
 
 def group_name(session_id: int) -> str:
     return f"teleop_{session_id}"
-
-
-def _percentile(values, q: float) -> float | None:
-    return float(np.percentile(list(values), q)) if values else None
 
 
 def frames_check(images: dict[str, bytes]) -> dict[str, CheckedImage]:
@@ -76,16 +72,11 @@ class TeleopAgentConsumer(AsyncWebsocketConsumer):
             await self.close(code=4403)  # the token lacks the teleop scope
             return
         self.session_id: int | None = None
-        self.session = None
+        self.deployment_name = ""  # the session's, set by hello
         self.main_camera = "main"
         self.buffer: list[services.RecordedStep] = []
         self.flush_lock = asyncio.Lock()
-        self.received = deque(maxlen=50)
-        self.inference_ms = deque(maxlen=50)
-        self.counts = {"steps": 0, "inferred": 0, "dropped": 0, "bad_frames": 0}
-        self.flushed_counts = dict(self.counts)
-        self.last_probability = None
-        self.warned: dict[str, float] = {}
+        self.stats = StreamStats()
         self.slot = LatestFrameSlot(self.infer)
         self.tasks: set[asyncio.Task] = set()
         self.ticker: asyncio.Task | None = None
@@ -195,8 +186,8 @@ class TeleopAgentConsumer(AsyncWebsocketConsumer):
             await self.send(json.dumps({"type": "error", "message": str(exc)}))
             await self.close(code=4400)
             return
-        self.session = session
         self.session_id = session.pk
+        self.deployment_name = session.deployment_name
         cameras = session.cameras or ["main"]
         self.main_camera = "main" if "main" in cameras else cameras[0]
         await self.send(json.dumps({"type": "session", "session": session.pk, "dashboard": f"/teleop/{session.pk}/"}))
@@ -259,19 +250,17 @@ class TeleopAgentConsumer(AsyncWebsocketConsumer):
         try:
             checked = await asyncio.to_thread(frames_check, images)
         except ImageError as exc:
-            self.counts["bad_frames"] += 1
+            self.stats.bad_frame()
             await self.warn(f"step {header['index']} skipped: {exc}")
             return
-        now = time.time()
-        self.received.append(now)
-        self.counts["steps"] += 1
+        self.stats.step_received()
         metrics.teleop_steps.inc()
         # Inference first: the frame's trip to the model does not wait for the broadcast or the recording.
-        has_model = self.session.deployment_name and self.main_camera in images
+        has_model = self.deployment_name and self.main_camera in images
         if has_model and self.slot.submit((header, images[self.main_camera])):
-            self.counts["dropped"] += 1
+            self.stats.frame_dropped()
             metrics.teleop_dropped_frames.inc()
-        fmt = {i.get("camera"): i.get("format", "jpeg") for i in header.get("images", [])}
+        fmt: dict[Any, str] = {i.get("camera"): i.get("format", "jpeg") for i in header.get("images", [])}
         await self.broadcast(
             {
                 "type": "frame",
@@ -281,7 +270,7 @@ class TeleopAgentConsumer(AsyncWebsocketConsumer):
                 "success": header.get("success"),
                 "sent_at": header.get("sent_at"),
                 "images": {
-                    camera: f"data:{MIME.get(fmt.get(camera), 'image/jpeg')};base64,{base64.b64encode(data).decode()}"
+                    camera: f"data:{MIME.get(fmt.get(camera, 'jpeg'), 'image/jpeg')};base64,{base64.b64encode(data).decode()}"
                     for camera, data in images.items()
                 },
             }
@@ -304,23 +293,21 @@ class TeleopAgentConsumer(AsyncWebsocketConsumer):
 
     # -- inference, recording, stats ------------------------------------------------------------
     async def infer(self, item):
-        from .teleop_inference import DeploymentNotFound, DeploymentUnavailable, score_frame
+        from .scoring import DeploymentNotFound, DeploymentUnavailable, score_frame
 
         header, data = item
         image = await asyncio.to_thread(decode_image, data)
         try:
             score = await score_frame(
-                self.session.deployment_name,
+                self.deployment_name,
                 image,
                 env_reward=float(header.get("reward") or 0),
-                stream=f"teleop-{self.session.pk}",
+                stream=f"teleop-{self.session_id}",
             )
         except (DeploymentNotFound, DeploymentUnavailable) as exc:
             await self.warn(str(exc))
             return
-        self.counts["inferred"] += 1
-        self.inference_ms.append(score.inference_ms)
-        self.last_probability = score.probability
+        self.stats.scored(inference_ms=score.inference_ms, probability=score.probability)
         result = {
             "type": "result",
             "episode": header["episode"],
@@ -349,21 +336,7 @@ class TeleopAgentConsumer(AsyncWebsocketConsumer):
                 await self.warn(f"recording of {len(steps)} steps failed on the server (see its log)")
 
     def status(self) -> dict:
-        times = list(self.received)
-        rate = (len(times) - 1) / (times[-1] - times[0]) if len(times) > 1 and times[-1] > times[0] else 0.0
-        if times and time.time() - times[-1] > 2.0:
-            rate = 0.0
-        return {
-            "session": self.session_id,
-            "steps": self.counts["steps"],
-            "rate_hz": round(rate, 2),
-            "inferred": self.counts["inferred"],
-            "dropped": self.slot.dropped,
-            "bad_frames": self.counts["bad_frames"],
-            "inference_ms_p50": _percentile(self.inference_ms, 50),
-            "inference_ms_p95": _percentile(self.inference_ms, 95),
-            "last_probability": self.last_probability,
-        }
+        return {"session": self.session_id, **self.stats.status()}
 
     async def tick(self):
         while True:
@@ -379,27 +352,26 @@ class TeleopAgentConsumer(AsyncWebsocketConsumer):
                 log.exception("teleop session %s: status update failed", self.session_id)
 
     async def save_stats(self):
-        delta = {k: self.counts[k] - self.flushed_counts[k] for k in self.counts}
-        self.flushed_counts = dict(self.counts)
+        delta = self.stats.take_delta()
         await database_sync_to_async(services.session_update_stats)(
             session_id=self.session_id,
-            steps=delta["steps"],
-            inferred=delta["inferred"],
-            dropped=delta["dropped"],
+            steps=delta.steps,
+            inferred=delta.inferred,
+            dropped=delta.dropped,
             stats=self.status(),
         )
 
     async def broadcast(self, data: dict):
+        if self.session_id is None:
+            return
         await self.channel_layer.group_send(group_name(self.session_id), {"type": "teleop.event", "data": data})
 
     async def reply_error(self, message: str):
         await self.send(json.dumps({"type": "warning", "message": message}))
 
     async def warn(self, message: str):
-        now = time.monotonic()
-        if now - self.warned.get(message, -1e9) < 5.0:
+        if not self.stats.may_warn(message):
             return
-        self.warned[message] = now
         await self.reply_error(message)
         await self.broadcast({"type": "warning", "message": message})
 
@@ -410,7 +382,7 @@ class TeleopDashboardConsumer(AsyncJsonWebsocketConsumer):
         if user is None or not user.is_authenticated:
             await self.close(code=4401)
             return
-        self.session_id = int(self.scope["url_route"]["kwargs"]["session_id"])
+        self.session_id: int | None = int(self.scope["url_route"]["kwargs"]["session_id"])
         outcome = await database_sync_to_async(services.session_viewer_access)(user=user, session_id=self.session_id)
         if outcome != 200:
             self.session_id = None
@@ -425,8 +397,9 @@ class TeleopDashboardConsumer(AsyncJsonWebsocketConsumer):
         await self.send_json({"type": "snapshot", **snapshot})
 
     async def disconnect(self, code):
-        if getattr(self, "session_id", None) is not None:
-            await self.channel_layer.group_discard(group_name(self.session_id), self.channel_name)
+        session_id = getattr(self, "session_id", None)
+        if session_id is not None:
+            await self.channel_layer.group_discard(group_name(session_id), self.channel_name)
 
     async def receive_json(self, content, **kwargs):
         pass  # viewers only listen

@@ -12,8 +12,8 @@ from channels.auth import AuthMiddlewareStack
 from channels.routing import URLRouter
 from channels.testing import WebsocketCommunicator
 
-from inference.models import TeleopSession
-from inference.teleop_routing import websocket_urlpatterns
+from inference.teleop.models import TeleopSession
+from inference.teleop.routing import websocket_urlpatterns
 from labeling.auth import AgentTokenMiddleware
 from labeling.models import Episode, FrameLabel, LabelChange
 from robot_agent.protocol import encode_image, pack_step

@@ -1,8 +1,10 @@
-"""VLM URLs, included by inference/urls.py at the site root (so the OpenAI route is exactly /v1/...)."""
+"""VLM URLs, included by webapp/urls.py at the site root (so the OpenAI route is exactly /v1/...)."""
 
 from django.urls import path
 
-from . import health_api, vlm_api, vlm_pages
+from inference import health_api, vlm_pages
+
+from . import api as vlm_api
 
 urlpatterns = [
     path("api/deployments/<slug:name>/vlm/rewards", vlm_api.VLMRewardsView.as_view(), name="deployment-vlm-rewards"),

@@ -18,7 +18,7 @@ from PIL import Image
 
 from training.vlm.labels import LABELS
 
-from .conftest import deploy
+from ..conftest import deploy
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 

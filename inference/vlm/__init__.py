@@ -1,0 +1,1 @@
+"""VLM deployments: the rewards and OpenAI chat endpoints, window serving and the packed wire format."""
