@@ -1,4 +1,5 @@
-"""How a VLM window travels through the inference broker (no Django).
+"""How a VLM window travels through the inference broker (no Django): the VLM family's input format,
+written by the serving side (`inference`) and read by the family's scorer (`training.vlm.scorer`).
 
 The broker carries one uint8 `.npy` array per request, first axis = items, and the worker batches items
 of equal shape. A VLM item is a packed record: magic `RSVL`, a 4-byte big-endian header length, a JSON
