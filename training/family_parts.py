@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
+import numpy.typing as npt
 
 from .reporting import Reporter
 
@@ -41,7 +42,7 @@ class ModelSpec:
 
 
 class Scorer(Protocol):
-    def score(self, batch: np.ndarray) -> list[Any]: ...
+    def score(self, batch: npt.NDArray[np.uint8]) -> list[Any]: ...
 
 
 class FamilyConfig(Protocol):

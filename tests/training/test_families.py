@@ -41,7 +41,7 @@ def test_an_unknown_kind_is_refused_by_name():
     with pytest.raises(UnknownKind, match="'gpt'.*known: resnet, vlm"):
         family("gpt")
     with pytest.raises(UnknownKind):
-        scorer_load(ModelSpec(kind="gpt", folder=default_storage.path("nowhere")))
+        scorer_load(ModelSpec(kind="gpt", folder=Path(default_storage.path("nowhere"))))
     with pytest.raises(ValueError, match="unknown model kind 'gpt'"):
         runners.validate_config("gpt", {})  # what job_create checks a new job's kind and config with
 

@@ -12,7 +12,10 @@ gets each flat window (main frames then extra frames, however the request sent t
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
+import numpy.typing as npt
 
 from ..family_parts import ModelSpec
 from .checkpoint import checkpoint_load
@@ -24,7 +27,9 @@ from .scoring import ScoreItem, TrendScorer
 from .wire import WindowRequest, WireError, is_packed, unpack_window
 
 
-def result_for(probabilities: np.ndarray, text: str | None = None, usage: tuple[int, int] = (0, 0)) -> dict:
+def result_for(
+    probabilities: npt.NDArray[Any], text: str | None = None, usage: tuple[int, int] = (0, 0)
+) -> dict[str, Any]:
     probs = {label: float(p) for label, p in zip(LABELS, probabilities, strict=True)}
     return {
         "probability": probs["positive"],
@@ -57,14 +62,14 @@ class VLMScorer:
             layout=self.layout,
         )
 
-    def score(self, batch: np.ndarray) -> list[dict]:
+    def score(self, batch: npt.NDArray[np.uint8]) -> list[dict[str, Any]]:
         if is_packed(batch):
             return self.score_windows([unpack_window(row) for row in batch])
         raise WireError(
             f"VLM deployments take packed windows (training.vlm.wire), got {batch.dtype} {list(batch.shape)}"
         )
 
-    def score_windows(self, windows: list[WindowRequest]) -> list[dict]:
+    def score_windows(self, windows: list[WindowRequest]) -> list[dict[str, Any]]:
         if self.layout == VIDEO:
             for w in windows:
                 if len(w.images) < 2 or len(w.images) % 2:
