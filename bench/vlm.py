@@ -64,15 +64,16 @@ def main() -> None:
 
     torch.set_num_threads(args.threads)
     from inference.broker import BrokerClient, dump_npy, queue_key, redis_from_url
-    from inference.scorers import ModelSpec, load_scorer
-    from inference.vlm.wire import WindowRequest, pack_windows
     from inference.worker import InferenceWorker
+    from training.families import scorer_load
+    from training.family_parts import ModelSpec
     from training.vlm.fixture import build_tiny_qwen3_vl
     from training.vlm.prompt import prompt_render
     from training.vlm.scoring import ScoreItem
+    from training.vlm.wire import WindowRequest, pack_windows
 
     folder = build_tiny_qwen3_vl(Path(tempfile.mkdtemp(prefix="rs-bench-vlm-")) / "qwen3-vl-tiny")
-    scorer = load_scorer(ModelSpec(kind="vlm", folder=folder, device="cpu"))
+    scorer = scorer_load(ModelSpec(kind="vlm", folder=folder, device="cpu"))
     prompt = prompt_render(None, task="Pick up the red cube.", window_size=5)
     data = windows(args.windows)
     items = [ScoreItem(w, prompt) for w in data]

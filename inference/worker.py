@@ -26,11 +26,11 @@ import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from training.family_parts import Scorer
 from webapp import metrics
 
 from .batching import Batcher, BatchPolicy, score_requests
 from .broker import WORKERS_KEY, InferenceRequest, MessageError, Reply, queue_key, send_replies, shares_release
-from .scorers import Scorer
 
 log = logging.getLogger(__name__)
 

@@ -14,6 +14,7 @@ from labeling.models import Project
 
 from .label_queue import label_queue_items, label_queue_next, label_url
 from .models import RetrainPolicy
+from .signals import redeploy_target_check
 
 
 class RetrainPolicyForm(forms.ModelForm):
@@ -30,17 +31,23 @@ class RetrainPolicyForm(forms.ModelForm):
         self.user = user
 
     def clean_redeploy(self):
-        """Only a deployment of this project that the person may change: the loop switches its model."""
-        from inference.models import Deployment
-
+        """Only a deployment of this project that the person may change: the loop switches its model.
+        The app serving deployments answers (`training.signals.redeploy_target_check`)."""
         name = self.cleaned_data["redeploy"].strip()
         if not name:
             return name
-        deployment = Deployment.objects.filter(name=name, project_id=self.instance.project_id).first()
-        if deployment is None:
+        answers = [
+            answer
+            for _, answer in redeploy_target_check.send(
+                sender=RetrainPolicy, project_id=self.instance.project_id, name=name, user=self.user
+            )
+            if answer is not None
+        ]
+        refusal = next((answer for answer in answers if answer), "")
+        if refusal:
+            raise forms.ValidationError(refusal)
+        if not answers:
             raise forms.ValidationError(f"this project has no deployment named {name!r}")
-        if not access.can(self.user, access.DEPLOY, deployment):
-            raise forms.ValidationError(access.refusal(self.user, access.DEPLOY))
         return name
 
 

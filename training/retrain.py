@@ -3,13 +3,17 @@
 `retrain_check` runs from a periodic task: once a project's human labels grew by `retrain_after_labels`
 since its last automatic job, it builds a fresh snapshot and queues a ResNet job on it. `after_training`
 runs when a job succeeded: it re-ranks the labeling queue and, when the policy names a deployment,
-compares the served model and the new one on the fixed evaluation split (accuracy at the deployment's
-threshold) and switches the deployment to the new model only when it is better.
+announces the new model (`training.signals.redeploy_candidate`). The app serving that deployment
+(`inference.redeploy`) answers with `redeploy_compare`: the served model and the new one are compared on
+the fixed evaluation split (accuracy at the deployment's threshold) and the deployment is switched to the
+new model only when it is better. Training itself knows nothing of deployments.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
+from typing import Any
 
 from django.urls import reverse
 
@@ -18,6 +22,7 @@ from labeling.models import FrameLabel, LabelSource, Project
 from . import evaluation
 from .model_evaluation import EvaluationUnavailable, model_predictions
 from .models import JobStatus, RetrainPolicy, TrainedModel, TrainingJob
+from .signals import redeploy_candidate
 
 log = logging.getLogger(__name__)
 
@@ -59,38 +64,43 @@ def accuracy_on(model: TrainedModel, snapshot, threshold: float) -> float:
     return float(evaluation.metrics_at(probs, labels, threshold)["accuracy"])
 
 
-def redeploy_check(*, policy: RetrainPolicy, new_model: TrainedModel) -> dict:
-    """Compare the served model and `new_model` on the fixed split; switch the deployment when better."""
-    from inference.models import Deployment
-    from inference.services import deployment_update
+def redeploy_compare(
+    *,
+    policy: RetrainPolicy,
+    deployment: str,
+    served_model: TrainedModel,
+    threshold: float,
+    new_model: TrainedModel,
+    switch: Callable[[], object],
+) -> dict[str, Any]:
+    """Compare the model `deployment` serves and `new_model` on the policy's fixed split at the deployment's
+    threshold; call `switch()` (which moves the deployment to `new_model`) when the new one is better.
 
-    deployment = (  # only the project's own deployments, whatever a stored policy names
-        Deployment.objects.select_related("trained_model")
-        .filter(name=policy.redeploy, project_id=policy.project_id)
-        .first()
-    )
-    if deployment is None or policy.eval_snapshot is None or deployment.trained_model_id == new_model.pk:
+    The comparison is kept on the policy (`last_comparison`) and returned; {} when there is nothing to
+    compare (no evaluation split yet, or the deployment already serves `new_model`).
+    """
+    if policy.eval_snapshot is None or served_model.pk == new_model.pk:
         return {}
-    old = deployment.trained_model
+    result: dict[str, Any]
     try:
-        old_acc = accuracy_on(old, policy.eval_snapshot, deployment.threshold)
-        new_acc = accuracy_on(new_model, policy.eval_snapshot, deployment.threshold)
+        old_acc = accuracy_on(served_model, policy.eval_snapshot, threshold)
+        new_acc = accuracy_on(new_model, policy.eval_snapshot, threshold)
     except EvaluationUnavailable as exc:
         result = {"error": str(exc)}
     else:
         better = new_acc > old_acc
         if better:
-            deployment_update(deployment=deployment, trained_model=new_model)
+            switch()
         result = {
-            "deployment": deployment.name,
+            "deployment": deployment,
             "snapshot": policy.eval_snapshot.number,
-            "old_model": old.pk,
+            "old_model": served_model.pk,
             "old_accuracy": old_acc,
             "new_model": new_model.pk,
             "new_accuracy": new_acc,
             "redeployed": better,
-            "compare_url": f"{reverse('training-compare', args=[policy.project_id])}?a={old.pk}&b={new_model.pk}"
-            f"&snapshot={policy.eval_snapshot.pk}",
+            "compare_url": f"{reverse('training-compare', args=[policy.project_id])}?a={served_model.pk}"
+            f"&b={new_model.pk}&snapshot={policy.eval_snapshot.pk}",
         }
     RetrainPolicy.objects.filter(pk=policy.pk).update(last_comparison=result)
     return result
@@ -105,7 +115,7 @@ def after_training(*, job_id: int) -> None:
     policy = RetrainPolicy.objects.select_related("eval_snapshot", "project").filter(project=job.project).first()
     model = TrainedModel.objects.filter(job=job).order_by("-created_at").first()
     if policy and policy.redeploy and model is not None:
-        redeploy_check(policy=policy, new_model=model)
+        redeploy_candidate.send(sender=RetrainPolicy, policy=policy, new_model=model)
 
 
 def retrain_sweep() -> int:

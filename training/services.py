@@ -22,6 +22,7 @@ from webhooks import events
 from webhooks.services import webhook_emit_safely
 
 from . import runners
+from .family_parts import RunResult
 from .job_reporter import JobReporter, push
 from .models import FINISHED_STATUSES, DatasetSnapshot, JobMetric, JobStatus, TrainedModel, TrainingJob
 from .reporting import JobCancelled
@@ -133,7 +134,7 @@ def job_execute(*, job_id: int, worker: str = "") -> str:
     reporter = JobReporter(job_id, attempt=attempt)
     with Heartbeat(job_id, attempt=attempt):
         outcome = _run(job, reporter, worker)
-    if not isinstance(outcome, runners.RunResult):
+    if not isinstance(outcome, RunResult):
         return outcome
     result = outcome
     with transaction.atomic():
@@ -164,7 +165,7 @@ def job_execute(*, job_id: int, worker: str = "") -> str:
     return JobStatus.SUCCEEDED
 
 
-def _run(job: TrainingJob, reporter: JobReporter, worker: str) -> runners.RunResult | str:
+def _run(job: TrainingJob, reporter: JobReporter, worker: str) -> RunResult | str:
     job_id, attempt = job.pk, job.attempt
     try:
         runner = runners.get_runner(job.kind)

@@ -14,9 +14,10 @@ from labeling import access
 from labeling.models import Project
 
 from . import runners, selectors, services
+from .families import FAMILIES
 from .forms import JobForm, SnapshotForm
 from .model_evaluation import EvaluationUnavailable, evaluation_data
-from .models import DatasetSnapshot, ModelKind, TrainedModel, TrainingJob
+from .models import DatasetSnapshot, TrainedModel, TrainingJob
 from .services import JobError
 from .snapshot_services import SnapshotError, snapshot_archive, snapshot_delete, snapshot_start
 from .views_data import job_state
@@ -36,7 +37,7 @@ def _project(request, pk: int, perm=access.TRAINING_VIEW) -> Project:
 
 
 def _training_page(request, project, snapshot_form, job_form, status=200):
-    defaults = {kind: _default_config(kind) for kind in runners.KINDS}
+    defaults = {kind: runners.default_config(kind) for kind in FAMILIES}
     return render(
         request,
         "training/project_training.html",
@@ -51,13 +52,6 @@ def _training_page(request, project, snapshot_form, job_form, status=200):
         },
         status=status,
     )
-
-
-def _default_config(kind: str) -> dict | None:
-    try:
-        return runners.default_config(kind)
-    except Exception:  # a kind whose module is not installed here
-        return None
 
 
 @login_required
@@ -187,8 +181,9 @@ def job_action(request, job_id: int, action: str):
 def model_evaluation(request, model_id: int):
     model = get_object_or_404(TrainedModel.objects.select_related("project", "snapshot", "job"), pk=model_id)
     access.require_page(request, access.TRAINING_VIEW, model.project)
-    if model.kind == ModelKind.VLM:
-        return redirect("vlm-evaluation", model_id=model.pk)
+    family = FAMILIES.get(model.kind)
+    if family is not None and family.evaluation_page != "training-evaluation":  # the family's own page
+        return redirect(family.evaluation_page, model_id=model.pk)
     others = TrainedModel.objects.filter(project=model.project, kind=model.kind).exclude(pk=model.pk)
     try:
         data = evaluation_data(model=model)

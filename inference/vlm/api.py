@@ -38,6 +38,7 @@ from labeling.image_budget import ImageTooLarge
 from labeling.images import ImageError, check_image, decode_rgb
 from training.vlm.parse import label_parse
 from training.vlm.rewards import trend_reward
+from training.vlm.wire import MAX_IMAGES, MAX_NEW_TOKENS, WindowRequest
 from webapp.parsers import BoundedJSONParser
 
 from .serving import (
@@ -50,7 +51,6 @@ from .serving import (
     windows_infer,
     windows_rewards,
 )
-from .wire import MAX_IMAGES, MAX_NEW_TOKENS, WindowRequest
 
 MAX_WINDOWS = 64
 MAX_STEPS = 256

@@ -1,6 +1,6 @@
 """Web side of VLM trend rewards: windows and per-stream step buffers -> the inference workers -> rewards.
 
-The web process never loads a model: windows are packed (`inference.vlm.wire`) and sent through the
+The web process never loads a model: windows are packed (`training.vlm.wire`) and sent through the
 server app's broker (`inference.serving.infer_payload`). Per-stream buffers for `history_vlm` (RLinf's
 newer name: `buffered_vlm`) live in Redis, keyed by deployment, client and stream, so several web
 processes can serve one RL run: each step pushes both views' frames, and windows are scored by RLinf's
@@ -28,8 +28,7 @@ from inference.serving import DeploymentConfig, DeploymentNotFound, broker, depl
 from training.vlm.labels import LABELS
 from training.vlm.prompt import prompt_render
 from training.vlm.rewards import TrendRewardConfig, trend_reward
-
-from .wire import WindowRequest, pack_windows, record_pack, unpack_window
+from training.vlm.wire import WindowRequest, pack_windows, record_pack, unpack_window
 
 HISTORY_PREFIX = "rs:vlm:hist:"
 STREAMS_PREFIX = "rs:vlm:streams:"

@@ -231,13 +231,16 @@ def test_snapshots_that_trained_jobs_are_kept(user_client, snapshot):
 
 @pytest.mark.django_db
 def test_a_job_failed_by_the_sweep_while_running_registers_no_model(snapshot, monkeypatch):
-    from training import runners
+    from dataclasses import replace
+
+    from training.families import FAMILIES
+    from training.family_parts import RunResult
 
     def runner(job, reporter):
         TrainingJob.objects.filter(pk=job.pk).update(status="failed", error="no heartbeat")  # the sweep won
-        return runners.RunResult(checkpoint_path=f"{job.checkpoint_folder}/best", metrics={"val_acc": 1.0})
+        return RunResult(checkpoint_path=f"{job.checkpoint_folder}/best", metrics={"val_acc": 1.0})
 
-    monkeypatch.setattr(runners, "get_runner", lambda kind: runner)
+    monkeypatch.setitem(FAMILIES, "resnet", replace(FAMILIES["resnet"], trainer=runner))
     job = job_create(project=snapshot.project, snapshot=snapshot, config=TINY, enqueue=False)
     assert job_execute(job_id=job.pk) == "failed"
     assert not TrainedModel.objects.filter(job=job).exists()

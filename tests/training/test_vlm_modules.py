@@ -353,7 +353,7 @@ def test_a_window_pickle_that_runs_code_is_refused(tmp_path):
 
 
 def test_packed_windows_round_trip_and_batch_by_size():
-    from inference.vlm.wire import BUCKET, WindowRequest, is_packed, pack_windows, unpack_window
+    from training.vlm.wire import BUCKET, WindowRequest, is_packed, pack_windows, unpack_window
 
     small = WindowRequest(coloured_window("positive").images(), "p", generate=True, max_new_tokens=4)
     other = WindowRequest(coloured_window("negative", size=48).images(), None)
@@ -367,11 +367,12 @@ def test_packed_windows_round_trip_and_batch_by_size():
 
 
 def test_vlm_scorer_scores_packed_windows_and_live_frames(vlm_fixture_dir, tiny):
-    from inference.scorers import ModelSpec, load_scorer
-    from inference.vlm.wire import WindowRequest, pack_windows
+    from training.families import scorer_load
+    from training.family_parts import ModelSpec
     from training.vlm.scoring import ScoreItem, TrendScorer
+    from training.vlm.wire import WindowRequest, pack_windows
 
-    scorer = load_scorer(ModelSpec(kind="vlm", folder=vlm_fixture_dir))
+    scorer = scorer_load(ModelSpec(kind="vlm", folder=vlm_fixture_dir))
     window = coloured_window("unclear")
     [result] = scorer.score(pack_windows([WindowRequest(window.images(), None, generate=True, max_new_tokens=3)]))
     direct = TrendScorer(*tiny).probabilities([ScoreItem(window.images(), scorer.prompt)])[0]

@@ -11,9 +11,9 @@ import numpy as np
 from django.conf import settings
 
 from ..datasets.rlinf_binary import read_payload
+from ..family_parts import RunResult
 from ..reporting import Reporter
 from ..resume import state_path
-from ..runners import RunResult
 from ..storage import local_path
 from .config import ResNetConfig
 from .train import BEST, stack_images, train_reward_model

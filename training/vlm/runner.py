@@ -1,6 +1,6 @@
 """The `vlm` job kind: LoRA fine-tuning of Qwen3-VL on a snapshot's trend dataset (Celery, queue `training`).
 
-Registered in `training.runners.KINDS`; `training.services.job_execute` calls `run_job(job, reporter)`.
+Registered in `training.families`; `training.services.job_execute` calls `run_job(job, reporter)`.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 
 from django.conf import settings
 
-from training.runners import RunResult
+from training.family_parts import RunResult
 from training.storage import local_path
 
 from .config import VLMTrainConfig

@@ -17,10 +17,19 @@ from prometheus_client import start_http_server
 
 from inference.broker import check_memory_policy, redis_from_url
 from inference.models import Deployment
-from inference.scorers import ModelSpec, load_scorer
 from inference.services import deployment_set_health
 from inference.worker import InferenceWorker
+from training.families import scorer_load
+from training.family_parts import ModelSpec, Scorer
 from training.storage import local_path
+
+
+def deployment_scorer(name: str, device: str) -> tuple[int, Scorer]:
+    """The deployment's version and its model's scorer, from the model's family (`training.families`)."""
+    row = Deployment.objects.select_related("trained_model").get(name=name)
+    model = row.trained_model
+    spec = ModelSpec(kind=model.kind, folder=local_path(model.checkpoint_path), config=model.config, device=device)
+    return row.version, scorer_load(spec)
 
 
 class Command(BaseCommand):
@@ -56,14 +65,9 @@ class Command(BaseCommand):
             names = list(Deployment.objects.values_list("name", flat=True))
             return [n for n in names if not only or n in only]
 
-        def load_model(name: str):
+        def load_model(name: str) -> tuple[int, Scorer]:
             close_old_connections()
-            row = Deployment.objects.select_related("trained_model").get(name=name)
-            model = row.trained_model
-            spec = ModelSpec(
-                kind=model.kind, folder=local_path(model.checkpoint_path), config=model.config, device=device
-            )
-            return row.version, load_scorer(spec)
+            return deployment_scorer(name, device)
 
         def report_health(name: str, version: int | None, error: str) -> None:
             close_old_connections()

@@ -1,8 +1,7 @@
-"""The `vlm` model family for the inference workers: Qwen3-VL trend windows (no Django).
+"""The VLM family's scorer for the inference workers: Qwen3-VL trend windows (no Django).
 
-Registered with `inference.scorers.register("vlm", ...)`; the worker imports this module the first
-time it meets a VLM deployment. Batches are packed windows (`inference.vlm_wire`) from the VLM rewards
-API, the OpenAI-compatible endpoint and live teleop streams (whose step buffers live in Redis on the web
+`training.families` names it for the `vlm` kind. Batches are packed windows (`training.vlm.wire`) from the
+VLM rewards API, the OpenAI-compatible endpoint and live teleop streams (whose step buffers live in Redis on the web
 side, so any worker can take any step): label probabilities for all of them in one batched forward pass,
 plus greedy generation for those that ask for it. Workers keep no per-stream state.
 
@@ -13,20 +12,24 @@ gets each flat window (main frames then extra frames, however the request sent t
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
+import numpy.typing as npt
 
-from training.vlm.checkpoint import checkpoint_load
-from training.vlm.labels import LABELS
-from training.vlm.layout import VIDEO, layout_of
-from training.vlm.parse import label_parse
-from training.vlm.prompt import prompt_render
-from training.vlm.scoring import ScoreItem, TrendScorer
+from ..family_parts import ModelSpec
+from .checkpoint import checkpoint_load
+from .labels import LABELS
+from .layout import VIDEO, layout_of
+from .parse import label_parse
+from .prompt import prompt_render
+from .scoring import ScoreItem, TrendScorer
+from .wire import WindowRequest, WireError, is_packed, unpack_window
 
-from .scorers import ModelSpec, register
-from .vlm.wire import WireError, is_packed, unpack_window
 
-
-def result_for(probabilities: np.ndarray, text: str | None = None, usage: tuple[int, int] = (0, 0)) -> dict:
+def result_for(
+    probabilities: npt.NDArray[Any], text: str | None = None, usage: tuple[int, int] = (0, 0)
+) -> dict[str, Any]:
     probs = {label: float(p) for label, p in zip(LABELS, probabilities, strict=True)}
     return {
         "probability": probs["positive"],
@@ -59,14 +62,14 @@ class VLMScorer:
             layout=self.layout,
         )
 
-    def score(self, batch: np.ndarray) -> list[dict]:
+    def score(self, batch: npt.NDArray[np.uint8]) -> list[dict[str, Any]]:
         if is_packed(batch):
             return self.score_windows([unpack_window(row) for row in batch])
         raise WireError(
-            f"VLM deployments take packed windows (inference.vlm_wire), got {batch.dtype} {list(batch.shape)}"
+            f"VLM deployments take packed windows (training.vlm.wire), got {batch.dtype} {list(batch.shape)}"
         )
 
-    def score_windows(self, windows) -> list[dict]:
+    def score_windows(self, windows: list[WindowRequest]) -> list[dict[str, Any]]:
         if self.layout == VIDEO:
             for w in windows:
                 if len(w.images) < 2 or len(w.images) % 2:
@@ -86,6 +89,3 @@ class VLMScorer:
             for i, (text, prompt_tokens, completion_tokens) in zip(picks, generated, strict=True):
                 texts[i], usage[i] = text, (prompt_tokens, completion_tokens)
         return [result_for(p, t, u) for p, t, u in zip(probabilities, texts, usage, strict=True)]
-
-
-register("vlm", VLMScorer)

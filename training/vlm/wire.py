@@ -1,4 +1,5 @@
-"""How a VLM window travels through the inference broker (no Django).
+"""How a VLM window travels through the inference broker (no Django): the VLM family's input format,
+written by the serving side (`inference`) and read by the family's scorer (`training.vlm.scorer`).
 
 The broker carries one uint8 `.npy` array per request, first axis = items, and the worker batches items
 of equal shape. A VLM item is a packed record: magic `RSVL`, a 4-byte big-endian header length, a JSON
@@ -12,8 +13,10 @@ from __future__ import annotations
 import json
 import struct
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 MAGIC = b"RSVL"
 BUCKET = 1 << 16
@@ -28,7 +31,7 @@ class WireError(ValueError):
 
 @dataclass
 class WindowRequest:
-    images: list[np.ndarray]  # uint8 [H, W, 3] each: main view frames, then the extra view's
+    images: list[npt.NDArray[np.uint8]]  # uint8 [H, W, 3] each: main view frames, then the extra view's
     prompt: str | None = None  # None: the model's own (trained) prompt
     generate: bool = False
     max_new_tokens: int = 16
@@ -55,7 +58,7 @@ def record_pack(item: WindowRequest) -> bytes:
     return MAGIC + _LEN.pack(len(header)) + header + body
 
 
-def pack_windows(items: list[WindowRequest]) -> np.ndarray:
+def pack_windows(items: list[WindowRequest]) -> npt.NDArray[np.uint8]:
     """uint8 [B, N]: one zero-padded record per window."""
     records = [record_pack(item) for item in items]
     size = max(len(r) for r in records)
@@ -66,11 +69,11 @@ def pack_windows(items: list[WindowRequest]) -> np.ndarray:
     return out
 
 
-def is_packed(batch: np.ndarray) -> bool:
+def is_packed(batch: npt.NDArray[Any]) -> bool:
     return batch.ndim == 2 and batch.dtype == np.uint8 and batch.shape[1] >= 8 and bytes(batch[0, :4]) == MAGIC
 
 
-def unpack_window(row: np.ndarray) -> WindowRequest:
+def unpack_window(row: npt.NDArray[np.uint8]) -> WindowRequest:
     raw = row.tobytes()
     if raw[:4] != MAGIC:
         raise WireError("not a packed VLM window")

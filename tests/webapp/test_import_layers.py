@@ -1,0 +1,122 @@
+"""The apps stack up with no arrow running back up: an app imports nothing from the apps built on it, and no
+two modules import each other at import time.
+
+Imports are read with `ast` from every module of the repository (migrations aside), including imports inside
+functions and `importlib.import_module("...")` with a literal name.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from graphlib import CycleError, TopologicalSorter
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+APPS = ("webapp", "labeling", "training", "inference", "robot_agent", "webhooks")
+
+# app -> the apps it must not import. Labeling's row ({"training", "inference"}) joins once its imports of
+# training are gone (the VLM prompt in labeling/models.py, the demo files, the create_agent command).
+FORBIDDEN: dict[str, set[str]] = {
+    "training": {"inference"},
+}
+
+# Cycles known when this test was written, each removed by work under way: the teleop split of `inference`
+# (teleop's admin and models move into `inference/teleop/`). Delete an entry once its cycle is gone; the
+# test fails while a listed cycle no longer exists, so none stays allowed by accident.
+KNOWN_CYCLES: set[frozenset[str]] = {
+    frozenset({"inference.models.teleop", "inference.teleop_admin"}),
+}
+
+
+def app_modules(app: str) -> Iterator[tuple[str, Path]]:
+    for path in sorted((ROOT / app).rglob("*.py")):
+        if "migrations" in path.relative_to(ROOT).parts:
+            continue
+        parts = list(path.relative_to(ROOT).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        yield ".".join(parts), path
+
+
+def imports_of(module: str, path: Path, *, top_level_only: bool = False) -> Iterator[tuple[str, int]]:
+    """(imported module, line) for each import; relative imports resolved against `module`."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    nodes = tree.body if top_level_only else ast.walk(tree)
+    for node in nodes:
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield alias.name, node.lineno
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*anchor, base] if base else anchor)
+            yield base, node.lineno
+            for alias in node.names:  # `from . import services` imports a module too
+                yield f"{base}.{alias.name}", node.lineno
+        elif (
+            not top_level_only
+            and isinstance(node, ast.Call)
+            and getattr(node.func, "attr", getattr(node.func, "id", "")) == "import_module"
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+            and isinstance(node.args[0].value, str)
+        ):
+            yield node.args[0].value, node.lineno
+
+
+def test_the_module_reader_sees_every_kind_of_import(tmp_path):
+    (tmp_path / "pkg").mkdir()
+    path = tmp_path / "pkg" / "mod.py"
+    path.write_text(
+        "import inference.api\n"
+        "from ..inference import models\n"
+        "def f():\n"
+        "    from inference.services import x\n"
+        "    importlib.import_module('inference.vlm_pages')\n"
+    )
+    found = {name for name, _ in imports_of("training.pkg.mod", path)}
+    assert {"inference.api", "training.inference.models", "inference.services", "inference.vlm_pages"} <= found
+    assert {name for name, _ in imports_of("training.pkg.mod", path, top_level_only=True)} == {
+        "inference.api",
+        "training.inference",
+        "training.inference.models",
+    }
+
+
+def test_no_app_imports_an_app_built_on_it():
+    wrong = [
+        f"{path.relative_to(ROOT)}:{line} imports {name}"
+        for app, banned in FORBIDDEN.items()
+        for module, path in app_modules(app)
+        for name, line in imports_of(module, path)
+        if name.split(".")[0] in banned
+    ]
+    assert not wrong, "\n".join(wrong)
+
+
+def test_no_import_cycles_between_modules_at_import_time():
+    """Module-level imports only: an import inside a function runs after both modules have loaded."""
+    modules = {module: path for app in APPS for module, path in app_modules(app)}
+    graph: dict[str, set[str]] = {module: set() for module in modules}
+    for module, path in modules.items():
+        for name, _ in imports_of(module, path, top_level_only=True):
+            while name and name not in modules:  # `from pkg.mod import func` -> pkg.mod
+                name = name.rpartition(".")[0]
+            if name and name != module and not module.startswith(f"{name}."):  # a package's own __init__
+                graph[module].add(name)
+    cycles: list[list[str]] = []
+    while len(cycles) < 20:
+        try:
+            TopologicalSorter(graph).prepare()
+            break
+        except CycleError as exc:
+            cycle = exc.args[1]  # [a, b, ..., a]: each one is imported by the next
+            cycles.append(cycle[::-1])
+            graph[cycle[1]].discard(cycle[0])  # drop one edge of it and look for the next
+    found = {frozenset(cycle) for cycle in cycles}
+    new = [" imports ".join(cycle) for cycle in cycles if frozenset(cycle) not in KNOWN_CYCLES]
+    assert not new, "\n".join(new)
+    assert found >= KNOWN_CYCLES, f"gone, delete from KNOWN_CYCLES: {[sorted(c) for c in KNOWN_CYCLES - found]}"

@@ -1,0 +1,63 @@
+"""Model families, one registry: a kind (`TrainingJob.kind`, `TrainedModel.kind`) -> its config class,
+trainer, scorer and evaluation page.
+
+Each family keeps its parts in its own Django-free folder (`training/resnet/`, `training/vlm/`); the parts'
+types are in `training.family_parts`. Jobs (`training.services` through `training.runners`), the inference
+workers (`manage.py inference_worker`) and the training pages all look a kind up here. A new family is a
+new folder and one more entry in `FAMILIES`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .family_parts import FamilyConfig, ModelSpec, Scorer, ScorerLoader, Trainer
+from .resnet.config import ResNetConfig
+from .resnet.runner import run_job as resnet_run_job
+from .resnet.scorer import ResNetScorer
+from .vlm.config import VLMTrainConfig
+from .vlm.runner import run_job as vlm_run_job
+from .vlm.scorer import VLMScorer
+
+
+@dataclass(frozen=True)
+class Family:
+    kind: str
+    config_class: type[FamilyConfig]
+    trainer: Trainer
+    scorer: ScorerLoader
+    evaluation_page: str  # URL name of the page that evaluates one trained model (takes `model_id`)
+
+
+RESNET = Family(
+    kind="resnet",
+    config_class=ResNetConfig,
+    trainer=resnet_run_job,
+    scorer=ResNetScorer,
+    evaluation_page="training-evaluation",
+)
+VLM = Family(
+    kind="vlm",
+    config_class=VLMTrainConfig,
+    trainer=vlm_run_job,
+    scorer=VLMScorer,
+    evaluation_page="vlm-evaluation",
+)
+
+FAMILIES: dict[str, Family] = {family.kind: family for family in (RESNET, VLM)}
+
+
+class UnknownKind(ValueError):
+    pass
+
+
+def family(kind: str) -> Family:
+    try:
+        return FAMILIES[kind]
+    except KeyError:
+        raise UnknownKind(f"unknown model kind {kind!r}; known: {', '.join(sorted(FAMILIES))}") from None
+
+
+def scorer_load(spec: ModelSpec) -> Scorer:
+    """The scorer of a trained model of `spec.kind` (UnknownKind when no family has that kind)."""
+    return family(spec.kind).scorer(spec)
