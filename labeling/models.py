@@ -7,7 +7,7 @@ import uuid
 from django.conf import settings
 from django.db import models
 
-from training.vlm.prompt import DEFAULT_PROMPT_TEMPLATE
+from .prompts import DEFAULT_PROMPT_TEMPLATE
 
 
 def default_camera_views() -> list[str]:

@@ -6,13 +6,12 @@ from collections import defaultdict
 
 from django.db.models import QuerySet
 
-from labeling.models import Episode, Frame, FrameLabel, Project, Step, WindowLabel
+from labeling.models import Episode, Frame, FrameLabel, Project, Step
+from labeling.selectors import effective_frame_labels, effective_window_labels
 
 from .datasets.rlinf_binary import FAIL, SUCCESS, FrameRef
 from .datasets.trend import WindowRef
 from .models import DatasetSnapshot, JobMetric, TrainedModel, TrainingJob
-
-SOURCE_PRIORITY = {"human": 0, "proposal": 1, "model": 2}
 
 
 def _episode_stem(episode: Episode) -> str:
@@ -27,17 +26,7 @@ def labeled_frames(*, project: Project, sources: list[str], camera: str) -> tupl
     """Per episode (oldest first), the labeled frames of `camera` in step order, one label per step:
     a human label wins over a proposal, a proposal over a model label; rejected labels never count.
     Also the manifest rows (who labeled what, when)."""
-    labels = (
-        FrameLabel.objects.filter(project=project, source__in=sources)
-        .exclude(status="rejected")
-        .select_related("author", "agent")
-        .values("step_id", "value", "source", "episode_id", "author__username", "agent__name", "updated_at")
-    )
-    best: dict[int, dict] = {}
-    for row in labels:
-        current = best.get(row["step_id"])
-        if current is None or SOURCE_PRIORITY[row["source"]] < SOURCE_PRIORITY[current["source"]]:
-            best[row["step_id"]] = row
+    best = effective_frame_labels(project=project, sources=sources)
     images = dict(Frame.objects.filter(step_id__in=best.keys(), camera=camera).values_list("step_id", "image"))
     steps = Step.objects.filter(pk__in=best.keys()).values("pk", "index", "episode_id")
     episodes = {e.pk: e for e in Episode.objects.filter(project=project).order_by("created_at", "pk")}
@@ -51,7 +40,7 @@ def labeled_frames(*, project: Project, sources: list[str], camera: str) -> tupl
         ref = FrameRef(
             episode=str(episode.uuid),
             step=step["index"],
-            label=SUCCESS if row["value"] == "success" else FAIL,
+            label=SUCCESS if row["value"] == FrameLabel.Value.SUCCESS else FAIL,
             image=image,
             source=row["source"],
         )
@@ -90,17 +79,7 @@ def pinned_episode_splits(*, project: Project) -> dict[str, str]:
 
 def labeled_windows(*, project: Project, sources: list[str], views: tuple[str, str]) -> tuple[list[WindowRef], str]:
     """Window labels with both views' frame names (human over proposal for the same span); the score name."""
-    rows = (
-        WindowLabel.objects.filter(project=project, source__in=sources)
-        .exclude(status="rejected")
-        .exclude(value="")
-        .values("pk", "episode_id", "start", "end", "value", "source")
-    )
-    best: dict[tuple[int, int, int], dict] = {}
-    for row in rows:
-        key = (row["episode_id"], row["start"], row["end"])
-        if key not in best or SOURCE_PRIORITY[row["source"]] < SOURCE_PRIORITY[best[key]["source"]]:
-            best[key] = row
+    best = effective_window_labels(project=project, sources=sources)
     episode_ids = {key[0] for key in best}
     episodes = {e.pk: e for e in Episode.objects.filter(pk__in=episode_ids)}
     steps = Step.objects.filter(episode_id__in=episode_ids).values("pk", "episode_id", "index", "reward", "score")
