@@ -2,11 +2,10 @@
 
 from django.urls import path
 
-from . import health_api, vlm_api, vlm_pages
+from . import health_api, vlm_api
 
 urlpatterns = [
     path("api/deployments/<slug:name>/vlm/rewards", vlm_api.VLMRewardsView.as_view(), name="deployment-vlm-rewards"),
     path("v1/chat/completions", vlm_api.ChatCompletionsView.as_view(), name="openai-chat-completions"),
     path("health", health_api.HealthView.as_view(), name="health"),
-    path("models/<int:model_id>/vlm-evaluation", vlm_pages.vlm_evaluation, name="vlm-evaluation"),
 ]
