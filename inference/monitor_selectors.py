@@ -17,8 +17,9 @@ MAX_HOURS = 48
 
 
 def monitor_row(deployment: Deployment) -> DeploymentMonitor:
-    row, _ = DeploymentMonitor.objects.get_or_create(deployment=deployment)
-    return row
+    """The deployment's monitor settings and alarm; an unsaved row with the defaults when it has none yet
+    (reads never write: the row is made by the first write, a settings save or a raised alarm)."""
+    return DeploymentMonitor.objects.filter(deployment=deployment).first() or DeploymentMonitor(deployment=deployment)
 
 
 def alarm_state(deployment: Deployment, row: DeploymentMonitor | None = None) -> dict:

@@ -401,9 +401,16 @@ class DIEngineRewardModel:
         if not isinstance(project, int) and not str(project).isdigit():
             raise ValueError("train needs the project's id (config.project), or leave it unset")
         base = f"/api/projects/{int(project)}"
-        self.client.call("POST", f"{base}/proposals/generate", json={})
-        snapshot = self.client.call("POST", f"{base}/snapshots", json={"options": self.cfg["snapshot_options"]})
         deadline = time.monotonic() + float(self.cfg["train_timeout_s"])
+        generation = self.client.call("POST", f"{base}/proposals/generate", json={}) or {}
+        while generation.get("status") in ("queued", "running"):  # a background job; the snapshot needs it done
+            if time.monotonic() > deadline:
+                raise RewardServiceError(f"proposals not generated in {self.cfg['train_timeout_s']} s")
+            time.sleep(float(self.cfg["poll_s"]))
+            generation = self.client.call("GET", generation["url"])
+        if generation.get("status") in ("failed", "cancelled"):
+            raise RewardServiceError(f"proposal generation {generation['status']}: {generation.get('error')}")
+        snapshot = self.client.call("POST", f"{base}/snapshots", json={"options": self.cfg["snapshot_options"]})
         while snapshot["status"] == "building":  # the build runs as a task; a job needs a ready snapshot
             if time.monotonic() > deadline:
                 raise RewardServiceError(f"snapshot #{snapshot['number']} not built in {self.cfg['train_timeout_s']} s")

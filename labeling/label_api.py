@@ -20,6 +20,8 @@ from . import access, label_selectors, proposals
 from .ingest_serializers import MAX_STEP_INDEX
 from .label_services import Actor, LabelConflict, LabelError, frame_labels_set, window_labels_set
 from .models import Episode, Frame, FrameLabel, Project, ProposalStatus, WindowLabel
+from .proposal_api import ProposalJobSerializer
+from .proposal_jobs import proposal_job_start
 
 MAX_ITEMS = 100_000
 MAX_FRAMES_PER_BUNDLE = 200
@@ -421,18 +423,25 @@ class ProposalsGenerateView(APIView):
 
     @extend_schema(
         request=GenerateInSerializer,
-        responses=GenerateOutSerializer,
+        responses={200: GenerateOutSerializer, 202: ProposalJobSerializer},
         summary="(Re)compute frame proposals (env success) and window proposals (trend rule)",
+        description=(
+            "With `episode`: that episode's proposals, computed now (200, the counts). Without: every episode "
+            "of the project, in the background (202, a job to poll at its `url` or watch at its `page`); "
+            "while one runs, asking again answers 200 with that job."
+        ),
     )
     def post(self, request, pk):
         project = _project(request, pk, access.REVIEW)
         data = GenerateInSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        episodes = None
-        if "episode" in data.validated_data:
-            episodes = Episode.objects.filter(uuid=data.validated_data["episode"], project=project)
-            if not episodes.exists():
-                raise ValidationError({"episode": ["no such episode in this project"]})
+        if "episode" not in data.validated_data:
+            job, created = proposal_job_start(project=project, user=request.user)
+            answer = status.HTTP_202_ACCEPTED if created else status.HTTP_200_OK
+            return Response(ProposalJobSerializer(job).data, status=answer)
+        episodes = Episode.objects.filter(uuid=data.validated_data["episode"], project=project)
+        if not episodes.exists():
+            raise ValidationError({"episode": ["no such episode in this project"]})
         result = proposals.proposals_generate(project=project, episodes=episodes)
         return Response(GenerateOutSerializer(result).data)
 

@@ -11,6 +11,7 @@ proposal accepted; rejecting marks it rejected; reopening makes it open again (f
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from django.db import transaction
@@ -42,8 +43,16 @@ class GenerateResult:
     windows_removed: int = 0
 
 
-def proposals_generate(*, project: Project, episodes: QuerySet[Episode] | None = None) -> GenerateResult:
-    """(Re)compute proposals for the project's episodes. Unchanged proposals keep their status."""
+def proposals_generate(
+    *,
+    project: Project,
+    episodes: QuerySet[Episode] | None = None,
+    on_episode: Callable[[GenerateResult], bool] | None = None,
+) -> GenerateResult:
+    """(Re)compute proposals for the project's episodes. Unchanged proposals keep their status.
+
+    Each episode is one transaction; `on_episode` is told the running counts after each and stops the
+    loop by returning False (a cancelled job keeps the episodes it finished)."""
     params = TrendParams(**project.trend_params())
     result = GenerateResult()
     episodes = project.episodes.all() if episodes is None else episodes.filter(project=project)
@@ -51,6 +60,8 @@ def proposals_generate(*, project: Project, episodes: QuerySet[Episode] | None =
         with transaction.atomic():
             _episode_generate(episode=episode, project=project, params=params, result=result)
         result.episodes += 1
+        if on_episode is not None and not on_episode(result):
+            break
     return result
 
 

@@ -30,3 +30,16 @@ def run_import_job(job_id: int) -> str:
 
     job = import_job_run(job_id)
     return job.status if job else "missing"
+
+
+@shared_task(
+    soft_time_limit=settings.PROPOSALS_TIME_LIMIT_SECONDS,
+    time_limit=settings.PROPOSALS_TIME_LIMIT_SECONDS + 30,
+    acks_late=False,
+)
+def generate_project_proposals(job_id: int) -> str:
+    """Proposals for every episode of a project (labeling.proposal_jobs); never retried: the job ends done,
+    failed or cancelled."""
+    from .proposal_jobs import proposal_job_run
+
+    return proposal_job_run(job_id)

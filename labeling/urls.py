@@ -6,4 +6,5 @@ urlpatterns = [
     path("", include("labeling.ingest_urls")),
     path("", include("labeling.label_urls")),
     path("", include("labeling.import_urls")),
+    path("", include("labeling.proposal_urls")),
 ]

@@ -15,7 +15,8 @@ from django.db import transaction
 from django.urls import reverse
 
 from labeling.images import decode_rgb
-from labeling.models import Episode, Frame, FrameLabel, LabelSource, Project
+from labeling.models import Episode, Frame, Project
+from labeling.selectors import human_labeled_steps
 
 from .active_queue import Candidate, rank
 from .models import LabelQueueItem, ModelKind, TrainedModel
@@ -27,10 +28,9 @@ QUEUE_SIZE = 200
 
 def _unlabeled_frames(project: Project, limit: int) -> list[Frame]:
     camera = project.camera_views[0] if project.camera_views else "main"
-    human = FrameLabel.objects.filter(project=project, source=LabelSource.HUMAN).values("step_id")
     return list(
         Frame.objects.filter(step__episode__project=project, camera=camera)
-        .exclude(step_id__in=human)
+        .exclude(step_id__in=human_labeled_steps(project=project))
         .select_related("step__episode")
         .order_by("-step__episode__created_at", "step__index")[:limit]
     )
@@ -85,10 +85,9 @@ def label_queue_recompute(*, project: Project, limit: int = QUEUE_SIZE) -> int:
 
 
 def label_queue_items(*, project: Project, limit: int = 50):
-    human = FrameLabel.objects.filter(project=project, source=LabelSource.HUMAN).values("step_id")
     return (
         LabelQueueItem.objects.filter(project=project)
-        .exclude(step_id__in=human)
+        .exclude(step_id__in=human_labeled_steps(project=project))
         .select_related("step__episode", "model")
         .order_by("rank")[:limit]
     )

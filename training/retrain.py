@@ -17,7 +17,8 @@ from typing import Any
 
 from django.urls import reverse
 
-from labeling.models import FrameLabel, LabelSource, Project
+from labeling.models import Project
+from labeling.selectors import human_frame_label_count
 
 from . import evaluation
 from .model_evaluation import EvaluationUnavailable, model_predictions
@@ -28,7 +29,7 @@ log = logging.getLogger(__name__)
 
 
 def human_label_count(project: Project) -> int:
-    return FrameLabel.objects.filter(project=project, source=LabelSource.HUMAN).count()
+    return human_frame_label_count(project=project)
 
 
 def retrain_check(*, policy: RetrainPolicy) -> TrainingJob | None:

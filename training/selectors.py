@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from typing import Any
 
 from django.db.models import QuerySet
 
-from labeling.models import Episode, Frame, FrameLabel, Project, Step, WindowLabel
+from labeling.models import Episode, Frame, FrameLabel, Project, Step
+from labeling.selectors import effective_frame_labels, effective_window_labels
 
 from .datasets.rlinf_binary import FAIL, SUCCESS, FrameRef
 from .datasets.trend import WindowRef
 from .models import DatasetSnapshot, JobMetric, TrainedModel, TrainingJob
-
-SOURCE_PRIORITY = {"human": 0, "proposal": 1, "model": 2}
 
 
 def _episode_stem(episode: Episode) -> str:
@@ -27,17 +27,7 @@ def labeled_frames(*, project: Project, sources: list[str], camera: str) -> tupl
     """Per episode (oldest first), the labeled frames of `camera` in step order, one label per step:
     a human label wins over a proposal, a proposal over a model label; rejected labels never count.
     Also the manifest rows (who labeled what, when)."""
-    labels = (
-        FrameLabel.objects.filter(project=project, source__in=sources)
-        .exclude(status="rejected")
-        .select_related("author", "agent")
-        .values("step_id", "value", "source", "episode_id", "author__username", "agent__name", "updated_at")
-    )
-    best: dict[int, dict] = {}
-    for row in labels:
-        current = best.get(row["step_id"])
-        if current is None or SOURCE_PRIORITY[row["source"]] < SOURCE_PRIORITY[current["source"]]:
-            best[row["step_id"]] = row
+    best = effective_frame_labels(project=project, sources=sources)
     images = dict(Frame.objects.filter(step_id__in=best.keys(), camera=camera).values_list("step_id", "image"))
     steps = Step.objects.filter(pk__in=best.keys()).values("pk", "index", "episode_id")
     episodes = {e.pk: e for e in Episode.objects.filter(project=project).order_by("created_at", "pk")}
@@ -51,7 +41,7 @@ def labeled_frames(*, project: Project, sources: list[str], camera: str) -> tupl
         ref = FrameRef(
             episode=str(episode.uuid),
             step=step["index"],
-            label=SUCCESS if row["value"] == "success" else FAIL,
+            label=SUCCESS if row["value"] == FrameLabel.Value.SUCCESS else FAIL,
             image=image,
             source=row["source"],
         )
@@ -64,7 +54,8 @@ def labeled_frames(*, project: Project, sources: list[str], camera: str) -> tupl
             "labeled_at": row["updated_at"].isoformat(),
         }
         per_episode[episode.pk].append((step["index"], ref, manifest))
-    ordered, manifest_rows = [], []
+    ordered: list[list[FrameRef]] = []
+    manifest_rows: list[dict] = []
     for pk in episodes:
         if pk in per_episode:
             items = sorted(per_episode[pk], key=lambda item: item[0])
@@ -90,21 +81,11 @@ def pinned_episode_splits(*, project: Project) -> dict[str, str]:
 
 def labeled_windows(*, project: Project, sources: list[str], views: tuple[str, str]) -> tuple[list[WindowRef], str]:
     """Window labels with both views' frame names (human over proposal for the same span); the score name."""
-    rows = (
-        WindowLabel.objects.filter(project=project, source__in=sources)
-        .exclude(status="rejected")
-        .exclude(value="")
-        .values("pk", "episode_id", "start", "end", "value", "source")
-    )
-    best: dict[tuple[int, int, int], dict] = {}
-    for row in rows:
-        key = (row["episode_id"], row["start"], row["end"])
-        if key not in best or SOURCE_PRIORITY[row["source"]] < SOURCE_PRIORITY[best[key]["source"]]:
-            best[key] = row
+    best = effective_window_labels(project=project, sources=sources)
     episode_ids = {key[0] for key in best}
     episodes = {e.pk: e for e in Episode.objects.filter(pk__in=episode_ids)}
     steps = Step.objects.filter(episode_id__in=episode_ids).values("pk", "episode_id", "index", "reward", "score")
-    step_info: dict[tuple[int, int], dict] = {(s["episode_id"], s["index"]): s for s in steps}
+    step_info: dict[tuple[int, int], Any] = {(s["episode_id"], s["index"]): s for s in steps}
     uses_gae = any(s["score"] is not None for s in step_info.values())
     frames: dict[tuple[int, str], str] = {
         (step_id, camera): image
@@ -116,9 +97,10 @@ def labeled_windows(*, project: Project, sources: list[str], views: tuple[str, s
     windows = []
     for row in order:
         episode = episodes[row["episode_id"]]
-        span = [step_info.get((episode.pk, i)) for i in range(row["start"], row["end"] + 1)]
-        if any(s is None for s in span):
+        keys = [(episode.pk, i) for i in range(row["start"], row["end"] + 1)]
+        if any(key not in step_info for key in keys):
             continue
+        span = [step_info[key] for key in keys]
         main = tuple(frames.get((s["pk"], views[0]), "") for s in span)
         extra = tuple(frames.get((s["pk"], views[1]), "") for s in span)
         if not all(main) or not all(extra):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
@@ -17,10 +19,12 @@ from . import runners, selectors, services
 from .families import FAMILIES
 from .forms import JobForm, SnapshotForm
 from .model_evaluation import EvaluationUnavailable, evaluation_data
-from .models import DatasetSnapshot, TrainedModel, TrainingJob
+from .models import DatasetSnapshot, ModelKind, TrainedModel, TrainingJob
 from .services import JobError
 from .snapshot_services import SnapshotError, snapshot_archive, snapshot_delete, snapshot_start
+from .storage import local_path
 from .views_data import job_state
+from .vlm.evaluation import trend_evaluation_rows
 
 
 @login_required
@@ -239,3 +243,19 @@ def compare(request, pk: int):
         },
         status=400 if error else 200,
     )
+
+
+@login_required
+def vlm_evaluation(request, model_id: int):
+    """A VLM trend model's evaluation: per-class precision and recall, the confusion matrix, and the eval
+    windows it got most confidently wrong, each one click from labeling."""
+    from .vlm.train import EVALUATION_FILE
+
+    model = get_object_or_404(TrainedModel.objects.select_related("project"), pk=model_id, kind=ModelKind.VLM)
+    access.require_page(request, access.TRAINING_VIEW, model.project)
+    path = local_path(model.checkpoint_path) / EVALUATION_FILE
+    if not path.is_file():
+        raise Http404("this model has no trend evaluation (its snapshot had no eval windows)")
+    rows = trend_evaluation_rows(json.loads(path.read_text()))
+    context = {"model": model, "project": model.project, "rows": rows}
+    return render(request, "training/vlm_evaluation.html", context)

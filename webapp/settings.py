@@ -124,6 +124,8 @@ PICKLE_MAX_TOTAL_BYTES = env_int("PICKLE_MAX_TOTAL_BYTES", 2 * 1024 * 1024 * 102
 PICKLE_MAX_VALUES = env_int("PICKLE_MAX_VALUES", 2_000_000, minimum=100)
 IMPORT_DIR = env_path("IMPORT_DIR", DATA_DIR / "imports")
 IMPORT_TIME_LIMIT_SECONDS = env_int("IMPORT_TIME_LIMIT_SECONDS", 3600, minimum=10)
+# Project-wide proposal generation (a Celery task): the longest one may run.
+PROPOSALS_TIME_LIMIT_SECONDS = env_int("PROPOSALS_TIME_LIMIT_SECONDS", 1800, minimum=10)
 IMPORT_MAX_MEMORY_BYTES = env_int("IMPORT_MAX_MEMORY_BYTES", 8 * 1024 * 1024 * 1024, minimum=64 * 1024 * 1024)
 
 LANGUAGE_CODE = "en-us"
@@ -197,6 +199,7 @@ CELERY_TASK_ROUTES = {
     "training.tasks.build_snapshot": {"queue": CELERY_QUEUE_DEFAULT},
     "training.tasks.recover_stale_jobs": {"queue": CELERY_QUEUE_DEFAULT},
     "labeling.tasks.run_import_job": {"queue": CELERY_QUEUE_INGEST},
+    "labeling.tasks.generate_project_proposals": {"queue": CELERY_QUEUE_INGEST},
     "webhooks.tasks.deliver_webhook": {"queue": CELERY_QUEUE_DEFAULT},
     "training.tasks.recompute_label_queue": {"queue": CELERY_QUEUE_DEFAULT},
     "training.tasks.after_training_job": {"queue": CELERY_QUEUE_DEFAULT},

@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from inference import health_api, vlm_pages
+from inference import health_api
 
 from . import api as vlm_api
 
@@ -10,5 +10,4 @@ urlpatterns = [
     path("api/deployments/<slug:name>/vlm/rewards", vlm_api.VLMRewardsView.as_view(), name="deployment-vlm-rewards"),
     path("v1/chat/completions", vlm_api.ChatCompletionsView.as_view(), name="openai-chat-completions"),
     path("health", health_api.HealthView.as_view(), name="health"),
-    path("models/<int:model_id>/vlm-evaluation", vlm_pages.vlm_evaluation, name="vlm-evaluation"),
 ]

@@ -207,11 +207,15 @@ class _ScriptedService:
 
     deployment = "d"
 
-    def __init__(self, snapshot_states: list[str]):
+    def __init__(self, snapshot_states: list[str], generation_states: tuple[str, ...] = ("queued", "running", "done")):
         self.snapshot_states, self.calls = list(snapshot_states), []
+        self.generation_states = list(generation_states)
 
     def call(self, method: str, url: str, **kwargs):
         self.calls.append((method, url))
+        if url.endswith("/proposals/generate") or url == "/api/proposal-jobs/2":
+            status = self.generation_states.pop(0)
+            return {"id": 2, "status": status, "url": "/api/proposal-jobs/2", "error": "stopped"}
         if url.endswith("/snapshots") or url == "/api/snapshots/7":
             status = self.snapshot_states.pop(0)
             return {"id": 7, "number": 3, "status": status, "url": "/api/snapshots/7", "error": "no labels"}
@@ -235,6 +239,13 @@ def test_di_engine_train_waits_for_the_snapshot_build_before_queueing_the_job():
     assert adapter(service).train() == {"snapshot": 3, "job": 11, "model": 5, "version": 2}
     urls = [url for _, url in service.calls]
     assert urls.count("/api/snapshots/7") == 2 and urls.index("/api/projects/1/jobs") > urls.index("/api/snapshots/7")
+    # the snapshot is asked for once the proposal job is done
+    assert urls.count("/api/proposal-jobs/2") == 2 and urls.index("/api/projects/1/snapshots") == 3
+
+    cancelled = _ScriptedService(["ready"], generation_states=("running", "cancelled"))
+    with pytest.raises(RewardServiceError, match="proposal generation cancelled: stopped"):
+        adapter(cancelled).train()
+    assert not any(url.endswith("/snapshots") for _, url in cancelled.calls)
 
     failed = _ScriptedService(["building", "failed"])
     with pytest.raises(RewardServiceError, match="snapshot #3 failed: no labels"):

@@ -9,7 +9,7 @@ import uuid
 import numpy as np
 import pytest
 from asgiref.sync import async_to_sync
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
 from django.test import override_settings
 
 from labeling.models import Agent, FrameLabel, Membership
@@ -122,6 +122,9 @@ def test_create_agent_flags_set_scopes_projects_and_deployments(project, trained
     assert agents["bot"].scopes == ["ingest", "labels"] and list(agents["bot"].projects.all()) == [project]
     assert agents["ops"].all_projects and len(agents["ops"].scopes) == 5
     assert capsys.readouterr().out.count("rs_") == 4  # each token printed once
+    with pytest.raises(CommandError, match="no deployment named 'nope'"):
+        call_command("create_agent", "rl-3", "--deployment", "dep", "--deployment", "nope")
+    assert not Agent.objects.filter(name="rl-3").exists()
 
 
 def test_managers_manage_members_on_the_project_page(project, user_client, member_client, django_user_model):

@@ -17,15 +17,25 @@ def post(client, url, body=None):
     return client.post(url, body or {}, "application/json")
 
 
+def generate_all(client, project) -> dict:
+    """Ask for the whole project's proposals (a background job), run the job's task body here, and return
+    its counts."""
+    from labeling.proposal_jobs import proposal_job_run
+
+    response = post(client, f"/api/projects/{project.pk}/proposals/generate")
+    assert response.status_code == 202, response.content
+    assert proposal_job_run(response.json()["id"]) == "done"
+    return client.get(response.json()["url"]).json()["summary"]
+
+
 def labels(episode, source):
     return dict(FrameLabel.objects.filter(episode=episode, source=source).values_list("step__index", "value"))
 
 
 def test_generate_proposes_frames_from_env_success_and_windows_from_the_trend_rule(user_client, project):
     episode = episode_with_frames(project=project, num_steps=20, size=16, success_from=15)
-    response = post(user_client, f"/api/projects/{project.pk}/proposals/generate")
-    assert response.status_code == 200
-    assert response.json()["frames_created"] == 20 and response.json()["windows_created"] == 16
+    summary = generate_all(user_client, project)
+    assert summary["frames_created"] == 20 and summary["windows_created"] == 16
     assert labels(episode, "proposal") == {i: "success" if i >= 15 else "fail" for i in range(20)}
     assert labels(episode, "human") == {}
     rewards = list(episode.steps.order_by("index").values_list("reward", flat=True))
@@ -74,18 +84,18 @@ def test_a_step_without_a_score_falls_back_to_its_reward(project):
 
 def test_regenerating_keeps_decisions_and_follows_new_parameters(user_client, project):
     episode = episode_with_frames(project=project, num_steps=12, size=16)
-    post(user_client, f"/api/projects/{project.pk}/proposals/generate")
+    generate_all(user_client, project)
     post(
         user_client,
         f"/api/projects/{project.pk}/proposals/reject",
         {"kind": "frame", "episode": str(episode.uuid), "start": 0, "end": 0},
     )
-    again = post(user_client, f"/api/projects/{project.pk}/proposals/generate").json()
+    again = generate_all(user_client, project)
     assert again["frames_created"] == 0 and again["windows_created"] == 0
     assert FrameLabel.objects.get(episode=episode, source="proposal", step__index=0).status == "rejected"
     project.window_size = 3
     project.save()
-    changed = post(user_client, f"/api/projects/{project.pk}/proposals/generate").json()
+    changed = generate_all(user_client, project)
     assert changed["windows_removed"] == 8 and changed["windows_created"] == 10
     assert set(WindowLabel.objects.filter(episode=episode).values_list("end", "start").distinct()) == {
         (s + 2, s) for s in range(10)
@@ -94,7 +104,7 @@ def test_regenerating_keeps_decisions_and_follows_new_parameters(user_client, pr
 
 def test_accepting_a_range_writes_human_labels_and_marks_proposals_accepted(user_client, user, project):
     episode = episode_with_frames(project=project, num_steps=10, size=16, success_from=8)
-    post(user_client, f"/api/projects/{project.pk}/proposals/generate")
+    generate_all(user_client, project)
     user_client.put(f"/api/episodes/{episode.uuid}/frame-labels", {"start": 7, "value": "success"}, "application/json")
     response = post(
         user_client,
@@ -119,7 +129,7 @@ def test_accepting_a_range_writes_human_labels_and_marks_proposals_accepted(user
 
 def test_accepting_windows_in_a_range_takes_only_windows_inside_it(user_client, project):
     episode = episode_with_frames(project=project, num_steps=12, size=16)
-    post(user_client, f"/api/projects/{project.pk}/proposals/generate")
+    generate_all(user_client, project)
     post(
         user_client,
         f"/api/projects/{project.pk}/proposals/accept",
@@ -134,7 +144,7 @@ def test_accepting_windows_in_a_range_takes_only_windows_inside_it(user_client, 
 def test_accepting_all_proposals_of_a_project_in_bulk(user_client, project):
     first = episode_with_frames(project=project, num_steps=10, size=16)
     second = episode_with_frames(project=project, num_steps=8, size=16)
-    post(user_client, f"/api/projects/{project.pk}/proposals/generate")
+    generate_all(user_client, project)
     body = post(user_client, f"/api/projects/{project.pk}/proposals/accept", {"kind": "all"}).json()
     assert body["frames"] == 18 and body["windows"] == 6 + 4
     assert labels(first, "human") == labels(first, "proposal")
@@ -147,7 +157,7 @@ def test_accepting_all_proposals_of_a_project_in_bulk(user_client, project):
 
 def test_rejecting_leaves_human_labels_alone_and_reopen_undoes_it(user_client, project):
     episode = episode_with_frames(project=project, num_steps=10, size=16)
-    post(user_client, f"/api/projects/{project.pk}/proposals/generate")
+    generate_all(user_client, project)
     user_client.put(f"/api/episodes/{episode.uuid}/frame-labels", {"start": 0, "value": "success"}, "application/json")
     scope = {"kind": "all", "episode": str(episode.uuid)}
     body = post(user_client, f"/api/projects/{project.pk}/proposals/reject", scope).json()

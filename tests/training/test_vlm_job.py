@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import io
 import json
 import pickle
 import time
@@ -136,36 +135,3 @@ def test_vlm_job_with_a_missing_model_folder_is_refused_before_queueing(project,
     snapshot = snapshot_create(project=project, options={"png_folders": False, "seed": 1})
     with pytest.raises(ValueError, match="does not exist: download a Qwen3-VL model"):
         job_create(project=project, snapshot=snapshot, kind="vlm", config={"base_model_path": str(tmp_path / "none")})
-
-
-@pytest.mark.django_db
-def test_evaluation_page_links_each_wrong_window_to_the_labeling_page(project, user_client):
-    from django.core.files.storage import default_storage
-    from django.test import Client
-
-    from training.models import TrainedModel
-    from training.vlm.evaluation import trend_evaluate
-
-    probs = [[0.1, 0.8, 0.1], [0.7, 0.2, 0.1], [0.2, 0.2, 0.6]]
-    evaluation = trend_evaluate(probs, ["positive", "positive", "negative"])
-    evaluation["windows"] = [
-        {
-            "start_step": 3 * i,
-            "end_step": 3 * i + 4,
-            "source_episode_path": f"ep{i}",
-            "link": f"/episodes/u{i}/label?step={3 * i}",
-        }
-        for i in range(3)
-    ]
-    name = "checkpoints/vlm_eval_page"
-    default_storage.save(f"{name}/evaluation.json", io.BytesIO(json.dumps(evaluation).encode()))
-    model = TrainedModel.objects.create(project=project, kind="vlm", name="trend", checkpoint_path=name)
-    page = user_client.get(f"/models/{model.pk}/vlm-evaluation").content.decode()
-    wrong = page[page.index('id="wrong"') :]
-    # most confidently wrong first: window 0 (negative at 0.8), then window 2 (unclear at 0.6)
-    assert wrong.index("/episodes/u0/label?step=0") < wrong.index("/episodes/u2/label?step=6")
-    assert "/episodes/u1/label" not in wrong
-    assert "<td>positive</td><td>1.000</td><td>0.500</td><td>2</td>" in page.replace("\n", "").replace("  ", "")
-    assert Client().get(f"/models/{model.pk}/vlm-evaluation").status_code == 302  # login required
-    # the generic evaluation link of the models table leads here for VLM models
-    assert user_client.get(f"/models/{model.pk}/evaluation")["Location"] == f"/models/{model.pk}/vlm-evaluation"

@@ -120,6 +120,13 @@ MATRIX: dict[str, list[Case]] = {
         ]
         for action in ("generate", "accept", "reject", "reopen")
     },
+    "projects/<int:pk>/proposals/<int:job>/": [
+        Case("GET", "/projects/{project}/proposals/{proposal_job}/", VIEWERS, page=True)
+    ],
+    "api/proposal-jobs/<int:job_id>": [Case("GET", "/api/proposal-jobs/{proposal_job}", VIEWERS | {"labels"})],
+    "api/proposal-jobs/<int:job_id>/cancel": [
+        Case("POST", "/api/proposal-jobs/{proposal_job}/cancel", _people(*REVIEWERS) | {"labels"})
+    ],
     "projects/<int:pk>/label-next": [Case("GET", "/projects/{project}/label-next", VIEWERS, page=True)],
     "projects/<int:pk>/label-queue": [
         Case("GET", "/projects/{project}/label-queue", VIEWERS, page=True),
@@ -298,7 +305,7 @@ def build_world(django_user_model) -> dict:
     from inference.teleop.models import TeleopSession
     from labeling.access import ALL_SCOPES
     from labeling.images import check_image
-    from labeling.models import ImportJob, Membership, Project
+    from labeling.models import ImportJob, Membership, Project, ProposalJob
     from labeling.services import StepInput, agent_create, episode_create, steps_append
     from training.models import DatasetSnapshot, TrainedModel, TrainingJob
     from training.vlm.train import EVALUATION_FILE
@@ -342,6 +349,7 @@ def build_world(django_user_model) -> dict:
     )
     session = TeleopSession.objects.create(agent=agents["teleop"], project=project)
     import_job = ImportJob.objects.create(project=project, folder="imports/matrix")
+    proposal_job = ProposalJob.objects.create(project=project)
     ids = {
         "project": project.pk,
         "episode": episode.uuid,
@@ -356,6 +364,7 @@ def build_world(django_user_model) -> dict:
         "served_frame": served.pk,
         "session": session.pk,
         "import_job": import_job.pk,
+        "proposal_job": proposal_job.pk,
     }
     return {"ids": ids, "people": people, "agents": agents, "tokens": tokens, "project": project}
 

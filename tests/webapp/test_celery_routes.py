@@ -14,6 +14,7 @@ EXPECTED = {
     "training.tasks.build_snapshot": "default",
     "training.tasks.recover_stale_jobs": "default",
     "labeling.tasks.run_import_job": "ingest",
+    "labeling.tasks.generate_project_proposals": "ingest",
     "webhooks.tasks.deliver_webhook": "default",
     "training.tasks.recompute_label_queue": "default",
     "training.tasks.after_training_job": "default",

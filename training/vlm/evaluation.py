@@ -51,3 +51,40 @@ def trend_evaluate(probabilities: np.ndarray, labels: list[str], *, worst: int =
         "confusion": confusion.tolist(),
         "wrong": wrong,
     }
+
+
+def _fmt(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.3f}"
+
+
+def trend_evaluation_rows(evaluation: dict) -> dict:
+    """A stored evaluation (`trend_evaluate`'s dict plus each eval window's `windows` metadata) as the
+    evaluation page's rows: formatted per-class figures, the confusion matrix by true label, and the
+    most confidently wrong windows with where they are and their labeling-page link."""
+    windows = evaluation.get("windows") or []
+    wrong = []
+    for item in evaluation["wrong"]:
+        meta = windows[item["index"]] if item["index"] < len(windows) else {}
+        where = (
+            f"{meta.get('source_episode_path', '?')} steps {meta.get('start_step', '?')}-{meta.get('end_step', '?')}"
+        )
+        wrong.append({**item, "confidence": _fmt(item["confidence"]), "link": meta.get("link"), "where": where})
+    per_class = evaluation["per_class"]
+    return {
+        "count": evaluation.get("count", 0),
+        "accuracy": _fmt(evaluation.get("accuracy")),
+        "labels": list(LABELS),
+        "per_class": [
+            {
+                "label": label,
+                "precision": _fmt(per_class[label]["precision"]),
+                "recall": _fmt(per_class[label]["recall"]),
+                "support": per_class[label]["support"],
+            }
+            for label in LABELS
+        ],
+        "confusion": [
+            {"label": label, "counts": row} for label, row in zip(LABELS, evaluation["confusion"], strict=True)
+        ],
+        "wrong": wrong,
+    }

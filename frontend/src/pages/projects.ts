@@ -1,4 +1,5 @@
-// Project page: bulk proposal actions (generate, accept all, reject all) through the REST API.
+// Project page: bulk proposal actions (generate, accept all, reject all) through the REST API; generating
+// starts a background job and goes to its page.
 import { api, pageData } from "../lib/api";
 
 const { api: projectApi } = pageData<{ project: number; api: string }>();
@@ -13,11 +14,10 @@ for (const button of document.querySelectorAll<HTMLButtonElement>("#proposals [d
     statusEl.textContent = "Working…";
     try {
       if (action === "generate") {
-        const r = await api<{ episodes: number; frames_created: number; windows_created: number }>(
-          `${projectApi}/proposals/generate`,
-          { method: "POST", json: {} },
-        );
-        statusEl.textContent = `Generated for ${r.episodes} episodes: ${r.frames_created} frame, ${r.windows_created} window proposals new.`;
+        // every episode of the project: a background job, followed on its own page
+        const job = await api<{ page: string }>(`${projectApi}/proposals/generate`, { method: "POST", json: {} });
+        location.assign(job.page);
+        return;
       } else {
         const r = await api<{ frames: number; windows: number }>(`${projectApi}/proposals/${action}`, {
           method: "POST",

@@ -4,6 +4,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from labeling.access import ALL_SCOPES, DEFAULT_SCOPES
 from labeling.models import Agent, Project
+from labeling.selectors import deployments_by_name
 from labeling.services import agent_create, agent_rotate_token
 
 
@@ -47,7 +48,9 @@ class Command(BaseCommand):
             scopes = None if scope is None else (ALL_SCOPES if "all" in scope else scope)
             all_projects = "all" in project
             projects = [self._project(ref) for ref in project if ref != "all"]
-            deployments = [self._deployment(ref) for ref in deployment]
+            deployments, unknown = deployments_by_name(deployment)
+            if unknown:
+                raise CommandError(f"no deployment named {unknown[0]!r}")
             agent, token = agent_create(
                 name=name,
                 kind=kind,
@@ -58,7 +61,7 @@ class Command(BaseCommand):
             )
             where = "every project" if all_projects else ", ".join(p.name for p in projects) or "no project"
             if deployments:
-                where += "; deployments " + ", ".join(d.name for d in deployments)
+                where += "; deployments " + ", ".join(str(d) for d in deployments)
             self.stderr.write(f"{agent.name}: scopes {', '.join(agent.scopes) or 'none'} on {where}.")
         self.stdout.write(token)
         self.stderr.write(self.style.WARNING("Store this token now: it is not shown again."))
@@ -70,12 +73,3 @@ class Command(BaseCommand):
         if project is None:
             raise CommandError(f"no project with id or name {ref!r}")
         return project
-
-    @staticmethod
-    def _deployment(ref: str):
-        from inference.models import Deployment
-
-        deployment = Deployment.objects.filter(name=ref).first()
-        if deployment is None:
-            raise CommandError(f"no deployment named {ref!r}")
-        return deployment

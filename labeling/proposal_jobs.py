@@ -1,0 +1,99 @@
+"""Project-wide proposal generation as a background job: the web process only numbers a ProposalJob row
+and queues `labeling.tasks.generate_project_proposals` (queue `ingest`); the task goes through the
+project's episodes one transaction at a time, recording progress on the row, and stops after the episode
+it is on when someone cancels. One active job per project; a second request gets the running one.
+
+The row moves only by guarded updates (`filter(pk=.., status=X).update(status=Y)`), so a cancel that lands
+while the task finishes is decided by whichever update comes first.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from datetime import timedelta
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.db import transaction
+from django.utils import timezone
+
+from .models import Project, ProposalJob
+from .proposals import GenerateResult, proposals_generate
+
+
+def _stale_before():
+    """An active job whose row has not moved for longer than a task may run lost its worker."""
+    return timezone.now() - timedelta(seconds=settings.PROPOSALS_TIME_LIMIT_SECONDS + 60)
+
+
+def proposal_job_start(*, project: Project, user=None) -> tuple[ProposalJob, bool]:
+    """The project's active generation job, or a new one queued once the transaction commits; True when new."""
+    with transaction.atomic():
+        Project.objects.select_for_update().filter(pk=project.pk).first()  # one start at a time per project
+        active = ProposalJob.objects.filter(project=project, status__in=ProposalJob.ACTIVE)
+        active.filter(updated_at__lt=_stale_before()).update(
+            status=ProposalJob.Status.FAILED,
+            error="no worker finished this job in time (was the ingest worker stopped?)",
+            finished_at=timezone.now(),
+        )
+        running = active.order_by("-created_at").first()
+        if running is not None:
+            return running, False
+        person = user if isinstance(user, get_user_model()) else None  # an agent token is no person
+        job = ProposalJob.objects.create(project=project, created_by=person)
+        from .tasks import generate_project_proposals
+
+        transaction.on_commit(lambda: generate_project_proposals.delay(job.pk))
+    return job, True
+
+
+def proposal_job_cancel(*, job: ProposalJob) -> bool:
+    """Cancel a queued or running job (the task stops after its current episode); False if it had ended."""
+    cancelled = ProposalJob.objects.filter(pk=job.pk, status__in=ProposalJob.ACTIVE).update(
+        status=ProposalJob.Status.CANCELLED, finished_at=timezone.now(), updated_at=timezone.now()
+    )
+    job.refresh_from_db()
+    return bool(cancelled)
+
+
+def proposal_job_run(job_id: int) -> str:
+    """Generate the job's proposals (the task's body). Idempotent: a job no longer queued is left alone."""
+    job = ProposalJob.objects.select_related("project").filter(pk=job_id).first()
+    if job is None:
+        return "missing"
+    total = job.project.episodes.count()
+    started = ProposalJob.objects.filter(pk=job.pk, status=ProposalJob.Status.QUEUED).update(
+        status=ProposalJob.Status.RUNNING, total=total, done=0, updated_at=timezone.now()
+    )
+    if not started:
+        return job.status
+
+    def on_episode(result: GenerateResult) -> bool:
+        still_running = ProposalJob.objects.filter(pk=job.pk, status=ProposalJob.Status.RUNNING).update(
+            done=min(result.episodes, total), summary=asdict(result), updated_at=timezone.now()
+        )
+        return bool(still_running)
+
+    status, error = ProposalJob.Status.DONE, ""
+    result = GenerateResult()
+    try:
+        result = proposals_generate(project=job.project, on_episode=on_episode)
+    except Exception as exc:
+        if exc.__class__.__name__ != "SoftTimeLimitExceeded":
+            ProposalJob.objects.filter(pk=job.pk).update(
+                status=ProposalJob.Status.FAILED,
+                error=f"{exc.__class__.__name__}: {exc}",
+                finished_at=timezone.now(),
+            )
+            raise
+        status = ProposalJob.Status.FAILED
+        error = f"generation took longer than {settings.PROPOSALS_TIME_LIMIT_SECONDS} s (PROPOSALS_TIME_LIMIT_SECONDS)"
+    now = timezone.now()
+    fields = {"status": status, "error": error, "finished_at": now, "updated_at": now}
+    if status == ProposalJob.Status.DONE:
+        fields.update(done=result.episodes, total=max(total, result.episodes), summary=asdict(result))
+    ended = ProposalJob.objects.filter(pk=job.pk, status=ProposalJob.Status.RUNNING).update(**fields)
+    if not ended and status == ProposalJob.Status.DONE:  # cancelled meanwhile: keep what the episodes done did
+        ProposalJob.objects.filter(pk=job.pk).update(done=min(result.episodes, total), summary=asdict(result))
+    job.refresh_from_db()
+    return job.status
