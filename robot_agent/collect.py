@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -18,10 +18,23 @@ class CollectedEpisode:
     observations: list[Observation]  # N+1: the reset observation first
     actions: list[np.ndarray]  # N
     perturbed: bool = False
+    cube_heights: list[float] = field(default_factory=list)  # N+1: the cube's height (m) from the env state
+
+    @property
+    def grasped(self) -> list[bool]:
+        return [bool(o.info.get("is_grasped", False)) for o in self.observations]
 
     @property
     def first_success(self) -> int | None:
         return next((i for i, o in enumerate(self.observations) if o.success), None)
+
+
+def cube_height(robot: ManiSkillRobot) -> float:
+    """The cube's height above the table (m, its centre) in PickCube's state; NaN for an env without a cube."""
+    cube = getattr(getattr(robot.env, "unwrapped", None), "cube", None)
+    if cube is None:
+        return float("nan")
+    return float(np.asarray(cube.pose.p).reshape(-1, 3)[0, 2])
 
 
 def open_gripper_plan(plan: list[np.ndarray]) -> list[np.ndarray]:
@@ -56,10 +69,11 @@ def collect_scripted(
             if seed in perturb:
                 policy.plan = open_gripper_plan(policy.plan)
             obs = robot.reset(seed=seed)
-            observations, actions = [obs], []
+            observations, actions, heights = [obs], [], [cube_height(robot)]
             for _ in range(len(policy.plan) + hold_steps):
                 action = policy.act(obs)
                 obs = robot.send_action(action)
                 observations.append(obs)
                 actions.append(action)
-            yield CollectedEpisode(seed, observations, actions, perturbed=seed in perturb)
+                heights.append(cube_height(robot))
+            yield CollectedEpisode(seed, observations, actions, perturbed=seed in perturb, cube_heights=heights)

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from labeling.demo_pickcube import DEMO_PROJECT, seed_demo_project
 from labeling.models import FrameLabel, Membership, WindowLabel
 from tests.conftest import login
+from webapp.demo.pickcube import DEMO_PROJECT, seed_demo_project
 
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 

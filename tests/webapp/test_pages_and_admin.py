@@ -20,7 +20,7 @@ def test_anonymous_people_are_sent_to_the_login(client):
 
 
 def test_the_home_page_lists_projects_with_their_counts(client, project):
-    from labeling.demo_data import seed_generated_episodes
+    from webapp.demo.generated import seed_generated_episodes
 
     seed_generated_episodes(project=project, episodes=2, steps=5, size=16)
     client.post("/accounts/login/", {"username": "x", "password": "y"})

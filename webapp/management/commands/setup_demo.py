@@ -10,10 +10,10 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
 
 from labeling.access import ALL_SCOPES
-from labeling.demo_pickcube import seed_demo_project
 from labeling.models import Agent
 from labeling.services import agent_create
 from webapp.addresses import app_url
+from webapp.demo.pickcube import seed_demo_project
 
 
 class Command(BaseCommand):

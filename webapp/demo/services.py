@@ -1,0 +1,128 @@
+"""The demo reward model, step by step: the demo's PickCube episodes labeled by the lift, a ResNet trained
+on the CPU, a deployment at the threshold picked from validation, and the live check on new seeds scored
+through the inference worker's own scorer. `manage.py demo` calls these in order."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from labeling.models import Project
+
+from .pickcube import DEMO_TASK, LIFTED, Writer, demo_episodes, progress_bar, seed_pickcube_episodes
+from .report import SeedCheck, accuracy_at, pick_threshold, seed_check
+
+if TYPE_CHECKING:
+    from inference.models import Deployment
+    from training.models import DatasetSnapshot, TrainedModel
+
+CAMERA = "main"  # the camera the teleop dashboard scores
+
+
+class DemoError(RuntimeError):
+    """A demo step that cannot go on; the message says which and why."""
+
+
+@dataclass(frozen=True)
+class TrainedDemo:
+    model: TrainedModel
+    snapshot: DatasetSnapshot
+    val_accuracy: float  # at the trainer's 0.5
+    threshold: float  # picked from validation
+    val_accuracy_at_threshold: float
+    val_frames: int
+
+
+def demo_project_prepare(*, name: str, episodes: int, size: int, first_seed: int, stdout: Writer) -> Project:
+    """The project holding the demo's episodes (rendered once into DEMO_CACHE_DIR, shared with the run
+    command's demo project), their frames labeled success once the cube is held up (`webapp.demo.lift`)."""
+    project, _ = Project.objects.get_or_create(
+        name=name, defaults={"task_description": DEMO_TASK, "camera_views": ["main", "extra"]}
+    )
+    if not {"main", "extra"} <= set(project.camera_views):
+        raise DemoError(f"project {project.name!r} needs cameras main and extra, has {project.camera_views}")
+    stdout.write(f"PickCube episodes: {episodes} from seed {first_seed} ({size} px, cached in DEMO_CACHE_DIR)\n")
+    rendered = demo_episodes(episodes, size=size, first_seed=first_seed, progress=progress_bar(stdout))
+    added = seed_pickcube_episodes(project=project, episodes=rendered, labels=LIFTED)
+    stored = project.episodes.count()
+    stdout.write(f"stored {added} new episodes in {project.name!r} ({stored} in all), labeled by the lift\n")
+    return project
+
+
+def demo_model_train(*, project: Project, size: int, epochs: int, lr: float, stdout: Writer) -> TrainedDemo:
+    """A snapshot of the project's labels (main camera, classes balanced 1:1), a ResNet18 trained in this
+    process, and the threshold with the best balanced accuracy on its validation episodes."""
+    from training.model_evaluation import model_predictions
+    from training.models import TrainedModel
+    from training.services import job_create, job_execute
+    from training.snapshot_services import snapshot_create
+
+    options = {"sources": ["human"], "camera": CAMERA, "fail_success_ratio": 1.0, "val_split": 0.2}
+    snapshot = snapshot_create(project=project, options=options)
+    if snapshot.status != "ready":
+        raise DemoError(f"snapshot #{snapshot.number} failed: {snapshot.error}")
+    stdout.write(f"dataset snapshot #{snapshot.number}: {snapshot.stats}\n")
+    config = {
+        "image_size": [3, size, size], "epochs": epochs, "batch_size": 32, "lr": lr, "warmup_steps": 20,
+        "pretrained": False, "hidden_dim": 256, "dropout": 0.1, "device": "cpu",
+    }  # fmt: skip
+    job = job_create(
+        project=project, snapshot=snapshot, kind="resnet", config=config, enqueue=False,
+        name="demo: ResNet on lifted-cube labels",
+    )  # fmt: skip
+    stdout.write(f"training job {job.pk} ({epochs} epochs on the CPU)...\n")
+    t0 = time.monotonic()
+    status = job_execute(job_id=job.pk, worker="manage.py demo")
+    job.refresh_from_db()
+    if status != "succeeded":
+        raise DemoError(f"training job {job.pk} {status}: {job.error[-2000:]}")
+    model = TrainedModel.objects.get(job=job)
+    stdout.write(f"trained in {time.monotonic() - t0:.0f} s\n")
+    probs, labels = model_predictions(model=model, snapshot=snapshot)
+    threshold = pick_threshold(probs, labels)
+    return TrainedDemo(
+        model=model,
+        snapshot=snapshot,
+        val_accuracy=accuracy_at(probs, labels, 0.5),
+        threshold=threshold,
+        val_accuracy_at_threshold=accuracy_at(probs, labels, threshold),
+        val_frames=len(labels),
+    )
+
+
+def demo_deploy(*, model: TrainedModel, name: str, threshold: float) -> Deployment:
+    """Create the deployment or switch it to the new model, at the picked threshold."""
+    from inference.models import Deployment
+    from inference.services import deployment_create, deployment_update
+
+    existing = Deployment.objects.filter(name=name).first()
+    if existing:
+        return deployment_update(deployment=existing, trained_model=model, threshold=threshold)
+    return deployment_create(name=name, trained_model=model, threshold=threshold)
+
+
+def demo_live_check(*, deployment: Deployment, seeds: list[int], size: int, stdout: Writer) -> list[SeedCheck]:
+    """The scripted policy plays each new seed in ManiSkill; every main-camera frame is scored by the
+    deployment's model loaded as the inference worker loads it; the first step above the threshold is
+    compared with the first step the env state shows the cube lifted."""
+    from inference.scorers import ModelSpec, load_scorer
+    from robot_agent.collect import collect_scripted
+    from training.storage import local_path
+
+    from .lift import lift_step
+
+    trained = deployment.trained_model
+    scorer = load_scorer(
+        ModelSpec(kind=trained.kind, folder=local_path(trained.checkpoint_path), config=trained.config)
+    )
+    checks = []
+    for collected in collect_scripted(seeds, size=size):
+        frames = np.stack([o.images[CAMERA] for o in collected.observations])
+        probs = scorer.score(frames)
+        lift = lift_step(collected.cube_heights, collected.grasped)
+        checks.append(seed_check(collected.seed, probs, deployment.threshold, lift))
+        stdout.write(f"  scored seed {collected.seed} ({len(probs)} frames)\n")
+    return checks
