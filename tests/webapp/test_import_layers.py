@@ -15,9 +15,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 APPS = ("webapp", "labeling", "training", "inference", "robot_agent", "webhooks")
 
-# app -> the apps it must not import. Labeling's row ({"training", "inference"}) joins once its imports of
-# training are gone (the VLM prompt in labeling/models.py, the demo files, the create_agent command).
+# app -> the apps it must not import.
 FORBIDDEN: dict[str, set[str]] = {
+    "labeling": {"training", "inference"},
     "training": {"inference"},
 }
 

@@ -108,14 +108,15 @@ def demo_live_check(*, deployment: Deployment, seeds: list[int], size: int, stdo
     """The scripted policy plays each new seed in ManiSkill; every main-camera frame is scored by the
     deployment's model loaded as the inference worker loads it; the first step above the threshold is
     compared with the first step the env state shows the cube lifted."""
-    from inference.scorers import ModelSpec, load_scorer
     from robot_agent.collect import collect_scripted
+    from training.families import scorer_load
+    from training.family_parts import ModelSpec
     from training.storage import local_path
 
     from .lift import lift_step
 
     trained = deployment.trained_model
-    scorer = load_scorer(
+    scorer = scorer_load(
         ModelSpec(kind=trained.kind, folder=local_path(trained.checkpoint_path), config=trained.config)
     )
     checks = []
