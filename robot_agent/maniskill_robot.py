@@ -8,6 +8,8 @@ shared/reference/maniskill-cpu.md for the facts this rests on.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from .maniskill_presets import PICK_CUBE_3VIEW, goal_site_show, preset_get, register_pick_cube_3view
@@ -52,7 +54,7 @@ class ManiSkillRobot(Robot):
         self.width, self.height = width, height
         self.max_episode_steps = max_episode_steps
         self.cameras = list(cameras)
-        self.env = None
+        self.env: Any = None  # a gymnasium env once connected (gymnasium is imported lazily, untyped here)
         self.action_dim = 7 if control_mode == EE_DELTA else 8
         self._last: Observation | None = None
 
@@ -85,7 +87,7 @@ class ManiSkillRobot(Robot):
             register_pick_cube_3view()
         size = {"width": self.width, "height": self.height}
         sensors = dict(size, **({"shader_pack": self.shader_pack} if self.shader_pack else {}))
-        extra_kwargs = {"sim_config": self.sim_config} if self.sim_config else {}
+        extra_kwargs: dict[str, Any] = {"sim_config": self.sim_config} if self.sim_config else {}
         try:
             self.env = gym.make(
                 self.env_id,
@@ -168,7 +170,7 @@ def plan_pick_cube(env_id: str, seed: int | None) -> list[np.ndarray]:
     import mani_skill.envs  # noqa: F401
     from mani_skill.examples.motionplanning.panda.solutions.pick_cube import solve
 
-    env = _PLAN_ENVS.get(env_id)
+    env: Any = _PLAN_ENVS.get(env_id)  # a gymnasium env; its step is swapped to record the planner's actions
     if env is None:
         env = gym.make(
             env_id,
@@ -195,4 +197,4 @@ def plan_pick_cube(env_id: str, seed: int | None) -> list[np.ndarray]:
     return actions
 
 
-_PLAN_ENVS: dict = {}
+_PLAN_ENVS: dict[str, Any] = {}

@@ -81,7 +81,9 @@ def synthetic_episode(length: int = 40, size: int = 64, cameras=("main", "extra"
         top = int((size - side) * (1 - t / max(1, length - 1)))
         frames[t, top : top + side, size // 2 - side // 2 : size // 2 + side // 2 + 1] = (220, 30, 30)
     success = np.arange(length) >= int(length * 0.75)
-    episode = {camera: frames if i == 0 else frames[:, ::-1].copy() for i, camera in enumerate(cameras)}
+    episode: dict[str, np.ndarray] = {
+        camera: frames if i == 0 else frames[:, ::-1].copy() for i, camera in enumerate(cameras)
+    }
     episode.update(
         cameras=np.array(cameras),
         actions=np.zeros((length, 7), dtype=np.float32),

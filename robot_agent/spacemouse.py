@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import time
 from dataclasses import dataclass, field
+from types import ModuleType
 
 import numpy as np
 
@@ -91,7 +92,7 @@ class SpaceMouseDevice:
     """Reads the device through pyspacemouse; raises SpaceMouseUnavailable with a clear message."""
 
     def __init__(self) -> None:
-        self._module = None
+        self._module: ModuleType | None = None
 
     def open(self) -> SpaceMouseDevice:
         try:
@@ -113,6 +114,8 @@ class SpaceMouseDevice:
         return self
 
     def read(self) -> SpaceMouseState:
+        if self._module is None:
+            raise SpaceMouseUnavailable("the SpaceMouse is not open: call open() first")
         return SpaceMouseState.from_pyspacemouse(self._module.read())
 
     def close(self) -> None:

@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from urllib.parse import urlsplit, urlunsplit
 
 from websockets.exceptions import ConnectionClosed, InvalidStatus, InvalidURI
-from websockets.sync.client import connect
+from websockets.sync.client import ClientConnection, connect
+from websockets.typing import Origin
 
 from .protocol import dumps
 
@@ -63,7 +64,7 @@ class Streamer:
         self._lock = threading.Condition()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._ws = None
+        self._ws: ClientConnection | None = None
         self._reader_done = threading.Event()
         self._closing = False
 
@@ -148,7 +149,12 @@ class Streamer:
     def _session(self) -> None:
         headers = {"Authorization": f"Bearer {self.token}"}
         with connect(
-            self.url, additional_headers=headers, origin=self.origin, max_size=None, open_timeout=10, close_timeout=2
+            self.url,
+            additional_headers=headers,
+            origin=Origin(self.origin),
+            max_size=None,
+            open_timeout=10,
+            close_timeout=2,
         ) as ws:
             hello = dict(self.hello, type="hello")
             if self.session_id is not None:

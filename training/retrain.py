@@ -10,6 +10,7 @@ threshold) and switches the deployment to the new model only when it is better.
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from django.urls import reverse
 
@@ -72,6 +73,7 @@ def redeploy_check(*, policy: RetrainPolicy, new_model: TrainedModel) -> dict:
     if deployment is None or policy.eval_snapshot is None or deployment.trained_model_id == new_model.pk:
         return {}
     old = deployment.trained_model
+    result: dict[str, Any]
     try:
         old_acc = accuracy_on(old, policy.eval_snapshot, deployment.threshold)
         new_acc = accuracy_on(new_model, policy.eval_snapshot, deployment.threshold)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from typing import Any
 
 from django.db.models import QuerySet
 
@@ -33,7 +34,7 @@ def labeled_frames(*, project: Project, sources: list[str], camera: str) -> tupl
         .select_related("author", "agent")
         .values("step_id", "value", "source", "episode_id", "author__username", "agent__name", "updated_at")
     )
-    best: dict[int, dict] = {}
+    best: dict[int, Any] = {}  # rows of .values(): typed dicts
     for row in labels:
         current = best.get(row["step_id"])
         if current is None or SOURCE_PRIORITY[row["source"]] < SOURCE_PRIORITY[current["source"]]:
@@ -64,7 +65,8 @@ def labeled_frames(*, project: Project, sources: list[str], camera: str) -> tupl
             "labeled_at": row["updated_at"].isoformat(),
         }
         per_episode[episode.pk].append((step["index"], ref, manifest))
-    ordered, manifest_rows = [], []
+    ordered: list[list[FrameRef]] = []
+    manifest_rows: list[dict] = []
     for pk in episodes:
         if pk in per_episode:
             items = sorted(per_episode[pk], key=lambda item: item[0])
@@ -96,7 +98,7 @@ def labeled_windows(*, project: Project, sources: list[str], views: tuple[str, s
         .exclude(value="")
         .values("pk", "episode_id", "start", "end", "value", "source")
     )
-    best: dict[tuple[int, int, int], dict] = {}
+    best: dict[tuple[int, int, int], Any] = {}  # rows of .values(): typed dicts
     for row in rows:
         key = (row["episode_id"], row["start"], row["end"])
         if key not in best or SOURCE_PRIORITY[row["source"]] < SOURCE_PRIORITY[best[key]["source"]]:
@@ -104,7 +106,7 @@ def labeled_windows(*, project: Project, sources: list[str], views: tuple[str, s
     episode_ids = {key[0] for key in best}
     episodes = {e.pk: e for e in Episode.objects.filter(pk__in=episode_ids)}
     steps = Step.objects.filter(episode_id__in=episode_ids).values("pk", "episode_id", "index", "reward", "score")
-    step_info: dict[tuple[int, int], dict] = {(s["episode_id"], s["index"]): s for s in steps}
+    step_info: dict[tuple[int, int], Any] = {(s["episode_id"], s["index"]): s for s in steps}
     uses_gae = any(s["score"] is not None for s in step_info.values())
     frames: dict[tuple[int, str], str] = {
         (step_id, camera): image
@@ -116,7 +118,7 @@ def labeled_windows(*, project: Project, sources: list[str], views: tuple[str, s
     windows = []
     for row in order:
         episode = episodes[row["episode_id"]]
-        span = [step_info.get((episode.pk, i)) for i in range(row["start"], row["end"] + 1)]
+        span: list[Any] = [step_info.get((episode.pk, i)) for i in range(row["start"], row["end"] + 1)]
         if any(s is None for s in span):
             continue
         main = tuple(frames.get((s["pk"], views[0]), "") for s in span)

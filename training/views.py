@@ -217,6 +217,9 @@ def compare(request, pk: int):
     models = TrainedModel.objects.filter(project=project)
     error = ""
     evaluations = []
+    a: TrainedModel | None
+    b: TrainedModel | None
+    snapshot: DatasetSnapshot | None
     try:
         a = models.get(pk=int(request.GET.get("a", "")))
         b = models.get(pk=int(request.GET.get("b", "")))
