@@ -1,7 +1,7 @@
 // Project page: bulk proposal actions (generate, accept all, reject all) through the REST API.
 import { api, pageData } from "../lib/api";
 
-const { api: projectApi } = pageData<{ project: number; api: string }>();
+const { api: projectApi } = pageData("projects");
 const statusEl = document.getElementById("proposal-status") as HTMLElement;
 
 for (const button of document.querySelectorAll<HTMLButtonElement>("#proposals [data-action]")) {
