@@ -20,7 +20,7 @@ EE_DELTA = "pd_ee_delta_pose"
 JOINT_POS = "pd_joint_pos"
 
 
-def _numpy(value) -> np.ndarray:
+def _numpy(value: Any) -> np.ndarray:
     if hasattr(value, "cpu"):
         value = value.cpu().numpy()
     return np.asarray(value)
@@ -59,7 +59,7 @@ class ManiSkillRobot(Robot):
         self._last: Observation | None = None
 
     @classmethod
-    def from_preset(cls, name: str, *, max_episode_steps: int | None = None, **overrides) -> ManiSkillRobot:
+    def from_preset(cls, name: str, *, max_episode_steps: int | None = None, **overrides: Any) -> ManiSkillRobot:
         """A robot with a named preset's env, control mode, frame size, cameras and goal marker."""
         preset = preset_get(name)
         return cls(
@@ -118,7 +118,9 @@ class ManiSkillRobot(Robot):
             self.env.close()
             self.env = None
 
-    def _observation(self, obs, reward=0.0, terminated=False, truncated=False, info=None) -> Observation:
+    def _observation(
+        self, obs: Any, reward: Any = 0.0, terminated: Any = False, truncated: Any = False, info: Any = None
+    ) -> Observation:  # ManiSkill's dicts of tensors (or plain values)
         info = info or {}
         main = _numpy(obs["sensor_data"]["base_camera"]["rgb"])[0].astype(np.uint8)
         if self.extra_camera:
@@ -185,7 +187,7 @@ def plan_pick_cube(env_id: str, seed: int | None) -> list[np.ndarray]:
     actions: list[np.ndarray] = []
     real_step = env.step
 
-    def recording_step(action):
+    def recording_step(action: Any) -> Any:
         actions.append(np.asarray(action, dtype=np.float32).copy())
         return real_step(action)
 

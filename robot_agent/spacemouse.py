@@ -11,6 +11,7 @@ import contextlib
 import time
 from dataclasses import dataclass, field
 from types import ModuleType
+from typing import Any
 
 import numpy as np
 
@@ -35,7 +36,7 @@ class SpaceMouseState:
     buttons: tuple[int, ...] = (0, 0)
 
     @classmethod
-    def from_pyspacemouse(cls, state) -> SpaceMouseState:
+    def from_pyspacemouse(cls, state: Any) -> SpaceMouseState:  # pyspacemouse's untyped state tuple
         return cls(
             float(state.x),
             float(state.y),

@@ -11,7 +11,9 @@ import json
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from websockets.exceptions import ConnectionClosed, InvalidStatus, InvalidURI
@@ -47,7 +49,15 @@ class LinkStats:
 
 
 class Streamer:
-    def __init__(self, server: str, token: str, hello: dict, *, max_pending_steps: int = 20, on_result=None):
+    def __init__(
+        self,
+        server: str,
+        token: str,
+        hello: dict,
+        *,
+        max_pending_steps: int = 20,
+        on_result: Callable[[dict], None] | None = None,
+    ) -> None:
         self.url = websocket_url(server)
         self.origin = urlunsplit(urlsplit(server if "://" in server else f"http://{server}")[:2] + ("", "", ""))
         self.token = token
@@ -84,7 +94,7 @@ class Streamer:
     def send_step(self, payload: bytes) -> None:
         self._push("step", payload)
 
-    def _push(self, kind: str, payload) -> None:
+    def _push(self, kind: str, payload: Any) -> None:
         if self.error:
             raise StreamFatal(self.error)
         with self._lock:
@@ -187,7 +197,7 @@ class Streamer:
                 if kind == "step":
                     self.stats.sent_steps += 1
 
-    def _read(self, ws) -> None:
+    def _read(self, ws: ClientConnection) -> None:
         try:
             for raw in ws:
                 message = json.loads(raw)
