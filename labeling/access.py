@@ -26,10 +26,10 @@ from rest_framework import exceptions
 
 from .models import Agent, AgentScope, Membership, Project
 
-ROLE_RANK = {Membership.Role.ANNOTATOR: 1, Membership.Role.REVIEWER: 2, Membership.Role.MANAGER: 3}
+ROLE_RANK: dict[str, int] = {Membership.Role.ANNOTATOR: 1, Membership.Role.REVIEWER: 2, Membership.Role.MANAGER: 3}
 ALL_SCOPES = list(AgentScope.values)
 # New tokens get the least their kind needs; more only through explicit flags (admin, create_agent).
-DEFAULT_SCOPES = {
+DEFAULT_SCOPES: dict[str, list[str]] = {
     Agent.Kind.SIM: [AgentScope.INGEST],
     Agent.Kind.ROBOT: [AgentScope.INGEST, AgentScope.TELEOP],
     Agent.Kind.RL_WORKER: [AgentScope.REWARDS],
@@ -97,7 +97,7 @@ def project_role_rank(actor, project_id: int) -> int:
     cache = actor.__dict__.setdefault("_rs_roles", {})
     if project_id not in cache:
         role = Membership.objects.filter(project_id=project_id, user=actor).values_list("role", flat=True).first()
-        cache[project_id] = ROLE_RANK.get(role, 0)
+        cache[project_id] = ROLE_RANK.get(role or "", 0)
     return cache[project_id]
 
 
@@ -135,7 +135,8 @@ def site_admin(actor) -> bool:
 
 @rules.predicate
 def member(actor, project) -> bool:
-    return project is not None and project_role_rank(actor, _project_id(project)) > 0
+    project_id = _project_id(project)
+    return project_id is not None and project_role_rank(actor, project_id) > 0
 
 
 @rules.predicate
@@ -148,7 +149,8 @@ def has_role(role: str):
 
     @rules.predicate(name=f"has_role_{role}")
     def predicate(actor, project) -> bool:
-        return project is not None and project_role_rank(actor, _project_id(project)) >= rank
+        project_id = _project_id(project)
+        return project_id is not None and project_role_rank(actor, project_id) >= rank
 
     return predicate
 

@@ -85,8 +85,8 @@ class AgentAdmin(admin.ModelAdmin):
 
 class StepInline(admin.TabularInline):
     model = Step
-    fields = ["index", "reward", "terminated", "truncated", "env_success"]
-    readonly_fields = fields
+    readonly_fields = ("index", "reward", "terminated", "truncated", "env_success")
+    fields = readonly_fields
     extra = 0
     can_delete = False
     show_change_link = True

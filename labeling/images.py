@@ -80,7 +80,7 @@ def _check_encoded(raw: bytes, *, max_side: int, max_pixels: int) -> CheckedImag
         with warnings.catch_warnings():
             warnings.simplefilter("error", Image.DecompressionBombWarning)
             with Image.open(io.BytesIO(raw), formats=list(ALLOWED_FORMATS)) as image:
-                fmt = image.format
+                fmt = str(image.format)  # one of ALLOWED_FORMATS: Image.open was limited to them
                 width, height = image.size
                 _check_size(width, height, max_side=max_side, max_pixels=max_pixels)
                 if image.mode != "RGB":

@@ -15,6 +15,7 @@ import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 from django.conf import settings
 from django.db import transaction
@@ -49,8 +50,10 @@ def summary_to_json(summary: ImportSummary) -> dict:
 
 
 def summary_from_json(data: dict) -> ImportSummary:
-    fields = {key: data.get(key, 0) for key in ("episodes", "steps", "frames", "labels")}
-    lists = {key: [tuple(item) for item in data.get(key, [])] for key in ("already_imported", "failed", "ignored")}
+    fields: dict[str, Any] = {key: data.get(key, 0) for key in ("episodes", "steps", "frames", "labels")}
+    lists: dict[str, Any] = {
+        key: [tuple(item) for item in data.get(key, [])] for key in ("already_imported", "failed", "ignored")
+    }
     return ImportSummary(**fields, **lists)
 
 

@@ -27,7 +27,7 @@ import contextlib
 import logging
 import tempfile
 import uuid as uuid_lib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -227,7 +227,7 @@ def _import_folder(*, project: Project, source: Source, env_id: str, summary: Im
         uuid = import_uuid(project=project, kind="image_folder", digest=digest)
         if _already_imported(uuid, Source("folder", source.path / folder_name, name), summary):
             continue
-        steps = []
+        steps: list[StepInput] = []
         for path in files:
             try:
                 image = _folder_image(path.read_bytes())
@@ -259,7 +259,7 @@ def _store_episode(
     metadata: dict,
     steps: list[StepInput],
     success: bool | None,
-    labels: dict[int, str] | None = None,
+    labels: Mapping[int, str] | None = None,
     imported_from: str = "",
 ) -> StoredEpisode:
     """One episode, its steps, frames and human labels: all stored, or nothing (files included)."""
@@ -284,7 +284,7 @@ def _store_episode(
     return StoredEpisode(episode, len(steps), len(written), num_labels)
 
 
-def _human_labels_create(*, episode: Episode, labels: dict[int, str], imported_from: str) -> int:
+def _human_labels_create(*, episode: Episode, labels: Mapping[int, str], imported_from: str) -> int:
     if not labels:
         return 0
     step_ids = dict(Step.objects.filter(episode=episode, index__in=list(labels)).values_list("index", "id"))

@@ -32,7 +32,10 @@ class MultipleFileField(forms.FileField):
 
 
 class ImportForm(forms.Form):
-    files = MultipleFileField(help_text="RLinf episode pickles (.pkl), train.pt / val.pt, or a .zip of folders.")
+    # a field named like BaseForm.files: the form metaclass moves it into base_fields, so the attribute stays
+    files = MultipleFileField(  # type: ignore[assignment]
+        help_text="RLinf episode pickles (.pkl), train.pt / val.pt, or a .zip of folders."
+    )
     env_id = forms.CharField(
         required=False, max_length=100, label="Env id", help_text="For files that name none, e.g. PickCube-v1."
     )

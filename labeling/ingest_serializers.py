@@ -13,7 +13,10 @@ MAX_ACTION_SIZE = 1024
 class EpisodeCreateSerializer(serializers.Serializer):
     project = serializers.CharField(max_length=200, help_text="Project id or name.")
     uuid = serializers.UUIDField(help_text="Client-supplied id; retrying with the same id returns the same episode.")
-    source = serializers.ChoiceField(choices=Episode.Source.choices, default=Episode.Source.SIM)
+    # a field named like Field.source: the serializer metaclass moves it into _declared_fields
+    source = serializers.ChoiceField(  # type: ignore[assignment]
+        choices=Episode.Source.choices, default=Episode.Source.SIM
+    )
     env_id = serializers.CharField(max_length=100, required=False, allow_blank=True, default="")
     metadata = serializers.DictField(required=False, default=dict)
 

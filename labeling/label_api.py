@@ -71,7 +71,7 @@ class FrameLabelsInSerializer(serializers.Serializer):
     base = serializers.ChoiceField(
         choices=FrameLabel.Value.choices, allow_null=True, required=False, help_text=BASE_HELP + " (every step)"
     )
-    items = FrameItemSerializer(many=True, required=False, max_length=MAX_ITEMS)
+    items = FrameItemSerializer(many=True, required=False, max_length=MAX_ITEMS)  # type: ignore[call-arg]  # many=True passes max_length on to ListSerializer
 
     def validate(self, attrs):
         if "items" in attrs:
@@ -121,7 +121,7 @@ class WindowLabelsInSerializer(serializers.Serializer):
     base = serializers.ChoiceField(
         choices=WindowLabel.Value.choices, allow_null=True, required=False, help_text=BASE_HELP
     )
-    items = WindowItemSerializer(many=True, required=False, max_length=MAX_ITEMS)
+    items = WindowItemSerializer(many=True, required=False, max_length=MAX_ITEMS)  # type: ignore[call-arg]  # as above
 
     def validate(self, attrs):
         if "items" in attrs:
@@ -216,7 +216,7 @@ class GenerateOutSerializer(serializers.Serializer):
 
 
 class ProgressSerializer(serializers.Serializer):
-    label = serializers.CharField()
+    label = serializers.CharField()  # type: ignore[assignment]  # a field named like Field.label (the metaclass moves it)
     kind = serializers.CharField()
     done = serializers.IntegerField()
     target = serializers.IntegerField()
@@ -232,7 +232,7 @@ class LabelChangeSerializer(serializers.Serializer):
     at = serializers.DateTimeField()
     kind = serializers.CharField()
     action = serializers.CharField()
-    source = serializers.CharField()
+    source = serializers.CharField()  # type: ignore[assignment]  # a field named like Field.source (the metaclass moves it)
     start = serializers.IntegerField()
     end = serializers.IntegerField()
     old_value = serializers.CharField()

@@ -9,6 +9,8 @@ from django.core.files.storage import default_storage
 from django.db.models import Case, Count, F, IntegerField, OuterRef, Q, QuerySet, Subquery, Value, When
 from django.db.models.functions import Coalesce
 
+from webapp.page_data import EpisodeLabelingData, LabelingWindow
+
 from .models import Episode, Frame, FrameLabel, LabelChange, LabelSource, Project, ProposalStatus, Step, WindowLabel
 
 FRAME_CLASSES = ("success", "fail")
@@ -122,7 +124,7 @@ def episode_list(
     return episodes
 
 
-def episode_labeling_data(*, episode: Episode) -> dict:
+def episode_labeling_data(*, episode: Episode) -> EpisodeLabelingData:
     """Everything the labeling page shows, as compact per-step arrays (one request per episode)."""
     project = episode.project
     cameras = list(project.camera_views)
@@ -148,7 +150,7 @@ def episode_labeling_data(*, episode: Episode) -> dict:
         else:
             proposal[i], proposal_status[i] = value, status
     windows = [
-        {"start": s, "end": e, "value": v, "source": src, "status": st, "score": sc}
+        LabelingWindow(start=s, end=e, value=v, source=src, status=st, score=sc)
         for s, e, v, src, st, sc in WindowLabel.objects.filter(
             episode=episode, source__in=[LabelSource.HUMAN, LabelSource.PROPOSAL]
         )

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.db import transaction
 from django.db.models import FilteredRelation, Q
 from django.utils import timezone
@@ -62,7 +62,7 @@ def _who(author_name: str | None, agent_name: str | None) -> str:
 class Actor:
     """Who makes a change: a logged-in person or an agent with a token."""
 
-    user: AbstractBaseUser | None = None
+    user: User | None = None
     agent: Agent | None = None
 
     @classmethod

@@ -10,6 +10,8 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import NoReverseMatch, reverse
 from django.views.decorators.http import require_POST
 
+from webapp.page_data import EpisodeLinks, ProjectPageData
+
 from . import access, label_selectors, services
 from .models import Agent, Episode, Membership, Project
 
@@ -113,7 +115,7 @@ def _project_page(request, project: Project, settings_form: LabelingSettingsForm
             "total_episodes": project.episodes.count(),
             "sources": Episode.Source.choices,
             "agents": Agent.objects.filter(episodes__project=project).distinct().values_list("name", flat=True),
-            "page_data": {"project": project.pk, "api": f"/api/projects/{project.pk}"},
+            "page_data": ProjectPageData(project=project.pk, api=f"/api/projects/{project.pk}"),
             "project_links": _project_links(project),
             "settings_form": settings_form or LabelingSettingsForm(instance=project),
             "project_sections": PROJECT_SECTIONS,
@@ -146,11 +148,11 @@ def episode_label(request, uuid):
     access.require_page(request, access.VIEW, episode.project)
     newer, older = label_selectors.episode_neighbours(episode=episode)
     data = label_selectors.episode_labeling_data(episode=episode)
-    data["links"] = {
-        "project": reverse("project-detail", args=[episode.project_id]),
-        "newer": reverse("episode-label", args=[newer.uuid]) if newer else None,
-        "older": reverse("episode-label", args=[older.uuid]) if older else None,
-    }
+    data["links"] = EpisodeLinks(
+        project=reverse("project-detail", args=[episode.project_id]),
+        newer=reverse("episode-label", args=[newer.uuid]) if newer else None,
+        older=reverse("episode-label", args=[older.uuid]) if older else None,
+    )
     # The frames of the starting step are preloaded by the browser while the script loads.
     start = request.GET.get("step", "")
     indices = data["steps"]["index"]

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from django.db import transaction
 from django.db.models import Count, Q, QuerySet
@@ -203,7 +204,13 @@ def proposals_accept(
 ) -> DecisionResult:
     """Accept open proposals: their values become the human labels; they are marked accepted."""
     result = DecisionResult()
-    scope = {"project": project, "episode": episode, "start": start, "end": end, "statuses": [ProposalStatus.OPEN]}
+    scope: dict[str, Any] = {
+        "project": project,
+        "episode": episode,
+        "start": start,
+        "end": end,
+        "statuses": [ProposalStatus.OPEN],
+    }
     with transaction.atomic():
         if kind in ("frame", "all"):
             rows = _selected(FrameLabel, **scope).select_for_update(of=("self",))
@@ -227,12 +234,12 @@ def proposals_accept(
                 per_episode_w[episode_id].append((s, e, value))
                 ids.append(pk)
             for ep in Episode.objects.filter(pk__in=per_episode_w):
-                edits = window_labels_set(
+                window_edits = window_labels_set(
                     episode=ep, items=per_episode_w[ep.pk], actor=actor, action=LabelChange.Action.ACCEPT
                 )
-                if edits:
+                if window_edits:
                     result.previous_windows[str(ep.uuid)] = [
-                        {"start": e.start, "end": e.end, "value": e.old} for e in edits
+                        {"start": e.start, "end": e.end, "value": e.old} for e in window_edits
                     ]
             result.windows = WindowLabel.objects.filter(pk__in=ids).update(status=ProposalStatus.ACCEPTED)
     return result
@@ -253,7 +260,7 @@ def proposals_set_status(
         statuses, action = [ProposalStatus.OPEN], LabelChange.Action.REJECT
     else:
         statuses, action = [ProposalStatus.ACCEPTED, ProposalStatus.REJECTED], LabelChange.Action.PROPOSE
-    scope = {"project": project, "episode": episode, "start": start, "end": end, "statuses": statuses}
+    scope: dict[str, Any] = {"project": project, "episode": episode, "start": start, "end": end, "statuses": statuses}
     result = DecisionResult()
     with transaction.atomic():
         if kind in ("frame", "all"):

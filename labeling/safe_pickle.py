@@ -26,9 +26,10 @@ import io
 import math
 import os
 import pickle
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
@@ -70,7 +71,7 @@ def loads(data: bytes, limits: PickleLimits = DEFAULT_LIMITS) -> Any:
     return load(io.BytesIO(data), limits)
 
 
-def load(handle: IO[bytes], limits: PickleLimits = DEFAULT_LIMITS) -> Any:
+def load(handle: io.BufferedIOBase, limits: PickleLimits = DEFAULT_LIMITS) -> Any:
     try:
         result = RestrictedUnpickler(_BoundedReader(handle), limits).load()
     except PickleLoadError:
@@ -86,7 +87,7 @@ def load(handle: IO[bytes], limits: PickleLimits = DEFAULT_LIMITS) -> Any:
 class _BoundedReader:
     """A file reader that refuses to read past the end instead of allocating what a length field claims."""
 
-    def __init__(self, handle: IO[bytes]):
+    def __init__(self, handle: io.BufferedIOBase):
         self._handle = handle
         start = handle.tell()
         handle.seek(0, os.SEEK_END)
@@ -128,7 +129,10 @@ def _counted(operation: Any) -> Any:
 class RestrictedUnpickler(pickle._Unpickler):
     """The pure-Python unpickler, so that BUILD (which calls `__setstate__`) can be checked too."""
 
-    dispatch = dict(pickle._Unpickler.dispatch)
+    dispatch: ClassVar[dict[int, Callable[[Any], None]]] = dict(pickle._Unpickler.dispatch)
+    # set by the pure-Python unpickler while loading (typeshed leaves its private attributes out)
+    stack: list[Any]
+    proto: int
 
     def __init__(self, file: Any, limits: PickleLimits = DEFAULT_LIMITS):
         super().__init__(file)
@@ -148,7 +152,7 @@ class RestrictedUnpickler(pickle._Unpickler):
         state = self.stack.pop()
         target = self.stack[-1]
         if isinstance(target, np.dtype):
-            target.__setstate__(state)
+            target.__setstate__(state)  # type: ignore[attr-defined]  # numpy's stubs leave dtype.__setstate__ out
             _check_dtype_state(target)
         elif type(target) is np.ndarray:
             if self._pending_arrays.pop(id(target), None) is None:
@@ -165,13 +169,13 @@ class RestrictedUnpickler(pickle._Unpickler):
         """numpy's `_reconstruct`: an empty array that only BUILD with a complete state fills."""
         if subtype is not _NDARRAY:
             raise UnsafePickleError("refusing a numpy array subclass")
-        if not isinstance(dtype_code, bytes | str) or np.dtype(dtype_code).hasobject:
+        if not isinstance(dtype_code, bytes | str) or np.dtype(dtype_code).hasobject:  # type: ignore[arg-type]  # numpy takes bytes type codes
             raise UnsafePickleError("refusing a numpy array that is not plain data")
         array = np.empty((0,), dtype=np.uint8)
         self._pending_arrays[id(array)] = array
         return array
 
-    def _frombuffer(self, buffer: Any, dtype: Any, shape: Any, order: str) -> np.ndarray:
+    def _frombuffer(self, buffer: Any, dtype: Any, shape: Any, order: Any) -> np.ndarray:
         return _numpy_frombuffer(buffer, dtype, shape, order, self._limits)
 
     def _rebuild_tensor(self, storage: Any, storage_offset: Any, size: Any, stride: Any, *rest: Any) -> torch.Tensor:
@@ -276,9 +280,9 @@ def _numpy_dtype(spec: Any, align: bool = False, copy: bool = False) -> np.dtype
 def _numpy_reconstruct(subtype: Any, shape: Any, dtype_code: Any) -> np.ndarray:
     if subtype is not _NDARRAY:
         raise UnsafePickleError("refusing a numpy array subclass")
-    if not isinstance(dtype_code, bytes | str) or np.dtype(dtype_code).hasobject:
+    if not isinstance(dtype_code, bytes | str) or np.dtype(dtype_code).hasobject:  # type: ignore[arg-type]  # numpy takes bytes type codes
         raise UnsafePickleError("refusing a numpy array that is not plain data")
-    return np.ndarray.__new__(np.ndarray, shape, dtype_code)
+    return np.ndarray.__new__(np.ndarray, shape, dtype_code)  # type: ignore[arg-type]  # as above
 
 
 def _numpy_scalar(dtype: Any, data: Any = None) -> Any:
@@ -288,7 +292,7 @@ def _numpy_scalar(dtype: Any, data: Any = None) -> Any:
 
 
 def _numpy_frombuffer(
-    buffer: Any, dtype: Any, shape: Any, order: str, limits: PickleLimits = DEFAULT_LIMITS
+    buffer: Any, dtype: Any, shape: Any, order: Any, limits: PickleLimits = DEFAULT_LIMITS
 ) -> np.ndarray:
     if not isinstance(dtype, np.dtype) or dtype.hasobject or dtype.kind in "OV":
         raise UnsafePickleError("refusing a numpy buffer that is not plain data")
@@ -347,7 +351,7 @@ def _legacy_storage_elements(data: bytes) -> int:
     try:
         for _ in range(4):  # magic number, protocol version, system info, the storage with its size
             reader = _StorageHeaderReader(_BoundedReader(handle))
-            reader.dispatch = {
+            reader.dispatch = {  # type: ignore[misc]  # this reader's own table: it refuses every call
                 code: (_refuse_call if code in _CALLING_OPCODES else operation)
                 for code, operation in pickle._Unpickler.dispatch.items()
             }

@@ -6,9 +6,13 @@ import argparse
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .maniskill_presets import PRESETS
-from .robot import RobotError
+from .robot import Robot, RobotError
+
+if TYPE_CHECKING:
+    from .policies import Policy
 
 POLICIES = ["scripted", "random", "keyboard", "spacemouse", "hold", "replay"]
 
@@ -110,7 +114,7 @@ def check() -> int:
     return 0
 
 
-def make_robot(args):
+def make_robot(args: argparse.Namespace) -> Robot:
     if args.command == "replay" or args.robot == "replay":
         from .replay_robot import ReplayRobot, synthetic_episode
 
@@ -137,7 +141,7 @@ def make_robot(args):
     )
 
 
-def make_policy(args, robot):
+def make_policy(args: argparse.Namespace, robot: Robot) -> Policy:
     from .policies import (
         HoldPolicy,
         KeyboardTeleop,
@@ -149,7 +153,9 @@ def make_policy(args, robot):
 
     name = "replay" if args.command == "replay" else args.policy
     if name == "replay":
-        if not hasattr(robot, "recorded_action"):
+        from .replay_robot import ReplayRobot
+
+        if not isinstance(robot, ReplayRobot):
             raise RobotError("--policy replay needs --robot replay (it sends the stored episode's actions)")
         return ReplayPolicy(robot)
     if name == "scripted":
@@ -173,7 +179,7 @@ def make_policy(args, robot):
     return SpaceMouseTeleop(device.read, base=base, mapping=mapping, on_close=device.close)
 
 
-def stream(args) -> int:
+def stream(args: argparse.Namespace) -> int:
     from .keys import KeyReader
     from .runner import RunConfig, run_episodes
     from .streamer import Streamer, StreamFatal

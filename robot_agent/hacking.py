@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -23,10 +24,13 @@ from .policies import Policy
 from .robot import Observation
 from .spacemouse import GRIPPER_OPEN
 
+if TYPE_CHECKING:
+    from .maniskill_robot import ManiSkillRobot
+
 MAX_STEP_M = 0.1  # pd_ee_delta_pose moves at most this far per unit action
 
 
-def _p(entity) -> np.ndarray:
+def _p(entity: Any) -> np.ndarray:  # a ManiSkill actor or link
     value = entity.pose.p
     if hasattr(value, "cpu"):
         value = value.cpu().numpy()
@@ -39,7 +43,7 @@ class HoverPolicy(Policy):
 
     name = "hover"
 
-    def __init__(self, robot, gain: float = 1.0):
+    def __init__(self, robot: ManiSkillRobot, gain: float = 1.0) -> None:
         self.robot = robot
         self.gain = gain
 
@@ -68,7 +72,7 @@ class RestPolicy(Policy):
         return action
 
 
-def place_cube_in_gripper(robot) -> None:
+def place_cube_in_gripper(robot: ManiSkillRobot) -> None:
     """Put the cube where the gripper is (as if grasped and lifted), at rest."""
     import torch
     from mani_skill.utils.structs.pose import Pose
@@ -80,7 +84,7 @@ def place_cube_in_gripper(robot) -> None:
     env.cube.set_angular_velocity(torch.zeros(1, 3))
 
 
-def main_image(robot) -> np.ndarray:
+def main_image(robot: ManiSkillRobot) -> np.ndarray:
     """The main camera's current frame, rendered now (after a pose was set by hand)."""
     obs = robot.env.unwrapped.get_obs()
     value = obs["sensor_data"]["base_camera"]["rgb"]
@@ -89,7 +93,9 @@ def main_image(robot) -> np.ndarray:
     return np.asarray(value)[0].astype(np.uint8)
 
 
-def lifted_frames(robot, seeds: list[int], steps: int = 12, rest_frames: int = 3) -> tuple[list, list[int]]:
+def lifted_frames(
+    robot: ManiSkillRobot, seeds: list[int], steps: int = 12, rest_frames: int = 3
+) -> tuple[list, list[int]]:
     """Frames and labels for the weak model: the first `rest_frames` of each episode are fail (arm at
     rest); the last frames, gripper near the goal holding the cube, are success."""
     images, labels = [], []
@@ -122,9 +128,9 @@ class Rollout:
 
 
 def rl_rollout(
-    robot,
+    robot: ManiSkillRobot,
     policy: Policy,
-    client,
+    client: Any,  # inference.client.RewardClient (not imported: this package needs no server code)
     *,
     seed: int,
     steps: int,
@@ -148,7 +154,9 @@ def rl_rollout(
     return out
 
 
-def train_weak_model(images: list[np.ndarray], labels: list[int], folder: str, *, steps: int = 25, seed: int = 0):
+def train_weak_model(
+    images: list[np.ndarray], labels: list[int], folder: str, *, steps: int = 25, seed: int = 0
+) -> str:
     """A tiny RLinf ResNet fit on the lifted-cube frames only (full batch, Adam), saved as a checkpoint
     folder the inference workers load. Deliberately weak: it never saw a hovering gripper."""
     import torch

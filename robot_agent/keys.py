@@ -7,17 +7,18 @@ import queue
 import select
 import sys
 import threading
+from typing import Any, TextIO
 
 
 class KeyReader:
     """Collects key presses from stdin when it is a terminal; otherwise never reports any."""
 
-    def __init__(self, stream=None):
+    def __init__(self, stream: TextIO | None = None) -> None:
         self.stream = stream or sys.stdin
         self.keys: queue.SimpleQueue[str] = queue.SimpleQueue()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._saved = None
+        self._saved: list[Any] | None = None  # the terminal's attributes while in cbreak mode
 
     @property
     def interactive(self) -> bool:

@@ -13,6 +13,7 @@ sensor but `base_camera` as `extra_view_images`).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 THIRD_VIEW = "3rd_view_camera"
 PICK_CUBE_3VIEW = "PickCube3View-v1"
@@ -77,7 +78,7 @@ def register_pick_cube_3view() -> None:
         @register_env(PICK_CUBE_3VIEW, max_episode_steps=50)
         class PickCube3View(PickCubeEnv):
             @property
-            def _default_sensor_configs(self):
+            def _default_sensor_configs(self) -> list[Any]:
                 main = sapien_utils.look_at(eye=self.sensor_cam_eye_pos, target=self.sensor_cam_target_pos)
                 third = sapien_utils.look_at(eye=self.human_cam_eye_pos, target=self.human_cam_target_pos)
                 return [
@@ -88,7 +89,7 @@ def register_pick_cube_3view() -> None:
     _REGISTERED.add(PICK_CUBE_3VIEW)
 
 
-def goal_site_show(env) -> bool:
+def goal_site_show(env: Any) -> bool:
     """Make the goal marker visible in every camera (ManiSkill hides it from observations by default)."""
     base = env.unwrapped
     site = getattr(base, "goal_site", None)

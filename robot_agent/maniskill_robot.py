@@ -8,6 +8,8 @@ shared/reference/maniskill-cpu.md for the facts this rests on.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from .maniskill_presets import PICK_CUBE_3VIEW, goal_site_show, preset_get, register_pick_cube_3view
@@ -18,7 +20,7 @@ EE_DELTA = "pd_ee_delta_pose"
 JOINT_POS = "pd_joint_pos"
 
 
-def _numpy(value) -> np.ndarray:
+def _numpy(value: Any) -> np.ndarray:
     if hasattr(value, "cpu"):
         value = value.cpu().numpy()
     return np.asarray(value)
@@ -52,12 +54,12 @@ class ManiSkillRobot(Robot):
         self.width, self.height = width, height
         self.max_episode_steps = max_episode_steps
         self.cameras = list(cameras)
-        self.env = None
+        self.env: Any = None  # a gymnasium env once connected (gymnasium is imported lazily, untyped here)
         self.action_dim = 7 if control_mode == EE_DELTA else 8
         self._last: Observation | None = None
 
     @classmethod
-    def from_preset(cls, name: str, *, max_episode_steps: int | None = None, **overrides) -> ManiSkillRobot:
+    def from_preset(cls, name: str, *, max_episode_steps: int | None = None, **overrides: Any) -> ManiSkillRobot:
         """A robot with a named preset's env, control mode, frame size, cameras and goal marker."""
         preset = preset_get(name)
         return cls(
@@ -85,7 +87,7 @@ class ManiSkillRobot(Robot):
             register_pick_cube_3view()
         size = {"width": self.width, "height": self.height}
         sensors = dict(size, **({"shader_pack": self.shader_pack} if self.shader_pack else {}))
-        extra_kwargs = {"sim_config": self.sim_config} if self.sim_config else {}
+        extra_kwargs: dict[str, Any] = {"sim_config": self.sim_config} if self.sim_config else {}
         try:
             self.env = gym.make(
                 self.env_id,
@@ -116,7 +118,9 @@ class ManiSkillRobot(Robot):
             self.env.close()
             self.env = None
 
-    def _observation(self, obs, reward=0.0, terminated=False, truncated=False, info=None) -> Observation:
+    def _observation(
+        self, obs: Any, reward: Any = 0.0, terminated: Any = False, truncated: Any = False, info: Any = None
+    ) -> Observation:  # ManiSkill's dicts of tensors (or plain values)
         info = info or {}
         main = _numpy(obs["sensor_data"]["base_camera"]["rgb"])[0].astype(np.uint8)
         if self.extra_camera:
@@ -168,7 +172,7 @@ def plan_pick_cube(env_id: str, seed: int | None) -> list[np.ndarray]:
     import mani_skill.envs  # noqa: F401
     from mani_skill.examples.motionplanning.panda.solutions.pick_cube import solve
 
-    env = _PLAN_ENVS.get(env_id)
+    env: Any = _PLAN_ENVS.get(env_id)  # a gymnasium env; its step is swapped to record the planner's actions
     if env is None:
         env = gym.make(
             env_id,
@@ -183,7 +187,7 @@ def plan_pick_cube(env_id: str, seed: int | None) -> list[np.ndarray]:
     actions: list[np.ndarray] = []
     real_step = env.step
 
-    def recording_step(action):
+    def recording_step(action: Any) -> Any:
         actions.append(np.asarray(action, dtype=np.float32).copy())
         return real_step(action)
 
@@ -195,4 +199,4 @@ def plan_pick_cube(env_id: str, seed: int | None) -> list[np.ndarray]:
     return actions
 
 
-_PLAN_ENVS: dict = {}
+_PLAN_ENVS: dict[str, Any] = {}

@@ -5,11 +5,15 @@ from __future__ import annotations
 import abc
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .robot import Observation
 from .spacemouse import GRIPPER_CLOSED, GRIPPER_OPEN, SpaceMouseMapping, SpaceMouseState
+
+if TYPE_CHECKING:
+    from .replay_robot import ReplayRobot
 
 
 class Policy(abc.ABC):
@@ -96,7 +100,7 @@ class ReplayPolicy(Policy):
 
     name = "replay"
 
-    def __init__(self, robot):
+    def __init__(self, robot: ReplayRobot) -> None:
         self.robot = robot
 
     def act(self, obs: Observation) -> np.ndarray:

@@ -8,6 +8,7 @@ The agent writes such files with `--save-dir`.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -31,7 +32,7 @@ class ReplayRobot(Robot):
         self.connected = False
 
     @classmethod
-    def from_file(cls, path: str | Path, **kwargs) -> ReplayRobot:
+    def from_file(cls, path: str | Path, **kwargs: Any) -> ReplayRobot:
         path = Path(path)
         if not path.is_file():
             raise RobotError(f"no episode file at {path}")
@@ -72,7 +73,9 @@ class ReplayRobot(Robot):
         return self._observation()
 
 
-def synthetic_episode(length: int = 40, size: int = 64, cameras=("main", "extra")) -> dict[str, np.ndarray]:
+def synthetic_episode(
+    length: int = 40, size: int = 64, cameras: tuple[str, ...] | list[str] = ("main", "extra")
+) -> dict[str, np.ndarray]:
     """A made-up episode: a red square rises over the frames; success in the last quarter."""
     frames = np.zeros((length, size, size, 3), dtype=np.uint8)
     frames[..., 2] = 90
@@ -81,7 +84,9 @@ def synthetic_episode(length: int = 40, size: int = 64, cameras=("main", "extra"
         top = int((size - side) * (1 - t / max(1, length - 1)))
         frames[t, top : top + side, size // 2 - side // 2 : size // 2 + side // 2 + 1] = (220, 30, 30)
     success = np.arange(length) >= int(length * 0.75)
-    episode = {camera: frames if i == 0 else frames[:, ::-1].copy() for i, camera in enumerate(cameras)}
+    episode: dict[str, np.ndarray] = {
+        camera: frames if i == 0 else frames[:, ::-1].copy() for i, camera in enumerate(cameras)
+    }
     episode.update(
         cameras=np.array(cameras),
         actions=np.zeros((length, 7), dtype=np.float32),

@@ -60,5 +60,5 @@ class Robot(ABC):
         self.connect()
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.disconnect()

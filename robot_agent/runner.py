@@ -11,6 +11,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, TextIO
 
 import numpy as np
 
@@ -18,6 +19,9 @@ from .keys import KeyReader
 from .policies import Policy
 from .protocol import encode_image, pack_step
 from .robot import Observation, Robot
+
+if TYPE_CHECKING:
+    from .streamer import Streamer
 
 OPERATOR_KEYS = {"c": "success", "a": "fail"}
 
@@ -45,7 +49,7 @@ class RunSummary:
 
 
 class StatusLine:
-    def __init__(self, stream=None, quiet: bool = False):
+    def __init__(self, stream: TextIO | None = None, quiet: bool = False) -> None:
         self.stream = stream or sys.stderr
         self.quiet = quiet
         self.tty = getattr(self.stream, "isatty", lambda: False)()
@@ -74,7 +78,7 @@ class StatusLine:
 
 
 def run_episodes(
-    robot: Robot, policy: Policy, streamer, config: RunConfig, keys: KeyReader | None = None
+    robot: Robot, policy: Policy, streamer: Streamer, config: RunConfig, keys: KeyReader | None = None
 ) -> RunSummary:
     """Drive `config.episodes` episodes, streaming each step; returns what was sent."""
     keys = keys or KeyReader()
@@ -161,7 +165,7 @@ def run_episodes(
     return summary
 
 
-def _send_step(streamer, episode: str, index: int, obs: Observation, action: list, config: RunConfig) -> None:
+def _send_step(streamer: Streamer, episode: str, index: int, obs: Observation, action: list, config: RunConfig) -> None:
     images = {
         camera: encode_image(array, config.image_format, config.jpeg_quality) for camera, array in obs.images.items()
     }

@@ -10,6 +10,8 @@ from __future__ import annotations
 import contextlib
 import time
 from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Any
 
 import numpy as np
 
@@ -34,7 +36,7 @@ class SpaceMouseState:
     buttons: tuple[int, ...] = (0, 0)
 
     @classmethod
-    def from_pyspacemouse(cls, state) -> SpaceMouseState:
+    def from_pyspacemouse(cls, state: Any) -> SpaceMouseState:  # pyspacemouse's untyped state tuple
         return cls(
             float(state.x),
             float(state.y),
@@ -91,7 +93,7 @@ class SpaceMouseDevice:
     """Reads the device through pyspacemouse; raises SpaceMouseUnavailable with a clear message."""
 
     def __init__(self) -> None:
-        self._module = None
+        self._module: ModuleType | None = None
 
     def open(self) -> SpaceMouseDevice:
         try:
@@ -113,6 +115,8 @@ class SpaceMouseDevice:
         return self
 
     def read(self) -> SpaceMouseState:
+        if self._module is None:
+            raise SpaceMouseUnavailable("the SpaceMouse is not open: call open() first")
         return SpaceMouseState.from_pyspacemouse(self._module.read())
 
     def close(self) -> None:

@@ -11,11 +11,14 @@ import json
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from websockets.exceptions import ConnectionClosed, InvalidStatus, InvalidURI
-from websockets.sync.client import connect
+from websockets.sync.client import ClientConnection, connect
+from websockets.typing import Origin
 
 from .protocol import dumps
 
@@ -46,7 +49,15 @@ class LinkStats:
 
 
 class Streamer:
-    def __init__(self, server: str, token: str, hello: dict, *, max_pending_steps: int = 20, on_result=None):
+    def __init__(
+        self,
+        server: str,
+        token: str,
+        hello: dict,
+        *,
+        max_pending_steps: int = 20,
+        on_result: Callable[[dict], None] | None = None,
+    ) -> None:
         self.url = websocket_url(server)
         self.origin = urlunsplit(urlsplit(server if "://" in server else f"http://{server}")[:2] + ("", "", ""))
         self.token = token
@@ -63,7 +74,7 @@ class Streamer:
         self._lock = threading.Condition()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._ws = None
+        self._ws: ClientConnection | None = None
         self._reader_done = threading.Event()
         self._closing = False
 
@@ -83,7 +94,7 @@ class Streamer:
     def send_step(self, payload: bytes) -> None:
         self._push("step", payload)
 
-    def _push(self, kind: str, payload) -> None:
+    def _push(self, kind: str, payload: Any) -> None:
         if self.error:
             raise StreamFatal(self.error)
         with self._lock:
@@ -148,7 +159,12 @@ class Streamer:
     def _session(self) -> None:
         headers = {"Authorization": f"Bearer {self.token}"}
         with connect(
-            self.url, additional_headers=headers, origin=self.origin, max_size=None, open_timeout=10, close_timeout=2
+            self.url,
+            additional_headers=headers,
+            origin=Origin(self.origin),
+            max_size=None,
+            open_timeout=10,
+            close_timeout=2,
         ) as ws:
             hello = dict(self.hello, type="hello")
             if self.session_id is not None:
@@ -181,7 +197,7 @@ class Streamer:
                 if kind == "step":
                     self.stats.sent_steps += 1
 
-    def _read(self, ws) -> None:
+    def _read(self, ws: ClientConnection) -> None:
         try:
             for raw in ws:
                 message = json.loads(raw)

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs the whole test suite against PostgreSQL and Redis (started here when they are not running),
-# with real Celery workers, inference workers, Chromium and the ManiSkill simulator.
+# with real Celery workers, inference workers, Chromium and the ManiSkill simulator, after the lint and the
+# type checks (ruff, tsc, mypy: the first that fails stops the run).
 # Extra arguments go to pytest, e.g. scripts/test.sh tests/labeling -x
 source "$(dirname "$0")/lib.sh"
 
@@ -16,5 +17,7 @@ ruff check .
 ruff format --check . >/dev/null || die "ruff format would change files: run 'ruff format .'"
 log "type check (tsc --strict on the front end)"
 (cd frontend && npx --no-install tsc --noEmit -p .) || die "the front end has type errors (see above)"
+log "type check (mypy with django-stubs on the app packages; see [tool.mypy] in pyproject.toml)"
+mypy . || die "the Python code has type errors (see above)"
 log "tests (pytest on $DATABASE_URL)"
 exec python -m pytest "$@"

@@ -9,6 +9,69 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from typing_extensions import TypedDict  # pydantic (tests) needs typing_extensions' TypedDict on 3.11
+
+# What the functions below return, as the evaluation page and API send it (webapp.page_data uses these).
+
+
+class ConfusionCounts(TypedDict):
+    tp: int
+    fp: int
+    tn: int
+    fn: int
+
+
+class ThresholdMetrics(TypedDict):
+    threshold: float
+    accuracy: float
+    precision: float
+    recall: float
+    f1: float
+    false_positive_rate: float
+    confusion: ConfusionCounts
+
+
+class RocCurve(TypedDict):
+    fpr: list[float]
+    tpr: list[float]
+    thresholds: list[float | None]
+    auc: float
+
+
+class PrCurve(TypedDict):
+    precision: list[float]
+    recall: list[float]
+    thresholds: list[float]
+    average_precision: float
+
+
+class Reliability(TypedDict):
+    bin_centers: list[float]
+    predicted: list[float | None]
+    observed: list[float | None]
+    counts: list[int]
+    ece: float
+
+
+class RewardPreview(TypedDict):
+    """What an RL run would receive at the threshold, split by true label."""
+
+    threshold: float
+    rewarded_fraction: float
+    mean_reward_on_success_frames: float | None
+    mean_reward_on_fail_frames: float | None
+    false_rewards: int
+    missed_rewards: int
+
+
+class EvaluationSummary(TypedDict):
+    count: int
+    positives: int
+    at_threshold: ThresholdMetrics
+    roc: RocCurve
+    pr: PrCurve
+    reliability: Reliability
+    rl_preview: RewardPreview
 
 
 @dataclass(frozen=True)
@@ -22,7 +85,7 @@ class Confusion:
     def total(self) -> int:
         return self.tp + self.fp + self.tn + self.fn
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> ConfusionCounts:
         return {"tp": self.tp, "fp": self.fp, "tn": self.tn, "fn": self.fn}
 
 
@@ -49,7 +112,7 @@ def _ratio(a: float, b: float) -> float:
     return float(a / b) if b else 0.0
 
 
-def metrics_at(probs, labels, threshold: float = 0.5) -> dict:
+def metrics_at(probs, labels, threshold: float = 0.5) -> ThresholdMetrics:
     c = confusion(probs, labels, threshold)
     precision = _ratio(c.tp, c.tp + c.fp)
     recall = _ratio(c.tp, c.tp + c.fn)
@@ -64,7 +127,7 @@ def metrics_at(probs, labels, threshold: float = 0.5) -> dict:
     }
 
 
-def roc_curve(probs, labels) -> dict:
+def roc_curve(probs, labels) -> RocCurve:
     """False/true positive rates at every distinct threshold (predicted success is p > t), and the AUC."""
     p, y = _arrays(probs, labels)
     thresholds = np.concatenate([[np.inf], np.unique(p)[::-1], [-np.inf]])
@@ -76,12 +139,13 @@ def roc_curve(probs, labels) -> dict:
     return {"fpr": fpr.tolist(), "tpr": tpr.tolist(), "thresholds": _finite(thresholds), "auc": auc}
 
 
-def pr_curve(probs, labels) -> dict:
+def pr_curve(probs, labels) -> PrCurve:
     """Precision and recall at every distinct threshold, and average precision (step-wise area)."""
     p, y = _arrays(probs, labels)
     thresholds = np.unique(p)[::-1]
     positives = int(y.sum())
-    precision, recall = [], []
+    precision: list[float] = []
+    recall: list[float] = []
     for t in thresholds:
         predicted = p >= t
         tp = int(np.sum(predicted & y))
@@ -94,12 +158,14 @@ def pr_curve(probs, labels) -> dict:
     return {"precision": precision, "recall": recall, "thresholds": thresholds.tolist(), "average_precision": float(ap)}
 
 
-def reliability(probs, labels, bins: int = 10) -> dict:
+def reliability(probs, labels, bins: int = 10) -> Reliability:
     """Per probability bin: mean predicted probability, observed success rate and count; the ECE."""
     p, y = _arrays(probs, labels)
     edges = np.linspace(0.0, 1.0, bins + 1)
     index = np.clip(np.digitize(p, edges[1:-1], right=False), 0, bins - 1)
-    predicted, observed, counts = [], [], []
+    predicted: list[float | None] = []
+    observed: list[float | None] = []
+    counts: list[int] = []
     ece = 0.0
     for b in range(bins):
         mask = index == b
@@ -125,7 +191,7 @@ def error_order(probs, labels) -> list[int]:
 
 def rl_reward_preview(
     probs, labels, threshold: float = 0.5, *, success_reward: float = 1.0, fail_reward: float = 0.0
-) -> dict:
+) -> RewardPreview:
     """What an RL run would receive per frame with binary rewards at this threshold, split by true label."""
     p, y = _arrays(probs, labels)
     reward = np.where(p > threshold, success_reward, fail_reward)
@@ -148,7 +214,7 @@ def threshold_sweep(probs, labels, steps: int = 101) -> list[dict]:
     return out
 
 
-def evaluate_predictions(probs, labels, threshold: float = 0.5) -> dict:
+def evaluate_predictions(probs, labels, threshold: float = 0.5) -> EvaluationSummary:
     return {
         "count": int(len(np.asarray(probs))),
         "positives": int(np.asarray(labels).astype(bool).sum()),

@@ -43,8 +43,10 @@ class SnapshotForm(forms.Form):
     def __init__(self, *args, project, **kwargs):
         super().__init__(*args, **kwargs)
         cameras = list(project.camera_views or ["main"])
-        self.fields["camera"].choices = [(c, c) for c in cameras]
-        self.fields["camera"].initial = cameras[0]
+        camera = self.fields["camera"]
+        assert isinstance(camera, forms.ChoiceField)
+        camera.choices = [(c, c) for c in cameras]
+        camera.initial = cameras[0]
 
     def options(self) -> dict:
         data = dict(self.cleaned_data)
@@ -111,9 +113,9 @@ class JobForm(forms.Form):
 
     def __init__(self, *args, project, **kwargs):
         super().__init__(*args, **kwargs)
-        self.fields["snapshot"].queryset = DatasetSnapshot.objects.filter(project=project, status="ready").order_by(
-            "-number"
-        )
+        snapshot = self.fields["snapshot"]
+        assert isinstance(snapshot, forms.ModelChoiceField)
+        snapshot.queryset = DatasetSnapshot.objects.filter(project=project, status="ready").order_by("-number")
 
     def config(self) -> dict:
         data = self.cleaned_data

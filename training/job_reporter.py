@@ -132,8 +132,8 @@ class JobReporter:
             self.flush()
 
 
-def _clean(metrics: dict[str, Any]) -> dict[str, float]:
-    out = {}
+def _clean(metrics: dict[str, Any]) -> dict[str, float | None]:
+    out: dict[str, float | None] = {}
     for key, value in metrics.items():
         value = float(value)
         out[key] = value if value == value and abs(value) != float("inf") else None

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-from django.core.files.storage import default_storage
 from django.db import transaction
 from django.urls import reverse
 
@@ -55,7 +54,7 @@ def label_queue_recompute(*, project: Project, limit: int = QUEUE_SIZE) -> int:
     frames = _unlabeled_frames(project, MAX_CANDIDATES)
     images = []
     for frame in frames:
-        with default_storage.open(frame.image.name, "rb") as handle:
+        with frame.image.open("rb") as handle:
             images.append(decode_rgb(handle.read()))
     probs = _probabilities(models[0], images) if frames else np.zeros(0)
     others = _probabilities(models[1], images) if frames and len(models) > 1 else None

@@ -9,6 +9,7 @@ from django.core.files.storage import default_storage
 from django.urls import reverse
 
 from labeling.models import Frame
+from webapp.page_data import EvaluationItem, ModelEvaluation, ValFrame
 
 from . import evaluation
 from .datasets.rlinf_binary import read_payload
@@ -50,7 +51,7 @@ def model_predictions(*, model: TrainedModel, snapshot: DatasetSnapshot) -> tupl
     return probs.astype(np.float64), labels
 
 
-def val_items(*, snapshot: DatasetSnapshot) -> list[dict]:
+def val_items(*, snapshot: DatasetSnapshot) -> list[ValFrame]:
     """The val split's frames in payload order: episode, step, label, image URL and labeling-page link."""
     path = local_path(snapshot.folder) / "val_index.json"
     index = json.loads(path.read_text()) if path.exists() else []
@@ -66,30 +67,30 @@ def val_items(*, snapshot: DatasetSnapshot) -> list[dict]:
     for row in index:
         name = names.get((row["episode"], row["step"]))
         items.append(
-            {
-                "episode": row["episode"],
-                "step": row["step"],
-                "label": row["label"],
-                "image": default_storage.url(name) if name else None,
-                "label_url": reverse("episode-label", args=[row["episode"]]) + f"?step={row['step']}",
-            }
+            ValFrame(
+                episode=row["episode"],
+                step=row["step"],
+                label=row["label"],
+                image=default_storage.url(name) if name else None,
+                label_url=reverse("episode-label", args=[row["episode"]]) + f"?step={row['step']}",
+            )
         )
     return items
 
 
-def evaluation_data(*, model: TrainedModel, snapshot: DatasetSnapshot | None = None, threshold: float = 0.5) -> dict:
+def evaluation_data(
+    *, model: TrainedModel, snapshot: DatasetSnapshot | None = None, threshold: float = 0.5
+) -> ModelEvaluation:
     snapshot = snapshot or model.snapshot
     if snapshot is None:
         raise EvaluationUnavailable("the model's snapshot was deleted; compare it on another snapshot")
     probs, labels = model_predictions(model=model, snapshot=snapshot)
-    items = val_items(snapshot=snapshot)
-    if len(items) != len(probs):
-        items = [
-            {"episode": "", "step": i, "label": int(labels[i]), "image": None, "label_url": None}
-            for i in range(len(probs))
+    frames = val_items(snapshot=snapshot)
+    if len(frames) != len(probs):
+        frames = [
+            ValFrame(episode="", step=i, label=int(labels[i]), image=None, label_url=None) for i in range(len(probs))
         ]
-    for item, p in zip(items, probs, strict=True):
-        item["probability"] = float(p)
+    items: list[EvaluationItem] = [{**frame, "probability": float(p)} for frame, p in zip(frames, probs, strict=True)]
     return {
         "model": {"id": model.pk, "name": model.name, "kind": model.kind, "metrics": model.metrics},
         "snapshot": {"id": snapshot.pk, "number": snapshot.number},

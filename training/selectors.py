@@ -97,10 +97,9 @@ def labeled_windows(*, project: Project, sources: list[str], views: tuple[str, s
     windows = []
     for row in order:
         episode = episodes[row["episode_id"]]
-        keys = [(episode.pk, i) for i in range(row["start"], row["end"] + 1)]
-        if any(key not in step_info for key in keys):
+        span: list[Any] = [step_info.get((episode.pk, i)) for i in range(row["start"], row["end"] + 1)]
+        if any(s is None for s in span):
             continue
-        span = [step_info[key] for key in keys]
         main = tuple(frames.get((s["pk"], views[0]), "") for s in span)
         extra = tuple(frames.get((s["pk"], views[1]), "") for s in span)
         if not all(main) or not all(extra):

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import shutil
 import socket
 import threading
 import traceback
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from datetime import timedelta
+from typing import Any
 
 from django.conf import settings
 from django.db import connection, transaction
@@ -105,13 +108,18 @@ def _emit_job_event(job_id: int, event: str) -> None:
     if row is None:
         return
     models = list(TrainedModel.objects.filter(job_id=job_id).values("id", "name"))
-    data = {"job": {"id": job_id, **{k: row[k] for k in ("kind", "status", "summary")}}, "models": models}
+    data: dict[str, Any] = {
+        "job": {"id": job_id, **{k: row[k] for k in ("kind", "status", "summary")}},
+        "models": models,
+    }
     data["job"]["error"] = (row["error"] or "")[-2000:]
     webhook_emit_safely(project_id=row["project_id"], event=event, data=data)
 
 
 def _status_extra(job_id: int) -> dict:
-    row = TrainingJob.objects.filter(pk=job_id).values("progress", "eta_seconds", "error").first() or {}
+    row: Mapping[str, Any] = (
+        TrainingJob.objects.filter(pk=job_id).values("progress", "eta_seconds", "error").first() or {}
+    )
     models = list(TrainedModel.objects.filter(job_id=job_id).values_list("pk", flat=True))
     return {**row, "models": models}
 
@@ -320,7 +328,7 @@ def jobs_recover_stale(*, now=None) -> SweepOutcome:
                 eta_seconds=None,
             ):
                 outcome.requeued.append(job_id)
-                transaction.on_commit(lambda job_id=job_id: job_enqueue(job_id=job_id))
+                transaction.on_commit(functools.partial(job_enqueue, job_id=job_id))
     waiting = TrainingJob.objects.filter(status=JobStatus.QUEUED, cancel_requested=False).exclude(
         pk__in=outcome.requeued
     )

@@ -1,10 +1,10 @@
 """Training pages and API."""
 
-from django.urls import include, path
+from django.urls import URLPattern, URLResolver, include, path
 
 from . import api, views
 
-urlpatterns = [
+urlpatterns: list[URLPattern | URLResolver] = [
     path("projects/<int:pk>/training/", views.project_training, name="training-project"),
     path("projects/<int:pk>/training/snapshots/new", views.snapshot_new, name="training-snapshot-new"),
     path("projects/<int:pk>/training/jobs/new", views.job_new, name="training-job-new"),

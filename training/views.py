@@ -14,6 +14,7 @@ from django.views.decorators.http import require_POST
 
 from labeling import access
 from labeling.models import Project
+from webapp.page_data import EvaluationPageData, JobPageData, TrainingPageData
 
 from . import runners, selectors, services
 from .families import FAMILIES
@@ -23,7 +24,7 @@ from .models import DatasetSnapshot, ModelKind, TrainedModel, TrainingJob
 from .services import JobError
 from .snapshot_services import SnapshotError, snapshot_archive, snapshot_delete, snapshot_start
 from .storage import local_path
-from .views_data import job_state
+from .views_data import job_state_of
 from .vlm.evaluation import trend_evaluation_rows
 
 
@@ -52,7 +53,7 @@ def _training_page(request, project, snapshot_form, job_form, status=200):
             "models": selectors.models_for_project(project),
             "snapshot_form": snapshot_form,
             "job_form": job_form,
-            "page_data": {"project": project.pk, "default_configs": defaults},
+            "page_data": TrainingPageData(project=project.pk, default_configs=defaults),
         },
         status=status,
     )
@@ -139,7 +140,7 @@ def job_detail(request, job_id: int):
             "job": job,
             "project": job.project,
             "models": job.models.all(),
-            "page_data": {"job": job.pk, "ws": f"/ws/jobs/{job.pk}/", "state": job_state(job.pk)},
+            "page_data": JobPageData(job=job.pk, ws=f"/ws/jobs/{job.pk}/", state=job_state_of(job)),
         },
     )
 
@@ -202,7 +203,7 @@ def model_evaluation(request, model_id: int):
             "project": model.project,
             "others": others,
             "error": error,
-            "page_data": {"mode": "single", "evaluations": [data] if data else []},
+            "page_data": EvaluationPageData(mode="single", evaluations=[data] if data else []),
             "compare_url": reverse("training-compare", args=[model.project_id]),
         },
         status=200 if data else 400,
@@ -216,6 +217,9 @@ def compare(request, pk: int):
     models = TrainedModel.objects.filter(project=project)
     error = ""
     evaluations = []
+    a: TrainedModel | None
+    b: TrainedModel | None
+    snapshot: DatasetSnapshot | None
     try:
         a = models.get(pk=int(request.GET.get("a", "")))
         b = models.get(pk=int(request.GET.get("b", "")))
@@ -239,7 +243,7 @@ def compare(request, pk: int):
             "b": b,
             "snapshot": snapshot if not error else None,
             "error": error,
-            "page_data": {"mode": "compare", "evaluations": evaluations},
+            "page_data": EvaluationPageData(mode="compare", evaluations=evaluations),
         },
         status=400 if error else 200,
     )

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+from webapp.page_data import JobState
+
 from .models import TrainedModel, TrainingJob
 
 
-def job_state(job_id: int) -> dict | None:
+def job_state(job_id: int) -> JobState | None:
     job = TrainingJob.objects.filter(pk=job_id).select_related("snapshot").first()
-    if job is None:
-        return None
+    return None if job is None else job_state_of(job)
+
+
+def job_state_of(job: TrainingJob) -> JobState:
     return {
         "job": job.pk,
         "kind": job.kind,
@@ -19,6 +23,6 @@ def job_state(job_id: int) -> dict | None:
         "error": job.error,
         "log": job.log[-20000:],
         "summary": job.summary,
-        "models": list(TrainedModel.objects.filter(job_id=job_id).values_list("pk", flat=True)),
+        "models": list(TrainedModel.objects.filter(job_id=job.pk).values_list("pk", flat=True)),
         "epochs": (job.config or {}).get("epochs"),
     }

@@ -12,16 +12,18 @@ from drf_spectacular.views import SpectacularRedocView, SpectacularSwaggerView
 LOCAL_ONLY_CSP = "img-src 'self' data: blob:; font-src 'self' data:"
 
 
-class _LocalOnly:
+def _local_only(response):
+    response["Content-Security-Policy"] = LOCAL_ONLY_CSP
+    return response
+
+
+class SwaggerDocsView(SpectacularSwaggerView):
     def get(self, request, *args, **kwargs):
-        response = super().get(request, *args, **kwargs)
-        response["Content-Security-Policy"] = LOCAL_ONLY_CSP
-        return response
+        return _local_only(super().get(request, *args, **kwargs))
 
 
-class SwaggerDocsView(_LocalOnly, SpectacularSwaggerView):
-    pass
-
-
-class RedocDocsView(_LocalOnly, SpectacularRedocView):
+class RedocDocsView(SpectacularRedocView):
     template_name = "api_docs/redoc.html"
+
+    def get(self, request, *args, **kwargs):
+        return _local_only(super().get(request, *args, **kwargs))

@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction
+from django.utils.decorators import sync_and_async_middleware
 
 from . import metrics
 
@@ -28,26 +29,22 @@ def _record(request, response, started: float) -> None:
     metrics.observe_request(endpoint, request.method, response.status_code, time.perf_counter() - started, deployment)
 
 
+@sync_and_async_middleware
 def request_metrics(get_response):
     if iscoroutinefunction(get_response):
 
-        async def middleware(request):
+        async def async_middleware(request):
             started = time.perf_counter()
             response = await get_response(request)
             _record(request, response, started)
             return response
 
-        markcoroutinefunction(middleware)
-    else:
+        return markcoroutinefunction(async_middleware)
 
-        def middleware(request):
-            started = time.perf_counter()
-            response = get_response(request)
-            _record(request, response, started)
-            return response
+    def middleware(request):
+        started = time.perf_counter()
+        response = get_response(request)
+        _record(request, response, started)
+        return response
 
     return middleware
-
-
-request_metrics.sync_capable = True
-request_metrics.async_capable = True

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import dj_database_url
 
@@ -177,7 +178,7 @@ def _channel_layer_retry():
 
 
 # Channels on Redis.
-CHANNEL_LAYERS = {
+CHANNEL_LAYERS: dict[str, Any] = {
     "default": {
         "BACKEND": "channels_redis.core.RedisChannelLayer",
         "CONFIG": {"hosts": [REDIS_URL], "capacity": 1000, "expiry": 30},

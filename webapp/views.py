@@ -9,7 +9,7 @@ from urllib.parse import quote
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.core.files.storage import default_storage
-from django.http import FileResponse, Http404, HttpResponse, JsonResponse
+from django.http import FileResponse, Http404, HttpResponse, HttpResponseBase, JsonResponse
 from django.shortcuts import render
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, generate_latest
 
@@ -98,6 +98,7 @@ def media(request, path: str):
     if ".." in path.split("/") or not _media_allowed(request, path) or not default_storage.exists(path):
         raise Http404("No such file")
     content_type = mimetypes.guess_type(path)[0] or "application/octet-stream"
+    response: HttpResponseBase
     if settings.MEDIA_ACCEL_REDIRECT:
         response = HttpResponse(content_type=content_type)
         response["X-Accel-Redirect"] = settings.MEDIA_ACCEL_REDIRECT.rstrip("/") + "/" + quote(path)

@@ -23,8 +23,8 @@ class DeliveryInline(admin.TabularInline):
     extra = 0
     can_delete = False
     max_num = 0
-    fields = ["created_at", "event", "status", "attempts", "response_status", "error"]
-    readonly_fields = fields
+    readonly_fields = ("created_at", "event", "status", "attempts", "response_status", "error")
+    fields = readonly_fields
     ordering = ["-created_at"]
     show_change_link = True
 

@@ -41,6 +41,9 @@ def build_head(config: ResNetConfig) -> nn.Module:
 class RewardResNet(nn.Module):
     """Images in (uint8 [B,H,W,C] or float NCHW in [0,1]), one success logit per image out ([B])."""
 
+    mean: torch.Tensor  # buffers registered in __init__
+    std: torch.Tensor
+
     def __init__(self, config: ResNetConfig):
         super().__init__()
         self.config = config

@@ -43,7 +43,7 @@ def base_load(path: str | Path, *, device: str = "auto", bf16: bool = True):
     dev = device_pick(device)
     model = Qwen3VLForConditionalGeneration.from_pretrained(path, dtype=dtype_pick(dev, bf16), local_files_only=True)
     processor = AutoProcessor.from_pretrained(path, local_files_only=True)
-    return model.to(dev), processor
+    return model.to(dev), processor  # type: ignore[arg-type]  # transformers types `to` as taking the model itself
 
 
 def lora_state_dict(model) -> dict[str, torch.Tensor]:

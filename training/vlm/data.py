@@ -164,7 +164,7 @@ def balance_weights(windows: list[TrendWindow]) -> np.ndarray:
     present = [label for label in LABELS if counts[label]]
     if not present:
         return np.ones(len(windows))
-    per_label = {label: len(windows) / (len(present) * counts[label]) for label in present}
+    per_label: dict[str | None, float] = {label: len(windows) / (len(present) * counts[label]) for label in present}
     return np.array([per_label[window.label] for window in windows], dtype=np.float64)
 
 
@@ -217,7 +217,8 @@ def trend_split_load(folder: str | Path, split: str) -> tuple[list[TrendWindow],
     """Windows and JSONL rows of `train` or `eval` in an exported trend dataset folder."""
     folder = Path(folder)
     manifest = folder / split / "segments.jsonl"
-    windows, rows = [], []
+    windows: list[TrendWindow] = []
+    rows: list[dict] = []
     if not manifest.is_file():
         return windows, rows
     for line in manifest.read_text().splitlines():

@@ -9,6 +9,7 @@ must equal the text hidden size, deepstack indexes must exist in the tiny vision
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from .labels import LABELS
 
@@ -80,7 +81,7 @@ def build_processor(tokenizer, *, patch_size: int = 16, merge_size: int = 2):
 
     factor = patch_size * merge_size
     size = {"shortest_edge": factor * factor, "longest_edge": 4 * factor * factor}
-    common = dict(
+    common: dict[str, Any] = dict(
         patch_size=patch_size,
         merge_size=merge_size,
         temporal_patch_size=2,

@@ -106,7 +106,7 @@ class _Batches:
         size = min(self.config.batch_size, len(self.windows))
         if self.sample_p is not None:
             return [int(i) for i in self.np_rng.choice(len(self.windows), size=size, p=self.sample_p)]
-        picked = []
+        picked: list[int] = []
         while len(picked) < size:
             if not self.order:
                 self.order = list(range(len(self.windows)))

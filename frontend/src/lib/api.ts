@@ -1,5 +1,6 @@
 // Small fetch wrapper for the REST API: JSON in and out, the CSRF token from the cookie, and errors
 // that carry the server's `detail` message.
+import type { PageData } from "../generated/page-data";
 
 export class ApiError extends Error {
   constructor(public status: number, message: string, public body: unknown = null) {
@@ -30,9 +31,12 @@ export async function api<T = unknown>(path: string, init: RequestInit & { json?
   return data as T;
 }
 
-/** Reads JSON that a Django template embedded with json_script. */
-export function pageData<T>(id = "page-data"): T {
+/**
+ * Reads the JSON that a Django template embedded with json_script, typed as the named page's data
+ * (generated/page-data.ts, generated from webapp/page_data.py: the server checks the same description).
+ */
+export function pageData<Page extends keyof PageData>(page: Page, id = "page-data"): PageData[Page] {
   const element = document.getElementById(id);
-  if (!element?.textContent) throw new Error(`missing #${id}`);
-  return JSON.parse(element.textContent) as T;
+  if (!element?.textContent) throw new Error(`missing #${id} (the data of the ${page} page)`);
+  return JSON.parse(element.textContent) as PageData[Page];
 }

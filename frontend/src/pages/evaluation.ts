@@ -2,23 +2,13 @@
 // matrix at a threshold picked with a slider (with what an RL run would receive), ROC, precision-recall and
 // reliability plots, and the validation frames ordered by error, each linking to its labeling page.
 import uPlot from "uplot";
+import type { EvaluationItem, ModelEvaluation } from "../generated/page-data";
 import { pageData } from "../lib/api";
 
-interface Item { episode: string; step: number; label: number; probability: number; image: string | null; label_url: string | null; }
-interface Evaluation {
-  model: { id: number; name: string; kind: string; metrics: Record<string, unknown> };
-  snapshot: { id: number; number: number };
-  probabilities: number[]; labels: number[]; items: Item[]; order: number[];
-  summary: {
-    count: number; positives: number;
-    roc: { fpr: number[]; tpr: number[]; auc: number };
-    pr: { precision: number[]; recall: number[]; average_precision: number };
-    reliability: { bin_centers: number[]; predicted: (number | null)[]; observed: (number | null)[]; counts: number[]; ece: number };
-  };
-}
-interface Data { mode: "single" | "compare"; evaluations: Evaluation[]; }
+type Evaluation = ModelEvaluation;
+type Item = EvaluationItem;
 
-const data = pageData<Data>();
+const data = pageData("evaluation");
 const root = document.getElementById("evaluation")!;
 const GALLERY = 60;
 

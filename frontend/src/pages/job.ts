@@ -1,17 +1,14 @@
 // Job page: live loss/accuracy curves, progress bar with ETA, status and log, pushed over a WebSocket.
 // On (re)connect the server sends the whole history, then live events.
 import uPlot from "uplot";
+import type { JobState } from "../generated/page-data";
 import { pageData } from "../lib/api";
 import { reconnectingSocket } from "../lib/socket";
 
 interface Point { kind: "step" | "epoch"; step: number; epoch: number | null; [metric: string]: number | string | null; }
-interface State {
-  job: number; status: string; progress: number; eta_seconds: number | null; error?: string; log?: string;
-  models?: number[]; cancel_requested?: boolean; epochs?: number;
-}
-interface Data { job: number; ws: string; state: State; }
+type State = JobState; // also what the socket's history and status events carry (in part)
 
-const data = pageData<Data>();
+const data = pageData("job");
 const $ = (id: string) => document.getElementById(id)!;
 const steps = new Map<number, Point>();
 const epochs = new Map<number, Point>();

@@ -2,17 +2,11 @@
 // per RL run, served probabilities against the training set's, and success rate per episode step.
 // Data comes with the page (json_script) and is refreshed from the monitor API every 10 seconds.
 import uPlot from "uplot";
+import type { MonitorPageData } from "../generated/page-data";
 import { api, pageData } from "../lib/api";
 
 type Rate = number | null;
-interface Series {
-  times: number[]; frames: number[]; false_success_rate: Rate[]; false_fail_rate: Rate[]; model_success_rate: Rate[];
-  run_false_success: Record<string, Rate[]>; served_histogram: number[];
-}
-interface Data {
-  deployment: string; series: Series; training_histogram: number[] | null; bins: number;
-  steps: { steps: number[]; model_success_rate: Rate[]; env_success_rate: Rate[] };
-}
+type Data = MonitorPageData;
 
 const COLORS = ["#c0392b", "#2471a3", "#1e8449", "#b9770e", "#7d3c98", "#117a65"];
 const charts: uPlot[] = [];
@@ -61,7 +55,7 @@ function render(data: Data) {
   ], data.steps.steps);
 }
 
-const data = pageData<Data>();
+const data = pageData("monitor");
 render(data);
 setInterval(async () => {
   try {

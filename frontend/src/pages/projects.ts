@@ -2,7 +2,7 @@
 // starts a background job and goes to its page.
 import { api, pageData } from "../lib/api";
 
-const { api: projectApi } = pageData<{ project: number; api: string }>();
+const { api: projectApi } = pageData("projects");
 const statusEl = document.getElementById("proposal-status") as HTMLElement;
 
 for (const button of document.querySelectorAll<HTMLButtonElement>("#proposals [data-action]")) {

@@ -5,20 +5,10 @@ import { pageData } from "../lib/api";
 import { ema, RateMeter } from "../lib/rate";
 import { reconnectingSocket } from "../lib/socket";
 
-interface PageData {
-  session: number;
-  wsPath: string;
-  cameras: string[];
-  threshold: number;
-  deployment: string;
-  labelUrl: string;
-  hz: number;
-}
-
 type Message = Record<string, any> & { type: string };
 
 const WINDOW_S = 60;
-const data = pageData<PageData>();
+const data = pageData("teleop_dashboard");
 const $ = (id: string) => document.getElementById(id) as HTMLElement;
 let threshold = data.threshold;
 

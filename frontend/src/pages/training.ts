@@ -2,12 +2,7 @@
 // that kind's defaults.
 import { pageData } from "../lib/api";
 
-interface Data {
-  project: number;
-  default_configs: Record<string, Record<string, unknown> | null>;
-}
-
-const data = pageData<Data>();
+const data = pageData("training");
 const form = document.getElementById("job-form") as HTMLFormElement | null;
 const kind = form?.querySelector<HTMLSelectElement>("select[name=kind]");
 const json = form?.querySelector<HTMLTextAreaElement>("textarea[name=config_json]");
