@@ -12,8 +12,10 @@ import pytest
 from pydantic import TypeAdapter, ValidationError
 from typing_extensions import TypedDict
 
+from labeling.page_data import EpisodeLabelingData, ProjectPageData
 from tests.training.conftest import seed_episodes
-from webapp.page_data import PAGES, EpisodeLabelingData, ModelEvaluation, MonitorPageData, ProjectPageData
+from training.page_data import ModelEvaluation
+from webapp.page_data import PAGES, MonitorPageData
 from webapp.typescript import typescript_module
 
 SCRIPT = re.compile(r'src="[^"]*/pages/(\w+)\.js"')
