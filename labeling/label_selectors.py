@@ -9,9 +9,8 @@ from django.core.files.storage import default_storage
 from django.db.models import Case, Count, F, IntegerField, OuterRef, Q, QuerySet, Subquery, Value, When
 from django.db.models.functions import Coalesce
 
-from webapp.page_data import EpisodeLabelingData, LabelingWindow
-
 from .models import Episode, Frame, FrameLabel, LabelChange, LabelSource, Project, ProposalStatus, Step, WindowLabel
+from .page_data import EpisodeLabelingData, LabelingWindow
 
 FRAME_CLASSES = ("success", "fail")
 WINDOW_CLASSES = ("positive", "negative", "unclear")

@@ -10,10 +10,9 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import NoReverseMatch, reverse
 from django.views.decorators.http import require_POST
 
-from webapp.page_data import EpisodeLinks, ProjectPageData
-
 from . import access, label_selectors, services
 from .models import Agent, Episode, Membership, Project
+from .page_data import EpisodeLinks, ProjectPageData
 
 FILTERS = ("source", "agent", "state", "proposals", "success")
 

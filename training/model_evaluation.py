@@ -9,11 +9,11 @@ from django.core.files.storage import default_storage
 from django.urls import reverse
 
 from labeling.models import Frame
-from webapp.page_data import EvaluationItem, ModelEvaluation, ValFrame
 
 from . import evaluation
 from .datasets.rlinf_binary import read_payload
 from .models import DatasetSnapshot, ModelKind, TrainedModel
+from .page_data import EvaluationItem, ModelEvaluation, ValFrame
 from .resnet.runner import VAL_PREDICTIONS, read_val_predictions
 from .storage import local_path
 

@@ -14,13 +14,13 @@ from django.views.decorators.http import require_POST
 
 from labeling import access
 from labeling.models import Project
-from webapp.page_data import EvaluationPageData, JobPageData, TrainingPageData
 
 from . import runners, selectors, services
 from .families import FAMILIES
 from .forms import JobForm, SnapshotForm
 from .model_evaluation import EvaluationUnavailable, evaluation_data
 from .models import DatasetSnapshot, ModelKind, TrainedModel, TrainingJob
+from .page_data import EvaluationPageData, JobPageData, TrainingPageData
 from .services import JobError
 from .snapshot_services import SnapshotError, snapshot_archive, snapshot_delete, snapshot_start
 from .storage import local_path

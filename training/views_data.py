@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from webapp.page_data import JobState
-
 from .models import TrainedModel, TrainingJob
+from .page_data import JobState
 
 
 def job_state(job_id: int) -> JobState | None:

@@ -12,8 +12,10 @@ import pytest
 from pydantic import TypeAdapter, ValidationError
 from typing_extensions import TypedDict
 
+from labeling.page_data import EpisodeLabelingData, ProjectPageData
 from tests.training.conftest import seed_episodes
-from webapp.page_data import PAGES, ProjectPageData
+from training.page_data import ModelEvaluation
+from webapp.page_data import PAGES, MonitorPageData
 from webapp.typescript import typescript_module
 
 SCRIPT = re.compile(r'src="[^"]*/pages/(\w+)\.js"')
@@ -106,3 +108,13 @@ def test_every_page_embeds_exactly_what_its_script_expects(user_client, project)
         wrong += [f"{url} ({page.group(1)}): {problem}" for problem in exactly(PAGES[page.group(1)], raw.group(1))]
     assert not wrong, "\n".join(wrong)
     assert seen == set(PAGES), f"pages without a check here: {set(PAGES) - seen}"
+    # the APIs the pages refresh from send the same shapes
+    for url, data_type in [
+        (f"/api/episodes/{episodes[0].uuid}/labeling", EpisodeLabelingData),
+        (f"/api/models/{model.pk}/evaluation", ModelEvaluation),
+        (f"/api/deployments/{deployment.name}/monitor", MonitorPageData),
+    ]:
+        response = user_client.get(url)
+        assert response.status_code == 200, url
+        wrong += [f"{url}: {problem}" for problem in exactly(data_type, response.content.decode())]
+    assert not wrong, "\n".join(wrong)

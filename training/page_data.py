@@ -1,0 +1,86 @@
+"""What the training pages embed for their scripts (json_script, id `page-data`): see webapp/page_data.py."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from typing_extensions import TypedDict  # pydantic (tests) needs typing_extensions' TypedDict on 3.11
+
+from .evaluation import EvaluationSummary
+
+
+class TrainingPageData(TypedDict):
+    """The project's training page: the job form's defaults per model kind."""
+
+    project: int
+    default_configs: dict[str, dict[str, Any] | None]
+
+
+class JobState(TypedDict):
+    """A training job as the job page and its WebSocket show it."""
+
+    job: int
+    kind: str
+    status: str
+    cancel_requested: bool
+    progress: float
+    eta_seconds: float | None
+    error: str
+    log: str
+    summary: dict[str, Any]
+    models: list[int]
+    epochs: int | None
+
+
+class JobPageData(TypedDict):
+    job: int
+    ws: str
+    state: JobState
+
+
+class EvaluationModel(TypedDict):
+    id: int
+    name: str
+    kind: str
+    metrics: dict[str, Any]
+
+
+class EvaluationSnapshot(TypedDict):
+    id: int
+    number: int
+
+
+class ValFrame(TypedDict):
+    """One frame of a snapshot's validation split: its label, image URL and labeling-page link."""
+
+    episode: str
+    step: int
+    label: int
+    image: str | None
+    label_url: str | None
+
+
+class EvaluationItem(ValFrame):
+    """One validation frame, with the model's probability."""
+
+    probability: float
+
+
+class ModelEvaluation(TypedDict):
+    """One model on a snapshot's validation split (also the answer of GET /api/models/<id>/evaluation)."""
+
+    model: EvaluationModel
+    snapshot: EvaluationSnapshot
+    threshold: float
+    probabilities: list[float]
+    labels: list[int]
+    summary: EvaluationSummary
+    items: list[EvaluationItem]
+    order: list[int]
+
+
+class EvaluationPageData(TypedDict):
+    """The evaluation page: one model, or two side by side."""
+
+    mode: Literal["single", "compare"]
+    evaluations: list[ModelEvaluation]
