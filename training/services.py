@@ -21,7 +21,7 @@ from labeling.models import Project
 from webhooks import events
 from webhooks.services import webhook_emit_safely
 
-from . import runners
+from . import launch, runners
 from .job_reporter import JobReporter, push
 from .models import FINISHED_STATUSES, DatasetSnapshot, JobMetric, JobStatus, TrainedModel, TrainingJob
 from .reporting import JobCancelled
@@ -169,7 +169,7 @@ def _run(job: TrainingJob, reporter: JobReporter, worker: str) -> runners.RunRes
     try:
         runner = runners.get_runner(job.kind)
         reporter.log(f"{job.kind} job started on {worker} (attempt {attempt} of {settings.TRAINING_MAX_ATTEMPTS})")
-        result = runner(job, reporter)
+        result = launch.job_run(job, reporter, runner)  # in this process, or under torchrun
         reporter.log("training finished")
         reporter.flush()
         return result
