@@ -130,29 +130,40 @@ def outcome_read(out_dir: Path, returncode: int | None, *, world_size: int, stop
     """Rank 0's result, or JobCancelled, or DistributedJobFailed naming the rank that failed and why."""
     if stopped:
         raise JobCancelled(f"the ranks did not stop within {STOP_GRACE_SECONDS:.0f} s of the cancel request")
-    errors = sorted((json.loads(p.read_text()) for p in out_dir.glob("rank_*.error.json")), key=lambda e: e["rank"])
-    own = [e for e in errors if not e.get("peer_failure")]
-    if own:  # a rank's own error (its collective partners then fail too; that is not news)
-        first = own[0]
-        raise DistributedJobFailed(f"rank {first['rank']} of {world_size} failed on {first['host']}: {first['error']}")
-    cause = root_cause(_log_tail(out_dir, lines=60))
-    if returncode != 0 and cause:  # a rank died without a word (killed, out of memory): torchrun saw it
-        raise DistributedJobFailed(
-            f"rank {cause.get('rank', '?').split()[0]} of {world_size} died on {cause.get('host', '?')}: exit code "
-            f"{cause.get('exitcode', '?')}; {cause.get('traceback', '')}"
-        )
-    if errors:
-        first = errors[0]
-        raise DistributedJobFailed(f"rank {first['rank']} of {world_size} failed on {first['host']}: {first['error']}")
+    failure = failure_message(out_dir, returncode, world_size=world_size)
+    if failure:
+        raise DistributedJobFailed(failure)
     result_file = out_dir / RESULT_FILE
-    if returncode != 0 or not result_file.exists():
-        raise DistributedJobFailed(
-            f"a training process died (torchrun exit code {returncode}); torchrun said:\n{_log_tail(out_dir)}"
-        )
+    if not result_file.exists():
+        raise DistributedJobFailed(f"rank 0 left no result; torchrun said:\n{_log_tail(out_dir)}")
     outcome = json.loads(result_file.read_text())
     if outcome["status"] == "cancelled":
         raise JobCancelled(outcome.get("message", ""))
     return RunResult(**outcome["result"])
+
+
+def failure_message(out_dir: Path, returncode: int | None, *, world_size: int) -> str | None:
+    """Why this node's ranks failed, naming the rank; None when they did not."""
+    errors = sorted((json.loads(p.read_text()) for p in out_dir.glob("rank_*.error.json")), key=lambda e: e["rank"])
+    own = [e for e in errors if not e.get("peer_failure")]
+    if own:  # a rank's own error (its collective partners then fail too; that is not news)
+        first = own[0]
+        return f"rank {first['rank']} of {world_size} failed on {first['host']}: {first['error']}"
+    cause = root_cause(_log_tail(out_dir, lines=60))
+    if returncode != 0 and cause:  # a rank died without a word (killed, out of memory): torchrun saw it
+        return (
+            f"rank {cause.get('rank', '?').split()[0]} of {world_size} died on {cause.get('host', '?')}: exit code "
+            f"{cause.get('exitcode', '?')}; {cause.get('traceback', '')}"
+        )
+    if errors:  # only broken collectives here: the rank that broke them ran elsewhere
+        first = errors[0]
+        return (
+            f"rank {first['rank']} of {world_size} lost its peers on {first['host']} (a rank on another node "
+            f"failed or died; see that node's output): {first['error']}"
+        )
+    if returncode != 0:
+        return f"a training process died (torchrun exit code {returncode}); torchrun said:\n{_log_tail(out_dir)}"
+    return None
 
 
 def root_cause(log: str) -> dict[str, str]:
