@@ -142,3 +142,54 @@ def test_a_rank_that_dies_fails_the_job_with_a_message_naming_it(project, celery
     assert "rank 1 of 2" in job.log
     assert not TrainedModel.objects.filter(job=job).exists()
     assert rank_processes(job.pk) == {}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_process_vlm_job_shards_windows_and_saves_one_adapter(project, vlm_fixture_dir, celery_worker_process):
+    from training.vlm.checkpoint import checkpoint_load
+    from training.vlm.data import trend_split_load
+    from training.vlm.scoring import ScoreItem, TrendScorer
+
+    seed_episodes(project, episodes=4, steps=9, size=32)
+    snapshot = snapshot_create(project=project, options={"trend_val_split": 0.25, "png_folders": False, "seed": 1})
+    trend = local_path(snapshot.folder) / "trend"
+    train_windows, _ = trend_split_load(trend, "train")
+    config = {
+        "base_model_path": str(vlm_fixture_dir),
+        "lr": 5e-3,
+        "warmup_steps": 2,
+        "max_steps": 16,
+        "batch_size": 3,
+        "grad_accum": 1,
+        "eval_every": 8,
+        "device": "cpu",
+        "num_threads": 1,
+        "processes": 2,
+    }
+    job = job_create(project=project, snapshot=snapshot, kind="vlm", config=config)
+    job = wait_for(job, {"succeeded", "failed", "cancelled"}, timeout=240)
+    assert job.status == "succeeded", f"{job.error}\n{job.log}"
+
+    # Each rank's first pass over the windows is its own half (the odd window out is drawn twice: padding).
+    folder = local_path(job.checkpoint_folder)
+    shards = json.loads((folder / "shards.json").read_text())["ranks"]
+    first, second = (set(r["indices"]) for r in shards)
+    assert first | second == set(range(len(train_windows))) and len(first & second) <= len(train_windows) % 2
+    assert [r["samples"] for r in shards] == [16 * 3, 16 * 3]
+
+    # Rank 0 reported each step once with the loss averaged over ranks, and the loss fell.
+    losses = [
+        p["train_loss"]
+        for p in JobMetric.objects.filter(job=job, kind="step").order_by("step").values_list("values", flat=True)
+    ]
+    assert len(losses) == 16 and np.mean(losses[-4:]) < np.mean(losses[:4]) - 0.3, losses
+    assert [p.step for p in JobMetric.objects.filter(job=job, kind="epoch").order_by("step")] == [8, 16]
+
+    # One adapter, written by rank 0; it loads as the inference worker loads it and scores as evaluated.
+    model_row = TrainedModel.objects.get(job=job)
+    assert [p.parent.name for p in folder.rglob("adapter_config.json")] == ["adapter"]
+    evaluation = json.loads((folder / "evaluation.json").read_text())
+    eval_windows, _ = trend_split_load(trend, "eval")
+    model, processor, meta = checkpoint_load(local_path(model_row.checkpoint_path), device="cpu")
+    probs = TrendScorer(model, processor).probabilities([ScoreItem(w.images(), meta["prompt"]) for w in eval_windows])
+    assert np.abs(probs - np.array(evaluation["probabilities"])).max() < 1e-5
