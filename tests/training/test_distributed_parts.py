@@ -204,3 +204,65 @@ def test_outcome_read_gives_rank_zeros_result_or_its_cancellation(tmp_path):
         outcome_read(tmp_path, 0, world_size=2)
     with pytest.raises(JobCancelled):
         outcome_read(tmp_path, None, world_size=2, stopped=True)
+
+
+@pytest.fixture
+def ready_snapshot(labeled_project):
+    from training.snapshot_services import snapshot_create
+
+    return snapshot_create(project=labeled_project, options={"val_split": 0.34, "trend": False, "png_folders": False})
+
+
+@pytest.mark.django_db
+def test_api_takes_the_distributed_fields_in_config_and_refuses_bad_ones(user_client, ready_snapshot):
+    url = f"/api/projects/{ready_snapshot.project_id}/jobs"
+    body = {"snapshot": ready_snapshot.number, "config": {"epochs": 1, "processes": 0}}
+    bad = user_client.post(url, body, content_type="application/json")
+    assert bad.status_code == 400 and "processes must be an integer between 1 and 64" in bad.json()["detail"]
+    body["config"] = {"epochs": 1, "processes": 2, "nodes": 2, "master_addr": "10.0.0.5"}
+    made = user_client.post(url, body, content_type="application/json")
+    assert made.status_code == 201, made.content
+    config = made.json()["config"]
+    assert (config["processes"], config["nodes"], config["master_addr"], config["master_port"]) == (
+        2,
+        2,
+        "10.0.0.5",
+        29500,
+    )
+
+
+@pytest.mark.django_db
+def test_job_form_shows_the_distributed_fields_and_passes_them_on(user_client, ready_snapshot):
+    from training.models import TrainingJob
+
+    project = ready_snapshot.project
+    page = user_client.get(f"/projects/{project.pk}/training/")
+    assert b"Processes per node" in page.content and b'name="master_port"' in page.content
+    form = {
+        "snapshot": ready_snapshot.pk,
+        "kind": "resnet",
+        "arch": "resnet18",
+        "hidden_dim": 16,
+        "dropout": 0.1,
+        "image_height": 32,
+        "image_width": 32,
+        "lr": 1e-3,
+        "weight_decay": 0,
+        "grad_clip": 1,
+        "warmup_steps": 0,
+        "batch_size": 8,
+        "epochs": 1,
+        "crop_padding": 4,
+        "patience": 0,
+        "min_delta": 0.001,
+        "seed": 1,
+        "device": "cpu",
+        "num_threads": 1,
+        "processes": 2,
+    }
+    bad = user_client.post(f"/projects/{project.pk}/training/jobs/new", {**form, "processes": 65})
+    assert bad.status_code == 400 and not TrainingJob.objects.exists()
+    made = user_client.post(f"/projects/{project.pk}/training/jobs/new", form)
+    assert made.status_code == 302
+    config = TrainingJob.objects.get().config
+    assert (config["processes"], config["nodes"], config["master_addr"]) == (2, 1, "127.0.0.1")

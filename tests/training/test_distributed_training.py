@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -22,6 +24,7 @@ from training.services import job_cancel, job_create
 from training.snapshot_services import snapshot_create
 from training.storage import local_path
 
+from ..conftest import ROOT, free_port
 from .conftest import seed_episodes
 from .test_training_job import SMALL, wait_for
 
@@ -193,3 +196,26 @@ def test_two_process_vlm_job_shards_windows_and_saves_one_adapter(project, vlm_f
     model, processor, meta = checkpoint_load(local_path(model_row.checkpoint_path), device="cpu")
     probs = TrendScorer(model, processor).probabilities([ScoreItem(w.images(), meta["prompt"]) for w in eval_windows])
     assert np.abs(probs - np.array(evaluation["probabilities"])).max() < 1e-5
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_second_node_joins_with_the_training_node_command(project, celery_worker_process, process_env):
+    snapshot = small_snapshot(project, episodes=3, steps=6)
+    spread = {"processes": 1, "nodes": 2, "master_addr": "127.0.0.1", "master_port": free_port()}
+    job = job_create(project=project, snapshot=snapshot, config={**TWO_RANKS, "epochs": 2, **spread})
+    wait_for(job, {"running"}, timeout=60)  # node 0 (the worker) waits at the rendezvous for node 1
+    joined = subprocess.run(
+        [sys.executable, "manage.py", "training_node", str(job.pk), "--node-rank", "1"],
+        cwd=ROOT,
+        env=process_env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert joined.returncode == 0, joined.stdout + joined.stderr
+    assert "node 1 of 2: 1 rank(s)" in joined.stdout and "its ranks finished" in joined.stdout
+    job = wait_for(job, {"succeeded", "failed", "cancelled"}, timeout=60)
+    assert job.status == "succeeded", f"{job.error}\n{job.log}"
+    shards = json.loads((local_path(job.checkpoint_folder) / "shards.json").read_text())["ranks"]
+    assert [r["rank"] for r in shards] == [0, 1] and all(r["samples"] > 0 for r in shards)
+    assert TrainedModel.objects.filter(job=job).count() == 1
