@@ -23,11 +23,16 @@ import json
 import os
 import socket
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import torch
 import torch.distributed as dist
+
+# How long a rank waits at a collective: rank 0 alone evaluates and saves while the others wait at the next
+# step's cancel check (NCCL's default of 10 minutes is too short for evaluating a large VLM).
+COLLECTIVE_TIMEOUT = timedelta(hours=2)
 
 # ---- the rank context --------------------------------------------------------------------------------
 
@@ -64,10 +69,6 @@ def is_main() -> bool:
     return _current.main
 
 
-def launched_by_torchrun() -> bool:
-    return "RANK" in os.environ and "WORLD_SIZE" in os.environ and "LOCAL_RANK" in os.environ
-
-
 def pick_backend(device: str) -> tuple[str, str]:
     """(backend, device) for this rank: nccl with one GPU per process when CUDA is present and the job
     does not ask for the CPU, gloo on the CPU otherwise."""
@@ -91,7 +92,7 @@ def init(device: str = "auto") -> RankInfo:
     backend, rank_device = pick_backend(device)
     if rank_device.startswith("cuda"):
         torch.cuda.set_device(torch.device(rank_device))
-    dist.init_process_group(backend=backend)
+    dist.init_process_group(backend=backend, timeout=COLLECTIVE_TIMEOUT)
     _current = RankInfo(
         rank=dist.get_rank(),
         world_size=dist.get_world_size(),

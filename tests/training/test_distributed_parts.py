@@ -88,6 +88,21 @@ def test_shard_follows_distributed_sampler_and_covers_the_order(length, world):
         assert len(set(seen)) == len(seen)
 
 
+def test_ranks_take_one_gpu_each_with_nccl_and_gloo_on_the_cpu(monkeypatch):
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert distributed.pick_backend("auto") == ("gloo", "cpu")
+    with pytest.raises(RuntimeError, match="CUDA is not available"):
+        distributed.pick_backend("cuda")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # the choice on a 2-GPU machine
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    assert distributed.pick_backend("auto") == ("nccl", "cuda:1")
+    assert distributed.pick_backend("cpu") == ("gloo", "cpu")
+    monkeypatch.setenv("LOCAL_RANK", "2")
+    with pytest.raises(RuntimeError, match="local rank 2 has no GPU: this machine has 2"):
+        distributed.pick_backend("cuda")
+
+
 def test_alone_every_helper_is_a_no_op():
     assert distributed.current().world_size == 1 and distributed.is_main()
     order = torch.arange(7)
