@@ -212,18 +212,16 @@ class ShardRecord:
     def __init__(self, limit: int = 100_000) -> None:
         self.limit = limit
         self.indices: list[int] = []
-        self.samples = 0
 
     def add(self, indices: torch.Tensor | list[int]) -> None:
         values = indices.tolist() if isinstance(indices, torch.Tensor) else list(indices)
-        self.samples += len(values)
         room = self.limit - len(self.indices)
         if room > 0:
             self.indices.extend(int(v) for v in values[:room])
 
     def gathered(self) -> list[dict[str, Any]]:
         """Every rank's record (collective: all ranks call it at the same point)."""
-        mine = {"rank": _current.rank, "host": socket.gethostname(), "samples": self.samples, "indices": self.indices}
+        mine = {"rank": _current.rank, "host": socket.gethostname(), "indices": self.indices}
         return gather_objects(mine)
 
 
@@ -267,19 +265,19 @@ SHARDS_FILE = "shards.json"
 
 def shards_report(shards: list[dict[str, Any]], out_dir: Any, reporter: Any) -> dict[str, Any]:
     """Rank 0 keeps each rank's sample indices in `out_dir/shards.json` and logs a line per rank; returns
-    the summary a job's metrics carry (world size, backend, samples per rank)."""
+    the summary a job's metrics carry (world size, backend, first-pass samples per rank)."""
     info = current()
     if info.main:
         Path(out_dir).mkdir(parents=True, exist_ok=True)
         (Path(out_dir) / SHARDS_FILE).write_text(json.dumps({"world_size": info.world_size, "ranks": shards}))
         for shard_info in shards:
             reporter.log(
-                f"rank {shard_info['rank']} on {shard_info['host']}: trained on {shard_info['samples']} samples; "
-                f"its first pass: {len(shard_info['indices'])} samples, {len(set(shard_info['indices']))} distinct"
+                f"rank {shard_info['rank']} on {shard_info['host']}: {len(shard_info['indices'])} samples in its "
+                f"first pass ({len(set(shard_info['indices']))} distinct)"
             )
     return {
         "world_size": info.world_size,
         "backend": info.backend,
-        "samples_per_rank": [s["samples"] for s in shards],
+        "first_pass_samples_per_rank": [len(s["indices"]) for s in shards],
         "shards_file": SHARDS_FILE,
     }

@@ -87,7 +87,8 @@ def test_two_process_job_trains_each_rank_on_its_own_shard_and_saves_one_checkpo
     assert len(first) == len(second) == train_total // 2
     assert first.isdisjoint(second) and first | second == set(range(train_total))
     assert job.summary["distributed"]["world_size"] == 2 and job.summary["distributed"]["backend"] == "gloo"
-    assert "2 ranks joined" in job.log and "rank 1 on" in job.log
+    assert "2 ranks joined" in job.log and f"samples in its first pass ({train_total // 2} distinct)" in job.log
+    assert job.summary["distributed"]["first_pass_samples_per_rank"] == [train_total // 2] * 2
 
     # Only rank 0 reported: one point per step and per epoch; the epoch loss (averaged over ranks) falls.
     steps = JobMetric.objects.filter(job=job, kind="step")
@@ -178,7 +179,7 @@ def test_two_process_vlm_job_shards_windows_and_saves_one_adapter(project, vlm_f
     shards = json.loads((folder / "shards.json").read_text())["ranks"]
     first, second = (set(r["indices"]) for r in shards)
     assert first | second == set(range(len(train_windows))) and len(first & second) <= len(train_windows) % 2
-    assert [r["samples"] for r in shards] == [16 * 3, 16 * 3]
+    assert [len(r["indices"]) for r in shards] == [5, 5]  # 9 windows padded to 10, half each
 
     # Rank 0 reported each step once with the loss averaged over ranks, and the loss fell.
     losses = [
@@ -217,5 +218,5 @@ def test_a_second_node_joins_with_the_training_node_command(project, celery_work
     job = wait_for(job, {"succeeded", "failed", "cancelled"}, timeout=60)
     assert job.status == "succeeded", f"{job.error}\n{job.log}"
     shards = json.loads((local_path(job.checkpoint_folder) / "shards.json").read_text())["ranks"]
-    assert [r["rank"] for r in shards] == [0, 1] and all(r["samples"] > 0 for r in shards)
+    assert [r["rank"] for r in shards] == [0, 1] and all(r["indices"] for r in shards)
     assert TrainedModel.objects.filter(job=job).count() == 1

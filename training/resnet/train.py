@@ -250,6 +250,8 @@ def train_reward_model(
             order = torch.randperm(len(x_train), generator=generator).to(device)
             totals = torch.zeros(2, device=device, dtype=torch.float64)  # loss sum, correct count
         mine = distributed.shard(order)
+        if epoch == first_epoch and world > 1:  # what this rank trains on in its first epoch (read once)
+            record.add(torch.cat([mine[s : s + config.batch_size] for s in starts[first_position:]]))
         # per-step metrics stay on the device and are read in groups, so a GPU is not synchronised every step
         pending: list[tuple[int, int, float, torch.Tensor, torch.Tensor]] = []
         for position in range(first_position, steps_per_epoch):
@@ -257,8 +259,6 @@ def train_reward_model(
             if reporter.should_cancel():
                 raise JobCancelled()
             index = mine[start : start + config.batch_size]
-            if epoch == first_epoch:
-                record.add(index)
             images, labels = x_train[index], y_train[index]
             if config.augment:
                 images = random_crop(images, config.crop_padding, generator)
