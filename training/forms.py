@@ -1,4 +1,5 @@
-"""Forms of the training pages: snapshot options and a ResNet job's config (defaults from the dataclasses)."""
+"""Forms of the training pages: snapshot options and a ResNet job's config (defaults from the dataclasses),
+including how many processes and machines train it."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from django import forms
 
 from .datasets.options import SPLIT_MODES, SnapshotOptions
 from .models import DatasetSnapshot, ModelKind
+from .parallel_config import DEFAULT_MASTER_PORT, MAX_NODES, MAX_PROCESSES
 from .resnet.config import ARCH_FEATURES, ResNetConfig
 
 _SNAP = SnapshotOptions()
@@ -87,6 +89,28 @@ class JobForm(forms.Form):
     save_rlinf_layout = forms.BooleanField(
         initial=False, required=False, label="Also write RLinf's actor/model_state_dict/full_weights.pt"
     )
+    processes = forms.IntegerField(
+        initial=1,
+        min_value=1,
+        max_value=MAX_PROCESSES,
+        required=False,
+        label="Processes per node",
+        help_text="Data-parallel training under torchrun: one process per GPU (gloo processes on a CPU). "
+        "1 = in the worker's own process.",
+    )
+    nodes = forms.IntegerField(
+        initial=1,
+        min_value=1,
+        max_value=MAX_NODES,
+        required=False,
+        help_text="Machines; the worker that takes the job is node 0, the others join with manage.py training_node.",
+    )
+    master_addr = forms.CharField(
+        initial="127.0.0.1", max_length=253, required=False, help_text="Node 0's address, with more than one node."
+    )
+    master_port = forms.IntegerField(
+        initial=DEFAULT_MASTER_PORT, min_value=1024, max_value=65535, required=False, help_text="Node 0's port."
+    )
     config_json = forms.CharField(
         required=False, widget=forms.Textarea(attrs={"rows": 6}), label="Config (JSON, for non-ResNet kinds)"
     )
@@ -134,4 +158,8 @@ class JobForm(forms.Form):
         path = (data.get("pretrained_path") or "").strip()
         config["pretrained"] = bool(path)
         config["pretrained_path"] = path
+        config["processes"] = data.get("processes") or 1
+        config["nodes"] = data.get("nodes") or 1
+        config["master_addr"] = (data.get("master_addr") or "").strip() or "127.0.0.1"
+        config["master_port"] = data.get("master_port") or DEFAULT_MASTER_PORT
         return config

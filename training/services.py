@@ -24,7 +24,7 @@ from labeling.models import Project
 from webhooks import events
 from webhooks.services import webhook_emit_safely
 
-from . import runners
+from . import launch, runners
 from .family_parts import RunResult
 from .job_reporter import JobReporter, push
 from .models import FINISHED_STATUSES, DatasetSnapshot, JobMetric, JobStatus, TrainedModel, TrainingJob
@@ -178,7 +178,7 @@ def _run(job: TrainingJob, reporter: JobReporter, worker: str) -> RunResult | st
     try:
         runner = runners.get_runner(job.kind)
         reporter.log(f"{job.kind} job started on {worker} (attempt {attempt} of {settings.TRAINING_MAX_ATTEMPTS})")
-        result = runner(job, reporter)
+        result = launch.job_run(job, reporter, runner)  # in this process, or under torchrun
         reporter.log("training finished")
         reporter.flush()
         return result

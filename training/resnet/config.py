@@ -10,6 +10,8 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..parallel_config import DEFAULT_MASTER_PORT, settings_errors
+
 ARCH_FEATURES = {"resnet18": 512, "resnet34": 512, "resnet50": 2048, "resnet101": 2048, "resnet152": 2048}
 # Keys a config.json may carry beside the config itself (written by save_checkpoint).
 META_KEYS = frozenset({"model_type", "format_version", "step"})
@@ -46,6 +48,11 @@ class ResNetConfig:
     device: str = "auto"
     num_threads: int = 0
     save_rlinf_layout: bool = False
+    # data-parallel under torchrun (training.distributed): processes per node (one per GPU) x nodes
+    processes: int = 1
+    nodes: int = 1
+    master_addr: str = "127.0.0.1"
+    master_port: int = DEFAULT_MASTER_PORT
 
     def __post_init__(self) -> None:
         if self.arch not in ARCH_FEATURES:
@@ -79,6 +86,9 @@ class ResNetConfig:
         for name in ("pretrained", "augment", "save_rlinf_layout"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(f"{name} must be true or false")
+        errors = settings_errors(self.processes, self.nodes, self.master_addr, self.master_port)
+        if errors:
+            raise ConfigError("; ".join(errors))
 
     @property
     def feature_dim(self) -> int:

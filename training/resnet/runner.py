@@ -10,6 +10,7 @@ import shutil
 import numpy as np
 from django.conf import settings
 
+from .. import distributed
 from ..datasets.rlinf_binary import read_payload
 from ..family_parts import RunResult
 from ..reporting import Reporter
@@ -27,8 +28,9 @@ def run_job(job, reporter: Reporter) -> RunResult:
     train = read_payload(snapshot_folder / "train.pt")
     val = read_payload(snapshot_folder / "val.pt")
     out_dir = local_path(job.checkpoint_folder)
-    if not state_path(out_dir).exists():
+    if distributed.is_main() and not state_path(out_dir).exists():
         shutil.rmtree(out_dir, ignore_errors=True)  # no resume state: start clean
+    distributed.barrier()  # under torchrun: no rank looks for a resume state rank 0 is deleting
     outcome = train_reward_model(
         config,
         train["images"],
@@ -40,7 +42,8 @@ def run_job(job, reporter: Reporter) -> RunResult:
         resume=True,
         checkpoint_seconds=settings.TRAINING_CHECKPOINT_SECONDS,
     )
-    write_val_predictions(outcome.best_folder, config, val["images"], val["labels"])
+    if distributed.is_main():
+        write_val_predictions(outcome.best_folder, config, val["images"], val["labels"])
     metrics = {
         **{k: v for k, v in outcome.best_metrics.items() if k != "epoch_seconds"},
         "best_epoch": outcome.best_epoch,
@@ -51,6 +54,8 @@ def run_job(job, reporter: Reporter) -> RunResult:
         "num_val": len(val["labels"]),
         "last": {k: v for k, v in outcome.last_metrics.items() if k != "epoch_seconds"},
     }
+    if distributed.current().distributed:
+        metrics["distributed"] = distributed.shards_report(outcome.shards, out_dir, reporter)
     return RunResult(
         checkpoint_path=f"{job.checkpoint_folder}/{BEST}",
         metrics=metrics,

@@ -18,6 +18,7 @@ import numpy as np
 import torch
 from torch.nn import functional as F
 
+from .. import distributed
 from ..reporting import JobCancelled, MemoryReporter, Reporter
 from ..resume import CheckpointClock, rng_restore, rng_state, state_load, state_save
 from .checkpoint import save_checkpoint, save_rlinf_weights
@@ -40,6 +41,7 @@ class TrainOutcome:
     best_folder: Path
     last_folder: Path
     history: list[dict[str, Any]] = field(default_factory=list)
+    shards: list[dict[str, Any]] = field(default_factory=list)  # per rank: samples (and indices) of its first epoch
 
 
 def pick_device(name: str) -> torch.device:
@@ -146,7 +148,7 @@ def train_reward_model(
         torch.set_num_threads(config.num_threads)
     torch.manual_seed(config.seed)
     np.random.seed(config.seed % (2**32))
-    device = pick_device(config.device)
+    device = distributed.rank_device(pick_device(config.device))
     generator = torch.Generator().manual_seed(config.seed)
 
     x_train = stack_images(train_images, config.image_size).to(device)
@@ -163,17 +165,23 @@ def train_reward_model(
         load_pretrained_backbone(model, config.pretrained_path)
         reporter.log(f"loaded pretrained backbone from {config.pretrained_path}")
     model.to(device).train()
+    trained = distributed.wrap(model)  # DistributedDataParallel under torchrun: gradients averaged over ranks
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
 
-    # a last batch of one image is dropped: BatchNorm cannot train on a single sample
-    starts = [s for s in range(0, len(x_train), config.batch_size) if len(x_train) - s > 1 or s == 0]
+    # each rank trains on its shard of every epoch's order; a last batch of one image is dropped (BatchNorm
+    # cannot train on a single sample)
+    rank, world = distributed.current().rank, distributed.current().world_size
+    shard_length = distributed.shard_size(len(x_train))
+    starts = [s for s in range(0, shard_length, config.batch_size) if shard_length - s > 1 or s == 0]
     steps_per_epoch = len(starts)
     total_steps = steps_per_epoch * config.epochs
     warmup = effective_warmup(config, total_steps)
     reporter.log(
         f"training {config.arch} on {len(x_train)} images ({int(y_train.sum())} success), validating on "
         f"{len(x_val)}; {config.epochs} epochs x {steps_per_epoch} steps, warmup {warmup}, device {device}"
+        + (f"; {world} ranks, {shard_length} images each per epoch" if world > 1 else "")
     )
+    record = distributed.ShardRecord()
 
     best_loss, best_epoch, bad_epochs, step = math.inf, 0, 0, 0
     best_metrics: dict[str, Any] = {}
@@ -203,6 +211,9 @@ def train_reward_model(
         reporter.log(f"resumed from the checkpoint at epoch {epoch}, step {step} (position {state['position']})")
 
     def save_state(position: int, order: torch.Tensor, totals: torch.Tensor) -> None:
+        if not distributed.is_main():  # rank 0 keeps the one resume state (all ranks hold the same weights)
+            clock.reset()
+            return
         state_save(
             out_dir,
             {
@@ -238,20 +249,23 @@ def train_reward_model(
         else:
             order = torch.randperm(len(x_train), generator=generator).to(device)
             totals = torch.zeros(2, device=device, dtype=torch.float64)  # loss sum, correct count
+        mine = distributed.shard(order)
+        if epoch == first_epoch and world > 1:  # what this rank trains on in its first epoch (read once)
+            record.add(torch.cat([mine[s : s + config.batch_size] for s in starts[first_position:]]))
         # per-step metrics stay on the device and are read in groups, so a GPU is not synchronised every step
         pending: list[tuple[int, int, float, torch.Tensor, torch.Tensor]] = []
         for position in range(first_position, steps_per_epoch):
             start = starts[position]
             if reporter.should_cancel():
                 raise JobCancelled()
-            index = order[start : start + config.batch_size]
+            index = mine[start : start + config.batch_size]
             images, labels = x_train[index], y_train[index]
             if config.augment:
                 images = random_crop(images, config.crop_padding, generator)
             lr = config.lr * lr_factor(step, warmup)
             for group in optimizer.param_groups:
                 group["lr"] = lr
-            logits = model(images)
+            logits = trained(images)
             loss = F.binary_cross_entropy_with_logits(logits, labels)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
@@ -270,9 +284,10 @@ def train_reward_model(
                 save_state(position + 1, order, totals)
         first_position = 0
         _report_steps(reporter, pending, total_steps)
-        loss_sum, correct_sum = totals.tolist()
-        seen = min(len(x_train), steps_per_epoch * config.batch_size)
+        loss_sum, correct_sum = distributed.all_reduce_sum(totals.clone()).tolist()
+        seen = min(shard_length, steps_per_epoch * config.batch_size) * world
         val_loss, val_acc, _ = evaluate(model, x_val, y_val, max(config.batch_size, 256))
+        val_loss, val_acc = distributed.all_reduce_mean([val_loss, val_acc])  # every rank decides alike
         last_metrics = {
             "epoch": epoch,
             "step": step,
@@ -309,6 +324,20 @@ def train_reward_model(
         if stopped_early:
             reporter.log(f"early stop: val_loss did not improve by {config.min_delta} for {config.patience} epochs")
             break
+    shards = record.gathered()
+    if rank != 0:  # only rank 0 writes checkpoints; the others return what they trained
+        return TrainOutcome(
+            best_metrics=best_metrics or dict(last_metrics),
+            last_metrics=last_metrics,
+            best_epoch=best_epoch or epoch,
+            epochs_run=epoch,
+            steps=step,
+            stopped_early=stopped_early,
+            best_folder=out_dir / BEST,
+            last_folder=out_dir / LAST,
+            history=history,
+            shards=shards,
+        )
     save_checkpoint(model, config, out_dir / LAST, metrics=last_metrics, step=step)
     if config.save_rlinf_layout:
         save_rlinf_weights(model, out_dir / RLINF_DIR / f"global_step_{step}")
@@ -330,4 +359,5 @@ def train_reward_model(
         best_folder=out_dir / BEST,
         last_folder=out_dir / LAST,
         history=history,
+        shards=shards,
     )

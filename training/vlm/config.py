@@ -6,6 +6,7 @@ import os
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
+from ..parallel_config import DEFAULT_MASTER_PORT, settings_errors
 from .layout import DEFAULT_LAYOUT, LAYOUTS
 from .prompt import DEFAULT_PROMPT_TEMPLATE, template_check
 
@@ -101,6 +102,11 @@ class VLMTrainConfig:
     max_pixels: int | None = None
     # Checkpoint extras
     save_full_weights: bool = False
+    # data-parallel under torchrun (training.distributed): processes per node (one per GPU) x nodes
+    processes: int = 1
+    nodes: int = 1
+    master_addr: str = "127.0.0.1"
+    master_port: int = DEFAULT_MASTER_PORT
 
     def __post_init__(self) -> None:
         errors = []
@@ -158,6 +164,7 @@ class VLMTrainConfig:
             value = getattr(self, name)
             if value is not None and (not isinstance(value, int) or value < 1):
                 errors.append(f"{name} must be a positive integer or null")
+        errors += settings_errors(self.processes, self.nodes, self.master_addr, self.master_port)
         try:
             template_check(self.prompt_template)
         except ValueError as exc:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from django.conf import settings
 
+from training import distributed
 from training.family_parts import RunResult
 from training.storage import local_path
 
@@ -84,9 +85,12 @@ def run_job(job, reporter) -> RunResult:
             confusion=evaluation["confusion"],
             evaluation_file=str(Path(job.checkpoint_folder) / EVALUATION_FILE),
         )
-    (out_dir / "dataset.json").write_text(
-        json.dumps({"snapshot": job.snapshot.number, "folder": str(folder), "prompt": prompt}, indent=2)
-    )
+    if distributed.current().distributed:
+        metrics["distributed"] = distributed.shards_report(result["shards"], out_dir, reporter)
+    if distributed.is_main():
+        (out_dir / "dataset.json").write_text(
+            json.dumps({"snapshot": job.snapshot.number, "folder": str(folder), "prompt": prompt}, indent=2)
+        )
     return RunResult(
         checkpoint_path=job.checkpoint_folder,
         metrics=metrics,

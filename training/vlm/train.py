@@ -17,6 +17,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from training import distributed
 from training.reporting import JobCancelled, MemoryReporter, Reporter
 from training.resume import CheckpointClock, rng_restore, rng_state, state_load, state_save
 
@@ -92,27 +93,36 @@ def batch_loss(model, batch, label_ids: list[int], label_index: torch.Tensor, we
 
 
 class _Batches:
-    """An endless stream of training mini-batches: shuffled passes, or label-balanced draws."""
+    """An endless stream of training mini-batches: shuffled passes, or label-balanced draws.
 
-    def __init__(self, windows: list[TrendWindow], config: VLMTrainConfig):
+    With several ranks every rank draws the same global batch of `batch_size` x world windows and keeps
+    every world-th one from its rank's own; each pass is padded (by wrapping) to a multiple of the world
+    size, so within a pass the ranks' parts are disjoint (when the world size divides it) and cover it,
+    as with DistributedSampler."""
+
+    def __init__(self, windows: list[TrendWindow], config: VLMTrainConfig, rank: int = 0, world_size: int = 1):
         self.windows = windows
         self.config = config
+        self.rank, self.world_size = rank, world_size
         self.rng = random.Random(config.seed)
         self.order: list[int] = []
         self.sample_p = balance_weights(windows) / len(windows) if config.balance == "sample" else None
         self.np_rng = np.random.default_rng(config.seed)
 
     def next(self) -> list[int]:
-        size = min(self.config.batch_size, len(self.windows))
+        size = min(self.config.batch_size, len(self.windows)) * self.world_size
         if self.sample_p is not None:
-            return [int(i) for i in self.np_rng.choice(len(self.windows), size=size, p=self.sample_p)]
+            drawn = [int(i) for i in self.np_rng.choice(len(self.windows), size=size, p=self.sample_p)]
+            return drawn[self.rank :: self.world_size]
         picked: list[int] = []
         while len(picked) < size:
             if not self.order:
                 self.order = list(range(len(self.windows)))
                 self.rng.shuffle(self.order)
+                pad = -len(self.order) % self.world_size  # popped last: the pass's first windows again
+                self.order = self.order[len(self.order) - pad :] + self.order
             picked.append(self.order.pop())
-        return picked
+        return picked[self.rank :: self.world_size]
 
     def state(self) -> dict:
         version, internal, gauss = self.rng.getstate()
@@ -192,7 +202,8 @@ def _train(
     config, train_windows, eval_windows, out_dir: Path, reporter, prompt: str | None, resume: bool, every: float
 ) -> dict:
     torch.manual_seed(config.seed)
-    device = device_pick(config.device)
+    device = distributed.rank_device(device_pick(config.device))
+    rank, world = distributed.current().rank, distributed.current().world_size
     dtype = dtype_pick(device, config.bf16)
     reporter.log(f"loading {config.base_model_path} on {device} ({dtype})")
     model, processor = base_load(config.base_model_path, device=config.device, bf16=config.bf16)
@@ -201,6 +212,7 @@ def _train(
         model.enable_input_require_grads()
     model = lora_wrap(model, config)
     model.train()
+    trained = distributed.wrap(model)  # DistributedDataParallel under torchrun: LoRA gradients averaged
     label_ids = label_token_ids(processor.tokenizer)
     if prompt is None:
         prompt = prompt_render(config.prompt_template, task=config.task, window_size=config.window_size)
@@ -208,7 +220,8 @@ def _train(
     trainable = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(trainable, lr=config.lr, weight_decay=config.weight_decay)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda(config))
-    batches = _Batches(train_windows, config)
+    batches = _Batches(train_windows, config, rank, world)
+    record = distributed.ShardRecord(limit=distributed.shard_size(len(train_windows)))
     reporter.log(
         f"train windows {label_counts(train_windows)}, eval windows {label_counts(eval_windows)}, "
         f"trainable parameters {sum(p.numel() for p in trainable)}"
@@ -230,6 +243,9 @@ def _train(
     clock = CheckpointClock(every)
 
     def save_state(step: int) -> None:
+        if not distributed.is_main():  # rank 0 keeps the one resume state (all ranks hold the same weights)
+            clock.reset()
+            return
         adapter = {name: p.detach().cpu() for name, p in model.named_parameters() if p.requires_grad}
         state_save(
             out_dir,
@@ -252,8 +268,9 @@ def _train(
             raise JobCancelled(f"cancelled at step {step}")
         optimizer.zero_grad(set_to_none=True)
         step_loss, step_correct, step_count = 0.0, 0, 0
-        for _ in range(config.grad_accum):
+        for micro in range(config.grad_accum):
             idx = batches.next()
+            record.add(idx)
             chunk = [train_windows[i] for i in idx]
             batch = encode_windows(
                 processor,
@@ -267,8 +284,11 @@ def _train(
             batch = _to_device(batch, device, dtype)
             target = torch.tensor([LABELS.index(w.label) for w in chunk], device=device)
             weights = torch.tensor(weights_all[idx], dtype=torch.float32, device=device)
-            loss, correct = batch_loss(model, batch, label_ids, target, weights)
-            (loss / config.grad_accum).backward()
+            # ranks exchange gradients once per optimiser step, after the last micro-batch
+            last = micro == config.grad_accum - 1
+            with distributed.no_sync(trained, not last):
+                loss, correct = batch_loss(trained, batch, label_ids, target, weights)
+                (loss / config.grad_accum).backward()
             step_loss += loss.item() / config.grad_accum
             step_correct += correct
             step_count += len(chunk)
@@ -276,21 +296,26 @@ def _train(
             torch.nn.utils.clip_grad_norm_(trainable, config.grad_clip)
         optimizer.step()
         scheduler.step()
+        step_loss, step_acc = distributed.all_reduce_mean([step_loss, step_correct / step_count])
         history.append(step_loss)
         reporter.report_step(
             step,
             config.max_steps,
             train_loss=step_loss,
-            train_acc=step_correct / step_count,
+            train_acc=step_acc,
             lr=scheduler.get_last_lr()[0],
         )
-        if eval_windows and (step % config.eval_every == 0 or step == config.max_steps):
+        due = eval_windows and (step % config.eval_every == 0 or step == config.max_steps)
+        if due and distributed.is_main():  # the other ranks go on to the next step's cancel check and wait
             last_eval = evaluate_loss(model, processor, eval_windows, prompt, config, label_ids, device, dtype)
             reporter.report_epoch(math.ceil(step / config.eval_every), step=step, **last_eval)
             if every <= 0 and step < config.max_steps:
                 save_state(step)
         if clock.due() and step < config.max_steps:
             save_state(step)
+    shards = record.gathered()
+    if not distributed.is_main():  # only rank 0 writes the checkpoint and evaluates it
+        return {"loss_history": history, "final": {"train_loss": history[-1]}, "evaluation": None, "shards": shards}
     meta = {
         "base_model_path": str(config.base_model_path),
         "prompt_template": config.prompt_template,
@@ -330,4 +355,5 @@ def _train(
         "evaluation": evaluation,
         "model": model,
         "processor": processor,
+        "shards": shards,
     }

@@ -26,6 +26,10 @@ OVERRIDES = {
     "device": str,
     "arch": str,
     "pretrained_path": str,
+    "processes": int,
+    "nodes": int,
+    "master_addr": str,
+    "master_port": int,
 }
 
 
