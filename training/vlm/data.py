@@ -141,7 +141,7 @@ def encode_windows(
     if with_answers:
         if any(window.label is None for window in windows):
             raise ValueError("training windows need a label")
-        answers = [window.label for window in windows]
+        answers = [window.label for window in windows if window.label is not None]
     return encode_images(
         processor,
         [window.images() for window in windows],

@@ -62,10 +62,11 @@ def lora_wrap(model, config: VLMTrainConfig):
 
     lora = LoraConfig(
         r=config.lora_rank,
-        lora_alpha=config.lora_alpha,
+        lora_alpha=config.lora_alpha or config.lora_rank,  # __post_init__ fills it; None only if unset
         lora_dropout=config.lora_dropout,
         target_modules=lora_targets(model, config.target_modules),
-        init_lora_weights=True if config.lora_init == "default" else config.lora_init,
+        # peft types the names as a Literal; the config checks the name against peft's list
+        init_lora_weights=True if config.lora_init == "default" else config.lora_init,  # type: ignore[arg-type]
         task_type="CAUSAL_LM",
     )
     return get_peft_model(model, lora)
