@@ -14,7 +14,6 @@ from django.dispatch import receiver
 
 from labeling import access
 from training.models import RetrainPolicy, TrainedModel
-from training.retrain import redeploy_compare
 from training.signals import redeploy_candidate, redeploy_target_check
 
 from .models import Deployment
@@ -23,6 +22,8 @@ from .services import deployment_update
 
 @receiver(redeploy_candidate, dispatch_uid="inference.redeploy.redeploy_when_better")
 def redeploy_when_better(sender: Any, *, policy: RetrainPolicy, new_model: TrainedModel, **kwargs: Any) -> None:
+    from training.retrain import redeploy_compare  # torch: loaded by the worker that runs this, not at startup
+
     deployment = (
         Deployment.objects.select_related("trained_model")
         .filter(name=policy.redeploy, project_id=policy.project_id)

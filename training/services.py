@@ -24,7 +24,7 @@ from labeling.models import Project
 from webhooks import events
 from webhooks.services import webhook_emit_safely
 
-from . import launch, runners
+from . import launch
 from .family_parts import RunResult
 from .job_reporter import JobReporter, push
 from .models import FINISHED_STATUSES, DatasetSnapshot, JobMetric, JobStatus, TrainedModel, TrainingJob
@@ -56,7 +56,9 @@ def job_create(
         raise JobError("the snapshot belongs to another project")
     if snapshot.status != DatasetSnapshot.Status.READY:
         raise JobError(f"snapshot #{snapshot.number} is {snapshot.status}, not ready")
-    normalised = runners.validate_config(kind, config or {})
+    from .runners import validate_config  # the model families load torch: only where jobs are made or run
+
+    normalised = validate_config(kind, config or {})
     job = TrainingJob.objects.create(
         project=project,
         snapshot=snapshot,
@@ -176,7 +178,9 @@ def job_execute(*, job_id: int, worker: str = "") -> str:
 def _run(job: TrainingJob, reporter: JobReporter, worker: str) -> RunResult | str:
     job_id, attempt = job.pk, job.attempt
     try:
-        runner = runners.get_runner(job.kind)
+        from .runners import get_runner
+
+        runner = get_runner(job.kind)
         reporter.log(f"{job.kind} job started on {worker} (attempt {attempt} of {settings.TRAINING_MAX_ATTEMPTS})")
         result = launch.job_run(job, reporter, runner)  # in this process, or under torchrun
         reporter.log("training finished")

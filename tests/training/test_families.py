@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import inspect
 import json
+import os
+import subprocess
+import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -13,6 +16,7 @@ import pytest
 from django.core.files.storage import default_storage
 from django.urls import reverse
 
+from tests.conftest import ROOT
 from tests.inference.conftest import deploy, direct_probabilities, make_trained_model, random_images
 from training import runners
 from training.families import FAMILIES, UnknownKind, family, scorer_load
@@ -104,3 +108,13 @@ def test_the_evaluation_page_of_a_model_is_its_familys(project, user_client, mon
     monkeypatch.setitem(FAMILIES, "vlm", replace(FAMILIES["vlm"], evaluation_page="api-model-evaluation"))
     response = user_client.get(f"/models/{model.pk}/evaluation")
     assert response.url == reverse("api-model-evaluation", kwargs={"model_id": model.pk})
+
+
+def test_starting_the_apps_loads_no_model_family():
+    """The families import torch; app startup (every AppConfig.ready, signal receivers included) must not, so
+    a restarted web server listens within seconds and teleop streams reconnect at once."""
+    code = "import sys, django; django.setup(); print(sorted({'torch', 'training.families'} & set(sys.modules)))"
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "webapp.settings"}
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
