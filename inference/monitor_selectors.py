@@ -58,7 +58,7 @@ def time_series(ref: str, *, hours: float, now: float | None = None) -> dict:
     points = {t: monitor.merge(c) for t, c in sorted(grouped.items())}
     total = monitor.merge(raw)
     rows = [monitor.window_rates(c) for c in points.values()]
-    runs_over_time = {}
+    runs_over_time: dict[str, dict[int, float | None]] = {}
     for t, c in points.items():
         for run, r in monitor.runs_of(c).items():
             runs_over_time.setdefault(run, {})[t] = r["false_success_rate"]

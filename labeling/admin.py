@@ -12,6 +12,7 @@ from .models import (
     LabelChange,
     Membership,
     Project,
+    ProposalJob,
     Step,
     WindowLabel,
 )
@@ -161,6 +162,26 @@ class ImportJobAdmin(admin.ModelAdmin):
     list_filter = ["status", "project"]
     search_fields = ["project__name", "created_by__username", "error"]
     readonly_fields = [f.name for f in ImportJob._meta.fields]
+
+    @admin.display(description="Progress")
+    def progress(self, obj) -> str:
+        return f"{obj.done}/{obj.total} ({obj.percent}%)"
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(ProposalJob)
+class ProposalJobAdmin(admin.ModelAdmin):
+    """Read-only: jobs are started by "Generate proposals" (or the API) and advanced by the worker."""
+
+    list_display = ["id", "project", "status", "progress", "created_by", "created_at", "finished_at"]
+    list_filter = ["status", "project"]
+    search_fields = ["project__name", "created_by__username", "error"]
+    readonly_fields = [f.name for f in ProposalJob._meta.fields]
 
     @admin.display(description="Progress")
     def progress(self, obj) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -167,7 +168,7 @@ def test_keyboard_labeling_survives_a_reload(browser, live_server_url, labeler, 
 @pytest.mark.e2e
 @pytest.mark.django_db(transaction=True)
 def test_proposals_accepted_in_bulk_from_the_keyboard_and_the_project_page(
-    browser, live_server_url, labeler, project, screenshot_dir
+    browser, live_server_url, celery_worker_process, labeler, project, screenshot_dir
 ):
     first = episode_with_frames(project=project, num_steps=60, size=32, success_from=50)
     second = episode_with_frames(project=project, num_steps=40, size=32, success_from=30)
@@ -177,9 +178,10 @@ def test_proposals_accepted_in_bulk_from_the_keyboard_and_the_project_page(
     login(page, live_server_url, "labeler", PASSWORD)
 
     page.goto(f"{live_server_url}/projects/{project.pk}/")
-    page.click("button[data-action=generate]")
-    page.wait_for_selector("#proposal-status[data-done=generate]")
-    page.wait_for_load_state("load")
+    page.click("button[data-action=generate]")  # a background job: its page follows it to the counts
+    page.wait_for_url(re.compile(r".*/projects/\d+/proposals/\d+/$"))
+    page.wait_for_selector("#proposal-progress[data-status=done]", timeout=30_000)
+    assert page.locator("#summary-episodes").inner_text() == "2"
     page.goto(f"{live_server_url}/episodes/{first.uuid}/label/")
     page.wait_for_selector("body[data-ready='1']")
     kb = page.keyboard

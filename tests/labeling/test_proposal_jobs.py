@@ -129,3 +129,18 @@ def test_agents_with_the_labels_scope_start_jobs_and_annotators_cannot_cancel(
     page = annotator.get(f"/projects/{project.pk}/proposals/{job.pk}/").content.decode()
     assert 'id="proposal-bar"' in page and 'id="proposal-cancel"' not in page and "proposal_job.js" in page
     assert agent.post(f"/api/proposal-jobs/{job.pk}/cancel").json()["status"] == "cancelled"
+
+
+def test_a_job_whose_generation_raises_ends_failed_with_the_reason(user_client, project):
+    from labeling.proposal_jobs import proposal_job_run
+
+    episode_with_frames(project=project, num_steps=5, size=16)
+    job_id = start(user_client, project).json()["id"]
+    project.__class__.objects.filter(pk=project.pk).update(trend_stride=0)  # a setting the trend rule refuses
+    with pytest.raises(ValueError, match="stride must be at least 1"):
+        proposal_job_run(job_id)
+    body = user_client.get(f"/api/proposal-jobs/{job_id}").json()
+    assert (body["status"], body["finished"]) == ("failed", True)
+    assert body["error"] == "ValueError: stride must be at least 1"
+    page = user_client.get(body["page"]).content.decode()
+    assert "Generation failed" in page and "stride must be at least 1" in page
