@@ -143,7 +143,15 @@ class LocalSetup:
         shutil.rmtree(self.scratch, ignore_errors=True)
 
 
-def measure(url: str, tokens: list[str], project: str, binary: bool, args) -> dict:
+def cpu_seconds(pid: int | None) -> float:
+    """User + system CPU time of a local process so far (0 when it is not ours to read)."""
+    if pid is None:
+        return 0.0
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def measure(url: str, tokens: list[str], project: str, binary: bool, args, pid: int | None) -> dict:
     """One format: the throughput part and the concurrent part, each with its raw rate."""
     frames = make_frames(0)
 
@@ -158,10 +166,12 @@ def measure(url: str, tokens: list[str], project: str, binary: bool, args) -> di
             for _ in range(args.episodes):
                 upload_episode(own, project, frames)
 
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), cpu_seconds(pid)
     with ThreadPoolExecutor(max_workers=args.uploaders) as pool:
         list(pool.map(sequential_uploads, range(args.uploaders)))
-    rate = args.uploaders * args.episodes * FRAMES_PER_EPISODE / (time.perf_counter() - start)
+    frames_sent = args.uploaders * args.episodes * FRAMES_PER_EPISODE
+    rate = frames_sent / (time.perf_counter() - start)
+    cpu_per_frame = (cpu_seconds(pid) - cpu) / frames_sent
     raw = raw_disk_rate(frames, args.episodes * args.uploaders)
 
     frame_sets = [make_frames(seed) for seed in range(1, 6)]
@@ -174,10 +184,11 @@ def measure(url: str, tokens: list[str], project: str, binary: bool, args) -> di
             except Exception as exc:
                 return None, f"{exc.__class__.__name__}: {exc}"
 
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), cpu_seconds(pid)
     with ThreadPoolExecutor(max_workers=args.concurrent) as pool:
         results = list(pool.map(one, range(args.concurrent)))
     elapsed = time.perf_counter() - start
+    concurrent_cpu = cpu_seconds(pid) - cpu
     raw_concurrent = raw_disk_rate(frames, args.concurrent)
     errors = [error for _, error in results if error]
     duplicates = 0
@@ -190,6 +201,8 @@ def measure(url: str, tokens: list[str], project: str, binary: bool, args) -> di
                     errors.append(f"episode {episode} incomplete: {detail['num_steps']} steps")
     done = sum(1 for e, _ in results if e) * FRAMES_PER_EPISODE
     return {
+        "cpu_per_frame": cpu_per_frame,
+        "concurrent_cpu_per_frame": concurrent_cpu / max(done, 1),
         "rate": rate,
         "raw": raw,
         "concurrent_rate": done / elapsed,
@@ -203,16 +216,23 @@ def report(name: str, found: dict, args, backend: str) -> None:
     floor = TARGET_RATE.get(backend)
     floor_text = f", and >= {floor} frames/s on {backend}" if floor else ""
     rows = [
-        (f"{args.uploaders} agents x {args.episodes} episodes", found["rate"], found["raw"]),
-        (f"{args.concurrent} concurrent agents, retried chunks", found["concurrent_rate"], found["concurrent_raw"]),
+        (f"{args.uploaders} agents x {args.episodes} episodes", found["rate"], found["raw"], found["cpu_per_frame"]),
+        (
+            f"{args.concurrent} concurrent agents, retried chunks",
+            found["concurrent_rate"],
+            found["concurrent_raw"],
+            found["concurrent_cpu_per_frame"],
+        ),
     ]
     print(f"\n{name} chunks ({CHUNK} steps x {len(CAMERAS)} cameras of {SIZE}x{SIZE} PNG):")
-    for label, rate, raw in rows:
+    for label, rate, raw, cpu in rows:
         verdict = "meets" if rate >= TARGET_RATIO * raw and (floor is None or rate >= floor) else "BELOW"
         print(
             f"  {label:40s} {rate:7.0f} frames/s | raw disk write {raw:7.0f} frames/s | ratio {rate / raw:.2f} "
             f"(target >= {TARGET_RATIO}{floor_text}): {verdict}"
         )
+        if cpu:
+            print(f"  {'':40s} web process CPU {cpu * 1e6:5.0f} us per frame (raw write: {1e6 / raw:4.0f} us wall)")
     print(f"  errors: {len(found['errors'])} (target 0); duplicates: {found['duplicates']} (target 0)")
     for error in found["errors"][:5]:
         print("    ", error)
@@ -246,7 +266,9 @@ def main() -> None:
     )
     try:
         for binary in formats:
-            report("binary" if binary else "multipart", measure(url, tokens, project, binary, args), args, backend)
+            pid = setup.proc.pid if setup is not None else None
+            found = measure(url, tokens, project, binary, args, pid)
+            report("binary" if binary else "multipart", found, args, backend)
     finally:
         if setup is not None:
             setup.close()

@@ -33,7 +33,7 @@ from .ingest_serializers import (
 from .models import Agent, Episode, Project
 
 
-def _project(ref: str, actor) -> Project:
+def ingest_project(ref: str, actor) -> Project:
     """The project named by id or name among those the caller may see (others look like no project)."""
     projects = access.visible_projects(actor)
     project = projects.filter(pk=int(ref)).first() if ref.isdigit() else None
@@ -70,7 +70,7 @@ class EpisodeCreateView(APIView):
         values = data.validated_data
         try:
             episode, created = services.episode_create(
-                project=_project(values["project"], request.user),
+                project=ingest_project(values["project"], request.user),
                 uuid=values["uuid"],
                 source=values["source"],
                 agent=_agent(request),

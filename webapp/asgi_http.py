@@ -41,8 +41,8 @@ async def read_body(receive, limit: int, what: str) -> bytes:
             return b"".join(chunks)
 
 
-async def respond_json(send, status: int, body: dict, retry_after: int = 0) -> None:
-    raw = json.dumps(body).encode()
+async def respond_json(send, status: int, body: dict, retry_after: int = 0, encoder=None) -> None:
+    raw = json.dumps(body, cls=encoder).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(raw)).encode())]
     if status == 401:
         headers.append((b"www-authenticate", b"Bearer"))

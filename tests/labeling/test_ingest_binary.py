@@ -272,3 +272,47 @@ def test_a_person_with_ingest_rights_sends_binary_chunks_through_django(user_cli
     assert response.json() == {"created": 2, "skipped": 0, "num_steps": 2}
     bad = user_client.post(f"/api/episodes/{episode}/steps", data=b"RSC\x02....", content_type=CONTENT_TYPE)
     assert bad.status_code == 400 and "version 2" in bad.content.decode()
+
+
+def post_json(url: str, token: str, path: str, body: bytes) -> tuple[int, dict]:
+    return post(url, token, path, body, {"Content-Type": "application/json"})
+
+
+def test_agents_create_and_finish_episodes_on_the_fast_path_with_the_views_answers(
+    live_server_url, agent_token, project
+):
+    from labeling.models import Project
+
+    token, episode_id = agent_token[1], str(uuid.uuid4())
+    body = f'{{"project": "{project.name}", "uuid": "{episode_id}", "env_id": "PickCube-v1"}}'.encode()
+    status, created = post_json(live_server_url, token, "/api/episodes", body)
+    assert status == 201, created
+    assert created["uuid"] == episode_id and created["project"] == project.name and created["agent"] == "sim-agent-1"
+    assert created["num_steps"] == 0 and created["status"] == "open" and created["env_id"] == "PickCube-v1"
+    assert post_json(live_server_url, token, "/api/episodes", body)[0] == 200  # a retry: the same episode
+
+    other = Project.objects.create(name="Other")
+    moved = body.replace(project.name.encode(), b"Other")
+    assert post_json(live_server_url, token, "/api/episodes", moved)[0] == 409
+    status, answer = post_json(live_server_url, token, "/api/episodes", b'{"uuid": "' + episode_id.encode() + b'"}')
+    assert status == 400 and answer["detail"] == "project: This field is required." and "project" in answer["errors"]
+    status, answer = post_json(live_server_url, token, "/api/episodes", b"{not json")
+    assert status == 400 and "JSON parse error" in answer["detail"]
+    status, answer = post_json(live_server_url, token, "/api/episodes", body.replace(b"PickCube", b"Nope", 1))
+    assert status == 400 and "no project with id or name 'Nope'" in answer["detail"]
+
+    _, lacking = agent_create(name="reader", kind="sim", scopes=["labels"], projects=[project, other])
+    fresh = body.replace(episode_id.encode(), str(uuid.uuid4()).encode())
+    status, answer = post_json(live_server_url, lacking, "/api/episodes", fresh)
+    assert status == 403 and "lacks the 'ingest' scope" in answer["detail"]
+
+    finish = f"/api/episodes/{episode_id}/finish"
+    _, neighbour = agent_create(name="neighbour", kind="sim", projects=[project])
+    assert post_json(live_server_url, neighbour, finish, b"{}") == (
+        403,
+        {"detail": "this episode belongs to another agent"},
+    )
+    status, finished = post_json(live_server_url, token, finish, b'{"success": true, "metadata": {"note": "ok"}}')
+    assert status == 200 and finished["status"] == "finished" and finished["success"] is True
+    assert finished["metadata"] == {"note": "ok"} and finished["finished_at"]
+    assert Episode.objects.get(uuid=episode_id).status == "finished"
