@@ -12,6 +12,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor, wait
+from functools import lru_cache
 
 from django.conf import settings
 from django.core.files.base import ContentFile
@@ -57,6 +60,29 @@ def frames_write(storage: Storage, files: list[tuple[str, bytes]]) -> list[str]:
         frames_delete(storage, written)
         raise
     return written
+
+
+def frames_write_started(storage: Storage, files: list[tuple[str, bytes]], parts: int = 4) -> Callable[[], list[str]]:
+    """Start writing `files` (names final: `writes_in_place`) on background threads, in up to `parts` slices
+    at once (an open() waits on the file system more than it uses the CPU). Returns the call that waits for
+    them and gives the names; if any slice failed, it removes what every slice wrote and raises."""
+    size = max(1, -(-len(files) // parts))
+    futures = [_file_threads().submit(frames_write, storage, files[i : i + size]) for i in range(0, len(files), size)]
+
+    def result() -> list[str]:
+        wait(futures)
+        failed = [f.exception() for f in futures if f.exception() is not None]
+        if failed:
+            frames_delete(storage, [name for f in futures if f.exception() is None for name in f.result()])
+            raise failed[0]  # type: ignore[misc]
+        return [name for f in futures for name in f.result()]
+
+    return result
+
+
+@lru_cache(maxsize=1)
+def _file_threads() -> ThreadPoolExecutor:
+    return ThreadPoolExecutor(max_workers=8, thread_name_prefix="frame-files")
 
 
 def frames_delete(storage: Storage, names: list[str]) -> None:

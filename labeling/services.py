@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import contextlib
 import uuid as uuid_lib
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import lru_cache
 
 from django.conf import settings
 from django.core.files.storage import default_storage
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
-from .frame_files import frames_delete, frames_write, writes_in_place
+from .frame_files import frames_delete, frames_write, frames_write_started, writes_in_place
 from .images import CheckedImage
 from .models import Agent, Episode, Frame, Membership, Project, Step
 from .tokens import hash_token, new_token
@@ -141,7 +140,7 @@ def steps_append(*, episode: Episode, steps: list[StepInput]) -> AppendResult:
                 f"project cameras are {sorted(cameras)}"
             )
     written: list[str] = []
-    pending: Future | None = None
+    pending: Callable[[], list[str]] | None = None
     try:
         with transaction.atomic():
             _ingest_commit_mode()
@@ -159,8 +158,8 @@ def steps_append(*, episode: Episode, steps: list[StepInput]) -> AppendResult:
                 for camera, image in step.images.items()
             ]
             if writes_in_place(default_storage):
-                # the names are final: write the files on another thread while the rows go in
-                pending = _file_writers().submit(frames_write, default_storage, files)
+                # the names are final: write the files on other threads while the rows go in
+                pending = frames_write_started(default_storage, files)
                 names = [name for name, _ in files]
             else:
                 names = written = frames_write(default_storage, files)
@@ -176,19 +175,14 @@ def steps_append(*, episode: Episode, steps: list[StepInput]) -> AppendResult:
             locked.num_steps += len(new_steps)
             locked.save(update_fields=["num_steps"])
             if pending is not None:
-                written, pending = pending.result(), None  # a failed write removed its files and raises here
+                written, pending = pending(), None  # a failed write removed its files and raises here
             return AppendResult(len(new_steps), len(existing), locked.num_steps)
     except BaseException:
         if pending is not None:
             with contextlib.suppress(Exception):
-                written = pending.result()
+                written = pending()
         frames_delete(default_storage, written)
         raise
-
-
-@lru_cache(maxsize=1)
-def _file_writers() -> ThreadPoolExecutor:
-    return ThreadPoolExecutor(max_workers=4, thread_name_prefix="frame-files")
 
 
 def _ingest_commit_mode() -> None:

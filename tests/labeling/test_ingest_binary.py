@@ -316,3 +316,23 @@ def test_agents_create_and_finish_episodes_on_the_fast_path_with_the_views_answe
     assert status == 200 and finished["status"] == "finished" and finished["success"] is True
     assert finished["metadata"] == {"note": "ok"} and finished["finished_at"]
     assert Episode.objects.get(uuid=episode_id).status == "finished"
+
+
+def test_a_frame_that_cannot_be_written_leaves_no_rows_and_no_files(project, agent_token):
+    import os
+
+    from labeling.images import check_image
+    from labeling.services import StepInput, episode_create, steps_append
+
+    episode, _ = episode_create(project=project, uuid=uuid.uuid4(), agent=agent_token[0])
+    folder = f"frames/{project.pk}/{episode.uuid}"
+    blocker = default_storage.path(f"{folder}/000002_extra.png")
+    os.makedirs(blocker)  # a folder where step 2's file should go: opening it for writing fails
+    images = {c: check_image(png_bytes(len(c)), max_side=64, max_pixels=4096) for c in ("main", "extra")}
+    steps = [StepInput(index=i, images=dict(images)) for i in range(4)]
+    with pytest.raises(OSError):
+        steps_append(episode=episode, steps=steps)
+    assert Step.objects.count() == 0 and Frame.objects.count() == 0
+    assert default_storage.listdir(folder) == (["000002_extra.png"], [])  # only the blocker is left
+    os.rmdir(blocker)
+    assert steps_append(episode=episode, steps=steps).created == 4 and len(episode_files(str(episode.uuid))) == 8
