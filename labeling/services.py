@@ -12,6 +12,7 @@ from django.core.files.storage import default_storage
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
+from .bulk_rows import insert_returning_ids
 from .frame_files import frames_delete, frames_write, frames_write_started, writes_in_place
 from .images import CheckedImage
 from .models import Agent, Episode, Frame, Membership, Project, Step
@@ -163,15 +164,23 @@ def steps_append(*, episode: Episode, steps: list[StepInput]) -> AppendResult:
                 names = [name for name, _ in files]
             else:
                 names = written = frames_write(default_storage, files)
-            rows = Step.objects.bulk_create([_step_row(locked, s) for s in new_steps])
-            frames = [
-                Frame(step=row, camera=camera, width=image.width, height=image.height)
-                for row, step in zip(rows, new_steps, strict=True)
+            try:
+                step_ids = insert_returning_ids(Step, [_step_row(locked, s) for s in new_steps])
+            except ValueError as exc:  # json.dumps refuses NaN and infinity, which JSON cannot carry
+                raise IngestError(f"a step's action or info holds a number JSON cannot carry ({exc})") from None
+            stored_names = iter(names)  # in the order of `files`: step by step, camera by camera
+            frame_rows = [
+                {
+                    "step_id": step_id,
+                    "camera": camera,
+                    "image": next(stored_names),
+                    "width": image.width,
+                    "height": image.height,
+                }
+                for step_id, step in zip(step_ids, new_steps, strict=True)
                 for camera, image in step.images.items()
             ]
-            for frame, name in zip(frames, names, strict=True):
-                frame.image.name = name
-            Frame.objects.bulk_create(frames)
+            insert_returning_ids(Frame, frame_rows)
             locked.num_steps += len(new_steps)
             locked.save(update_fields=["num_steps"])
             if pending is not None:
@@ -195,18 +204,18 @@ def _ingest_commit_mode() -> None:
             cursor.execute("SET LOCAL synchronous_commit TO OFF")
 
 
-def _step_row(episode: Episode, step: StepInput) -> Step:
-    return Step(
-        episode=episode,
-        index=step.index,
-        action=list(step.action),
-        reward=step.reward,
-        terminated=step.terminated,
-        truncated=step.truncated,
-        env_success=step.success,
-        score=step.score,
-        info=step.info,
-    )
+def _step_row(episode: Episode, step: StepInput) -> dict:
+    return {
+        "episode_id": episode.pk,
+        "index": step.index,
+        "action": list(step.action),
+        "reward": float(step.reward),
+        "terminated": bool(step.terminated),
+        "truncated": bool(step.truncated),
+        "env_success": bool(step.success),
+        "score": step.score,
+        "info": step.info,
+    }
 
 
 def episode_finish(*, episode: Episode, success: bool | None = None, metadata: dict | None = None) -> Episode:
