@@ -11,6 +11,8 @@ the same rules as the DRF views: the cached token lookup and limits the rewards 
 (inference.auth, inference.throttles: the per-token API rate and the bad-request limit), the views' own
 serializers and access checks (ingest rights in the project, an agent's own episode), the body and chunk
 limits, header-only image checks (labeling.ingest_chunks) and the same all-or-nothing, idempotent services.
+A chunk's body is read (up to DATA_UPLOAD_MAX_MEMORY_SIZE, a larger Content-Length is refused unread) once
+its token is known and within its rate; the episode's access checks then run with the writes.
 Errors have the API's usual body (`detail`, and `errors` for field errors). The database and file writes
 run on a few writer threads that keep their database connection (INGEST_WRITER_THREADS), never on the loop.
 Everything else (multipart and JSON chunks, sessions, every other URL) goes to the wrapped application.
@@ -108,14 +110,9 @@ class IngestFastPath:
     async def _append(self, agent, episode_ref: str, receive, headers: dict) -> tuple[int, dict]:
         limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
         declared_length(headers, limit, BODY_LIMIT)
-        episode = await _on_writer(_writable_episode, agent, episode_ref)  # refused before the body is read
         body = await read_body(receive, limit, BODY_LIMIT)
-        try:
-            steps = await asyncio.to_thread(chunk_steps, body, _limits())
-        except ChunkRefused as exc:
-            raise HttpError(exc.status, str(exc)) from None
-        del body
-        result = await _on_writer(_append_steps, episode, steps)
+        # one hop to a writer thread for the checks and the writes: each hop is a wake-up to wait for
+        result = await _on_writer(_store_chunk, agent, episode_ref, body)
         return 200, {"created": result.created, "skipped": result.skipped, "num_steps": result.num_steps}
 
     async def _create(self, agent, _ref, receive, headers: dict) -> tuple[int, dict]:
@@ -201,7 +198,12 @@ def _writable_episode(agent, episode_ref: str) -> Episode:
     return episode
 
 
-def _append_steps(episode: Episode, steps: list[services.StepInput]) -> services.AppendResult:
+def _store_chunk(agent, episode_ref: str, body: bytes) -> services.AppendResult:
+    episode = _writable_episode(agent, episode_ref)
+    try:
+        steps = chunk_steps(body, _limits())
+    except ChunkRefused as exc:
+        raise HttpError(exc.status, str(exc)) from None
     try:
         return services.steps_append(episode=episode, steps=steps)
     except services.IngestConflict as exc:
@@ -235,5 +237,8 @@ def _finish_episode(agent, episode_ref: str, data) -> tuple[int, dict]:
     episode = _writable_episode(agent, episode_ref)
     serializer = FinishSerializer(data=data)
     serializer.is_valid(raise_exception=True)
-    episode = services.episode_finish(episode=episode, **serializer.validated_data)
-    return 200, EpisodeSerializer(episode).data
+    finished = services.episode_finish(episode=episode, **serializer.validated_data)
+    finished.project = episode.project  # already loaded: the answer needs no query for them
+    if finished.agent_id == agent.pk:
+        finished.agent = agent
+    return 200, EpisodeSerializer(finished).data
