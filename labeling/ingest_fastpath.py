@@ -32,7 +32,7 @@ from concurrent.futures import ThreadPoolExecutor
 from functools import lru_cache
 
 from django.conf import settings
-from django.db import connection
+from django.db import InterfaceError, OperationalError, connection
 from rest_framework import exceptions
 from rest_framework.utils.encoders import JSONEncoder
 
@@ -173,19 +173,26 @@ async def _on_writer(function, *args):
 
 def _with_connection(function, args):
     """Run on a writer thread; DRF's exceptions become the API's usual error answers. The thread's database
-    connection stays open between requests (no connect per chunk); one that saw an error and no longer
-    answers is closed, so the next request connects afresh."""
-    try:
-        return function(*args)
-    except exceptions.APIException as exc:
-        response = exception_handler(exc, {})
-        raise Answer(response.status_code, dict(response.data)) from None
-    finally:
-        if connection.errors_occurred:
-            if connection.connection is not None and connection.is_usable():
-                connection.errors_occurred = False
-            else:
-                connection.close()
+    connection stays open between requests (no connect per chunk). A connection the server dropped (a
+    restart) fails the first query: it is closed and the call runs once more on a fresh one, which is
+    safe because every ingest call is idempotent and all-or-nothing."""
+    for attempt in (1, 2):
+        try:
+            return function(*args)
+        except exceptions.APIException as exc:
+            response = exception_handler(exc, {})
+            raise Answer(response.status_code, dict(response.data)) from None
+        except (OperationalError, InterfaceError):
+            if attempt == 2 or connection.in_atomic_block:
+                raise
+            connection.close()
+        finally:
+            if connection.errors_occurred:
+                if connection.connection is not None and connection.is_usable():
+                    connection.errors_occurred = False
+                else:
+                    connection.close()
+    raise AssertionError("unreachable")
 
 
 def _writable_episode(agent, episode_ref: str) -> Episode:

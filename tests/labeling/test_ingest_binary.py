@@ -336,3 +336,21 @@ def test_a_frame_that_cannot_be_written_leaves_no_rows_and_no_files(project, age
     assert default_storage.listdir(folder) == (["000002_extra.png"], [])  # only the blocker is left
     os.rmdir(blocker)
     assert steps_append(episode=episode, steps=steps).created == 4 and len(episode_files(str(episode.uuid))) == 8
+
+
+def test_a_dropped_database_connection_costs_no_failed_chunk(uploader, episode):
+    from django.db import connection
+
+    steps, frames = chunk([0, 1])
+    assert uploader.append_steps(episode, steps, frames)["created"] == 2  # a writer thread now holds a connection
+    with connection.cursor() as cursor:  # as a database restart would: drop every other session
+        cursor.execute(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
+        assert cursor.fetchone()[0] >= 1
+    for indices in ([2, 3], [4]):
+        steps, frames = chunk(indices)
+        assert uploader.append_steps(episode, steps, frames)["created"] == len(indices)
+    uploader.finish(episode)
+    assert Step.objects.count() == 5 and Frame.objects.count() == 10 and len(episode_files(episode)) == 10
