@@ -1,20 +1,30 @@
-"""Ingest throughput and correctness under concurrency, against a running server.
+"""Ingest throughput and correctness under concurrency, beside the raw disk-write rate of the same bytes.
 
+By default it prepares the database named by DATABASE_URL (an SQLite file in a scratch folder when unset),
+creates a project and one agent token per uploader (as `create_agent --kind sim --project` does), starts
+the web process exactly as the Procfile's `web` line does (uvicorn, its default logging) with MEDIA_ROOT
+in the scratch folder, and removes what it created afterwards:
+
+    DATABASE_URL=postgres://postgres@127.0.0.1:5432/rs_bench .venv/bin/python bench/ingest.py
+    .venv/bin/python bench/ingest.py                      # SQLite default
     .venv/bin/python bench/ingest.py --url http://127.0.0.1:8000 --token "$(cat data/demo_agent_token.txt)"
 
-1. Uploads episodes of 50 steps x 2 cameras x 128x128 PNG through the real API (chunks of 25 steps) and
-   prints frames per second beside the raw rate of writing the same bytes to files on disk, measured in
-   the same run (target: ingest >= 50% of raw).
-2. Runs 50 concurrent uploads of different episodes, re-sending some chunks (retries), then asks the
-   server for each episode and prints errors and duplicates found (target: 0 and 0).
+For each chunk format (binary: robot_agent.chunk_format, the uploader's default; multipart):
+
+1. `--uploaders` agents (default 2) each upload `--episodes` episodes of 50 steps x 2 cameras x 128x128 PNG
+   in chunks of 25 steps; frames/s beside the raw rate of writing the same bytes to files in MEDIA_ROOT,
+   measured right before and after (mean; target: ingest >= 0.5 of raw, and >= 2,000 frames/s on PostgreSQL, 1,000 on SQLite).
+2. `--concurrent` agents (default 50) upload one episode each at once, chunks 0 and 25 of every third
+   episode sent twice (retries); frames/s beside raw, then errors and duplicates found (target: 0 and 0).
 """
 
 from __future__ import annotations
 
 import argparse
 import io
-import json
 import os
+import shlex
+import subprocess
 import sys
 import tempfile
 import time
@@ -23,13 +33,20 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
-import requests
 from PIL import Image
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+from harness import free_port, scratch_environment, wait_for_port  # noqa: E402
+
+from robot_agent.uploader import IngestClient  # noqa: E402
 from training.synthetic import make_scene  # noqa: E402
 
 STEPS, CAMERAS, SIZE, CHUNK = 50, ("main", "extra"), 128, 25
+FRAMES_PER_EPISODE = STEPS * len(CAMERAS)
+TARGET_RATIO = 0.5
+TARGET_RATE = {"postgresql": 2000, "sqlite": 1000}
 
 
 def make_frames(seed: int) -> list[dict[str, bytes]]:
@@ -45,27 +62,24 @@ def make_frames(seed: int) -> list[dict[str, bytes]]:
     return frames
 
 
-def upload_episode(session: requests.Session, url: str, project: str, frames, retry_chunks=()) -> str:
-    episode_id = str(uuid.uuid4())
-    response = session.post(f"{url}/api/episodes", json={"project": project, "uuid": episode_id, "env_id": "bench"})
-    response.raise_for_status()
+STEP_ROWS = [
+    {"index": i, "action": [0.0] * 7, "reward": float(i > STEPS // 2), "success": i > STEPS // 2} for i in range(STEPS)
+]
+
+
+def upload_episode(client: IngestClient, project: str, frames, retry_chunks=()) -> str:
+    episode = client.create_episode(project, env_id="bench")
     for start in range(0, STEPS, CHUNK):
-        indices = range(start, min(start + CHUNK, STEPS))
-        steps = [
-            {"index": i, "action": [0.0] * 7, "reward": float(i > STEPS // 2), "success": i > STEPS // 2}
-            for i in indices
-        ]
-        files = {f"frame.{i}.{c}": (f"{i}_{c}.png", frames[i][c], "image/png") for i in indices for c in CAMERAS}
         for _attempt in range(2 if start in retry_chunks else 1):
-            response = session.post(
-                f"{url}/api/episodes/{episode_id}/steps", data={"steps": json.dumps(steps)}, files=files
-            )
-            response.raise_for_status()
-    session.post(f"{url}/api/episodes/{episode_id}/finish", json={}).raise_for_status()
-    return episode_id
+            client.append_steps(episode, STEP_ROWS[start : start + CHUNK], frames[start : start + CHUNK])
+    client.finish(episode)
+    return episode
 
 
 def raw_disk_rate(frames, episodes: int) -> float:
+    """Frames/s writing the same bytes as one file per frame, a folder per episode, in MEDIA_ROOT, from one
+    thread. Each part measures it right before and right after its uploads and takes the mean: on a shared
+    machine the disk's rate moves from minute to minute."""
     with tempfile.TemporaryDirectory(dir=os.environ.get("MEDIA_ROOT")) as folder:
         start = time.perf_counter()
         for episode in range(episodes):
@@ -75,77 +89,193 @@ def raw_disk_rate(frames, episodes: int) -> float:
                 for camera, data in per_camera.items():
                     (target / f"{index:06d}_{camera}.png").write_bytes(data)
         elapsed = time.perf_counter() - start
-    return episodes * STEPS * len(CAMERAS) / elapsed
+    return episodes * FRAMES_PER_EPISODE / elapsed
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--url", default="http://127.0.0.1:8000")
-    parser.add_argument("--token", default=os.environ.get("RS_TOKEN"))
-    parser.add_argument("--project", default="PickCube demo")
-    parser.add_argument("--episodes", type=int, default=6, help="episodes for the throughput part")
-    parser.add_argument("--uploaders", type=int, default=2, help="agents uploading at once in the throughput part")
-    parser.add_argument("--concurrent", type=int, default=50, help="concurrent uploads in the second part")
-    args = parser.parse_args()
-    if not args.token:
-        token_file = Path("data/demo_agent_token.txt")
-        if not token_file.exists():
-            parser.error("pass --token (or run scripts/run.sh once so data/demo_agent_token.txt exists)")
-        args.token = token_file.read_text().strip()
+class LocalSetup:
+    """The project, agent tokens and web process this bench creates (and removes) when no --url is given."""
 
-    session = requests.Session()
-    session.headers["Authorization"] = f"Bearer {args.token}"
+    def __init__(self, agents: int):
+        self.scratch = scratch_environment("ingest")
+        import django
+
+        django.setup()
+        from django.core.management import call_command
+        from django.db import connection
+
+        from labeling.models import Project
+        from labeling.services import agent_create
+
+        call_command("migrate", verbosity=0)
+        self.backend = connection.vendor
+        self.project = Project.objects.create(name=f"Bench ingest {uuid.uuid4().hex[:6]}", camera_views=list(CAMERAS))
+        self.agents, self.tokens = [], []
+        for number in range(agents):
+            agent, token = agent_create(name=f"bench-ingest-{uuid.uuid4().hex[:6]}-{number}", projects=[self.project])
+            self.agents.append(agent)
+            self.tokens.append(token)
+        self.proc, self.url = self._start_web()
+
+    def _start_web(self) -> tuple[subprocess.Popen, str]:
+        line = next(row for row in (ROOT / "Procfile").read_text().splitlines() if row.startswith("web:"))
+        port = free_port()
+        env = {**os.environ, "RS_HOST": "127.0.0.1", "RS_PORT": str(port)}
+        env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+        log = open(self.scratch / "web.log", "w")  # noqa: SIM115 - closed with the process
+        proc = subprocess.Popen(
+            ["bash", "-c", "exec " + line.split(":", 1)[1].strip()],
+            cwd=ROOT,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        wait_for_port(port, proc)
+        print(f"web process: {shlex.join(['uvicorn', *line.split('uvicorn', 1)[1].split()])} (port {port})")
+        return proc, f"http://127.0.0.1:{port}"
+
+    def close(self) -> None:
+        import shutil
+
+        from labeling.models import Agent
+
+        self.proc.terminate()
+        self.proc.wait(timeout=30)
+        Agent.objects.filter(pk__in=[a.pk for a in self.agents]).delete()
+        self.project.delete()
+        shutil.rmtree(self.scratch, ignore_errors=True)
+
+
+def cpu_seconds(pid: int | None) -> float:
+    """User + system CPU time of a local process so far (0 when it is not ours to read)."""
+    if pid is None:
+        return 0.0
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def measure(url: str, tokens: list[str], project: str, binary: bool, args, pid: int | None) -> dict:
+    """One format: the throughput part and the concurrent part, each with its raw rate."""
     frames = make_frames(0)
-    payload_mb = sum(len(b) for f in frames for b in f.values()) / 1e6
-    print(f"episode: {STEPS} steps x {len(CAMERAS)} cameras x {SIZE}x{SIZE} PNG = {payload_mb:.2f} MB")
 
-    upload_episode(session, args.url, args.project, frames)  # warm-up
+    def client(number: int) -> IngestClient:
+        return IngestClient(url, tokens[number % len(tokens)], binary=binary)
 
-    def sequential_uploads(count: int) -> None:
-        with requests.Session() as own:
-            own.headers["Authorization"] = f"Bearer {args.token}"
-            for _ in range(count):
-                upload_episode(own, args.url, args.project, frames)
+    with client(0) as warm:
+        upload_episode(warm, project, frames)
 
-    start = time.perf_counter()
+    def sequential_uploads(number: int) -> None:
+        with client(number) as own:
+            for _ in range(args.episodes):
+                upload_episode(own, project, frames)
+
+    raw_before = raw_disk_rate(frames, args.episodes * args.uploaders)
+    start, cpu = time.perf_counter(), cpu_seconds(pid)
     with ThreadPoolExecutor(max_workers=args.uploaders) as pool:
-        list(pool.map(sequential_uploads, [args.episodes] * args.uploaders))
-    api_rate = args.uploaders * args.episodes * STEPS * len(CAMERAS) / (time.perf_counter() - start)
-    raw_rate = raw_disk_rate(frames, args.episodes * args.uploaders)
-    print(f"ingest through the API ({args.uploaders} agents, chunks of {CHUNK} steps): {api_rate:8.0f} frames/s")
-    print(f"raw write to disk:      {raw_rate:8.0f} frames/s")
-    print(f"ratio: {api_rate / raw_rate:.2f} (target >= 0.50)")
+        list(pool.map(sequential_uploads, range(args.uploaders)))
+    frames_sent = args.uploaders * args.episodes * FRAMES_PER_EPISODE
+    rate = frames_sent / (time.perf_counter() - start)
+    cpu_per_frame = (cpu_seconds(pid) - cpu) / frames_sent
+    raw = (raw_before + raw_disk_rate(frames, args.episodes * args.uploaders)) / 2
 
-    print(f"\n{args.concurrent} concurrent uploads, chunks 0 and 20 of every third episode sent twice")
     frame_sets = [make_frames(seed) for seed in range(1, 6)]
 
     def one(number: int):
-        with requests.Session() as own:
-            own.headers["Authorization"] = f"Bearer {args.token}"
-            retries = (0, 20) if number % 3 == 0 else ()
+        with client(number) as own:
+            retries = (0, CHUNK) if number % 3 == 0 else ()
             try:
-                return upload_episode(own, args.url, args.project, frame_sets[number % 5], retries), None
-            except requests.RequestException as exc:
+                return upload_episode(own, project, frame_sets[number % 5], retries), None
+            except Exception as exc:
                 return None, f"{exc.__class__.__name__}: {exc}"
 
-    start = time.perf_counter()
+    raw_before = raw_disk_rate(frames, args.concurrent)
+    start, cpu = time.perf_counter(), cpu_seconds(pid)
     with ThreadPoolExecutor(max_workers=args.concurrent) as pool:
         results = list(pool.map(one, range(args.concurrent)))
     elapsed = time.perf_counter() - start
+    concurrent_cpu = cpu_seconds(pid) - cpu
+    raw_concurrent = (raw_before + raw_disk_rate(frames, args.concurrent)) / 2
     errors = [error for _, error in results if error]
     duplicates = 0
-    for episode_id, _ in results:
-        if episode_id:
-            detail = session.get(f"{args.url}/api/episodes/{episode_id}").json()
-            duplicates += max(0, detail["num_steps"] - STEPS) + max(0, detail["num_frames"] - STEPS * len(CAMERAS))
-            if detail["num_steps"] < STEPS or detail["num_frames"] < STEPS * len(CAMERAS):
-                errors.append(f"episode {episode_id} incomplete: {detail['num_steps']} steps")
-    frames_done = sum(1 for e, _ in results if e) * STEPS * len(CAMERAS)
+    with client(0) as reader:
+        for episode, _ in results:
+            if episode:
+                detail = reader.call("GET", f"/api/episodes/{episode}")
+                duplicates += max(0, detail["num_steps"] - STEPS) + max(0, detail["num_frames"] - FRAMES_PER_EPISODE)
+                if detail["num_steps"] < STEPS or detail["num_frames"] < FRAMES_PER_EPISODE:
+                    errors.append(f"episode {episode} incomplete: {detail['num_steps']} steps")
+    done = sum(1 for e, _ in results if e) * FRAMES_PER_EPISODE
+    return {
+        "cpu_per_frame": cpu_per_frame,
+        "concurrent_cpu_per_frame": concurrent_cpu / max(done, 1),
+        "rate": rate,
+        "raw": raw,
+        "concurrent_rate": done / elapsed,
+        "concurrent_raw": raw_concurrent,
+        "errors": errors,
+        "duplicates": duplicates,
+    }
+
+
+def report(name: str, found: dict, args, backend: str) -> None:
+    floor = TARGET_RATE.get(backend)
+    floor_text = f", and >= {floor} frames/s on {backend}" if floor else ""
+    rows = [
+        (f"{args.uploaders} agents x {args.episodes} episodes", found["rate"], found["raw"], found["cpu_per_frame"]),
+        (
+            f"{args.concurrent} concurrent agents, retried chunks",
+            found["concurrent_rate"],
+            found["concurrent_raw"],
+            found["concurrent_cpu_per_frame"],
+        ),
+    ]
+    print(f"\n{name} chunks ({CHUNK} steps x {len(CAMERAS)} cameras of {SIZE}x{SIZE} PNG):")
+    for label, rate, raw, cpu in rows:
+        verdict = "meets" if rate >= TARGET_RATIO * raw and (floor is None or rate >= floor) else "BELOW"
+        print(
+            f"  {label:40s} {rate:7.0f} frames/s | raw disk write {raw:7.0f} frames/s | ratio {rate / raw:.2f} "
+            f"(target >= {TARGET_RATIO}{floor_text}): {verdict}"
+        )
+        if cpu:
+            print(f"  {'':40s} web process CPU {cpu * 1e6:5.0f} us per frame (raw write: {1e6 / raw:4.0f} us wall)")
+    print(f"  errors: {len(found['errors'])} (target 0); duplicates: {found['duplicates']} (target 0)")
+    for error in found["errors"][:5]:
+        print("    ", error)
+
+
+def main() -> None:
+    sys.stdout.reconfigure(line_buffering=True)
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--url", help="a running server (default: start the Procfile's web process here)")
+    parser.add_argument("--token", default=os.environ.get("RS_TOKEN"), help="with --url: an agent token")
+    parser.add_argument("--project", default="PickCube demo", help="with --url: the project to upload to")
+    parser.add_argument("--episodes", type=int, default=6, help="episodes per agent in the throughput part")
+    parser.add_argument("--uploaders", type=int, default=2, help="agents uploading at once in the throughput part")
+    parser.add_argument("--concurrent", type=int, default=50, help="agents uploading at once in the second part")
+    parser.add_argument("--format", choices=["binary", "multipart", "both"], default="both")
+    args = parser.parse_args()
+    formats = {"binary": [True], "multipart": [False], "both": [True, False]}[args.format]
+
+    setup = None
+    if args.url:
+        if not args.token:
+            parser.error("--url needs --token (or RS_TOKEN)")
+        url, tokens, project, backend = args.url.rstrip("/"), [args.token], args.project, "remote server"
+    else:
+        setup = LocalSetup(max(args.uploaders, args.concurrent))
+        url, tokens, project, backend = setup.url, setup.tokens, setup.project.name, setup.backend
+    frames = make_frames(0)
+    payload_mb = sum(len(b) for f in frames for b in f.values()) / 1e6
     print(
-        f"took {elapsed:.1f}s ({frames_done / elapsed:.0f} frames/s); errors: {len(errors)}; duplicates: {duplicates}"
+        f"database: {backend}; episode: {STEPS} steps x {len(CAMERAS)} cameras x {SIZE}x{SIZE} PNG = {payload_mb:.2f} MB"
     )
-    for error in errors[:5]:
-        print("  ", error)
+    try:
+        for binary in formats:
+            pid = setup.proc.pid if setup is not None else None
+            found = measure(url, tokens, project, binary, args, pid)
+            report("binary" if binary else "multipart", found, args, backend)
+    finally:
+        if setup is not None:
+            setup.close()
 
 
 if __name__ == "__main__":

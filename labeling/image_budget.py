@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from PIL import Image, UnidentifiedImageError
 
-from .images import NPY_MAGIC, ImageError
+from .images import NPY_MAGIC, PNG_SIGNATURE, ImageError, png_size
 
 
 class ImageTooLarge(ImageError):
@@ -38,6 +38,8 @@ def header_size(raw: bytes) -> tuple[int, int]:
         if len(shape) != 3:
             raise ImageError(f"raw array must be HxWx3 (RGB), got shape {list(shape)}")
         return int(shape[1]), int(shape[0])
+    if raw.startswith(PNG_SIGNATURE):
+        return png_size(raw)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", Image.DecompressionBombWarning)

@@ -11,15 +11,17 @@ from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import OpenApiExample, extend_schema
 from rest_framework import status
 from rest_framework.exceptions import ValidationError
-from rest_framework.parsers import MultiPartParser
+from rest_framework.parsers import BaseParser, MultiPartParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from robot_agent.chunk_format import CONTENT_TYPE as CHUNK_CONTENT_TYPE
 from webapp.parsers import BoundedJSONParser, RequestTooLarge
 
 from . import access, services
 from .image_budget import ImageTooLarge, PixelBudget
 from .images import CheckedImage, ImageError, check_image
+from .ingest_chunks import ChunkRefused, IngestLimits, chunk_steps
 from .ingest_serializers import (
     AppendResultSerializer,
     EpisodeCreateSerializer,
@@ -31,7 +33,7 @@ from .ingest_serializers import (
 from .models import Agent, Episode, Project
 
 
-def _project(ref: str, actor) -> Project:
+def ingest_project(ref: str, actor) -> Project:
     """The project named by id or name among those the caller may see (others look like no project)."""
     projects = access.visible_projects(actor)
     project = projects.filter(pk=int(ref)).first() if ref.isdigit() else None
@@ -68,7 +70,7 @@ class EpisodeCreateView(APIView):
         values = data.validated_data
         try:
             episode, created = services.episode_create(
-                project=_project(values["project"], request.user),
+                project=ingest_project(values["project"], request.user),
                 uuid=values["uuid"],
                 source=values["source"],
                 agent=_agent(request),
@@ -91,13 +93,34 @@ class EpisodeDetailView(APIView):
         return Response(EpisodeSerializer(episode).data)
 
 
+class BinaryChunkParser(BaseParser):
+    """The binary step chunk (robot_agent.chunk_format), up to DATA_UPLOAD_MAX_MEMORY_SIZE. Agents' chunks
+    are answered before Django by labeling.ingest_fastpath; this serves everyone else (sessions) alike."""
+
+    media_type = CHUNK_CONTENT_TYPE
+
+    def parse(self, stream, media_type=None, parser_context=None):
+        limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+        raw = stream.read(limit + 1) if stream is not None else b""
+        if len(raw) > limit:
+            raise RequestTooLarge(f"body larger than {limit} bytes (DATA_UPLOAD_MAX_MEMORY_SIZE)")
+        return {"chunk": raw}
+
+
 class StepChunkView(APIView):
-    parser_classes = [MultiPartParser, BoundedJSONParser]
+    parser_classes = [BinaryChunkParser, MultiPartParser, BoundedJSONParser]
 
     @extend_schema(
-        request={"multipart/form-data": StepChunkSerializer, "application/json": StepChunkSerializer},
+        request={
+            "multipart/form-data": StepChunkSerializer,
+            "application/json": StepChunkSerializer,
+            CHUNK_CONTENT_TYPE: {"type": "string", "format": "binary"},
+        },
         responses=AppendResultSerializer,
         summary="Append a chunk of steps (atomic; retries skip stored steps)",
+        description="Three body formats: the binary chunk (`application/x-rs-steps`, robot_agent/chunk_format.py: "
+        "the fastest, one body per chunk, PNGs never decoded), multipart (a `steps` JSON field and files named "
+        "`frame.<index>.<camera>`) or JSON with base64 images.",
         examples=[
             OpenApiExample(
                 "JSON chunk",
@@ -128,6 +151,13 @@ class StepChunkView(APIView):
         return Response(AppendResultSerializer(result).data)
 
     def _parse(self, request) -> list[services.StepInput]:
+        if request.content_type.split(";")[0].strip() == CHUNK_CONTENT_TYPE:
+            try:
+                return chunk_steps(request.data["chunk"], IngestLimits.from_settings())
+            except ChunkRefused as exc:
+                if exc.status == 413:
+                    raise RequestTooLarge(str(exc)) from None
+                raise ValidationError({"steps": [str(exc)]}) from None
         raw_steps = request.data.get("steps")
         multipart = request.content_type.startswith("multipart/")
         if multipart and isinstance(raw_steps, str):

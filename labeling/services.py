@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
 import uuid as uuid_lib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from django.core.files.base import ContentFile
+from django.conf import settings
 from django.core.files.storage import default_storage
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
+from .bulk_rows import insert_returning_ids
+from .frame_files import frames_delete, frames_write, frames_write_started, writes_in_place
 from .images import CheckedImage
 from .models import Agent, Episode, Frame, Membership, Project, Step
 from .tokens import hash_token, new_token
@@ -109,6 +113,7 @@ def episode_create(
     defaults = {"project": project, "source": source, "agent": agent, "env_id": env_id, "metadata": metadata or {}}
     try:
         with transaction.atomic():
+            _ingest_commit_mode()
             episode, created = Episode.objects.get_or_create(uuid=uuid, defaults=defaults)
     except IntegrityError:  # a concurrent retry created it first
         episode, created = Episode.objects.get(uuid=uuid), False
@@ -136,47 +141,81 @@ def steps_append(*, episode: Episode, steps: list[StepInput]) -> AppendResult:
                 f"project cameras are {sorted(cameras)}"
             )
     written: list[str] = []
+    pending: Callable[[], list[str]] | None = None
     try:
         with transaction.atomic():
+            _ingest_commit_mode()
             locked = Episode.objects.select_for_update().get(pk=episode.pk)
+            existing = set(Step.objects.filter(episode=locked, index__in=indices).values_list("index", flat=True))
             if locked.status == Episode.Status.FINISHED:
-                existing = set(Step.objects.filter(episode=locked, index__in=indices).values_list("index", flat=True))
                 if len(existing) == len(indices):
                     return AppendResult(0, len(indices), locked.num_steps)
                 raise IngestConflict("episode is finished; it takes no new steps")
-            existing = set(Step.objects.filter(episode=locked, index__in=indices).values_list("index", flat=True))
             new_steps = [s for s in steps if s.index not in existing]
-            rows = Step.objects.bulk_create([_step_row(locked, s) for s in new_steps])
-            frames = []
-            for row, step in zip(rows, new_steps, strict=True):
-                for camera, image in step.images.items():
-                    frame = Frame(step=row, camera=camera, width=image.width, height=image.height)
-                    name = f"frames/{locked.project_id}/{locked.uuid}/{step.index:06d}_{camera}{image.extension}"
-                    frame.image.name = default_storage.save(name, ContentFile(image.data))
-                    written.append(frame.image.name)
-                    frames.append(frame)
-            Frame.objects.bulk_create(frames)
+            folder = f"frames/{locked.project_id}/{locked.uuid}"
+            files = [
+                (f"{folder}/{step.index:06d}_{camera}{image.extension}", image.data)
+                for step in new_steps
+                for camera, image in step.images.items()
+            ]
+            if writes_in_place(default_storage):
+                # the names are final: write the files on other threads while the rows go in
+                pending = frames_write_started(default_storage, files)
+                names = [name for name, _ in files]
+            else:
+                names = written = frames_write(default_storage, files)
+            try:
+                step_ids = insert_returning_ids(Step, [_step_row(locked, s) for s in new_steps])
+            except ValueError as exc:  # json.dumps refuses NaN and infinity, which JSON cannot carry
+                raise IngestError(f"a step's action or info holds a number JSON cannot carry ({exc})") from None
+            stored_names = iter(names)  # in the order of `files`: step by step, camera by camera
+            frame_rows = [
+                {
+                    "step_id": step_id,
+                    "camera": camera,
+                    "image": next(stored_names),
+                    "width": image.width,
+                    "height": image.height,
+                }
+                for step_id, step in zip(step_ids, new_steps, strict=True)
+                for camera, image in step.images.items()
+            ]
+            insert_returning_ids(Frame, frame_rows)
             locked.num_steps += len(new_steps)
             locked.save(update_fields=["num_steps"])
+            if pending is not None:
+                written, pending = pending(), None  # a failed write removed its files and raises here
             return AppendResult(len(new_steps), len(existing), locked.num_steps)
-    except Exception:
-        for name in written:
-            default_storage.delete(name)
+    except BaseException:
+        if pending is not None:
+            with contextlib.suppress(Exception):
+                written = pending()
+        frames_delete(default_storage, written)
         raise
 
 
-def _step_row(episode: Episode, step: StepInput) -> Step:
-    return Step(
-        episode=episode,
-        index=step.index,
-        action=list(step.action),
-        reward=step.reward,
-        terminated=step.terminated,
-        truncated=step.truncated,
-        env_success=step.success,
-        score=step.score,
-        info=step.info,
-    )
+def _ingest_commit_mode() -> None:
+    """Inside an ingest transaction on PostgreSQL: unless INGEST_SYNCHRONOUS_COMMIT, commit without waiting
+    for the WAL flush (`synchronous_commit = off` for this transaction only). The transaction stays atomic;
+    a database crash may lose the last fraction of a second of commits, no more durable than the frame
+    files themselves, which are not fsynced either. A commit then costs no disk flush (tens of ms here)."""
+    if connection.vendor == "postgresql" and not settings.INGEST_SYNCHRONOUS_COMMIT:
+        with connection.cursor() as cursor:
+            cursor.execute("SET LOCAL synchronous_commit TO OFF")
+
+
+def _step_row(episode: Episode, step: StepInput) -> dict:
+    return {
+        "episode_id": episode.pk,
+        "index": step.index,
+        "action": list(step.action),
+        "reward": float(step.reward),
+        "terminated": bool(step.terminated),
+        "truncated": bool(step.truncated),
+        "env_success": bool(step.success),
+        "score": step.score,
+        "info": step.info,
+    }
 
 
 def episode_finish(*, episode: Episode, success: bool | None = None, metadata: dict | None = None) -> Episode:
@@ -185,6 +224,7 @@ def episode_finish(*, episode: Episode, success: bool | None = None, metadata: d
     Success defaults to whether any step reported success.
     """
     with transaction.atomic():
+        _ingest_commit_mode()
         episode = Episode.objects.select_for_update().get(pk=episode.pk)
         if success is None:
             success = Step.objects.filter(episode=episode, env_success=True).exists()

@@ -1,8 +1,9 @@
 """ASGI entry point: HTTP goes to Django, WebSockets to Channels consumers.
 
 Reward requests with an `.npy` body (`POST /api/deployments/<name>/rewards`) are answered on the event
-loop by inference.fastpath before Django's per-request thread and middleware; everything else reaches
-Django unchanged.
+loop by inference.fastpath, and binary step chunks (`POST /api/episodes/<uuid>/steps`,
+`application/x-rs-steps`) by labeling.ingest_fastpath, before Django's per-request thread and
+middleware; everything else reaches Django unchanged.
 
 People authenticate WebSockets with their session; agents with `Authorization: Bearer <token>`
 (never in the URL), resolved by AgentTokenMiddleware. A browser's Origin must be an allowed host; a
@@ -23,6 +24,7 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
 from inference.fastpath import RewardsFastPath  # noqa: E402
 from labeling.auth import AgentTokenMiddleware  # noqa: E402
+from labeling.ingest_fastpath import IngestFastPath  # noqa: E402
 
 from .routing import websocket_urlpatterns  # noqa: E402
 from .ws_origin import AgentOrAllowedOriginValidator  # noqa: E402
@@ -46,7 +48,7 @@ _warn_about_redis_memory()
 
 application = ProtocolTypeRouter(
     {
-        "http": RewardsFastPath(django_asgi_app),
+        "http": IngestFastPath(RewardsFastPath(django_asgi_app)),
         "websocket": AgentOrAllowedOriginValidator(
             AuthMiddlewareStack(AgentTokenMiddleware(URLRouter(websocket_urlpatterns())))
         ),

@@ -118,6 +118,14 @@ MAX_REQUEST_PIXELS = env_int("MAX_REQUEST_PIXELS", 1024 * 224 * 224, minimum=256
 MAX_JSON_BODY_BYTES = env_int("MAX_JSON_BODY_BYTES", 64 * 1024 * 1024, minimum=1024)
 INGEST_MAX_STEPS_PER_CHUNK = env_int("INGEST_MAX_STEPS_PER_CHUNK", 1000, minimum=1)
 INGEST_MAX_IMAGES_PER_CHUNK = env_int("INGEST_MAX_IMAGES_PER_CHUNK", 1024, minimum=1)
+# Ingest transactions on PostgreSQL commit without waiting for the WAL flush unless this is on
+# (labeling.services._ingest_commit_mode; README "Request and import limits").
+INGEST_SYNCHRONOUS_COMMIT = env_bool("INGEST_SYNCHRONOUS_COMMIT", False)
+# Threads of a web process that store binary step chunks (labeling.ingest_fastpath); SQLite takes one
+# writer at a time, so one thread there.
+INGEST_WRITER_THREADS = env_int(
+    "INGEST_WRITER_THREADS", 1 if DATABASES["default"]["ENGINE"].endswith("sqlite3") else 4, minimum=1
+)
 DECODE_CONCURRENCY = env_int("DECODE_CONCURRENCY", 2, minimum=1)
 DECODE_WAIT_SECONDS = env_int("DECODE_WAIT_SECONDS", 30, minimum=1)
 PICKLE_MAX_ARRAY_BYTES = env_int("PICKLE_MAX_ARRAY_BYTES", 512 * 1024 * 1024, minimum=1024)

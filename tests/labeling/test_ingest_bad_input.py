@@ -60,7 +60,7 @@ BAD_FRAMES = {
     "truncated PNG": (png_bytes(1)[:60], "undecodable"),
     "grayscale": (png_bytes(1, mode="L"), "3 channels"),
     "RGBA": (png_bytes(1, mode="RGBA"), "3 channels"),
-    "decompression bomb": (bomb_png(), "decompression bomb"),
+    "decompression bomb": (bomb_png(), "image is 4000x4000; the limit is 2048 px a side"),  # from IHDR alone
     "too wide": (wide_png(), "limit"),
     "raw array too large": (huge_npy(), "limit"),
     "raw array of floats": (npy_bytes(np.zeros((8, 8, 3), dtype=np.float32)), "uint8"),

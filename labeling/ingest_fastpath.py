@@ -1,0 +1,251 @@
+"""ASGI fast path for agents' ingest calls, in front of Django:
+
+- `POST /api/episodes` (JSON): create an episode (idempotent by UUID);
+- `POST /api/episodes/<uuid>/steps` with `Content-Type: application/x-rs-steps` (robot_agent.chunk_format);
+- `POST /api/episodes/<uuid>/finish` (JSON).
+
+Agents upload at the rate they record; Django's request cycle (a thread per request, the middleware chain,
+a token query per request, DRF's parsers, FileSystemStorage's save) cost far more CPU than storing the
+frames. This wrapper answers exactly those requests, when they carry a Bearer token, on the event loop with
+the same rules as the DRF views: the cached token lookup and limits the rewards fast path uses
+(inference.auth, inference.throttles: the per-token API rate and the bad-request limit), the views' own
+serializers and access checks (ingest rights in the project, an agent's own episode), the body and chunk
+limits, header-only image checks (labeling.ingest_chunks) and the same all-or-nothing, idempotent services.
+A chunk's body is read (up to DATA_UPLOAD_MAX_MEMORY_SIZE, a larger Content-Length is refused unread) once
+its token is known and within its rate; the episode's access checks then run with the writes.
+Errors have the API's usual body (`detail`, and `errors` for field errors). The database and file writes
+run on a few writer threads that keep their database connection (INGEST_WRITER_THREADS), never on the loop.
+Everything else (multipart and JSON chunks, sessions, every other URL) goes to the wrapped application.
+
+webapp/asgi.py puts it in front of Django for every web process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import re
+import time
+import uuid as uuid_lib
+from concurrent.futures import ThreadPoolExecutor
+from functools import lru_cache
+
+from django.conf import settings
+from django.db import InterfaceError, OperationalError, connection
+from rest_framework import exceptions
+from rest_framework.utils.encoders import JSONEncoder
+
+from inference.auth import MALFORMED, UNKNOWN, acached_agent
+from inference.limits import client_key, too_many
+from inference.throttles import alimiter, api_limit, bad_request_limit
+from robot_agent.chunk_format import CONTENT_TYPE
+from webapp import metrics
+from webapp.asgi_http import HttpError, declared_length, header_map, read_body, respond_json
+from webapp.errors import exception_handler
+
+from . import access, services
+from .ingest_api import ingest_project
+from .ingest_chunks import ChunkRefused, IngestLimits, chunk_steps
+from .ingest_serializers import EpisodeCreateSerializer, EpisodeSerializer, FinishSerializer
+from .models import Episode
+from .tokens import token_from_header
+
+UUID = r"(?P<uuid>[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})"  # as Django's <uuid:>
+JSON = "application/json"
+# (path pattern, content type, handler name, the URL pattern's label in rs_http_requests)
+ROUTES = [
+    (re.compile(rf"^/api/episodes/{UUID}/steps$"), CONTENT_TYPE, "_append", "api/episodes/<uuid:uuid>/steps"),
+    (re.compile(r"^/api/episodes$"), JSON, "_create", "api/episodes"),
+    (re.compile(rf"^/api/episodes/{UUID}/finish$"), JSON, "_finish", "api/episodes/<uuid:uuid>/finish"),
+]
+BODY_LIMIT = "DATA_UPLOAD_MAX_MEMORY_SIZE"
+log = logging.getLogger(__name__)
+
+
+class Answer(Exception):
+    """An error answer with the API's usual body."""
+
+    def __init__(self, status: int, body: dict, retry_after: int = 0):
+        super().__init__(body.get("detail", ""))
+        self.status, self.body, self.retry_after = status, body, retry_after
+
+
+class IngestFastPath:
+    def __init__(self, app):
+        self.app = app
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http" or scope["method"] != "POST":
+            return await self.app(scope, receive, send)
+        route = _route(scope["path"])
+        if route is None:
+            return await self.app(scope, receive, send)
+        pattern, content_type, handler, endpoint = route
+        headers = header_map(scope)
+        authorization = headers.get("authorization", "")
+        if headers.get("content-type", "").split(";")[0].strip().lower() != content_type or not authorization:
+            return await self.app(scope, receive, send)  # DRF answers these (and their errors)
+        client = client_key(authorization, (scope.get("client") or ("", 0))[0])
+        started = time.perf_counter()
+        retry_after = 0
+        try:
+            agent = await _authenticate(headers["authorization"], client)
+            match = pattern.match(scope["path"])
+            assert match is not None
+            status, body = await getattr(self, handler)(agent, match.groupdict().get("uuid"), receive, headers)
+        except (HttpError, Answer) as exc:
+            if isinstance(exc, HttpError):
+                status, body, retry_after = exc.status, {"detail": exc.detail}, exc.retry_after
+            else:
+                status, body, retry_after = exc.status, exc.body, exc.retry_after
+            if 400 <= status < 500 and status != 429:
+                await alimiter().hit(bad_request_limit(), "bad:" + client)
+        except Exception:
+            log.exception("an ingest request failed on the fast path")
+            status, body = 500, {"detail": "server error; nothing of this request was kept, retry it"}
+        await respond_json(send, status, body, retry_after, encoder=JSONEncoder)
+        metrics.observe_request(endpoint, "POST", status, time.perf_counter() - started)
+
+    async def _append(self, agent, episode_ref: str, receive, headers: dict) -> tuple[int, dict]:
+        limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+        declared_length(headers, limit, BODY_LIMIT)
+        body = await read_body(receive, limit, BODY_LIMIT)
+        # one hop to a writer thread for the checks and the writes: each hop is a wake-up to wait for
+        result = await _on_writer(_store_chunk, agent, episode_ref, body)
+        return 200, {"created": result.created, "skipped": result.skipped, "num_steps": result.num_steps}
+
+    async def _create(self, agent, _ref, receive, headers: dict) -> tuple[int, dict]:
+        data = await _json_body(receive, headers)
+        return await _on_writer(_create_episode, agent, data)
+
+    async def _finish(self, agent, episode_ref: str, receive, headers: dict) -> tuple[int, dict]:
+        data = await _json_body(receive, headers)
+        return await _on_writer(_finish_episode, agent, episode_ref, data)
+
+
+def _route(path: str):
+    if not path.startswith("/api/episodes"):
+        return None
+    return next((route for route in ROUTES if route[0].match(path)), None)
+
+
+async def _authenticate(authorization: str, client: str):
+    """The agent behind the Bearer token, within its API rate (the key DRF's ApiRateThrottle counts)."""
+    verdict = await alimiter().check(bad_request_limit(), "bad:" + client)
+    if not verdict.allowed:
+        raise HttpError(429, too_many(verdict, "too many bad requests from this client; fix them"), verdict.retry_after)
+    token = token_from_header(authorization)
+    if token is None:
+        raise HttpError(401, MALFORMED)
+    agent = await acached_agent(token)
+    if agent is None:
+        raise HttpError(401, UNKNOWN)
+    verdict = await alimiter().hit(api_limit(), f"api:a{agent.pk}")
+    if not verdict.allowed:
+        raise HttpError(429, too_many(verdict, "API rate limit reached for this token"), verdict.retry_after)
+    return agent
+
+
+async def _json_body(receive, headers: dict):
+    limit = settings.MAX_JSON_BODY_BYTES
+    declared_length(headers, limit, "MAX_JSON_BODY_BYTES")
+    raw = await read_body(receive, limit, "MAX_JSON_BODY_BYTES")
+    try:
+        return json.loads(raw) if raw else {}
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise HttpError(400, f"JSON parse error - {exc}") from None
+
+
+@lru_cache(maxsize=1)
+def _limits() -> IngestLimits:
+    return IngestLimits.from_settings()
+
+
+@lru_cache(maxsize=1)
+def _writers() -> ThreadPoolExecutor:
+    return ThreadPoolExecutor(max_workers=settings.INGEST_WRITER_THREADS, thread_name_prefix="ingest-writer")
+
+
+async def _on_writer(function, *args):
+    return await asyncio.get_running_loop().run_in_executor(_writers(), _with_connection, function, args)
+
+
+def _with_connection(function, args):
+    """Run on a writer thread; DRF's exceptions become the API's usual error answers. The thread's database
+    connection stays open between requests (no connect per chunk). A connection the server dropped (a
+    restart) fails the first query: it is closed and the call runs once more on a fresh one, which is
+    safe because every ingest call is idempotent and all-or-nothing."""
+    for attempt in (1, 2):
+        try:
+            return function(*args)
+        except exceptions.APIException as exc:
+            response = exception_handler(exc, {})
+            raise Answer(response.status_code, dict(response.data)) from None
+        except (OperationalError, InterfaceError):
+            if attempt == 2 or connection.in_atomic_block:
+                raise
+            connection.close()
+        finally:
+            if connection.errors_occurred:
+                if connection.connection is not None and connection.is_usable():
+                    connection.errors_occurred = False
+                else:
+                    connection.close()
+    raise AssertionError("unreachable")
+
+
+def _writable_episode(agent, episode_ref: str) -> Episode:
+    """As the views' `_episode`: ingest rights in its project, and an agent's own episode."""
+    episode = Episode.objects.select_related("project").filter(uuid=uuid_lib.UUID(episode_ref)).first()
+    if episode is None:
+        raise exceptions.NotFound()
+    access.require(agent, access.INGEST, episode.project)
+    access.require_own_episode(agent, episode)
+    return episode
+
+
+def _store_chunk(agent, episode_ref: str, body: bytes) -> services.AppendResult:
+    episode = _writable_episode(agent, episode_ref)
+    try:
+        steps = chunk_steps(body, _limits())
+    except ChunkRefused as exc:
+        raise HttpError(exc.status, str(exc)) from None
+    try:
+        return services.steps_append(episode=episode, steps=steps)
+    except services.IngestConflict as exc:
+        raise HttpError(409, str(exc)) from None
+    except services.IngestError as exc:
+        raise HttpError(400, str(exc)) from None
+
+
+def _create_episode(agent, data) -> tuple[int, dict]:
+    """As EpisodeCreateView.post."""
+    serializer = EpisodeCreateSerializer(data=data)
+    serializer.is_valid(raise_exception=True)
+    values = serializer.validated_data
+    try:
+        episode, created = services.episode_create(
+            project=ingest_project(values["project"], agent),
+            uuid=values["uuid"],
+            source=values["source"],
+            agent=agent,
+            env_id=values["env_id"],
+            metadata=values["metadata"],
+        )
+    except services.IngestConflict as exc:
+        raise HttpError(409, str(exc)) from None
+    access.require_own_episode(agent, episode)
+    return (201 if created else 200), EpisodeSerializer(episode).data
+
+
+def _finish_episode(agent, episode_ref: str, data) -> tuple[int, dict]:
+    """As EpisodeFinishView.post."""
+    episode = _writable_episode(agent, episode_ref)
+    serializer = FinishSerializer(data=data)
+    serializer.is_valid(raise_exception=True)
+    finished = services.episode_finish(episode=episode, **serializer.validated_data)
+    finished.project = episode.project  # already loaded: the answer needs no query for them
+    if finished.agent_id == agent.pk:
+        finished.agent = agent
+    return 200, EpisodeSerializer(finished).data

@@ -1,0 +1,52 @@
+"""Small helpers for ASGI fast paths that answer a few hot HTTP requests before Django: an error type
+carrying the status, reading a body up to a limit, and a JSON answer. No Django imports."""
+
+from __future__ import annotations
+
+import json
+
+
+class HttpError(Exception):
+    def __init__(self, status: int, detail: str, retry_after: int = 0):
+        super().__init__(detail)
+        self.status = status
+        self.detail = detail
+        self.retry_after = retry_after
+
+
+def header_map(scope) -> dict[str, str]:
+    return {name.decode("latin-1").lower(): value.decode("latin-1") for name, value in scope["headers"]}
+
+
+def declared_length(headers: dict[str, str], limit: int, what: str) -> None:
+    """413 for a Content-Length over `limit`, before any of the body is read (`what` names the limit)."""
+    declared = headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        raise HttpError(413, f"body of {declared} bytes; the limit is {limit} bytes ({what})")
+
+
+async def read_body(receive, limit: int, what: str) -> bytes:
+    """The whole body, or 413 as soon as it grows past `limit` (`what` names the limit in the message)."""
+    chunks, size = [], 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise HttpError(400, "the client went away before sending the whole body")
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            raise HttpError(413, f"body larger than {limit} bytes ({what})")
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            return b"".join(chunks)
+
+
+async def respond_json(send, status: int, body: dict, retry_after: int = 0, encoder=None) -> None:
+    raw = json.dumps(body, cls=encoder).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(raw)).encode())]
+    if status == 401:
+        headers.append((b"www-authenticate", b"Bearer"))
+    if retry_after:
+        headers.append((b"retry-after", str(retry_after).encode()))
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": raw})
