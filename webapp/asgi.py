@@ -2,7 +2,7 @@
 
 Reward requests with an `.npy` body (`POST /api/deployments/<name>/rewards`) are answered on the event
 loop by inference.fastpath, and binary step chunks (`POST /api/episodes/<uuid>/steps`,
-`application/x-rs-steps`) by labeling.ingest_fastpath, before Django's per-request thread and
+`application/x-rs-steps`) by webapp.ingest_fastpath, before Django's per-request thread and
 middleware; everything else reaches Django unchanged.
 
 People authenticate WebSockets with their session; agents with `Authorization: Bearer <token>`
@@ -24,7 +24,7 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
 from inference.fastpath import RewardsFastPath  # noqa: E402
 from labeling.auth import AgentTokenMiddleware  # noqa: E402
-from labeling.ingest_fastpath import IngestFastPath  # noqa: E402
+from webapp.ingest_fastpath import IngestFastPath  # noqa: E402
 
 from .routing import websocket_urlpatterns  # noqa: E402
 from .ws_origin import AgentOrAllowedOriginValidator  # noqa: E402

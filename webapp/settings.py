@@ -121,7 +121,7 @@ INGEST_MAX_IMAGES_PER_CHUNK = env_int("INGEST_MAX_IMAGES_PER_CHUNK", 1024, minim
 # Ingest transactions on PostgreSQL commit without waiting for the WAL flush unless this is on
 # (labeling.services._ingest_commit_mode; README "Request and import limits").
 INGEST_SYNCHRONOUS_COMMIT = env_bool("INGEST_SYNCHRONOUS_COMMIT", False)
-# Threads of a web process that store binary step chunks (labeling.ingest_fastpath); SQLite takes one
+# Threads of a web process that store binary step chunks (webapp.ingest_fastpath); SQLite takes one
 # writer at a time, so one thread there.
 INGEST_WRITER_THREADS = env_int(
     "INGEST_WRITER_THREADS", 1 if DATABASES["default"]["ENGINE"].endswith("sqlite3") else 4, minimum=1

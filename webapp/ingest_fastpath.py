@@ -17,7 +17,8 @@ Errors have the API's usual body (`detail`, and `errors` for field errors). The 
 run on a few writer threads that keep their database connection (INGEST_WRITER_THREADS), never on the loop.
 Everything else (multipart and JSON chunks, sessions, every other URL) goes to the wrapped application.
 
-webapp/asgi.py puts it in front of Django for every web process.
+It sits in webapp (the layer that composes the apps) because it joins labeling's ingest with the serving
+core's token cache and limits; webapp/asgi.py puts it in front of Django for every web process.
 """
 
 from __future__ import annotations
@@ -39,17 +40,16 @@ from rest_framework.utils.encoders import JSONEncoder
 from inference.auth import MALFORMED, UNKNOWN, acached_agent
 from inference.limits import client_key, too_many
 from inference.throttles import alimiter, api_limit, bad_request_limit
+from labeling import access, services
+from labeling.ingest_api import ingest_project
+from labeling.ingest_chunks import ChunkRefused, IngestLimits, chunk_steps
+from labeling.ingest_serializers import EpisodeCreateSerializer, EpisodeSerializer, FinishSerializer
+from labeling.models import Episode
+from labeling.tokens import token_from_header
 from robot_agent.chunk_format import CONTENT_TYPE
 from webapp import metrics
 from webapp.asgi_http import HttpError, declared_length, header_map, read_body, respond_json
 from webapp.errors import exception_handler
-
-from . import access, services
-from .ingest_api import ingest_project
-from .ingest_chunks import ChunkRefused, IngestLimits, chunk_steps
-from .ingest_serializers import EpisodeCreateSerializer, EpisodeSerializer, FinishSerializer
-from .models import Episode
-from .tokens import token_from_header
 
 UUID = r"(?P<uuid>[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})"  # as Django's <uuid:>
 JSON = "application/json"
