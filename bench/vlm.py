@@ -17,6 +17,7 @@ Redis; only the benchmark's own keys are touched).
 from __future__ import annotations
 
 import argparse
+import asyncio
 import os
 import statistics
 import sys
@@ -63,7 +64,7 @@ def main() -> None:
     import torch
 
     torch.set_num_threads(args.threads)
-    from inference.broker import BrokerClient, dump_npy, queue_key, redis_from_url
+    from inference.broker import AsyncBrokerClient, dump_npy, queue_key, redis_from_url
     from inference.worker import InferenceWorker
     from training.families import scorer_load
     from training.family_parts import ModelSpec
@@ -86,7 +87,8 @@ def main() -> None:
     gen = {b: rate(lambda c: scorer.scorer.generate(c, max_new_tokens=8), gen_items, b) for b in (1, 8)}
     print(f"generation (8 tokens):      batch 1 {gen[1]:7.1f} windows/s   batch 8 {gen[8]:7.1f} windows/s")
 
-    redis = redis_from_url(os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/15"))
+    url = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/15")
+    redis = redis_from_url(url)
     name = f"bench-vlm-{os.getpid()}"
     redis.delete(queue_key(name))
     worker = InferenceWorker(
@@ -98,20 +100,34 @@ def main() -> None:
     stop = threading.Event()
     thread = threading.Thread(target=worker.run, args=(stop,), daemon=True)
     thread.start()
-    client = BrokerClient(redis)
     payloads = [dump_npy(pack_windows([WindowRequest(w, prompt)])) for w in data]
 
-    def one(payload: bytes) -> float:
-        started = time.perf_counter()
-        client.submit(name, 1, payload, timeout=60, max_batch_size=8, max_wait_ms=5.0).unwrap()
-        return time.perf_counter() - started
+    async def serve(streams: int) -> tuple[float, list[float]]:
+        """`streams` clients at once, each sending its next window when the last is answered."""
+        client = AsyncBrokerClient(redis_from_url(url, asyncio=True))
+        queue = list(payloads)
+
+        async def one(payload: bytes) -> float:
+            started = time.perf_counter()
+            (await client.submit(name, 1, payload, timeout=60, max_batch_size=8, max_wait_ms=5.0)).unwrap()
+            return time.perf_counter() - started
+
+        async def stream() -> list[float]:
+            latencies = []
+            while queue:
+                latencies.append(await one(queue.pop()))
+            return latencies
+
+        try:
+            await one(payloads[0])
+            started = time.perf_counter()
+            latencies = [t for ts in await asyncio.gather(*(stream() for _ in range(streams))) for t in ts]
+            return n / (time.perf_counter() - started), latencies
+        finally:
+            await client.redis.aclose()
 
     def service(streams: int) -> tuple[float, list[float]]:
-        one(payloads[0])
-        started = time.perf_counter()
-        with ThreadPoolExecutor(streams) as pool:
-            latencies = list(pool.map(one, payloads))
-        return n / (time.perf_counter() - started), latencies
+        return asyncio.run(serve(streams))
 
     try:
         single, lat1 = service(1)

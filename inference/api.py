@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from asgiref.sync import async_to_sync
 from django.conf import settings
 from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
@@ -31,7 +32,7 @@ from .payloads import (
     images_from_base64,
     npy_shape,
 )
-from .reward_serving import RewardRequest, item_json, rewards_serve
+from .reward_serving import RewardRequest, rewards_answer
 from .serving import DeploymentNotFound, DeploymentUnavailable, deployment_config
 from .throttles import ApiRateThrottle, RewardsRateThrottle, bad_request_limit, limiter
 
@@ -155,7 +156,7 @@ class RewardsView(APIView):
     )
     def post(self, request, name: str):
         try:
-            config = deployment_config(name)
+            config = async_to_sync(deployment_config)(name)
         except DeploymentNotFound as exc:
             raise exceptions.NotFound(str(exc)) from None
         access.require(request.user, access.REWARDS, config, not_found=f"no deployment named {name!r}")
@@ -172,18 +173,9 @@ class RewardsView(APIView):
         agent = request.user
         reward_request.client = f"a{agent.pk}" if getattr(agent, "token_hash", None) else f"u{agent.pk}"
         try:
-            items = rewards_serve(config, reward_request)
+            return Response(async_to_sync(rewards_answer)(config, reward_request))
         except DeploymentUnavailable as exc:
             raise ServiceUnavailable(str(exc)) from None
-        return Response(
-            {
-                "deployment": config.name,
-                "version": config.version,
-                "reward_mode": config.reward.reward_mode,
-                "threshold": config.reward.threshold,
-                "items": [item_json(i) for i in items],
-            }
-        )
 
     def _parse(self, request) -> RewardRequest:
         content_type = (request.content_type or "").split(";")[0].strip()

@@ -14,13 +14,15 @@ from __future__ import annotations
 import threading
 import time
 
-from channels.db import database_sync_to_async
+from asgiref.sync import async_to_sync
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import exceptions
 from rest_framework.authentication import BaseAuthentication, SessionAuthentication
 
 from labeling.auth import AgentTokenAuthentication, agent_for_token
 from labeling.tokens import hash_token, token_from_header
+
+from .orm_calls import orm_call
 
 TOKEN_CACHE_S = 10.0
 _agents: dict[str, tuple[float, object]] = {}
@@ -45,20 +47,13 @@ def _remember(token: str, agent) -> None:
         _agents[hash_token(token)] = (time.monotonic(), agent)
 
 
-def cached_agent(token: str):
-    """The active agent owning `token` (None if unknown), from memory when looked up recently."""
+async def cached_agent(token: str):
+    """The active agent owning `token` (None if unknown), from memory when looked up recently.
+
+    Async (the fast path awaits it); DRF's authentication calls it through `async_to_sync`."""
     agent = _cached(token)
     if agent is None:
-        agent = agent_for_token(token)
-        if agent is not None:
-            _remember(token, agent)
-    return agent
-
-
-async def acached_agent(token: str):
-    agent = _cached(token)
-    if agent is None:
-        agent = await database_sync_to_async(agent_for_token)(token)
+        agent = await orm_call(agent_for_token, token)
         if agent is not None:
             _remember(token, agent)
     return agent
@@ -72,7 +67,7 @@ class CachedAgentTokenAuthentication(AgentTokenAuthentication):
         token = token_from_header(header)
         if token is None:
             raise exceptions.AuthenticationFailed(MALFORMED)
-        agent = cached_agent(token)
+        agent = async_to_sync(cached_agent)(token)
         if agent is None:
             raise exceptions.AuthenticationFailed(UNKNOWN)
         return agent, token

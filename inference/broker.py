@@ -223,8 +223,7 @@ def share_full_message(deployment: str, max_per_client: int) -> str:
 
 
 def _push_and_wait(pipe, request: InferenceRequest, timeout: float, bounds: QueueBounds):
-    """Queue the request (if its queue has room) and wait for its reply in one round trip (sync or asyncio
-    pipeline)."""
+    """Queue the request (if its queue has room) and wait for its reply in one round trip."""
     full = Reply(None, queue_full_message(request.deployment, bounds.max_queue)).encode()
     share_full = Reply(None, share_full_message(request.deployment, bounds.max_per_client)).encode()
     pipe.eval(
@@ -272,30 +271,11 @@ def redis_from_url(url: str, *, asyncio: bool = False):
 
 
 class BrokerClient:
-    """Web side, blocking (redis-py). Thread-safe: each call borrows a pooled connection."""
+    """Web side, blocking Redis (redis-py) for sync reads. Thread-safe: each call borrows a pooled
+    connection. Requests are submitted only through AsyncBrokerClient (sync code: `async_to_sync`)."""
 
-    def __init__(self, redis, bounds: QueueBounds | None = None):
+    def __init__(self, redis):
         self.redis = redis
-        self.bounds = bounds or QueueBounds()
-
-    def submit(
-        self,
-        deployment: str,
-        version: int,
-        payload: bytes,
-        *,
-        timeout: float = 30.0,
-        max_batch_size: int = 64,
-        max_wait_ms: float = 2.0,
-        client: str = "",
-    ) -> Reply:
-        request = _request(deployment, version, payload, timeout, max_batch_size, max_wait_ms)
-        request.client = client
-        try:
-            got = _push_and_wait(self.redis.pipeline(transaction=False), request, timeout, self.bounds).execute()[1]
-        except RedisError as exc:
-            raise BrokerError(f"Redis is unavailable: {exc}") from None
-        return _reply(got, deployment, timeout)
 
 
 class AsyncBrokerClient:

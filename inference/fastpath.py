@@ -3,7 +3,7 @@
 RL workers call it at every step, and Django's request cycle (a thread per request, the middleware
 chain) costs more CPU than the rest of the request together. This wrapper answers exactly those
 requests (method POST, that path, `Content-Type: application/x-npy`, a Bearer token) on the event loop
-with the same plain functions the DRF view uses: cached token lookup, the rate limits (`inference.limits`, async),
+with the same functions the DRF view calls (through `async_to_sync`): cached token lookup, the rate limits (`inference.limits`, async),
 header-only `.npy` validation, the reward logic, the same JSON and the same error messages. Everything
 else (JSON bodies, sessions, every other URL, WebSockets) goes to the wrapped application unchanged.
 
@@ -23,11 +23,11 @@ from labeling import access
 from labeling.tokens import token_from_header
 from webapp import metrics
 
-from .auth import MALFORMED, UNKNOWN, acached_agent
+from .auth import MALFORMED, UNKNOWN, cached_agent
 from .limits import client_key, too_many
 from .payloads import PayloadError, PayloadTooLarge, bool_list, float_list, id_list, npy_shape
-from .reward_serving import RewardRequest, arewards_serve, item_json
-from .serving import DeploymentNotFound, DeploymentUnavailable, adeployment_config
+from .reward_serving import RewardRequest, rewards_answer
+from .serving import DeploymentNotFound, DeploymentUnavailable, deployment_config
 from .throttles import alimiter, bad_request_limit, rewards_limit
 
 ROUTE = re.compile(r"^/api/deployments/(?P<name>[-a-zA-Z0-9_]+)/rewards$")
@@ -78,7 +78,7 @@ class RewardsFastPath:
         token = token_from_header(headers["authorization"])
         if token is None:
             raise HttpError(401, MALFORMED)
-        agent = await acached_agent(token)
+        agent = await cached_agent(token)
         if agent is None:
             raise HttpError(401, UNKNOWN)
         verdict = await alimiter().hit(rewards_limit(), f"rewards:a{agent.pk}")
@@ -86,7 +86,7 @@ class RewardsFastPath:
             raise HttpError(429, too_many(verdict, "reward rate limit reached for this token"), verdict.retry_after)
         payload = await _read_body(receive)
         try:
-            config = await adeployment_config(name)
+            config = await deployment_config(name)
         except DeploymentNotFound as exc:
             raise HttpError(404, str(exc)) from None
         allowed = access.check(agent, access.REWARDS, config)  # agents' grants are loaded with the token
@@ -118,16 +118,9 @@ class RewardsFastPath:
         except PayloadError as exc:
             raise HttpError(400, str(exc)) from None
         try:
-            items = await arewards_serve(config, request)
+            return await rewards_answer(config, request)
         except DeploymentUnavailable as exc:
             raise HttpError(503, str(exc)) from None
-        return {
-            "deployment": config.name,
-            "version": config.version,
-            "reward_mode": config.reward.reward_mode,
-            "threshold": config.reward.threshold,
-            "items": [item_json(i) for i in items],
-        }
 
 
 async def _read_body(receive) -> bytes:

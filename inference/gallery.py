@@ -12,38 +12,24 @@ from concurrent.futures import ThreadPoolExecutor
 from django.db import close_old_connections
 
 from .broker import SAMPLE_COUNTER_PREFIX, load_npy
-from .serving import DeploymentConfig, abroker, broker
+from .serving import DeploymentConfig, abroker
 
 log = logging.getLogger(__name__)
 KEEP_FRAMES = 2000  # per deployment; older unlabeled frames are deleted
 _writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="served-frames")
 
 
-def sample_served(config: DeploymentConfig, payload: bytes, probabilities: list[float | None]) -> int:
+async def sample_served(config: DeploymentConfig, payload: bytes, probabilities: list[float | None]) -> int:
     """Queue the frames of this batch that fall on the sampling grid; returns how many."""
-    every = config.sample_every
-    if every <= 0 or not probabilities:
-        return 0
-    n = len(probabilities)
-    end = broker().redis.incrby(f"{SAMPLE_COUNTER_PREFIX}{config.name}:{config.id}", n)
-    start = end - n
-    picks = [i for i in range(n) if (start + i) % every == 0 and probabilities[i] is not None]
-    if picks:
-        _writer.submit(_store, config, payload, picks, [probabilities[i] for i in picks])
-    return len(picks)
-
-
-async def asample_served(config: DeploymentConfig, payload: bytes, probabilities: list[float | None]) -> int:
-    """`sample_served` for asyncio callers."""
     every = config.sample_every
     if every <= 0 or not probabilities:
         return 0
     n = len(probabilities)
     end = await abroker().redis.incrby(f"{SAMPLE_COUNTER_PREFIX}{config.name}:{config.id}", n)
     start = end - n
-    picks = [i for i in range(n) if (start + i) % every == 0 and probabilities[i] is not None]
+    picks = {i: p for i, p in enumerate(probabilities) if (start + i) % every == 0 and p is not None}
     if picks:
-        _writer.submit(_store, config, payload, picks, [probabilities[i] for i in picks])
+        _writer.submit(_store, config, payload, list(picks), list(picks.values()))
     return len(picks)
 
 

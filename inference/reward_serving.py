@@ -1,6 +1,9 @@
 """One reward request end to end on the web side: plan which items the model scores (reward mode),
 ask the workers, turn probabilities into rewards, sample served frames for the gallery.
 
+Written once, for asyncio: the ASGI fast path awaits `rewards_answer`, the DRF view calls it through
+`async_to_sync`. Both answer with the same JSON, built here.
+
 History-buffer counts live in Redis (per deployment, client and stream, one field per item index), so
 several web processes can serve the same RL run.
 """
@@ -13,10 +16,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from .broker import HISTORY_PREFIX, dump_npy, load_npy
-from .gallery import asample_served, sample_served
+from .gallery import sample_served
 from .monitor_store import ServedBatch, monitor_submit
 from .rewards import HISTORY_BUFFER, ItemReward, compute_rewards, plan_scoring
-from .serving import DeploymentConfig, abroker, ainfer_payload, broker, infer_payload
+from .serving import DeploymentConfig, abroker, infer_payload
 
 HISTORY_TTL_S = 24 * 3600
 
@@ -34,7 +37,7 @@ class RewardRequest:
 
 
 def item_json(item: ItemReward) -> dict:
-    """The response form of one item (the DRF view and the ASGI fast path answer alike)."""
+    """The response form of one item."""
     return {
         "probability": item.probability,
         "success": item.success,
@@ -47,32 +50,24 @@ def item_json(item: ItemReward) -> dict:
     }
 
 
-def rewards_serve(config: DeploymentConfig, request: RewardRequest) -> list[ItemReward]:
-    n = request.count
-    history_key = f"{HISTORY_PREFIX}{config.name}:{config.id}:{request.client}:{request.stream}"
-    history = _history_read(history_key, n) if config.reward.reward_mode == HISTORY_BUFFER else None
-    scored, counts_after = plan_scoring(config.reward, n, request.dones, history)
-    probabilities: list[float | None] = [None] * n
-    if all(scored):
-        results = infer_payload(config, request.payload, client=request.client)
-        probabilities = [float(p) for p in results]
-    elif any(scored):
-        picks = [i for i, s in enumerate(scored) if s]
-        subset = load_npy(request.payload)[np.asarray(picks)]
-        for i, p in zip(picks, infer_payload(config, dump_npy(subset), client=request.client), strict=True):
-            probabilities[i] = float(p)
-    if counts_after is not None:
-        _history_write(history_key, counts_after)
-    items = compute_rewards(
-        config.reward, probabilities, scored=scored, env_rewards=request.env_rewards, env_success=request.env_success
-    )
-    sample_served(config, request.payload, probabilities)
-    monitor_served(config, request, probabilities)
-    return items
+def rewards_json(config: DeploymentConfig, items: list[ItemReward]) -> dict:
+    """The rewards endpoint's answer (the DRF view and the ASGI fast path answer alike)."""
+    return {
+        "deployment": config.name,
+        "version": config.version,
+        "reward_mode": config.reward.reward_mode,
+        "threshold": config.reward.threshold,
+        "items": [item_json(i) for i in items],
+    }
 
 
-async def arewards_serve(config: DeploymentConfig, request: RewardRequest) -> list[ItemReward]:
-    """`rewards_serve` for asyncio callers (the ASGI fast path): the same steps, never blocking the loop."""
+async def rewards_answer(config: DeploymentConfig, request: RewardRequest) -> dict:
+    """Serve the request and answer it as the endpoint does. Raises DeploymentUnavailable."""
+    return rewards_json(config, await rewards_serve(config, request))
+
+
+async def rewards_serve(config: DeploymentConfig, request: RewardRequest) -> list[ItemReward]:
+    """Rewards of the request's items; never blocks the event loop."""
     n = request.count
     redis = abroker().redis
     history_key = f"{HISTORY_PREFIX}{config.name}:{config.id}:{request.client}:{request.stream}"
@@ -83,11 +78,11 @@ async def arewards_serve(config: DeploymentConfig, request: RewardRequest) -> li
     scored, counts_after = plan_scoring(config.reward, n, request.dones, history)
     probabilities: list[float | None] = [None] * n
     if all(scored):
-        probabilities = [float(p) for p in await ainfer_payload(config, request.payload, client=request.client)]
+        probabilities = [float(p) for p in await infer_payload(config, request.payload, client=request.client)]
     elif any(scored):
         picks = [i for i, s in enumerate(scored) if s]
         subset = load_npy(request.payload)[np.asarray(picks)]
-        for i, p in zip(picks, await ainfer_payload(config, dump_npy(subset), client=request.client), strict=True):
+        for i, p in zip(picks, await infer_payload(config, dump_npy(subset), client=request.client), strict=True):
             probabilities[i] = float(p)
     if counts_after is not None:
         pipe = redis.pipeline(transaction=False)
@@ -97,7 +92,7 @@ async def arewards_serve(config: DeploymentConfig, request: RewardRequest) -> li
     items = compute_rewards(
         config.reward, probabilities, scored=scored, env_rewards=request.env_rewards, env_success=request.env_success
     )
-    await asample_served(config, request.payload, probabilities)
+    await sample_served(config, request.payload, probabilities)
     monitor_served(config, request, probabilities)
     return items
 
@@ -109,15 +104,3 @@ def monitor_served(config: DeploymentConfig, request: RewardRequest, probabiliti
         config, request.payload, probabilities, request.env_success, request.episode_ids, run, time.time()
     )
     monitor_submit(batch)
-
-
-def _history_read(key: str, n: int) -> list[int]:
-    values = broker().redis.hmget(key, [str(i) for i in range(n)])
-    return [int(v) if v is not None else 0 for v in values]
-
-
-def _history_write(key: str, counts: list[int]) -> None:
-    pipe = broker().redis.pipeline(transaction=False)
-    pipe.hset(key, mapping={str(i): c for i, c in enumerate(counts)})
-    pipe.expire(key, HISTORY_TTL_S)
-    pipe.execute()

@@ -1,11 +1,11 @@
-"""Web side of inference: ask the workers for a deployment's per-item results, sync or asyncio.
+"""Web side of inference: ask the workers for a deployment's per-item results. Written once, for asyncio.
 
-    probabilities = infer("pick-cube", images)          # uint8 [B,H,W,3] -> list of B floats
-    probabilities = await ainfer("pick-cube", images)   # same from async code (consumers)
+    probabilities = await infer("pick-cube", images)             # uint8 [B,H,W,3] -> list of B floats
+    probabilities = async_to_sync(infer)("pick-cube", images)    # the same from sync code (DRF views)
 
 The web process never loads a model. It reads the deployment's settings from a small in-process cache
 (refreshed every CACHE_TTL_S, so the hot path makes no database query), pushes the request to Redis with
-the version it knows, and blocks on the reply key. Errors: DeploymentNotFound (404) and
+the version it knows, and waits on the reply key. Errors: DeploymentNotFound (404) and
 DeploymentUnavailable (503: unhealthy, no worker answered, or the worker reported an error).
 """
 
@@ -14,13 +14,10 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-import weakref
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from asgiref.sync import sync_to_async
-from channels.db import database_sync_to_async
 from django.conf import settings
 
 from .broker import (
@@ -34,6 +31,7 @@ from .broker import (
     dump_npy,
     redis_from_url,
 )
+from .orm_calls import orm_call
 from .rewards import RewardSettings
 
 CACHE_TTL_S = 1.0
@@ -116,29 +114,25 @@ def _cached(name: str) -> tuple[bool, DeploymentConfig | None]:
     return False, None
 
 
-def deployment_config(name: str) -> DeploymentConfig:
-    """The deployment's settings, at most CACHE_TTL_S old. Raises DeploymentNotFound."""
-    hit, config = _cached(name)
-    if not hit:
-        from .models import Deployment
+def _config_load(name: str) -> DeploymentConfig | None:
+    from .models import Deployment
 
-        row = Deployment.objects.select_related("trained_model").filter(name=name).first()
-        config = DeploymentConfig.from_row(row) if row is not None else None
-        with _cache_lock:
-            _cache[name] = (time.monotonic(), config)
-    if config is None:
-        raise DeploymentNotFound(f"no deployment named {name!r}")
+    row = Deployment.objects.select_related("trained_model").filter(name=name).first()
+    config = DeploymentConfig.from_row(row) if row is not None else None
+    with _cache_lock:
+        _cache[name] = (time.monotonic(), config)
     return config
 
 
-async def adeployment_config(name: str) -> DeploymentConfig:
+async def deployment_config(name: str) -> DeploymentConfig:
+    """The deployment's settings, at most CACHE_TTL_S old (a hit costs no thread hop). Raises
+    DeploymentNotFound. Sync callers: `async_to_sync(deployment_config)(name)`."""
     hit, config = _cached(name)
-    if hit:
-        if config is None:
-            raise DeploymentNotFound(f"no deployment named {name!r}")
-        return config
-    # database_sync_to_async closes the thread's stale connections around the query (no leaked sessions).
-    return await database_sync_to_async(deployment_config)(name)
+    if not hit:
+        config = await orm_call(_config_load, name)
+    if config is None:
+        raise DeploymentNotFound(f"no deployment named {name!r}")
+    return config
 
 
 def forget_deployment(name: str) -> None:
@@ -167,10 +161,10 @@ def deployment_name_for(model: str) -> str:
         entry = (time.monotonic(), table)
         with _cache_lock:
             _names["all"] = entry
-    name = entry[1].get(model.strip().lower())
-    if name is None:
+    found = entry[1].get(model.strip().lower())
+    if found is None:
         raise DeploymentNotFound(f"no deployment named {model!r} (nor with that alias)")
-    return name
+    return found
 
 
 def queue_bounds() -> QueueBounds:
@@ -182,39 +176,29 @@ def queue_bounds() -> QueueBounds:
 
 
 _sync_client: BrokerClient | None = None
-_async_clients: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_async_clients: dict[asyncio.AbstractEventLoop, AsyncBrokerClient] = {}
 
 
 def broker() -> BrokerClient:
+    """Blocking Redis for sync reads (worker heartbeats, monitor counters, VLM stream buffers)."""
     global _sync_client
     if _sync_client is None:
-        _sync_client = BrokerClient(redis_from_url(settings.REDIS_URL), queue_bounds())
+        _sync_client = BrokerClient(redis_from_url(settings.REDIS_URL))
     return _sync_client
 
 
 def abroker() -> AsyncBrokerClient:
+    """This event loop's broker client (a web process has one loop; `async_to_sync` outside ASGI makes a
+    loop per call, whose client is dropped once that loop is closed)."""
     loop = asyncio.get_running_loop()
     client = _async_clients.get(loop)
     if client is None:
+        for closed in [other for other in _async_clients if other.is_closed()]:
+            del _async_clients[closed]
         client = _async_clients[loop] = AsyncBrokerClient(
             redis_from_url(settings.REDIS_URL, asyncio=True), queue_bounds()
         )
     return client
-
-
-def infer_payload(
-    config: DeploymentConfig, payload: bytes, *, timeout: float | None = None, client: str = ""
-) -> list[Any]:
-    """Per-item results for an `.npy` payload already validated by the caller. `client` (e.g. "a12") is
-    counted against its share of the deployment's queue (INFERENCE_CLIENT_QUEUE_MAX)."""
-    config.check_available()
-    try:
-        options = _submit_options(config, timeout)
-        return broker().submit(config.name, config.version, payload, client=client, **options).unwrap()
-    except InferenceTimeout as exc:
-        raise DeploymentUnavailable(_timeout_reason(exc)) from None
-    except BrokerError as exc:
-        raise DeploymentUnavailable(str(exc)) from None
 
 
 def _submit_options(config: DeploymentConfig, timeout: float | None) -> dict:
@@ -225,10 +209,10 @@ def _submit_options(config: DeploymentConfig, timeout: float | None) -> dict:
     }
 
 
-def _timeout_reason(exc: InferenceTimeout) -> str:
+async def _timeout_reason(exc: InferenceTimeout) -> str:
     """Say whether any worker is alive, so that a missing worker is told apart from a busy one."""
     try:
-        beats = broker().redis.hgetall(WORKERS_KEY)
+        beats = await abroker().redis.hgetall(WORKERS_KEY)
     except Exception:
         return str(exc)
     if not any_worker_alive(beats):
@@ -236,26 +220,24 @@ def _timeout_reason(exc: InferenceTimeout) -> str:
     return f"{exc}: the inference workers are busy or cannot load this model"
 
 
-async def ainfer_payload(
+async def infer_payload(
     config: DeploymentConfig, payload: bytes, *, timeout: float | None = None, client: str = ""
 ) -> list[Any]:
+    """Per-item results for an `.npy` payload already validated by the caller. `client` (e.g. "a12") is
+    counted against its share of the deployment's queue (INFERENCE_CLIENT_QUEUE_MAX). Never blocks the
+    event loop; sync callers: `async_to_sync(infer_payload)(...)`."""
     config.check_available()
     try:
         options = _submit_options(config, timeout)
         reply = await abroker().submit(config.name, config.version, payload, client=client, **options)
         return reply.unwrap()
     except InferenceTimeout as exc:
-        raise DeploymentUnavailable(await sync_to_async(_timeout_reason, thread_sensitive=False)(exc)) from None
+        raise DeploymentUnavailable(await _timeout_reason(exc)) from None
     except BrokerError as exc:
         raise DeploymentUnavailable(str(exc)) from None
 
 
-def infer(deployment_name: str, images: np.ndarray, *, timeout: float | None = None) -> list[Any]:
+async def infer(deployment_name: str, images: np.ndarray, *, timeout: float | None = None) -> list[Any]:
     """Per-item model results (probabilities for ResNet) for `images` (first axis = items)."""
-    return infer_payload(deployment_config(deployment_name), dump_npy(np.asarray(images)), timeout=timeout)
-
-
-async def ainfer(deployment_name: str, images: np.ndarray, *, timeout: float | None = None) -> list[Any]:
-    """`infer` for asyncio code: never blocks the event loop."""
-    config = await adeployment_config(deployment_name)
-    return await ainfer_payload(config, dump_npy(np.asarray(images)), timeout=timeout)
+    config = await deployment_config(deployment_name)
+    return await infer_payload(config, dump_npy(np.asarray(images)), timeout=timeout)

@@ -1,6 +1,6 @@
 """Scoring one live frame with a deployment's model through the inference workers (never in-process).
 
-Thin over the server app's `inference.serving` (`adeployment_config` + `ainfer_payload`): the
+Thin over the server app's `inference.serving` (`deployment_config` + `infer_payload`): the
 deployment's settings come from its short in-process cache, so 20 Hz streams make no database query
 per frame. The reward is computed with the deployment's own settings (per-step, as a live stream is).
 A VLM deployment judges windows: each frame joins the stream's step buffer in Redis (the same buffers as
@@ -18,7 +18,7 @@ from asgiref.sync import sync_to_async
 
 from inference.broker import dump_npy
 from inference.rewards import combine, model_output
-from inference.serving import DeploymentNotFound, DeploymentUnavailable, adeployment_config, ainfer_payload
+from inference.serving import DeploymentNotFound, DeploymentUnavailable, deployment_config, infer_payload
 
 __all__ = ["DeploymentNotFound", "DeploymentUnavailable", "FrameScore", "score_frame"]
 
@@ -39,11 +39,11 @@ async def score_frame(
 
     Raises DeploymentNotFound or DeploymentUnavailable (unhealthy, no worker answered in `timeout`).
     """
-    config = await adeployment_config(deployment)
+    config = await deployment_config(deployment)
     if config.kind == "vlm":
         return await sync_to_async(_score_vlm_step, thread_sensitive=False)(deployment, image, env_reward, stream)
     started = time.perf_counter()
-    results = await ainfer_payload(config, dump_npy(image[None]), timeout=timeout)
+    results = await infer_payload(config, dump_npy(image[None]), timeout=timeout)
     elapsed = (time.perf_counter() - started) * 1000
     first = results[0]
     probability = float(first["probability"] if isinstance(first, dict) else first)

@@ -20,6 +20,7 @@ import uuid
 from collections.abc import Sequence
 
 import numpy as np
+from asgiref.sync import async_to_sync
 from django.conf import settings
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_field
@@ -124,7 +125,7 @@ def image_decode(text: object, where: str):
 def _allowed(request, name: str) -> None:
     """404 unless the deployment exists and the caller sees it, 403 unless it may ask it for rewards."""
     try:
-        config = deployment_config(name)
+        config = async_to_sync(deployment_config)(name)
     except DeploymentNotFound as exc:
         raise exceptions.NotFound(str(exc)) from None
     access.require(request.user, access.REWARDS, config, not_found=f"no deployment named {name!r}")

@@ -1,9 +1,9 @@
 """Web side of VLM trend rewards: windows and per-stream step buffers -> the inference workers -> rewards.
 
 The web process never loads a model: windows are packed (`training.vlm.wire`) and sent through the
-server app's broker (`inference.serving.infer_payload`). Per-stream buffers for `history_vlm` (RLinf's
-newer name: `buffered_vlm`) live in Redis, keyed by deployment, client and stream, so several web
-processes can serve one RL run: each step pushes both views' frames, and windows are scored by RLinf's
+server app's broker (`inference.serving.infer_payload`, through `async_to_sync`). Per-stream buffers for
+`history_vlm` (RLinf's newer name: `buffered_vlm`) live in Redis, keyed by deployment, client and stream,
+so several web processes can serve one RL run: each step pushes both views' frames, and windows are scored by RLinf's
 HistoryManager counting (`inference.rewards.history_window`: `count % input_interval == 0` once
 `min_history_size` steps exist, `input_on_done`). Rewards: the label mapping (+ `gt_success_bonus` per
 step where the env reports success), then the deployment's combine formula
@@ -20,6 +20,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
+from asgiref.sync import async_to_sync
 from django.conf import settings
 
 from inference.broker import dump_npy
@@ -56,7 +57,7 @@ def vlm_deployment(
     """The deployment's settings, prompt and label mapping (request overrides on top of the model's)."""
     from inference.models import Deployment
 
-    config = deployment_config(name)
+    config = async_to_sync(deployment_config)(name)
     if config.kind != "vlm":
         raise NotAVLMDeployment(f"deployment {name!r} serves a {config.kind} model, not a VLM")
     row = Deployment.objects.select_related("trained_model__project").filter(pk=config.id).first()
@@ -81,7 +82,7 @@ def windows_infer(
     config: DeploymentConfig, windows: list[WindowRequest], *, timeout: float | None = None
 ) -> list[dict]:
     """Per-window results from the workers: probabilities, label, and generated text when asked."""
-    return infer_payload(config, dump_npy(pack_windows(windows)), timeout=timeout)
+    return async_to_sync(infer_payload)(config, dump_npy(pack_windows(windows)), timeout=timeout)
 
 
 def item_reward(

@@ -119,3 +119,20 @@ def clear_rate_limits():
     yield
     clear()
     client.close()
+
+
+def broker_submit(url: str, *calls: tuple[str, int, bytes, dict]) -> list:
+    """Replies to (deployment, version, payload, submit options) requests, sent at once through the web
+    side's (async) broker client from sync test code; a failed submit raises."""
+    import asyncio
+
+    from inference.broker import AsyncBrokerClient, redis_from_url
+
+    async def run() -> list:
+        client = AsyncBrokerClient(redis_from_url(url, asyncio=True))
+        try:
+            return list(await asyncio.gather(*(client.submit(d, v, p, **o) for d, v, p, o in calls)))
+        finally:
+            await client.redis.aclose()
+
+    return asyncio.run(run())

@@ -165,7 +165,10 @@ def test_the_hot_path_makes_no_database_query_once_warm(
 ):
     import inference.reward_serving as reward_serving
 
-    monkeypatch.setattr(reward_serving, "infer_payload", lambda config, payload, timeout=None, client="": [0.75])
+    async def infer_payload(config, payload, timeout=None, client=""):
+        return [0.75]
+
+    monkeypatch.setattr(reward_serving, "infer_payload", infer_payload)
     body = npy(random_images(1))
     assert post_npy(agent_client, deployment.name, body).json()["items"][0]["probability"] == 0.75
     with django_assert_num_queries(0):

@@ -6,15 +6,16 @@ import os
 import threading
 import time
 import uuid
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
 import redis as redis_lib
 
 from inference.batching import Batcher, BatchPolicy, score_requests
-from inference.broker import BrokerClient, InferenceRequest, WorkerError, dump_npy, queue_key
+from inference.broker import InferenceRequest, WorkerError, dump_npy, queue_key
 from inference.worker import InferenceWorker
+
+from .conftest import broker_submit
 
 
 class MeanScorer:
@@ -90,10 +91,12 @@ def test_score_requests_splits_results_back_and_chunks_by_max_batch():
     assert sorted(scorer.batches) == [1, 2, 4, 4]
 
 
+URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/5")
+
+
 @pytest.fixture
 def redis():
-    url = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/5")
-    client = redis_lib.Redis.from_url(url)
+    client = redis_lib.Redis.from_url(URL)
     yield client
     for key in client.scan_iter("rs:inf:*"):
         client.delete(key)
@@ -125,11 +128,9 @@ def test_worker_batches_concurrent_requests_into_fewer_forward_passes(redis):
     loads, health = {"version": 1, "count": 0}, []
     worker = _worker(redis, name, loads, health, lambda v: scorer)
     stop, thread = _run(worker)
-    client = BrokerClient(redis)
     try:
         images = [np.full((1, 8, 8, 3), i * 10, np.uint8) for i in range(16)]
-        with ThreadPoolExecutor(16) as pool:
-            replies = list(pool.map(lambda a: client.submit(name, 1, dump_npy(a), timeout=10, max_wait_ms=5), images))
+        replies = broker_submit(URL, *((name, 1, dump_npy(a), {"timeout": 10, "max_wait_ms": 5}) for a in images))
     finally:
         stop.set()
         thread.join(5)
@@ -146,7 +147,7 @@ def test_worker_reports_load_failure_and_answers_with_the_error(redis):
     worker = _worker(redis, name, loads, health, lambda v: MeanScorer())
     stop, thread = _run(worker)
     try:
-        reply = BrokerClient(redis).submit(name, 3, dump_npy(np.zeros((1, 4, 4, 3), np.uint8)), timeout=10)
+        [reply] = broker_submit(URL, (name, 3, dump_npy(np.zeros((1, 4, 4, 3), np.uint8)), {"timeout": 10}))
     finally:
         stop.set()
         thread.join(5)
@@ -159,7 +160,6 @@ def test_worker_reloads_on_newer_version_and_skips_expired_requests(redis):
     name = f"d-{uuid.uuid4().hex[:8]}"
     loads, health = {"version": 1, "count": 0}, []
     worker = _worker(redis, name, loads, health, lambda v: MeanScorer(offset=v))
-    client = BrokerClient(redis)
     image = dump_npy(np.zeros((1, 4, 4, 3), np.uint8))
     # an expired request left in the queue is skipped, not scored
     expired = InferenceRequest(deployment=name, version=1, payload=image, deadline=time.time() - 1)
@@ -167,10 +167,10 @@ def test_worker_reloads_on_newer_version_and_skips_expired_requests(redis):
     assert worker.poll_once() == 0
     stop, thread = _run(worker)
     try:
-        assert client.submit(name, 1, image, timeout=10).unwrap() == [1.0]
+        assert broker_submit(URL, (name, 1, image, {"timeout": 10}))[0].unwrap() == [1.0]
         loads["version"] = 2
-        assert client.submit(name, 2, image, timeout=10).unwrap() == [2.0]
-        assert client.submit(name, 1, image, timeout=10).unwrap() == [2.0]  # never goes back
+        assert broker_submit(URL, (name, 2, image, {"timeout": 10}))[0].unwrap() == [2.0]
+        assert broker_submit(URL, (name, 1, image, {"timeout": 10}))[0].unwrap() == [2.0]  # never goes back
     finally:
         stop.set()
         thread.join(5)

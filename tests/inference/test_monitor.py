@@ -55,6 +55,8 @@ def test_alarm_needs_the_rate_above_threshold_for_the_hold_period_and_enough_fra
 
 @pytest.mark.django_db(transaction=True)
 def test_served_batches_feed_counters_frames_and_raise_the_alarm_once(project, settings):
+    from asgiref.sync import async_to_sync
+
     from inference.broker import dump_npy
     from inference.models import DeploymentMonitor, ServedFrame
     from inference.monitor_selectors import alarm_state, monitor_data
@@ -65,7 +67,7 @@ def test_served_batches_feed_counters_frames_and_raise_the_alarm_once(project, s
 
     deployment = deploy(make_trained_model(project))
     DeploymentMonitor.objects.create(deployment=deployment, hold_s=1.0, min_items=4, false_success_threshold=0.3)
-    config = deployment_config(deployment.name)
+    config = async_to_sync(deployment_config)(deployment.name)
     received = []
     alarm_signal.connect(lambda **kw: received.append(kw), weak=False, dispatch_uid="test-monitor")
     start = monitor.bucket_of(time.time()) - 60.0  # all in one 10 s bucket
@@ -119,6 +121,8 @@ def test_served_batches_feed_counters_frames_and_raise_the_alarm_once(project, s
 @pytest.mark.django_db(transaction=True)
 def test_a_breach_raises_the_alarm_after_its_hold_period_even_when_traffic_stops(project):
     """The rollout may end before the hold period: a timed check still decides (no batch after the breach)."""
+    from asgiref.sync import async_to_sync
+
     from inference.broker import dump_npy
     from inference.models import DeploymentMonitor
     from inference.monitor_store import ServedBatch, monitor_flush, monitor_submit
@@ -128,7 +132,7 @@ def test_a_breach_raises_the_alarm_after_its_hold_period_even_when_traffic_stops
 
     deployment = deploy(make_trained_model(project))
     DeploymentMonitor.objects.create(deployment=deployment, hold_s=1.0, min_items=4, false_success_threshold=0.3)
-    config, payload, now = deployment_config(deployment.name), dump_npy(random_images(4)), time.time()
+    config, payload, now = async_to_sync(deployment_config)(deployment.name), dump_npy(random_images(4)), time.time()
     for t in range(3):  # all within the hold period, then silence
         batch = ServedBatch(config, payload, [0.9] * 4, [False] * 4, ["e1"] * 4, "a1", now + 0.1 * t)
         monitor_submit(batch)

@@ -22,6 +22,7 @@ import pytest
 import redis as redis_lib
 
 from inference.broker import (
+    AsyncBrokerClient,
     BrokerClient,
     InferenceRequest,
     QueueBounds,
@@ -113,33 +114,46 @@ def _worker(redis, names: list[str], scorer: ConstScorer) -> InferenceWorker:
     )
 
 
+def submit(deployment: str, version: int, payload: bytes, *, bounds: QueueBounds, **options):
+    """One request through the web side's (async) broker client, from sync test code."""
+
+    async def run():
+        client = AsyncBrokerClient(redis_from_url(URL, asyncio=True), bounds)
+        try:
+            return await client.submit(deployment, version, payload, **options)
+        finally:
+            await client.redis.aclose()
+
+    return asyncio.run(run())
+
+
 def test_a_full_queue_is_refused_at_once_and_queues_expire(shared):
     name = f"d-{uuid.uuid4().hex[:8]}"
-    client = BrokerClient(redis_from_url(URL), QueueBounds(max_queue=3, queue_ttl_s=7))
+    bounds = {"bounds": QueueBounds(max_queue=3, queue_ttl_s=7)}
     for _ in range(3):
         shared.lpush(queue_key(name), _request_bytes(name))
     started = time.monotonic()
     with pytest.raises(
         WorkerError, match=r"queue of deployment .* is full \(3 requests waiting, INFERENCE_QUEUE_MAX\)"
     ):
-        client.submit(name, 1, dump_npy(np.zeros((1, 4, 4, 3), np.uint8)), timeout=10).unwrap()
+        submit(name, 1, dump_npy(np.zeros((1, 4, 4, 3), np.uint8)), timeout=10, **bounds).unwrap()
     assert time.monotonic() - started < 2  # answered at once, not after the timeout
     assert shared.llen(queue_key(name)) == 3
 
     other = f"d-{uuid.uuid4().hex[:8]}"
     with pytest.raises(Exception, match="no inference worker answered"):
-        client.submit(other, 1, dump_npy(np.zeros((1, 4, 4, 3), np.uint8)), timeout=1)
+        submit(other, 1, dump_npy(np.zeros((1, 4, 4, 3), np.uint8)), timeout=1, **bounds)
     assert 0 < shared.ttl(queue_key(other)) <= 7  # a queue nobody serves goes away
 
 
 def test_one_client_cannot_fill_a_deployment_queue(shared):
     name = f"d-{uuid.uuid4().hex[:8]}"
-    client = BrokerClient(redis_from_url(URL), QueueBounds(max_queue=10, queue_ttl_s=30, max_per_client=3))
+    bounds = QueueBounds(max_queue=10, queue_ttl_s=30, max_per_client=3)
     images = dump_npy(np.zeros((1, 4, 4, 3), np.uint8))
 
     def send(who: str) -> str:
         try:
-            client.submit(name, 1, images, timeout=0.1, client=who).unwrap()
+            submit(name, 1, images, timeout=0.1, client=who, bounds=bounds).unwrap()
         except Exception as exc:  # no worker runs: a timeout means the request was queued
             return "refused" if "INFERENCE_CLIENT_QUEUE_MAX" in str(exc) else "queued"
         return "answered"
@@ -211,7 +225,7 @@ def test_inference_broker_channel_layer_and_celery_survive_a_redis_restart(priva
     stop = threading.Event()
     thread = threading.Thread(target=worker.run, args=(stop,), daemon=True)
     thread.start()
-    client = BrokerClient(redis_from_url(url))
+    blocking = BrokerClient(redis_from_url(url))  # sync reads (heartbeats, monitor counters) reconnect too
     images = dump_npy(np.full((1, 4, 4, 3), 255, np.uint8))
     layer_config = dict(settings.CHANNEL_LAYERS["default"]["CONFIG"])
     layer_config["hosts"] = [dict(layer_config["hosts"][0], address=url)]
@@ -236,7 +250,7 @@ def test_inference_broker_channel_layer_and_celery_survive_a_redis_restart(priva
         celery.send_task("restart.test")
         private_redis.restart()
         await asyncio.sleep(0.2)
-        got += [client.submit(name, 1, images, timeout=10).unwrap()]
+        got += [blocking.redis.ping()]
         got += [await layer_round_trip(layer), await async_submit()]
         celery.send_task("restart.test")  # the publisher's pooled connection was dropped too
         await layer.flush()
@@ -247,7 +261,7 @@ def test_inference_broker_channel_layer_and_celery_survive_a_redis_restart(priva
     finally:
         stop.set()
         thread.join(5)
-    assert got == [{"type": "ping"}, [1.0], [1.0], {"type": "ping"}, [1.0]]
+    assert got == [{"type": "ping"}, [1.0], True, {"type": "ping"}, [1.0]]
     assert redis_lib.Redis.from_url(url).llen("celery") == 1  # the one sent after the restart
 
 
@@ -255,8 +269,6 @@ _async_clients: dict = {}
 
 
 def _async_client(url: str):
-    from inference.broker import AsyncBrokerClient
-
     loop = asyncio.get_running_loop()
     if loop not in _async_clients:
         _async_clients[loop] = AsyncBrokerClient(redis_from_url(url, asyncio=True))

@@ -1,4 +1,4 @@
-"""The web-side API other features call: `infer` (sync) and `ainfer` (asyncio), against a real worker."""
+"""The web-side API other features call: `infer`, awaited or through `async_to_sync`, against a real worker."""
 
 from __future__ import annotations
 
@@ -7,29 +7,32 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
+from asgiref.sync import async_to_sync
 from django.db import connections
 
-from inference.serving import DeploymentNotFound, ainfer, infer
+from inference.serving import DeploymentNotFound, infer
 
 from .conftest import deploy, direct_probabilities, make_trained_model, random_images
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
 
-def test_infer_and_ainfer_return_the_checkpoint_probabilities(project, inference_worker_process):
+def test_infer_returns_the_checkpoint_probabilities_from_async_and_sync_code(project, inference_worker_process):
     model = make_trained_model(project, seed=21)
     deployment = deploy(model)
     images = random_images(3, seed=21)
     expected = direct_probabilities(model.checkpoint_path, images)
 
     async def many():
-        return await asyncio.gather(*(ainfer(deployment.name, images[i : i + 1]) for i in range(3)))
+        return await asyncio.gather(*(infer(deployment.name, images[i : i + 1]) for i in range(3)))
 
     # In a thread of its own, as web code calls it (this thread may hold another test's event loop).
     with ThreadPoolExecutor(1) as pool:
-        np.testing.assert_allclose(pool.submit(infer, deployment.name, images).result(), expected, atol=1e-5)
+        np.testing.assert_allclose(
+            pool.submit(async_to_sync(infer), deployment.name, images).result(), expected, atol=1e-5
+        )
         got = pool.submit(asyncio.run, many()).result()
         np.testing.assert_allclose([g[0] for g in got], expected, atol=1e-5)
         with pytest.raises(DeploymentNotFound):
-            pool.submit(infer, "missing-deployment", images).result()
+            pool.submit(async_to_sync(infer), "missing-deployment", images).result()
         pool.submit(connections.close_all).result()
