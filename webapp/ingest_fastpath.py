@@ -37,7 +37,7 @@ from django.db import InterfaceError, OperationalError, connection
 from rest_framework import exceptions
 from rest_framework.utils.encoders import JSONEncoder
 
-from inference.auth import MALFORMED, UNKNOWN, acached_agent
+from inference.auth import MALFORMED, UNKNOWN, cached_agent
 from inference.limits import client_key, too_many
 from inference.throttles import alimiter, api_limit, bad_request_limit
 from labeling import access, services
@@ -138,7 +138,7 @@ async def _authenticate(authorization: str, client: str):
     token = token_from_header(authorization)
     if token is None:
         raise HttpError(401, MALFORMED)
-    agent = await acached_agent(token)
+    agent = await cached_agent(token)
     if agent is None:
         raise HttpError(401, UNKNOWN)
     verdict = await alimiter().hit(api_limit(), f"api:a{agent.pk}")
