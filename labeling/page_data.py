@@ -14,6 +14,12 @@ class ProjectPageData(TypedDict):
     api: str
 
 
+class ProposalJobPageData(TypedDict):
+    """A project-wide proposal generation's page (labeling/templates/labeling/proposal_job.html)."""
+
+    job: int
+
+
 class LabelingEpisode(TypedDict):
     uuid: str
     source: str

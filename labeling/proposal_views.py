@@ -8,6 +8,7 @@ from django.shortcuts import get_object_or_404, render
 
 from . import access
 from .models import Project, ProposalJob
+from .page_data import ProposalJobPageData
 
 
 @login_required
@@ -19,6 +20,6 @@ def proposal_job_page(request, pk: int, job: int):
         "project": project,
         "job": proposal_job,
         "can_cancel": access.can(request.user, access.REVIEW, project),
-        "page_data": {"job": proposal_job.pk},
+        "page_data": ProposalJobPageData(job=proposal_job.pk),
     }
     return render(request, "labeling/proposal_job.html", context)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing_extensions import TypedDict
 
-from labeling.page_data import EpisodeLabelingData, ProjectPageData
+from labeling.page_data import EpisodeLabelingData, ProjectPageData, ProposalJobPageData
 from training.page_data import EvaluationPageData, JobPageData, TrainingPageData
 
 # ---- inference (its pages' views do not use these yet) ---------------------------------------------------
@@ -91,6 +91,7 @@ class TeleopDashboardData(TypedDict):
 PAGES: dict[str, type] = {
     "projects": ProjectPageData,
     "labeling": EpisodeLabelingData,
+    "proposal_job": ProposalJobPageData,
     "training": TrainingPageData,
     "job": JobPageData,
     "evaluation": EvaluationPageData,

@@ -75,6 +75,7 @@ def test_the_check_refuses_wrong_types_missing_and_undescribed_keys():
 def test_every_page_embeds_exactly_what_its_script_expects(user_client, project):
     from inference.models import Deployment
     from inference.teleop.models import TeleopSession
+    from labeling.models import ProposalJob
     from labeling.services import agent_create
     from training.models import TrainedModel
     from training.services import job_create, job_execute
@@ -88,6 +89,7 @@ def test_every_page_embeds_exactly_what_its_script_expects(user_client, project)
     deployment = Deployment.objects.create(name=f"pd-{uuid.uuid4().hex[:6]}", trained_model=model, project=project)
     agent, _token = agent_create(name="pd-teleop", scopes=["teleop"], projects=[project])
     session = TeleopSession.objects.create(agent=agent, project=project)
+    proposal_job = ProposalJob.objects.create(project=project)
     urls = [
         f"/projects/{project.pk}/",
         f"/episodes/{episodes[0].uuid}/label/",
@@ -97,6 +99,7 @@ def test_every_page_embeds_exactly_what_its_script_expects(user_client, project)
         f"/projects/{project.pk}/compare?a={model.pk}&b={model.pk}",
         f"/deployments/{deployment.name}/monitor",
         f"/teleop/{session.pk}/",
+        f"/projects/{project.pk}/proposals/{proposal_job.pk}/",
     ]
     seen, wrong = set(), []
     for url in urls:

@@ -64,6 +64,11 @@ export interface EpisodeLabelingData {
   links?: EpisodeLinks;
 }
 
+/** A project-wide proposal generation's page (labeling/templates/labeling/proposal_job.html). */
+export interface ProposalJobPageData {
+  job: number;
+}
+
 /** The project's training page: the job form's defaults per model kind. */
 export interface TrainingPageData {
   project: number;
@@ -259,6 +264,7 @@ export interface TeleopDashboardData {
 export interface PageData {
   projects: ProjectPageData;
   labeling: EpisodeLabelingData;
+  proposal_job: ProposalJobPageData;
   training: TrainingPageData;
   job: JobPageData;
   evaluation: EvaluationPageData;

@@ -13,7 +13,7 @@ interface ProposalJob {
 }
 
 const POLL_MS = 400;
-const { job: jobId } = pageData<{ job: number }>();
+const { job: jobId } = pageData("proposal_job");
 const url = `/api/proposal-jobs/${jobId}`;
 const panel = document.getElementById("proposal-progress") as HTMLElement;
 const bar = document.getElementById("proposal-bar") as HTMLProgressElement;
