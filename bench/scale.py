@@ -427,7 +427,6 @@ def main() -> None:
     scratch = scratch_environment("scale")
     if not os.environ["DATABASE_URL"].startswith("postgres"):
         sys.exit("bench/scale.py measures the production setting: set DATABASE_URL to a PostgreSQL database")
-    os.environ.setdefault("DB_CONN_MAX_AGE", "60")
     import django
 
     django.setup()
@@ -445,6 +444,7 @@ def main() -> None:
 
     raw_s = raw_loop_per_frame(media_root, names, args.raw_frames, scratch / "raw")
     print(f"raw decode-and-write loop: {raw_s * 1e6:.1f} us/frame over {args.raw_frames} frames")
+    print(f"web: uvicorn webapp.asgi:application, DB_CONN_MAX_AGE={os.environ.get('DB_CONN_MAX_AGE', '0 (default)')}")
     proc, url = start_server()
     results = []
     try:

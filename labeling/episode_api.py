@@ -64,5 +64,6 @@ class EpisodeListView(APIView):
         filters.is_valid(raise_exception=True)
         episodes = label_selectors.episode_list(project=project, **filters.validated_data)
         paginator = EpisodePagination()
-        page = paginator.paginate_queryset(episodes, request, view=self)
-        return paginator.get_paginated_response(EpisodeRowSerializer(page, many=True).data)
+        ids = paginator.paginate_queryset(episodes.values_list("pk", flat=True), request, view=self) or []
+        rows = label_selectors.episodes_by_ids(episodes, list(ids))
+        return paginator.get_paginated_response(EpisodeRowSerializer(rows, many=True).data)

@@ -108,3 +108,12 @@ def test_episode_list_api_pages_and_filters(user_client, user, project):
     bad = user_client.get(f"/api/projects/{project.pk}/episodes?state=finished&source=moon")
     assert bad.status_code == 400
     assert set(bad.json()["errors"]) == {"state", "source"}
+
+
+def test_postgresql_does_not_jit_compile_page_queries():
+    """JIT compiling costs 300+ ms on the counts of a million-frame project (bench/scale.py), far more than the
+    queries themselves; settings turn it off unless POSTGRES_JIT=1."""
+    assert connection.vendor == "postgresql", "the test suite runs on PostgreSQL (scripts/test.sh)"
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW jit")
+        assert cursor.fetchone()[0] == "off"
