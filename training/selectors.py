@@ -27,19 +27,19 @@ def labeled_frames(*, project: Project, sources: list[str], camera: str) -> tupl
     """Per episode (oldest first), the labeled frames of `camera` in step order, one label per step:
     a human label wins over a proposal, a proposal over a model label; rejected labels never count.
     Also the manifest rows (who labeled what, when)."""
-    labels = (
-        FrameLabel.objects.filter(project=project, source__in=sources)
-        .exclude(status="rejected")
-        .select_related("author", "agent")
-        .values("step_id", "value", "source", "episode_id", "author__username", "agent__name", "updated_at")
+    labeled = FrameLabel.objects.filter(project=project, source__in=sources).exclude(status="rejected")
+    labels = labeled.select_related("author", "agent").values(
+        "step_id", "value", "source", "episode_id", "author__username", "agent__name", "updated_at"
     )
     best: dict[int, dict] = {}
     for row in labels:
         current = best.get(row["step_id"])
         if current is None or SOURCE_PRIORITY[row["source"]] < SOURCE_PRIORITY[current["source"]]:
             best[row["step_id"]] = row
-    images = dict(Frame.objects.filter(step_id__in=best.keys(), camera=camera).values_list("step_id", "image"))
-    steps = Step.objects.filter(pk__in=best.keys()).values("pk", "index", "episode_id")
+    # The labeled steps as a subquery, not a list of ids: a million-frame project would send 100,000s of them.
+    labeled_steps = labeled.values("step_id")
+    images = dict(Frame.objects.filter(step_id__in=labeled_steps, camera=camera).values_list("step_id", "image"))
+    steps = Step.objects.filter(pk__in=labeled_steps).values("pk", "index", "episode_id")
     episodes = {e.pk: e for e in Episode.objects.filter(project=project).order_by("created_at", "pk")}
     per_episode: dict[int, list[tuple[int, FrameRef, dict]]] = defaultdict(list)
     for step in steps:

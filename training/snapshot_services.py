@@ -79,7 +79,7 @@ def snapshot_start(*, project: Project, options: dict | None = None, created_by=
 class BuildProgress:
     """Counts the frames a build writes and stores the count on the row every `every` frames or `seconds`."""
 
-    def __init__(self, snapshot_id: int, total: int, every: int = 64, seconds: float = 0.5):
+    def __init__(self, snapshot_id: int, total: int, every: int = 4096, seconds: float = 0.5):
         self.snapshot_id, self.total, self.every, self.seconds = snapshot_id, total, every, seconds
         self.done = self._saved = 0
         self._saved_at = time.monotonic()
