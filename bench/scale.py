@@ -442,6 +442,7 @@ def main() -> None:
     user.set_password(password)
     user.save()
 
+    print(f"load average at the start: {', '.join(f'{x:.1f}' for x in os.getloadavg())} ({os.cpu_count()} cores)")
     raw_s = raw_loop_per_frame(media_root, names, args.raw_frames, scratch / "raw")
     print(f"raw decode-and-write loop: {raw_s * 1e6:.1f} us/frame over {args.raw_frames} frames")
     print(f"web: uvicorn webapp.asgi:application, DB_CONN_MAX_AGE={os.environ.get('DB_CONN_MAX_AGE', '0 (default)')}")
@@ -466,7 +467,11 @@ def main() -> None:
         if not args.keep:
             remove_projects()
     report(results, raw_s)
-    print(f"\nbench ran {time.perf_counter() - bench_started:.0f} s (scratch folder {scratch})")
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    print(
+        f"\nbench ran {time.perf_counter() - bench_started:.0f} s on {os.cpu_count()} cores, load average {load} at the end"
+    )
+    print(f"(scratch folder {scratch})")
 
 
 if __name__ == "__main__":

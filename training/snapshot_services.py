@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import json
 import logging
+import os
 import shutil
 import time
 import traceback
@@ -358,12 +359,19 @@ def snapshot_archive_stream(*, snapshot: DatasetSnapshot) -> tuple[str, Iterator
     return name, _zip_blocks(local_path(snapshot.folder), name.removesuffix(".zip"))
 
 
+def _files_as_walked(folder: Path) -> Iterator[Path]:
+    """The folder's files, each folder's own files (sorted) before its subfolders: listed as the walk goes, so
+    the first bytes go out before the last of 100,000 frame files has been listed."""
+    for current, subfolders, files in os.walk(folder):
+        subfolders.sort()
+        for name in sorted(files):
+            yield Path(current) / name
+
+
 def _zip_blocks(folder: Path, root: str) -> Iterator[bytes]:
     sink = _ZipSink()
     with zipfile.ZipFile(sink, "w", compression=zipfile.ZIP_STORED, allowZip64=True) as zf:
-        for path in sorted(folder.rglob("*")):
-            if not path.is_file():
-                continue
+        for path in _files_as_walked(folder):
             info = zipfile.ZipInfo.from_file(path, f"{root}/{path.relative_to(folder)}")
             with path.open("rb") as source, zf.open(info, "w") as target:
                 while block := source.read(ARCHIVE_BLOCK_BYTES):
