@@ -38,11 +38,15 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 from harness import free_port, scratch_environment, wait_for_port  # noqa: E402
+
+if TYPE_CHECKING:
+    from labeling.models import Project
 
 STEPS = 100
 CAMERAS = ("main", "extra")
@@ -89,7 +93,7 @@ def write_frame_files(media_root: Path) -> list[str]:
     return names
 
 
-def seed_project(*, size: int, user) -> tuple[object, int]:
+def seed_project(*, size: int, user) -> tuple[Project, int]:
     """A project of about `size` frames: episodes of STEPS steps x 2 cameras, a fifth of them fully labeled by
     a person, a fifth half labeled, each labeled one with a few human windows; three agents, three sources."""
     from django.db import connection
@@ -413,7 +417,7 @@ def report(results: list[SizeResult], raw_s: float) -> None:
 
 
 def main() -> None:
-    sys.stdout.reconfigure(line_buffering=True)  # type: ignore[attr-defined]
+    sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", default="10000,100000,1000000", help="frames per project, comma-separated")
     parser.add_argument("--repeats", type=int, default=5, help="timed requests per read (median shown)")

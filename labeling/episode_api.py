@@ -18,7 +18,7 @@ MAX_PAGE_SIZE = 500
 
 
 class EpisodeFilterSerializer(serializers.Serializer):
-    source = serializers.ChoiceField(choices=Episode.Source.choices, required=False)
+    source = serializers.ChoiceField(choices=Episode.Source.choices, required=False)  # type: ignore[assignment]
     agent = serializers.CharField(max_length=200, required=False, help_text="Agent name.")
     state = serializers.ChoiceField(choices=label_selectors.LABEL_STATES, required=False)
     proposals = serializers.ChoiceField(choices=["yes", "no"], required=False, help_text="Open proposals exist.")
@@ -27,7 +27,7 @@ class EpisodeFilterSerializer(serializers.Serializer):
 
 class EpisodeRowSerializer(serializers.Serializer):
     uuid = serializers.UUIDField()
-    source = serializers.CharField()
+    source = serializers.CharField()  # type: ignore[assignment]
     agent = serializers.CharField(source="agent.name", default=None, allow_null=True)
     env_id = serializers.CharField()
     success = serializers.BooleanField(allow_null=True)

@@ -330,7 +330,7 @@ class _ZipSink(io.RawIOBase):
     def writable(self) -> bool:
         return True
 
-    def write(self, data) -> int:  # type: ignore[override]
+    def write(self, data) -> int:
         self._parts.append(bytes(data))
         self.pending += len(data)
         self._written += len(data)

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import io
 import zipfile
+from typing import cast
 
 import pytest
 from asgiref.sync import async_to_sync
+from django.http import StreamingHttpResponse
 from django.test import AsyncClient
 
 from training.models import DatasetSnapshot
@@ -46,7 +48,7 @@ def test_download_under_asgi_sends_blocks_from_an_async_iterator(user, labeled_p
 
     async def download():
         await client.aforce_login(user)
-        response = await client.get(f"/snapshots/{snapshot.pk}/download")
+        response = cast(StreamingHttpResponse, await client.get(f"/snapshots/{snapshot.pk}/download"))
         assert response.status_code == 200 and response.is_async
         return [block async for block in response.streaming_content]
 

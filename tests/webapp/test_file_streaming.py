@@ -4,11 +4,13 @@ read the whole file into memory first), under WSGI from the file; same bytes eit
 from __future__ import annotations
 
 import os
+from typing import cast
 
 import pytest
 from asgiref.sync import async_to_sync
 from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
+from django.http import StreamingHttpResponse
 from django.test import AsyncClient
 
 from webapp.file_streaming import BLOCK_BYTES
@@ -31,7 +33,7 @@ def test_a_large_file_is_streamed_in_blocks_under_asgi(user, big_file):
 
     async def fetch():
         await client.aforce_login(user)
-        response = await client.get(f"/media/{name}")
+        response = cast(StreamingHttpResponse, await client.get(f"/media/{name}"))
         assert response.status_code == 200 and response.is_async
         return [block async for block in response.streaming_content]
 
