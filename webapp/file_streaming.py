@@ -35,9 +35,13 @@ def file_response(request, handle: IO[bytes], **kwargs) -> FileResponse:
     return response
 
 
+def _next_block(blocks: Iterator[bytes]) -> bytes | None:
+    return next(blocks, None)
+
+
 async def _async_blocks(blocks: Iterator[bytes]) -> AsyncIterator[bytes]:
-    take = sync_to_async(next, thread_sensitive=False)
-    while (block := await take(blocks, None)) is not None:
+    take = sync_to_async(_next_block, thread_sensitive=False)
+    while (block := await take(blocks)) is not None:
         yield block
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import zipfile
+from collections.abc import AsyncIterator
 from typing import cast
 
 import pytest
@@ -50,7 +51,7 @@ def test_download_under_asgi_sends_blocks_from_an_async_iterator(user, labeled_p
         await client.aforce_login(user)
         response = cast(StreamingHttpResponse, await client.get(f"/snapshots/{snapshot.pk}/download"))
         assert response.status_code == 200 and response.is_async
-        return [block async for block in response.streaming_content]
+        return [block async for block in cast(AsyncIterator[bytes], response.streaming_content)]
 
     blocks = async_to_sync(download)()
     assert len(blocks) >= 1

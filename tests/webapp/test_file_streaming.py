@@ -4,6 +4,7 @@ read the whole file into memory first), under WSGI from the file; same bytes eit
 from __future__ import annotations
 
 import os
+from collections.abc import AsyncIterator
 from typing import cast
 
 import pytest
@@ -35,7 +36,7 @@ def test_a_large_file_is_streamed_in_blocks_under_asgi(user, big_file):
         await client.aforce_login(user)
         response = cast(StreamingHttpResponse, await client.get(f"/media/{name}"))
         assert response.status_code == 200 and response.is_async
-        return [block async for block in response.streaming_content]
+        return [block async for block in cast(AsyncIterator[bytes], response.streaming_content)]
 
     blocks = async_to_sync(fetch)()
     assert len(blocks) == -(-len(data) // BLOCK_BYTES) and max(len(b) for b in blocks) == BLOCK_BYTES
