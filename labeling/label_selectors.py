@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from django.core.files.storage import default_storage
-from django.db.models import Case, Count, F, IntegerField, OuterRef, Q, QuerySet, Subquery, Value, When
+from django.db.models import Case, Count, Exists, F, IntegerField, OuterRef, Q, QuerySet, Subquery, Sum, Value, When
 from django.db.models.functions import Coalesce
 
 from .models import Episode, Frame, FrameLabel, LabelChange, LabelSource, Project, ProposalStatus, Step, WindowLabel
@@ -33,13 +33,13 @@ def project_progress(*, project: Project) -> list[Progress]:
     frames = dict(
         FrameLabel.objects.filter(project=project, source=LabelSource.HUMAN)
         .values_list("value")
-        .annotate(n=Count("pk"))
+        .annotate(n=Count("*"))
         .order_by()
     )
     windows = dict(
         WindowLabel.objects.filter(project=project, source=LabelSource.HUMAN)
         .values_list("value")
-        .annotate(n=Count("pk"))
+        .annotate(n=Count("*"))
         .order_by()
     )
     return [
@@ -52,6 +52,23 @@ def project_progress(*, project: Project) -> list[Progress]:
     ]
 
 
+def _per_project_count(model, **filters) -> Coalesce:
+    rows = model.objects.filter(project=OuterRef("pk"), **filters).order_by().values("project")
+    return Coalesce(Subquery(rows.annotate(n=Count("*")).values("n")[:1], output_field=IntegerField()), 0)
+
+
+def project_list_with_counts() -> QuerySet[Project]:
+    """Projects with their episodes, steps (summed from the episode rows, not counted over every frame row:
+    the home page stays fast with millions of frames) and human labels."""
+    steps = Episode.objects.filter(project=OuterRef("pk")).order_by().values("project")
+    return Project.objects.annotate(
+        episode_count=_per_project_count(Episode),
+        step_count=Coalesce(Subquery(steps.annotate(n=Sum("num_steps")).values("n")[:1]), 0),
+        frame_label_count=_per_project_count(FrameLabel, source=LabelSource.HUMAN),
+        window_label_count=_per_project_count(WindowLabel, source=LabelSource.HUMAN),
+    ).order_by("name")
+
+
 def project_open_proposals(*, project: Project) -> dict[str, int]:
     open_ = {"source": LabelSource.PROPOSAL, "status": ProposalStatus.OPEN, "project": project}
     return {
@@ -60,9 +77,18 @@ def project_open_proposals(*, project: Project) -> dict[str, int]:
     }
 
 
+OPEN_PROPOSAL = {"source": LabelSource.PROPOSAL, "status": ProposalStatus.OPEN}
+
+
+def _per_episode(model, **filters) -> QuerySet:
+    return model.objects.filter(episode=OuterRef("pk"), **filters).order_by()
+
+
+# Counts are COUNT(*), never COUNT(id): PostgreSQL then answers them from the index alone (episode or project,
+# source, ...) without visiting each label row.
 def _per_episode_count(model, **filters):
-    rows = model.objects.filter(episode=OuterRef("pk"), **filters).order_by().values("episode")
-    return Coalesce(Subquery(rows.annotate(n=Count("pk")).values("n")[:1], output_field=IntegerField()), 0)
+    rows = _per_episode(model, **filters).values("episode")
+    return Coalesce(Subquery(rows.annotate(n=Count("*")).values("n")[:1], output_field=IntegerField()), 0)
 
 
 LABEL_STATES = ("labeled", "partly", "unlabeled")
@@ -88,12 +114,8 @@ def episode_list(
         .annotate(
             human_frames=_per_episode_count(FrameLabel, source=LabelSource.HUMAN),
             human_windows=_per_episode_count(WindowLabel, source=LabelSource.HUMAN),
-            open_frame_proposals=_per_episode_count(
-                FrameLabel, source=LabelSource.PROPOSAL, status=ProposalStatus.OPEN
-            ),
-            open_window_proposals=_per_episode_count(
-                WindowLabel, source=LabelSource.PROPOSAL, status=ProposalStatus.OPEN
-            ),
+            open_frame_proposals=_per_episode_count(FrameLabel, **OPEN_PROPOSAL),
+            open_window_proposals=_per_episode_count(WindowLabel, **OPEN_PROPOSAL),
         )
         .annotate(
             label_state=Case(
@@ -108,12 +130,26 @@ def episode_list(
         episodes = episodes.filter(source=source)
     if agent:
         episodes = episodes.filter(agent__name=agent)
+    # Filters test existence where they can (a query stops at the first matching label) and count only
+    # for "labeled" / "partly"; the partial indexes on open proposals keep both cheap in large projects.
     if state in LABEL_STATES:
-        episodes = episodes.filter(label_state=state)
+        any_human = Exists(_per_episode(FrameLabel, source=LabelSource.HUMAN)) | Exists(
+            _per_episode(WindowLabel, source=LabelSource.HUMAN)
+        )
+        complete = Q(human_frames__gt=0) & Q(human_frames__gte=F("num_steps"))
+        if state == "unlabeled":
+            episodes = episodes.filter(~any_human)
+        elif state == "labeled":
+            episodes = episodes.filter(complete)
+        else:
+            episodes = episodes.filter(any_human).exclude(complete)
+    open_proposals = Exists(_per_episode(FrameLabel, **OPEN_PROPOSAL)) | Exists(
+        _per_episode(WindowLabel, **OPEN_PROPOSAL)
+    )
     if proposals == "yes":
-        episodes = episodes.filter(Q(open_frame_proposals__gt=0) | Q(open_window_proposals__gt=0))
+        episodes = episodes.filter(open_proposals)
     elif proposals == "no":
-        episodes = episodes.filter(open_frame_proposals=0, open_window_proposals=0)
+        episodes = episodes.filter(~open_proposals)
     if success == "yes":
         episodes = episodes.filter(success=True)
     elif success == "no":
@@ -121,6 +157,14 @@ def episode_list(
     elif success == "unknown":
         episodes = episodes.filter(success__isnull=True)
     return episodes
+
+
+def episodes_by_ids(episodes: QuerySet[Episode], ids: list[int]) -> list[Episode]:
+    """The rows of `episodes` (with their counts) whose ids are listed, in that order. Paginate over the ids
+    of a filtered list, then fetch one page with this: the counts are computed for that page's rows only,
+    not for every row a deep page skips."""
+    rows = {episode.pk: episode for episode in episodes.filter(pk__in=ids)}
+    return [rows[pk] for pk in ids if pk in rows]
 
 
 def episode_labeling_data(*, episode: Episode) -> EpisodeLabelingData:

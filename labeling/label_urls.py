@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from . import label_api, pages
+from . import episode_api, label_api, pages
 
 urlpatterns = [
     path("projects/<int:pk>/", pages.project_detail, name="project-detail"),
@@ -14,6 +14,7 @@ urlpatterns = [
     path("api/episodes/<uuid:uuid>/frame-labels", label_api.FrameLabelsView.as_view(), name="api-frame-labels"),
     path("api/episodes/<uuid:uuid>/window-labels", label_api.WindowLabelsView.as_view(), name="api-window-labels"),
     path("api/episodes/<uuid:uuid>/history", label_api.EpisodeHistoryView.as_view(), name="api-episode-history"),
+    path("api/projects/<int:pk>/episodes", episode_api.EpisodeListView.as_view(), name="api-project-episodes"),
     path("api/projects/<int:pk>/progress", label_api.ProjectProgressView.as_view(), name="api-project-progress"),
     path(
         "api/projects/<int:pk>/proposals/generate",

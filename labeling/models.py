@@ -200,6 +200,9 @@ class ProposalStatus(models.TextChoices):
     REJECTED = "rejected", "Rejected"
 
 
+OPEN_PROPOSAL = models.Q(source=LabelSource.PROPOSAL, status=ProposalStatus.OPEN)
+
+
 class FrameLabel(models.Model):
     """success/fail for one step. One row per (step, source): a human label and a proposal coexist."""
 
@@ -224,6 +227,9 @@ class FrameLabel(models.Model):
         indexes = [
             models.Index(fields=["project", "source", "value"]),
             models.Index(fields=["episode", "source"]),
+            # Open proposals, counted per project (project page) and per episode (episode list filters).
+            models.Index(fields=["project"], condition=OPEN_PROPOSAL, name="framelabel_open_project"),
+            models.Index(fields=["episode"], condition=OPEN_PROPOSAL, name="framelabel_open_episode"),
         ]
 
 
@@ -257,6 +263,8 @@ class WindowLabel(models.Model):
         indexes = [
             models.Index(fields=["project", "source", "value"]),
             models.Index(fields=["episode", "source"]),
+            models.Index(fields=["project"], condition=OPEN_PROPOSAL, name="windowlabel_open_project"),
+            models.Index(fields=["episode"], condition=OPEN_PROPOSAL, name="windowlabel_open_episode"),
         ]
 
 

@@ -97,7 +97,7 @@ def project_detail(request, pk: int):
 def _project_page(request, project: Project, settings_form: LabelingSettingsForm | None = None):
     filters = {name: request.GET.get(name, "") for name in FILTERS}
     episodes = label_selectors.episode_list(project=project, **filters)
-    page = Paginator(episodes, 100).get_page(request.GET.get("page"))
+    page = Paginator(episodes.values_list("pk", flat=True), 100).get_page(request.GET.get("page"))
     query = request.GET.copy()
     query.pop("page", None)
     return render(
@@ -106,7 +106,7 @@ def _project_page(request, project: Project, settings_form: LabelingSettingsForm
         {
             "project": project,
             "page": page,
-            "episodes": page.object_list,
+            "episodes": label_selectors.episodes_by_ids(episodes, list(page.object_list)),
             "filters": filters,
             "filter_query": query.urlencode(),
             "progress": label_selectors.project_progress(project=project),

@@ -8,7 +8,7 @@ from typing import Any
 from django.db.models import QuerySet
 
 from labeling.models import Episode, Frame, FrameLabel, Project, Step
-from labeling.selectors import effective_frame_labels, effective_window_labels
+from labeling.selectors import effective_frame_label_steps, effective_frame_labels, effective_window_labels
 
 from .datasets.rlinf_binary import FAIL, SUCCESS, FrameRef
 from .datasets.trend import WindowRef
@@ -28,8 +28,10 @@ def labeled_frames(*, project: Project, sources: list[str], camera: str) -> tupl
     a human label wins over a proposal, a proposal over a model label; rejected labels never count.
     Also the manifest rows (who labeled what, when)."""
     best = effective_frame_labels(project=project, sources=sources)
-    images = dict(Frame.objects.filter(step_id__in=best.keys(), camera=camera).values_list("step_id", "image"))
-    steps = Step.objects.filter(pk__in=best.keys()).values("pk", "index", "episode_id")
+    # The labeled steps as a subquery, not a list of ids: a million-frame project would send 100,000s of them.
+    labeled_steps = effective_frame_label_steps(project=project, sources=sources)
+    images = dict(Frame.objects.filter(step_id__in=labeled_steps, camera=camera).values_list("step_id", "image"))
+    steps = Step.objects.filter(pk__in=labeled_steps).values("pk", "index", "episode_id")
     episodes = {e.pk: e for e in Episode.objects.filter(project=project).order_by("created_at", "pk")}
     per_episode: dict[int, list[tuple[int, FrameRef, dict]]] = defaultdict(list)
     for step in steps:

@@ -3,13 +3,16 @@ with progress recorded on the row), the downloadable archive."""
 
 from __future__ import annotations
 
+import io
 import json
 import logging
+import os
 import shutil
 import time
 import traceback
 import zipfile
-from collections.abc import Callable
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TypeVar
 
@@ -77,7 +80,7 @@ def snapshot_start(*, project: Project, options: dict | None = None, created_by=
 class BuildProgress:
     """Counts the frames a build writes and stores the count on the row every `every` frames or `seconds`."""
 
-    def __init__(self, snapshot_id: int, total: int, every: int = 64, seconds: float = 0.5):
+    def __init__(self, snapshot_id: int, total: int, every: int = 4096, seconds: float = 0.5):
         self.snapshot_id, self.total, self.every, self.seconds = snapshot_id, total, every, seconds
         self.done = self._saved = 0
         self._saved_at = time.monotonic()
@@ -139,14 +142,23 @@ def snapshot_build(*, snapshot_id: int) -> str:
 
 
 class _FrameCache:
-    def __init__(self):
-        self._cache: dict[str, object] = {}
+    """Decoded frames by storage name, the most recently used `size` of them: a trend window shares frames
+    with its neighbours (each frame is read once per window), but a project's frames need not fit in memory."""
+
+    def __init__(self, size: int = 4096):
+        self.size = size
+        self._cache: OrderedDict[str, object] = OrderedDict()
 
     def load(self, name: str):
-        if name not in self._cache:
-            with default_storage.open(name, "rb") as fh:
-                self._cache[name] = decode_rgb(fh.read())
-        return self._cache[name]
+        if name in self._cache:
+            self._cache.move_to_end(name)
+            return self._cache[name]
+        with default_storage.open(name, "rb") as fh:
+            array = decode_rgb(fh.read())
+        self._cache[name] = array
+        if len(self._cache) > self.size:
+            self._cache.popitem(last=False)
+        return array
 
 
 def _write_files(snapshot: DatasetSnapshot, folder: Path) -> dict:
@@ -286,12 +298,16 @@ def _write_trend(snapshot: DatasetSnapshot, folder: Path, opts: SnapshotOptions,
     return {k: info[k] for k in ("num_train_samples", "num_eval_samples", "train_label_counts", "eval_label_counts")}
 
 
+def _archive_name(snapshot: DatasetSnapshot) -> str:
+    return f"{snapshot.project.name.replace('/', '_')}_snapshot_{snapshot.number}.zip"
+
+
 def snapshot_archive(*, snapshot: DatasetSnapshot) -> Path:
     """A zip of the snapshot folder (built once; the snapshot never changes)."""
     if snapshot.status != DatasetSnapshot.Status.READY:
         raise SnapshotError(f"snapshot #{snapshot.number} is {snapshot.status}")
     folder = local_path(snapshot.folder)
-    archive = folder.parent / f"{snapshot.project.name.replace('/', '_')}_snapshot_{snapshot.number}.zip"
+    archive = folder.parent / _archive_name(snapshot)
     if archive.exists():
         return archive
     tmp = archive.with_suffix(".zip.tmp")
@@ -302,6 +318,68 @@ def snapshot_archive(*, snapshot: DatasetSnapshot) -> Path:
                 zf.write(path, f"{root}/{path.relative_to(folder)}")
     tmp.replace(archive)
     return archive
+
+
+class _ZipSink(io.RawIOBase):
+    """Where zipfile writes a streamed archive: collects the bytes until the caller takes them."""
+
+    def __init__(self) -> None:
+        self._parts: list[bytes] = []
+        self.pending = self._written = 0
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data) -> int:
+        self._parts.append(bytes(data))
+        self.pending += len(data)
+        self._written += len(data)
+        return len(data)
+
+    def tell(self) -> int:
+        return self._written
+
+    def take(self) -> bytes:
+        out = b"".join(self._parts)
+        self._parts.clear()
+        self.pending = 0
+        return out
+
+
+ARCHIVE_BLOCK_BYTES = 1 << 20
+
+
+def snapshot_archive_stream(*, snapshot: DatasetSnapshot) -> tuple[str, Iterator[bytes]]:
+    """The archive's file name and its bytes as they are zipped, block by block (about 1 MiB each): a
+    download starts at once, costs no disk and holds one block in memory, whatever the snapshot's size.
+    Same content as `snapshot_archive`; raises SnapshotError now when the snapshot is not ready."""
+    if snapshot.status != DatasetSnapshot.Status.READY:
+        raise SnapshotError(f"snapshot #{snapshot.number} is {snapshot.status}")
+    name = _archive_name(snapshot)
+    return name, _zip_blocks(local_path(snapshot.folder), name.removesuffix(".zip"))
+
+
+def _files_as_walked(folder: Path) -> Iterator[Path]:
+    """The folder's files, each folder's own files (sorted) before its subfolders: listed as the walk goes, so
+    the first bytes go out before the last of 100,000 frame files has been listed."""
+    for current, subfolders, files in os.walk(folder):
+        subfolders.sort()
+        for name in sorted(files):
+            yield Path(current) / name
+
+
+def _zip_blocks(folder: Path, root: str) -> Iterator[bytes]:
+    sink = _ZipSink()
+    with zipfile.ZipFile(sink, "w", compression=zipfile.ZIP_STORED, allowZip64=True) as zf:
+        for path in _files_as_walked(folder):
+            info = zipfile.ZipInfo.from_file(path, f"{root}/{path.relative_to(folder)}")
+            with path.open("rb") as source, zf.open(info, "w") as target:
+                while block := source.read(ARCHIVE_BLOCK_BYTES):
+                    target.write(block)
+                    if sink.pending >= ARCHIVE_BLOCK_BYTES:
+                        yield sink.take()
+    if sink.pending:
+        yield sink.take()
 
 
 def snapshot_delete(*, snapshot: DatasetSnapshot) -> None:

@@ -8,13 +8,14 @@ from typing import Any
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
-from django.http import FileResponse, Http404
+from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from labeling import access
 from labeling.models import Project
+from webapp.file_streaming import stream_response
 
 from . import runners, selectors, services
 from .families import FAMILIES
@@ -23,7 +24,7 @@ from .model_evaluation import EvaluationUnavailable, evaluation_data
 from .models import DatasetSnapshot, ModelKind, TrainedModel, TrainingJob
 from .page_data import EvaluationPageData, JobPageData, TrainingPageData
 from .services import JobError
-from .snapshot_services import SnapshotError, snapshot_archive, snapshot_delete, snapshot_start
+from .snapshot_services import SnapshotError, snapshot_archive_stream, snapshot_delete, snapshot_start
 from .storage import local_path
 from .views_data import job_state_of
 from .vlm.evaluation import trend_evaluation_rows
@@ -108,13 +109,14 @@ def job_new(request, pk: int):
 
 @login_required
 def snapshot_download(request, snapshot_id: int):
+    """The snapshot folder as a zip, streamed as it is zipped (no copy on disk, first byte at once)."""
     snapshot = get_object_or_404(DatasetSnapshot.objects.select_related("project"), pk=snapshot_id)
     access.require_page(request, access.TRAINING_VIEW, snapshot.project)
     try:
-        archive = snapshot_archive(snapshot=snapshot)
+        name, blocks = snapshot_archive_stream(snapshot=snapshot)
     except SnapshotError as exc:
         raise Http404(str(exc)) from None
-    return FileResponse(archive.open("rb"), as_attachment=True, filename=archive.name)
+    return stream_response(request, blocks, content_type="application/zip", attachment=name)
 
 
 @login_required

@@ -9,13 +9,14 @@ from urllib.parse import quote
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.core.files.storage import default_storage
-from django.http import FileResponse, Http404, HttpResponse, HttpResponseBase, JsonResponse
+from django.http import Http404, HttpResponse, HttpResponseBase, JsonResponse
 from django.shortcuts import render
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, generate_latest
 
 from labeling import access
-from labeling.selectors import project_list_with_counts
+from labeling.label_selectors import project_list_with_counts
 
+from .file_streaming import file_response
 from .health import health_report
 from .metrics_state import StateCollector
 
@@ -106,6 +107,6 @@ def media(request, path: str):
         with default_storage.open(path, "rb") as handle:
             response = HttpResponse(handle.read(), content_type=content_type)
     else:
-        response = FileResponse(default_storage.open(path, "rb"), content_type=content_type)
+        response = file_response(request, default_storage.open(path, "rb"), content_type=content_type)
     response["Cache-Control"] = "private, max-age=86400, immutable"
     return response

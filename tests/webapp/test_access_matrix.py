@@ -108,6 +108,7 @@ MATRIX: dict[str, list[Case]] = {
         Case("DELETE", "/api/episodes/{episode}/window-labels", VIEWERS | {"labels"}),
     ],
     "api/episodes/<uuid:uuid>/history": [Case("GET", "/api/episodes/{episode}/history", VIEWERS | {"labels"})],
+    "api/projects/<int:pk>/episodes": [Case("GET", "/api/projects/{project}/episodes", VIEWERS | {"labels"})],
     "api/projects/<int:pk>/progress": [Case("GET", "/api/projects/{project}/progress", VIEWERS | {"labels"})],
     **{
         f"api/projects/<int:pk>/proposals/{action}": [

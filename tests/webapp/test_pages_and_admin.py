@@ -33,7 +33,7 @@ def test_the_home_page_lists_projects_with_their_counts(client, project):
     assert "PickCube" in html
     row = html[html.index("PickCube") :]
     cells = [c.split("</td>")[0].strip() for c in row.split("<td>")[1:5]]
-    assert cells == ["2", "20", "10", "0"]  # episodes, frames (2 cameras), human frame labels, window labels
+    assert cells == ["2", "10", "10", "0"]  # episodes, steps (2 x 5), human frame labels, window labels
     assert FrameLabel.objects.count() == 10
 
 
