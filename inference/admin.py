@@ -28,11 +28,11 @@ class DeploymentForm(forms.ModelForm):
             self.fields[name].required = False
 
     def clean(self):
-        data = super().clean()
+        super().clean()
+        data = self.cleaned_data
         for name in self.OPTIONAL:
             if data.get(name) is None:
-                default = Deployment._meta.get_field(name).default
-                data[name] = default() if callable(default) else default
+                data[name] = services.deployment_field_default(name)
         values = {f: data[f] for f in (*services.SETTING_FIELDS, "max_batch_size", "max_wait_ms") if f in data}
         try:
             services.check_settings(values)

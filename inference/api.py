@@ -34,7 +34,7 @@ from .payloads import (
 )
 from .reward_serving import RewardRequest, rewards_answer
 from .serving import DeploymentNotFound, DeploymentUnavailable, deployment_config
-from .throttles import ApiRateThrottle, RewardsRateThrottle, bad_request_limit, limiter
+from .throttles import ApiRateThrottle, RewardsRateThrottle, bad_request_limit, limit_check, limit_hit
 
 
 class NpyParser(BaseParser):
@@ -101,7 +101,7 @@ class RewardsView(APIView):
 
     def initial(self, request, *args, **kwargs):
         self._client = client_key(request.META.get("HTTP_AUTHORIZATION", ""), request.META.get("REMOTE_ADDR", ""))
-        verdict = limiter().check(bad_request_limit(), "bad:" + self._client)
+        verdict = async_to_sync(limit_check)(bad_request_limit(), "bad:" + self._client)
         if not verdict.allowed:
             raise exceptions.Throttled(
                 wait=verdict.retry_after, detail=too_many(verdict, "too many bad requests from this client; fix them")
@@ -113,7 +113,7 @@ class RewardsView(APIView):
             client = getattr(self, "_client", None) or client_key(
                 request.META.get("HTTP_AUTHORIZATION", ""), request.META.get("REMOTE_ADDR", "")
             )
-            limiter().hit(bad_request_limit(), "bad:" + client)
+            async_to_sync(limit_hit)(bad_request_limit(), "bad:" + client)
         return super().finalize_response(request, response, *args, **kwargs)
 
     @extend_schema(

@@ -28,7 +28,7 @@ from .limits import client_key, too_many
 from .payloads import PayloadError, PayloadTooLarge, bool_list, float_list, id_list, npy_shape
 from .reward_serving import RewardRequest, rewards_answer
 from .serving import DeploymentNotFound, DeploymentUnavailable, deployment_config
-from .throttles import alimiter, bad_request_limit, rewards_limit
+from .throttles import bad_request_limit, limiter, rewards_limit
 
 ROUTE = re.compile(r"^/api/deployments/(?P<name>[-a-zA-Z0-9_]+)/rewards$")
 NPY = "application/x-npy"
@@ -64,13 +64,13 @@ class RewardsFastPath:
         except HttpError as exc:
             status, body, retry_after = exc.status, {"detail": exc.detail}, exc.retry_after
             if 400 <= status < 500 and status != 429:
-                await alimiter().hit(bad_request_limit(), "bad:" + client)
+                await limiter().hit(bad_request_limit(), "bad:" + client)
         await _respond(send, status, body, retry_after)
         deployment = match["name"][:100] if status != 404 else ""
         metrics.observe_request(ENDPOINT, "POST", status, time.perf_counter() - started, deployment)
 
     async def _rewards(self, name: str, scope, receive, headers: dict, client: str) -> dict:
-        verdict = await alimiter().check(bad_request_limit(), "bad:" + client)
+        verdict = await limiter().check(bad_request_limit(), "bad:" + client)
         if not verdict.allowed:
             raise HttpError(
                 429, too_many(verdict, "too many bad requests from this client; fix them"), verdict.retry_after
@@ -81,7 +81,7 @@ class RewardsFastPath:
         agent = await cached_agent(token)
         if agent is None:
             raise HttpError(401, UNKNOWN)
-        verdict = await alimiter().hit(rewards_limit(), f"rewards:a{agent.pk}")
+        verdict = await limiter().hit(rewards_limit(), f"rewards:a{agent.pk}")
         if not verdict.allowed:
             raise HttpError(429, too_many(verdict, "reward rate limit reached for this token"), verdict.retry_after)
         payload = await _read_body(receive)

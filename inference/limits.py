@@ -8,11 +8,12 @@ off):
 - `BAD_REQUEST_RATE_LIMIT`: requests answered with a 4xx, per token (or address); a client over it gets
   a cheap 429 before its body is read, so a misbehaving client cannot crowd out the others.
 
-`RateLimiter` is the blocking flavour (DRF views, thread per request); `AsyncRateLimiter` the asyncio one
-(the fast path: one client per event loop). Both use the sliding-window-counter strategy: two counters
-per key, no per-hit lists. When Redis cannot be reached, a limit lets the request through (the request
-itself then fails with a clear 503 where it needs Redis) rather than turning every request into a 500.
-No Django here; `limiters()` and `alimiters()` in `inference.throttles` wire the settings.
+`RateLimiter` is written once, for asyncio (redis.asyncio, one per event loop): the ASGI fast paths await
+it, DRF throttles and views call it through `async_to_sync` (`inference.throttles`). It uses the
+sliding-window-counter strategy: two counters per key, no per-hit lists. When Redis cannot be reached, a
+limit lets the request through (the request itself then fails with a clear 503 where it needs Redis)
+rather than turning every request into a 500.
+No Django here; `limiter()` in `inference.throttles` wires the settings.
 """
 
 from __future__ import annotations
@@ -26,8 +27,6 @@ from dataclasses import dataclass
 from limits import RateLimitItem, parse
 from limits.aio.storage import RedisStorage as AsyncRedisStorage
 from limits.aio.strategies import SlidingWindowCounterRateLimiter as AsyncSlidingWindow
-from limits.storage import RedisStorage
-from limits.strategies import SlidingWindowCounterRateLimiter
 
 log = logging.getLogger(__name__)
 
@@ -70,38 +69,7 @@ def _options() -> dict:
 
 
 class RateLimiter:
-    """Blocking limiter over one Redis database (redis-py)."""
-
-    def __init__(self, redis_url: str):
-        self.storage = RedisStorage(redis_url, key_prefix=KEY_PREFIX, **_options())
-        self.strategy = SlidingWindowCounterRateLimiter(self.storage)
-
-    def hit(self, item: RateLimitItem | None, key: str) -> Verdict:
-        """Count one request against `key`; whether it may go on."""
-        return self._verdict(item, key, count=True)
-
-    def check(self, item: RateLimitItem | None, key: str) -> Verdict:
-        """Whether `key` is over the limit now, without counting a request."""
-        return self._verdict(item, key, count=False)
-
-    def _verdict(self, item: RateLimitItem | None, key: str, *, count: bool) -> Verdict:
-        if item is None:
-            return ALLOWED
-        try:
-            if (self.strategy.hit if count else self.strategy.test)(item, key):
-                return ALLOWED
-            return Verdict(False, _retry_after(self.strategy.get_window_stats(item, key).reset_time), str(item))
-        except Exception as exc:  # Redis down: fail open, the request's own Redis use answers 503
-            log.warning("rate limit not checked (Redis unavailable: %s)", exc)
-            return ALLOWED
-
-    def clear(self, item: RateLimitItem | None, key: str) -> None:
-        if item is not None:
-            self.strategy.clear(item, key)
-
-
-class AsyncRateLimiter:
-    """asyncio limiter (redis.asyncio); one per event loop."""
+    """Limits over one Redis database (redis.asyncio); one per event loop."""
 
     def __init__(self, redis_url: str):
         url = redis_url if redis_url.startswith("async+") else "async+" + redis_url
@@ -109,9 +77,11 @@ class AsyncRateLimiter:
         self.strategy = AsyncSlidingWindow(self.storage)
 
     async def hit(self, item: RateLimitItem | None, key: str) -> Verdict:
+        """Count one request against `key`; whether it may go on."""
         return await self._verdict(item, key, count=True)
 
     async def check(self, item: RateLimitItem | None, key: str) -> Verdict:
+        """Whether `key` is over the limit now, without counting a request."""
         return await self._verdict(item, key, count=False)
 
     async def _verdict(self, item: RateLimitItem | None, key: str, *, count: bool) -> Verdict:
@@ -122,7 +92,7 @@ class AsyncRateLimiter:
                 return ALLOWED
             stats = await self.strategy.get_window_stats(item, key)
             return Verdict(False, _retry_after(stats.reset_time), str(item))
-        except Exception as exc:
+        except Exception as exc:  # Redis down: fail open, the request's own Redis use answers 503
             log.warning("rate limit not checked (Redis unavailable: %s)", exc)
             return ALLOWED
 

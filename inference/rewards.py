@@ -194,10 +194,13 @@ def compute_rewards(
         window = int(window)
         bonus = settings.gt_success_bonus if success else 0.0
         if window:
-            if probability is None and given is None:
-                raise ValueError("a scored item needs a probability")
             p = None if probability is None else float(probability)
-            output = (float(given) if given is not None else model_output(p, settings)) + bonus
+            if given is not None:
+                output = float(given) + bonus
+            elif p is not None:
+                output = model_output(p, settings) + bonus
+            else:
+                raise ValueError("a scored item needs a probability")
             assign = window - 1 if history and settings.history_reward_assign else 0
             items.append(
                 ItemReward(

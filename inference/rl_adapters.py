@@ -253,7 +253,8 @@ class DIEngineRewardModel:
     needs the project and the scopes `rewards` (estimate), `ingest` (collect), `labels` and `training` (train).
     """
 
-    config = dict(
+    # Values come from the caller's (untyped) DI-engine config; each is checked or converted where used.
+    config: dict[str, Any] = dict(
         type="reward_studio",
         url="http://127.0.0.1:8000",
         token=None,

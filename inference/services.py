@@ -9,7 +9,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
 from django.db import transaction
-from django.db.models import F, Value
+from django.db.models import F, Field, Value
 from django.db.models.functions import Greatest
 
 from labeling.images import check_image, encode_array
@@ -69,7 +69,8 @@ def check_aliases(aliases: object, *, name: str, exclude_pk: int | None = None) 
     if len({a.lower() for a in cleaned}) != len(cleaned):
         raise DeploymentError("aliases must differ from each other (case-insensitively)")
     taken = {}
-    for row_name, row_aliases in Deployment.objects.exclude(pk=exclude_pk).values_list("name", "aliases"):
+    others = Deployment.objects.all() if exclude_pk is None else Deployment.objects.exclude(pk=exclude_pk)
+    for row_name, row_aliases in others.values_list("name", "aliases"):
         for taken_name in [row_name, *(row_aliases or [])]:
             taken[taken_name.lower()] = row_name
     for alias in [name, *cleaned]:
@@ -78,13 +79,21 @@ def check_aliases(aliases: object, *, name: str, exclude_pk: int | None = None) 
     return cleaned
 
 
+def deployment_field_default(name: str) -> object:
+    """A deployment field's default, as a new row would get it (a callable default called)."""
+    field = Deployment._meta.get_field(name)
+    if not isinstance(field, Field):
+        raise LookupError(f"Deployment.{name} is a relation, not a field")
+    return field.get_default()
+
+
 def deployment_create(*, name: str, trained_model: TrainedModel, **values) -> Deployment:
     unknown = set(values) - set(SETTING_FIELDS) - set(OTHER_FIELDS)
     if unknown:
         raise DeploymentError(f"unknown deployment field(s): {', '.join(sorted(unknown))}")
     if Deployment.objects.filter(name=name).exists():
         raise DeploymentError(f"a deployment named {name!r} already exists")
-    defaults = {f: Deployment._meta.get_field(f).default for f in SETTING_FIELDS}
+    defaults = {f: deployment_field_default(f) for f in SETTING_FIELDS}
     check_settings({**defaults, **values})
     if values.get("project") is None:
         values["project"] = trained_model.project
@@ -141,7 +150,7 @@ def deployment_set_health(*, name: str, version: int | None, error: str = "") ->
         for project_id, current in became:  # only the change to unhealthy is an event, not each report
             data = {"deployment": {"name": name, "version": current}, "error": error[:2000]}
             webhook_emit_safely(project_id=project_id, event=events.DEPLOYMENT_UNHEALTHY, data=data)
-    else:
+    elif version is not None:  # healthy is only ever reported for a loaded version
         Deployment.objects.filter(name=name, version=version).exclude(status=Deployment.Status.HEALTHY).update(
             status=Deployment.Status.HEALTHY, error=""
         )

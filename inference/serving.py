@@ -180,7 +180,7 @@ _async_clients: dict[asyncio.AbstractEventLoop, AsyncBrokerClient] = {}
 
 
 def broker() -> BrokerClient:
-    """Blocking Redis for sync reads (worker heartbeats, monitor counters, VLM stream buffers)."""
+    """Blocking Redis for sync reads (worker heartbeats, monitor counters)."""
     global _sync_client
     if _sync_client is None:
         _sync_client = BrokerClient(redis_from_url(settings.REDIS_URL))

@@ -1,34 +1,42 @@
 """The rate limits of `inference.limits` wired to the settings, and DRF throttles on top of them.
 
 `ApiRateThrottle` is a default DRF throttle (settings.REST_FRAMEWORK); `RewardsRateThrottle` adds the
-reward limit on the reward views. DRF answers a refused request with 429 and `Retry-After`.
+reward limit on the reward views. DRF answers a refused request with 429 and `Retry-After`. The limiter is
+async (`limiter()`: this event loop's); sync callers use `limit_hit` / `limit_check` through `async_to_sync`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import weakref
-from functools import lru_cache
 
+from asgiref.sync import async_to_sync
 from django.conf import settings
+from limits import RateLimitItem
 from rest_framework.throttling import BaseThrottle
 
-from .limits import AsyncRateLimiter, RateLimiter, Verdict, rate_item
+from .limits import RateLimiter, Verdict, rate_item
 
-_async: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_limiters: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-@lru_cache(maxsize=1)
 def limiter() -> RateLimiter:
-    return RateLimiter(settings.REDIS_URL)
-
-
-def alimiter() -> AsyncRateLimiter:
+    """This event loop's limiter."""
     loop = asyncio.get_running_loop()
-    found = _async.get(loop)
+    found = _limiters.get(loop)
     if found is None:
-        found = _async[loop] = AsyncRateLimiter(settings.REDIS_URL)
+        found = _limiters[loop] = RateLimiter(settings.REDIS_URL)
     return found
+
+
+async def limit_hit(item: RateLimitItem | None, key: str) -> Verdict:
+    """Count one request against `key` (sync callers: `async_to_sync(limit_hit)`)."""
+    return await limiter().hit(item, key)
+
+
+async def limit_check(item: RateLimitItem | None, key: str) -> Verdict:
+    """Whether `key` is over the limit now, without counting (sync callers: `async_to_sync(limit_check)`)."""
+    return await limiter().check(item, key)
 
 
 def api_limit():
@@ -60,7 +68,7 @@ class _LimitThrottle(BaseThrottle):
         raise NotImplementedError
 
     def allow_request(self, request, view):
-        self.verdict: Verdict = limiter().hit(self.limit(), f"{self.scope}:{identity(request)}")
+        self.verdict: Verdict = async_to_sync(limit_hit)(self.limit(), f"{self.scope}:{identity(request)}")
         return self.verdict.allowed
 
     def wait(self):

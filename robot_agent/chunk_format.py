@@ -20,6 +20,7 @@ import json
 import math
 import struct
 from dataclasses import dataclass, field
+from typing import NoReturn
 
 CONTENT_TYPE = "application/x-rs-steps"
 VERSION = 1
@@ -109,11 +110,11 @@ def decode_chunk(body: bytes, limits: ChunkLimits) -> list[ChunkStep]:
     return steps
 
 
-def _no_constant(name: str):
+def _no_constant(name: str) -> NoReturn:
     raise ValueError(f"{name} is not a JSON number")
 
 
-def _step(raw, position: int) -> tuple[ChunkStep, list[tuple[str, int]]]:
+def _step(raw: object, position: int) -> tuple[ChunkStep, list[tuple[str, int]]]:
     if not isinstance(raw, dict):
         raise ChunkError(f"steps[{position}] must be an object")
     index = raw.get("index")
@@ -151,13 +152,13 @@ def _step(raw, position: int) -> tuple[ChunkStep, list[tuple[str, int]]]:
     return step, sizes
 
 
-def _number(value, label: str, name: str) -> float:
+def _number(value: object, label: str, name: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         raise ChunkError(f"{label}: {name} must be a finite number")
     return float(value)
 
 
-def _flag(value, label: str, name: str) -> bool:
+def _flag(value: object, label: str, name: str) -> bool:
     if not isinstance(value, bool):
         raise ChunkError(f"{label}: {name} must be true or false")
     return value

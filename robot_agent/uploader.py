@@ -17,11 +17,21 @@ import json
 import time
 import uuid as uuid_lib
 from dataclasses import dataclass
+from typing import TypedDict, Unpack
 from urllib.parse import urlsplit
 
 from .chunk_format import CONTENT_TYPE, encode_chunk
 
 RETRY_STATUSES = {429, 502, 503, 504}
+
+
+class EpisodeFields(TypedDict, total=False):
+    """The optional fields of `IngestClient.create_episode`, passed on by `upload_episode`."""
+
+    episode: str | None
+    source: str
+    env_id: str
+    metadata: dict | None
 
 
 class UploadError(RuntimeError):
@@ -79,7 +89,13 @@ class IngestClient:
         )
 
     def upload_episode(
-        self, project: str, steps: list[dict], images: list[dict[str, bytes]], *, chunk_steps: int = 25, **create
+        self,
+        project: str,
+        steps: list[dict],
+        images: list[dict[str, bytes]],
+        *,
+        chunk_steps: int = 25,
+        **create: Unpack[EpisodeFields],
     ) -> str:
         """Create, append in chunks of `chunk_steps`, finish; the episode's UUID."""
         episode = self.create_episode(project, **create)
@@ -127,11 +143,11 @@ class IngestClient:
     def __enter__(self) -> IngestClient:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
 
-def _json(value) -> bytes:
+def _json(value: object) -> bytes:
     return json.dumps(value).encode()
 
 

@@ -39,7 +39,7 @@ from rest_framework.utils.encoders import JSONEncoder
 
 from inference.auth import MALFORMED, UNKNOWN, cached_agent
 from inference.limits import client_key, too_many
-from inference.throttles import alimiter, api_limit, bad_request_limit
+from inference.throttles import api_limit, bad_request_limit, limiter
 from labeling import access, services
 from labeling.ingest_api import ingest_project
 from labeling.ingest_chunks import ChunkRefused, IngestLimits, chunk_steps
@@ -100,7 +100,7 @@ class IngestFastPath:
             else:
                 status, body, retry_after = exc.status, exc.body, exc.retry_after
             if 400 <= status < 500 and status != 429:
-                await alimiter().hit(bad_request_limit(), "bad:" + client)
+                await limiter().hit(bad_request_limit(), "bad:" + client)
         except Exception:
             log.exception("an ingest request failed on the fast path")
             status, body = 500, {"detail": "server error; nothing of this request was kept, retry it"}
@@ -132,7 +132,7 @@ def _route(path: str):
 
 async def _authenticate(authorization: str, client: str):
     """The agent behind the Bearer token, within its API rate (the key DRF's ApiRateThrottle counts)."""
-    verdict = await alimiter().check(bad_request_limit(), "bad:" + client)
+    verdict = await limiter().check(bad_request_limit(), "bad:" + client)
     if not verdict.allowed:
         raise HttpError(429, too_many(verdict, "too many bad requests from this client; fix them"), verdict.retry_after)
     token = token_from_header(authorization)
@@ -141,7 +141,7 @@ async def _authenticate(authorization: str, client: str):
     agent = await cached_agent(token)
     if agent is None:
         raise HttpError(401, UNKNOWN)
-    verdict = await alimiter().hit(api_limit(), f"api:a{agent.pk}")
+    verdict = await limiter().hit(api_limit(), f"api:a{agent.pk}")
     if not verdict.allowed:
         raise HttpError(429, too_many(verdict, "API rate limit reached for this token"), verdict.retry_after)
     return agent

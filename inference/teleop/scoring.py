@@ -14,7 +14,6 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
-from asgiref.sync import sync_to_async
 
 from inference.broker import dump_npy
 from inference.rewards import combine, model_output
@@ -41,7 +40,7 @@ async def score_frame(
     """
     config = await deployment_config(deployment)
     if config.kind == "vlm":
-        return await sync_to_async(_score_vlm_step, thread_sensitive=False)(deployment, image, env_reward, stream)
+        return await _score_vlm_step(deployment, image, env_reward, stream)
     started = time.perf_counter()
     results = await infer_payload(config, dump_npy(image[None]), timeout=timeout)
     elapsed = (time.perf_counter() - started) * 1000
@@ -57,13 +56,13 @@ async def score_frame(
     )
 
 
-def _score_vlm_step(name: str, image: np.ndarray, env_reward: float, stream: str) -> FrameScore:
+async def _score_vlm_step(name: str, image: np.ndarray, env_reward: float, stream: str) -> FrameScore:
     from inference.vlm.serving import StreamStep, stream_rewards, vlm_deployment
 
     started = time.perf_counter()
-    deployment = vlm_deployment(name)
+    deployment = await vlm_deployment(name)
     step = StreamStep(stream=stream, main=image, extra=image, env_reward=env_reward)
-    [item] = stream_rewards(deployment, [step], client="teleop", generate=False, max_new_tokens=0, pad=True)
+    [item] = await stream_rewards(deployment, [step], client="teleop", generate=False, max_new_tokens=0, pad=True)
     probabilities = item["probabilities"] or {}
     probability = float(probabilities.get("positive", 0.0))
     threshold = deployment.config.reward.threshold

@@ -134,7 +134,7 @@ def _allowed(request, name: str) -> None:
 def _deployment(request, name: str, **overrides):
     _allowed(request, name)
     try:
-        return vlm_deployment(name, **overrides)
+        return async_to_sync(vlm_deployment)(name, **overrides)
     except DeploymentNotFound as exc:
         raise exceptions.NotFound(str(exc)) from None
     except NotAVLMDeployment as exc:
@@ -360,7 +360,7 @@ class VLMRewardsView(APIView):
                     }
                     for w in data["windows"]
                 ]
-                items = windows_rewards(
+                items = async_to_sync(windows_rewards)(
                     deployment, windows, generate=data["generate"], max_new_tokens=data["max_new_tokens"]
                 )
             else:
@@ -385,7 +385,7 @@ class VLMRewardsView(APIView):
                     )
                     for i, s in enumerate(data["steps"])
                 ]
-                items = stream_rewards(
+                items = async_to_sync(stream_rewards)(
                     deployment,
                     steps,
                     client=_client(request.user),
@@ -526,7 +526,7 @@ class ChatCompletionsView(APIView):
         max_tokens = data.get("max_completion_tokens") or data.get("max_tokens") or 16
         window = WindowRequest(images, prompt or deployment.prompt, generate=True, max_new_tokens=max_tokens)
         try:
-            result = windows_infer(deployment.config, [window])[0]
+            result = async_to_sync(windows_infer)(deployment.config, [window])[0]
         except DeploymentUnavailable as exc:
             raise ServiceUnavailable(str(exc)) from None
         text = result.get("text") or ""

@@ -1,7 +1,8 @@
 """Web side of VLM trend rewards: windows and per-stream step buffers -> the inference workers -> rewards.
 
 The web process never loads a model: windows are packed (`training.vlm.wire`) and sent through the
-server app's broker (`inference.serving.infer_payload`, through `async_to_sync`). Per-stream buffers for
+server app's broker (`inference.serving.infer_payload`). Written once, for asyncio like the serving core:
+teleop's consumer awaits it, the DRF views call it through `async_to_sync`. Per-stream buffers for
 `history_vlm` (RLinf's newer name: `buffered_vlm`) live in Redis, keyed by deployment, client and stream,
 so several web processes can serve one RL run: each step pushes both views' frames, and windows are scored by RLinf's
 HistoryManager counting (`inference.rewards.history_window`: `count % input_interval == 0` once
@@ -10,7 +11,8 @@ step where the env reports success), then the deployment's combine formula
 `env_reward_weight * env_reward + reward_weight * model_output`, with `history_reward_assign` info.
 Buffers are bounded: a client (agent or person, as authenticated) keeps at most VLM_MAX_STREAMS live streams
 per deployment (more answer 429) and a stream's buffer expires VLM_STREAM_TTL_S after its last step, so
-invented stream names cannot fill Redis.
+invented stream names cannot fill Redis. Redis is the broker's asyncio client; ORM reads go through
+`inference.orm_calls.orm_call`.
 """
 
 from __future__ import annotations
@@ -20,12 +22,12 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
-from asgiref.sync import async_to_sync
 from django.conf import settings
 
 from inference.broker import dump_npy
+from inference.orm_calls import orm_call
 from inference.rewards import RewardSettings, combine, compute_rewards, history_window
-from inference.serving import DeploymentConfig, DeploymentNotFound, broker, deployment_config, infer_payload
+from inference.serving import DeploymentConfig, DeploymentNotFound, abroker, deployment_config, infer_payload
 from training.vlm.labels import LABELS
 from training.vlm.prompt import prompt_render
 from training.vlm.rewards import TrendRewardConfig, trend_reward
@@ -51,24 +53,32 @@ class VLMDeployment:
     reward: TrendRewardConfig
 
 
-def vlm_deployment(
-    name: str, *, label_rewards: dict | None = None, gt_success_bonus: float | None = None
-) -> VLMDeployment:
-    """The deployment's settings, prompt and label mapping (request overrides on top of the model's)."""
+def _model_prompt_and_reward(deployment_id: int) -> tuple[str, dict] | None:
+    """The served model's prompt (its own, else its project's rendered template) and stored reward mapping."""
     from inference.models import Deployment
 
-    config = async_to_sync(deployment_config)(name)
-    if config.kind != "vlm":
-        raise NotAVLMDeployment(f"deployment {name!r} serves a {config.kind} model, not a VLM")
-    row = Deployment.objects.select_related("trained_model__project").filter(pk=config.id).first()
+    row = Deployment.objects.select_related("trained_model__project").filter(pk=deployment_id).first()
     if row is None:
-        raise DeploymentNotFound(f"no deployment named {name!r}")
+        return None
     model = row.trained_model
     prompt = (model.config or {}).get("prompt")
     if not prompt:
         project = model.project
         prompt = prompt_render(project.prompt_template, task=project.task_description, window_size=project.window_size)
-    stored = dict((model.config or {}).get("reward") or {})
+    return prompt, dict((model.config or {}).get("reward") or {})
+
+
+async def vlm_deployment(
+    name: str, *, label_rewards: dict | None = None, gt_success_bonus: float | None = None
+) -> VLMDeployment:
+    """The deployment's settings, prompt and label mapping (request overrides on top of the model's)."""
+    config = await deployment_config(name)
+    if config.kind != "vlm":
+        raise NotAVLMDeployment(f"deployment {name!r} serves a {config.kind} model, not a VLM")
+    found = await orm_call(_model_prompt_and_reward, config.id)
+    if found is None:
+        raise DeploymentNotFound(f"no deployment named {name!r}")
+    prompt, stored = found
     if label_rewards:
         stored["label_rewards"] = {**(stored.get("label_rewards") or {}), **label_rewards}
     if config.reward.gt_success_bonus:
@@ -78,11 +88,11 @@ def vlm_deployment(
     return VLMDeployment(config=config, prompt=prompt, reward=TrendRewardConfig.from_dict(stored))
 
 
-def windows_infer(
+async def windows_infer(
     config: DeploymentConfig, windows: list[WindowRequest], *, timeout: float | None = None
 ) -> list[dict]:
     """Per-window results from the workers: probabilities, label, and generated text when asked."""
-    return async_to_sync(infer_payload)(config, dump_npy(pack_windows(windows)), timeout=timeout)
+    return await infer_payload(config, dump_npy(pack_windows(windows)), timeout=timeout)
 
 
 def item_reward(
@@ -100,7 +110,7 @@ def item_reward(
     }
 
 
-def windows_rewards(
+async def windows_rewards(
     deployment: VLMDeployment, windows: list[dict], *, generate: bool, max_new_tokens: int
 ) -> list[dict]:
     """`windows`: [{"main": [frames], "extra": [frames], "env_reward", "env_success"}] (frames uint8 HxWx3)."""
@@ -108,7 +118,7 @@ def windows_rewards(
         WindowRequest([*w["main"], *w["extra"]], deployment.prompt, generate=generate, max_new_tokens=max_new_tokens)
         for w in windows
     ]
-    results = windows_infer(deployment.config, requests)
+    results = await windows_infer(deployment.config, requests)
     return [
         item_reward(deployment, r, env_reward=w["env_reward"], env_success=w["env_success"], use_text=generate)
         for w, r in zip(windows, results, strict=True)
@@ -137,7 +147,7 @@ def _streams_key(deployment: VLMDeployment, client: str) -> str:
     return f"{STREAMS_PREFIX}{deployment.config.name}:{deployment.config.id}:{client}"
 
 
-def streams_admit(redis, deployment: VLMDeployment, client: str, steps: list[StreamStep]) -> None:
+async def streams_admit(redis, deployment: VLMDeployment, client: str, steps: list[StreamStep]) -> None:
     """Record the steps' streams as live for `client` (a sorted set scored by last use); raise
     TooManyStreams when new names would take the client past VLM_MAX_STREAMS live streams."""
     key, ttl, most = _streams_key(deployment, client), settings.VLM_STREAM_TTL_S, settings.VLM_MAX_STREAMS
@@ -147,7 +157,7 @@ def streams_admit(redis, deployment: VLMDeployment, client: str, steps: list[Str
     pipe.zremrangebyscore(key, "-inf", now - ttl)
     pipe.zmscore(key, names)
     pipe.zcard(key)
-    _, scores, live = pipe.execute()
+    _, scores, live = await pipe.execute()
     new = sum(1 for score in scores if score is None)
     if live + new > most:
         raise TooManyStreams(
@@ -160,10 +170,10 @@ def streams_admit(redis, deployment: VLMDeployment, client: str, steps: list[Str
     if done:
         pipe.zrem(key, *done)
     pipe.expire(key, ttl)
-    pipe.execute()
+    await pipe.execute()
 
 
-def _push_group(redis, keys: list[str], steps: list[StreamStep], reward: RewardSettings, ttl: int) -> None:
+async def _push_group(redis, keys: list[str], steps: list[StreamStep], reward: RewardSettings, ttl: int) -> None:
     """Buffer a group of steps of distinct streams in two round trips: push and count every step, then
     read back the windows of the steps that get scored and clear the streams that are done. Like RLinf's
     HistoryManager, a stream holds up to `history_size + 1` steps when its window is built."""
@@ -180,7 +190,7 @@ def _push_group(redis, keys: list[str], steps: list[StreamStep], reward: RewardS
         count_at.append(len(pipe.command_stack) - 1)
         pipe.expire(key, ttl)
         pipe.expire(key + ":n", ttl)
-    replies = pipe.execute()
+    replies = await pipe.execute()
     for step, at in zip(steps, count_at, strict=True):
         step.count = int(replies[at])
         step.window_size = history_window(step.count, step.done, reward)
@@ -192,12 +202,12 @@ def _push_group(redis, keys: list[str], steps: list[StreamStep], reward: RewardS
     for key, step in zip(keys, steps, strict=True):
         if step.done:
             pipe.delete(key, key + ":n")
-    results = pipe.execute()
+    results = await pipe.execute()
     for step, records in zip(reads, results, strict=False):
         step.window = [unpack_window(np.frombuffer(raw, dtype=np.uint8)).images for raw in records]
 
 
-def stream_rewards(
+async def stream_rewards(
     deployment: VLMDeployment,
     steps: list[StreamStep],
     *,
@@ -210,14 +220,14 @@ def stream_rewards(
     `inference.rewards.history_window`). A scored window holds the stream's last steps as they are (RLinf
     sends no padding; with `pad`, as for the live dashboard, it is front-padded with its oldest step to
     `history_size`); every step's model output gets the success bonus where the env reports success."""
-    redis = broker().redis
+    redis = abroker().redis
     reward = replace(deployment.config.reward, gt_success_bonus=deployment.reward.gt_success_bonus)
-    streams_admit(redis, deployment, client, steps)
+    await streams_admit(redis, deployment, client, steps)
     group: list[StreamStep] = []  # consecutive steps of distinct streams go to Redis together
     for step in [*steps, None]:
         if step is None or step.stream in {s.stream for s in group}:
             keys = [_stream_key(deployment, client, s.stream) for s in group]
-            _push_group(redis, keys, group, reward, settings.VLM_STREAM_TTL_S)
+            await _push_group(redis, keys, group, reward, settings.VLM_STREAM_TTL_S)
             group = []
         if step is not None:
             group.append(step)
@@ -234,7 +244,7 @@ def stream_rewards(
                 WindowRequest([*main, *extra], deployment.prompt, generate=generate, max_new_tokens=max_new_tokens)
             )
             scored_idx.append(i)
-    results = windows_infer(deployment.config, requests) if requests else []
+    results = await windows_infer(deployment.config, requests) if requests else []
     by_step = dict(zip(scored_idx, results, strict=True))
     labels: list[Any] = [  # what the worker parsed: a label, or None when it produced no valid one
         (by_step[i]["parsed"] if generate else by_step[i]["label"]) if i in by_step else None for i in range(len(steps))

@@ -33,7 +33,7 @@ from inference.broker import (
     queue_key,
     redis_from_url,
 )
-from inference.limits import AsyncRateLimiter, RateLimiter, rate_item
+from inference.limits import RateLimiter, rate_item
 from inference.vlm.serving import StreamStep, TooManyStreams, streams_admit
 from inference.worker import InferenceWorker
 
@@ -184,19 +184,25 @@ def test_a_flooded_deployment_does_not_starve_another(shared):
 def test_rate_limits_count_in_redis_and_say_when_to_come_back(shared):
     item = rate_item("3/minute")
     key = f"test:{uuid.uuid4().hex}"
-    limiter = RateLimiter(URL)
-    verdicts = [limiter.hit(item, key) for _ in range(4)]
+
+    async def count() -> list:
+        limiter = RateLimiter(URL)
+        verdicts = [await limiter.hit(item, key) for _ in range(4)]
+        other, unlimited = await limiter.hit(item, key + "-other"), await limiter.hit(None, key)
+        return [*verdicts, other, unlimited]
+
+    *verdicts, other, unlimited = asyncio.run(count())
     assert [v.allowed for v in verdicts] == [True, True, True, False]
     assert 1 <= verdicts[-1].retry_after <= 60 and verdicts[-1].limit == "3 per 1 minute"
-    assert limiter.hit(item, key + "-other").allowed  # per key
-    assert limiter.hit(None, key).allowed  # an empty setting is no limit
+    assert other.allowed  # per key
+    assert unlimited.allowed  # an empty setting is no limit
 
-    async def async_side():
-        alimiter = AsyncRateLimiter(URL)
-        return await alimiter.check(item, key), await alimiter.hit(item, key + "-async")
+    async def other_loop():  # a second event loop (another web process) has its own limiter
+        limiter = RateLimiter(URL)
+        return await limiter.check(item, key), await limiter.hit(item, key + "-async")
 
-    shared_verdict, fresh = asyncio.run(async_side())
-    assert not shared_verdict.allowed and fresh.allowed  # the async flavour reads the same counters
+    shared_verdict, fresh = asyncio.run(other_loop())
+    assert not shared_verdict.allowed and fresh.allowed  # the counters live in Redis, shared
 
 
 def test_memory_policy_warnings(private_redis):
@@ -282,13 +288,18 @@ def test_vlm_stream_buffers_are_capped_per_client_and_expire(shared, settings):
     def steps(*names, done=False):
         return [StreamStep(stream=n, main=None, extra=None, done=done) for n in names]
 
-    streams_admit(shared, deployment, "a1", steps("0", "1"))
-    with pytest.raises(TooManyStreams, match=r"already has 2 live streams .* at most 2 \(VLM_MAX_STREAMS\)"):
-        streams_admit(shared, deployment, "a1", steps("invented-name"))
-    streams_admit(shared, deployment, "a1", steps("1"))  # a known stream goes on
-    streams_admit(shared, deployment, "a2", steps("invented-name"))  # each client has its own places
-    streams_admit(shared, deployment, "a1", steps("0", done=True))  # a finished stream frees its place
-    streams_admit(shared, deployment, "a1", steps("2"))
+    async def admits() -> None:
+        redis = redis_from_url(URL, asyncio=True)
+        await streams_admit(redis, deployment, "a1", steps("0", "1"))
+        with pytest.raises(TooManyStreams, match=r"already has 2 live streams .* at most 2 \(VLM_MAX_STREAMS\)"):
+            await streams_admit(redis, deployment, "a1", steps("invented-name"))
+        await streams_admit(redis, deployment, "a1", steps("1"))  # a known stream goes on
+        await streams_admit(redis, deployment, "a2", steps("invented-name"))  # each client has its own places
+        await streams_admit(redis, deployment, "a1", steps("0", done=True))  # a finished stream frees its place
+        await streams_admit(redis, deployment, "a1", steps("2"))
+        await redis.aclose()
+
+    asyncio.run(admits())
     keys = list(shared.scan_iter("rs:vlm:streams:vlm-cap:*"))
     assert len(keys) == 2 and all(0 < shared.ttl(k) <= 30 for k in keys)
 
