@@ -163,8 +163,12 @@ def _keep_disagreements(batch: ServedBatch, picks: list[int], steps: list[int | 
     from .services import served_frame_create
 
     images = load_npy(batch.payload)
+    env_success = batch.env_success
     for i in picks:
-        p = float(batch.probabilities[i])
+        probability = batch.probabilities[i]
+        if probability is None or env_success is None:
+            continue  # picks are scored frames with the env's flag; never true, narrows the types
+        p = float(probability)
         frame = served_frame_create(
             deployment_id=batch.config.id,
             image=images[i],
@@ -172,7 +176,7 @@ def _keep_disagreements(batch: ServedBatch, picks: list[int], steps: list[int | 
             success=p > batch.config.reward.threshold,
             model_version=batch.config.version,
         )
-        frame.env_success = bool(batch.env_success[i])
+        frame.env_success = bool(env_success[i])
         frame.run = batch.run[: monitor.MAX_RUN_CHARS]
         frame.episode_ref = (batch.episode_ids[i] if batch.episode_ids else "")[: monitor.MAX_EPISODE_CHARS]
         frame.episode_step = steps[i] if steps else None

@@ -25,6 +25,9 @@ import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import cast
+
+from redis import Redis
 
 from training.family_parts import Scorer
 from webapp import metrics
@@ -74,7 +77,7 @@ class RedisQueue:
 
 @dataclass
 class InferenceWorker:
-    redis: object
+    redis: Redis
     load_model: LoadModel
     report_health: ReportHealth
     list_deployments: ListDeployments
@@ -116,7 +119,7 @@ class InferenceWorker:
         got = self.redis.blmpop(max(1, int(timeout_s)), len(keys), *keys, direction="RIGHT", count=self.wake_count)
         if not got:
             return 0
-        key, messages = got
+        key, messages = cast(tuple[bytes, list[bytes]], got)  # a bytes client: the stubs also allow str replies
         deployment = key.decode()[len(queue_key("")) :]
         return self.serve(deployment, messages)
 
@@ -178,10 +181,14 @@ class InferenceWorker:
             ]
         return replies
 
+    def _retry_later(self, model: LoadedModel) -> bool:
+        """A model that failed to load is retried only after retry_failed_s."""
+        return time.monotonic() - model.failed_at < self.retry_failed_s
+
     def _model_for(self, deployment: str, wanted_version: int) -> LoadedModel:
         model = self.models.get(deployment)
-        current = model is not None and model.version >= wanted_version
-        if current and (model.scorer is not None or time.monotonic() - model.failed_at < self.retry_failed_s):
+        fresh = model is not None and model.version >= wanted_version
+        if fresh and model is not None and (model.scorer is not None or self._retry_later(model)):
             return model
         try:
             self._heartbeat()  # loading may take a while: stay visibly alive
