@@ -54,6 +54,22 @@ def collect(episodes: int, size: int, max_steps: int) -> list[tuple[np.ndarray, 
     return out
 
 
+def collected(args) -> list[tuple[np.ndarray, np.ndarray]]:
+    """The episodes, from `--cache` when it holds enough of them at this size (tuning reruns skip ManiSkill)."""
+    wanted = args.episodes + args.val_episodes
+    cache = Path(args.cache) if args.cache else None
+    if cache is not None and cache.exists():
+        with np.load(cache) as stored:
+            count = int(stored["count"])
+            if count >= wanted and stored["f0"].shape[1] == args.size:
+                return [(stored[f"f{i}"], stored[f"s{i}"]) for i in range(wanted)]
+    data = collect(wanted, args.size, args.max_steps)
+    if cache is not None:
+        arrays = {f"f{i}": f for i, (f, _) in enumerate(data)} | {f"s{i}": s for i, (_, s) in enumerate(data)}
+        np.savez_compressed(cache, count=np.asarray(len(data)), **arrays)
+    return data
+
+
 def fit(images: np.ndarray, labels: np.ndarray, steps: int, seed: int):
     import torch
 
@@ -95,7 +111,7 @@ def simulate(pool_x, pool_y, pool_ep, val_x, val_y, *, order: str, seed: int, ar
             picks = list(rng.choice(rest, size=min(args.batch, len(rest)), replace=False))
         else:
             probs = predict(model, pool_x[rest])
-            others = predict(previous, pool_x[rest]) if previous is not None else None
+            others: np.ndarray | None = predict(previous, pool_x[rest]) if previous is not None else None
             candidates = [
                 Candidate(str(pool_ep[i]), int(i), float(probs[k]), None if others is None else float(others[k]))
                 for k, i in enumerate(rest)
@@ -123,13 +139,14 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=15, help="training steps per round (full batch)")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--json", default="")
+    parser.add_argument("--cache", default="", help="npz file: reuse the collected episodes (written when missing)")
     args = parser.parse_args()
 
     import torch
 
     torch.set_num_threads(args.threads)
     started = time.monotonic()
-    data = collect(args.episodes + args.val_episodes, args.size, args.max_steps)
+    data = collected(args)
     pool, val = data[: args.episodes], data[args.episodes :]
     pool_x = np.concatenate([f for f, _ in pool])
     pool_y = np.concatenate([s for _, s in pool]).astype(np.int64)
