@@ -76,6 +76,7 @@ def test_every_page_embeds_exactly_what_its_script_expects(user_client, project)
     from inference.models import Deployment
     from inference.teleop.models import TeleopSession
     from labeling.services import agent_create
+    from training.label_efficiency import label_efficiency_store
     from training.models import TrainedModel
     from training.services import job_create, job_execute
     from training.snapshot_services import snapshot_create
@@ -88,6 +89,10 @@ def test_every_page_embeds_exactly_what_its_script_expects(user_client, project)
     deployment = Deployment.objects.create(name=f"pd-{uuid.uuid4().hex[:6]}", trained_model=model, project=project)
     agent, _token = agent_create(name="pd-teleop", scopes=["teleop"], projects=[project])
     session = TeleopSession.objects.create(agent=agent, project=project)
+    curves = {"ranked": [[[4, 0.5], [8, 0.9]]], "random": [[[4, 0.5], [8, 0.6]]]}
+    label_efficiency_store(
+        project=project, result={"all_labels_accuracy": 0.9, "target": 0.855, "curves": curves}, command="bench"
+    )
     urls = [
         f"/projects/{project.pk}/",
         f"/episodes/{episodes[0].uuid}/label/",
