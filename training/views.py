@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -43,7 +44,7 @@ def _project(request, pk: int, perm=access.TRAINING_VIEW) -> Project:
 
 
 def _training_page(request, project, snapshot_form, job_form, status=200):
-    defaults = {kind: runners.default_config(kind) for kind in FAMILIES}
+    defaults: dict[str, dict[str, Any] | None] = {kind: runners.default_config(kind) for kind in FAMILIES}
     return render(
         request,
         "training/project_training.html",
