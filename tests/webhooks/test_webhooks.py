@@ -110,6 +110,7 @@ def test_failed_attempts_are_logged_and_retried_with_backoff(project, receiver, 
     assert delivery_attempt(delivery_id=delivery_id) == events.backoff_s(2) == 20
     delivery = WebhookDelivery.objects.get(pk=delivery_id)
     assert (delivery.status, delivery.attempts, delivery.response_status) == ("pending", 2, 503)
+    assert delivery.next_attempt_at and delivery.last_attempt_at
     assert delivery.error == "HTTP 503" and delivery.next_attempt_at > delivery.last_attempt_at
     assert delivery_attempt(delivery_id=delivery_id) is None
     delivery.refresh_from_db()
