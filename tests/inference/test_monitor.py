@@ -193,3 +193,14 @@ def test_the_alarm_frames_join_the_head_of_the_labeling_queue_one_label_from_tra
     assert FrameLabel.objects.get(step=first.step).source == "human"  # training data now
     following = label_queue_next(project=project)
     assert following is not None and following.step_id == alarm_items[1].step_id
+    settle_monitor()
+
+
+def settle_monitor(timeout: float = 10.0) -> None:
+    """Let the monitor's timed re-checks run before the test's tables are flushed (no stray queries then)."""
+    from inference import monitor_store
+
+    deadline = time.monotonic() + timeout
+    while monitor_store._recheck_pending and time.monotonic() < deadline:
+        time.sleep(0.1)
+    monitor_store.monitor_flush()
