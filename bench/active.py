@@ -4,8 +4,9 @@
    episodes on the CPU; every step's main-camera frame is labeled by the env's success flag. These are
    the full labels; the bench hides them.
 2. A simulated labeler answers from the hidden labels. Starting from a few random labels, each round
-   trains the project's ResNet (full batch, as robot_agent.hacking.train_weak_model) on the labels so
-   far, measures accuracy on held-out episodes, then asks for the next `--batch` labels either in the
+   trains the project's ResNet (`--steps` Adam steps on mini-batches of 32, successes weighted by the
+   labels' fail/success ratio) on the labels so far, measures balanced accuracy (mean of the success and
+   fail recalls; about 93% of frames are fails) on held-out episodes, then asks for the next `--batch` labels either in the
    ranked queue's order (training/active_queue.py: uncertainty, the two newest models' disagreement,
    spread across episodes; the env flag is NOT given to the ranker, since here it is the label) or in
    random order.
@@ -13,8 +14,9 @@
    and the labels each order needs to reach 95% of it. Target: ranked needs at most half of random.
 
     .venv/bin/python bench/active.py [--episodes 6] [--val-episodes 2] [--size 32] [--seeds 2]
-        [--start 4] [--batch 4] [--rounds 6] [--steps 15] [--json out.json] [--cache episodes.npz]
-        [--project NAME]  (stores the result for the project's evaluation pages)
+        [--start 4] [--batch 4] [--rounds 6] [--steps 15] [--pool 1] [--episode-decay 0.5]
+        [--json out.json] [--cache episodes.npz] [--project NAME]  (stores the result for the project's
+        evaluation pages)
 """
 
 from __future__ import annotations
