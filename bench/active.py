@@ -4,8 +4,9 @@
    episodes on the CPU; every step's main-camera frame is labeled by the env's success flag. These are
    the full labels; the bench hides them.
 2. A simulated labeler answers from the hidden labels. Starting from a few random labels, each round
-   trains the project's ResNet (full batch, as robot_agent.hacking.train_weak_model) on the labels so
-   far, measures accuracy on held-out episodes, then asks for the next `--batch` labels either in the
+   trains the project's ResNet (`--steps` Adam steps on mini-batches of 32, successes weighted by the
+   labels' fail/success ratio) on the labels so far, measures balanced accuracy (mean of the success and
+   fail recalls; about 93% of frames are fails) on held-out episodes, then asks for the next `--batch` labels either in the
    ranked queue's order (training/active_queue.py: uncertainty, the two newest models' disagreement,
    spread across episodes; the env flag is NOT given to the ranker, since here it is the label) or in
    random order.
@@ -13,7 +14,9 @@
    and the labels each order needs to reach 95% of it. Target: ranked needs at most half of random.
 
     .venv/bin/python bench/active.py [--episodes 6] [--val-episodes 2] [--size 32] [--seeds 2]
-        [--start 4] [--batch 4] [--rounds 6] [--steps 15] [--json out.json]
+        [--start 4] [--batch 4] [--rounds 6] [--steps 15] [--pool 1] [--episode-decay 0.5]
+        [--json out.json] [--cache episodes.npz] [--project NAME]  (stores the result for the project's
+        evaluation pages)
 """
 
 from __future__ import annotations
@@ -54,22 +57,59 @@ def collect(episodes: int, size: int, max_steps: int) -> list[tuple[np.ndarray, 
     return out
 
 
-def fit(images: np.ndarray, labels: np.ndarray, steps: int, seed: int):
+def collected(args) -> list[tuple[np.ndarray, np.ndarray]]:
+    """The episodes, from `--cache` when it holds enough of them at this size (tuning reruns skip ManiSkill)."""
+    wanted = args.episodes + args.val_episodes
+    cache = Path(args.cache) if args.cache else None
+    if cache is not None and cache.exists():
+        with np.load(cache) as stored:
+            count = int(stored["count"])
+            if count >= wanted and stored["f0"].shape[1] == args.size:
+                return [(stored[f"f{i}"], stored[f"s{i}"]) for i in range(wanted)]
+    data = collect(wanted, args.size, args.max_steps)
+    if cache is not None:
+        arrays = {f"f{i}": f for i, (f, _) in enumerate(data)} | {f"s{i}": s for i, (_, s) in enumerate(data)}
+        np.savez_compressed(cache, count=np.asarray(len(data)), **arrays)
+    return data
+
+
+def fit(images: np.ndarray, labels: np.ndarray, steps: int, seed: int, batch_size: int = 32):
+    """The project's ResNet trained for `steps` Adam steps on mini-batches of at most `batch_size` labeled
+    frames, successes weighted by the fail/success ratio of the labels (they are rare in PickCube)."""
     import torch
 
     from training.resnet.config import ResNetConfig
     from training.resnet.model import RewardResNet
 
     torch.manual_seed(seed)
+    rng = np.random.default_rng(seed)
     config = ResNetConfig(image_size=[3, images.shape[1], images.shape[2]], hidden_dim=16, dropout=0.0)
     model = RewardResNet(config).train()
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
-    x, y = torch.from_numpy(images), torch.tensor(labels, dtype=torch.float32)
+    positives = int(np.sum(labels))
+    weight = torch.tensor(max(1.0, (len(labels) - positives) / max(1, positives)))
     for _ in range(steps):
+        rows = rng.choice(len(labels), size=batch_size, replace=False) if len(labels) > batch_size else slice(None)
+        x, y = torch.from_numpy(images[rows]), torch.tensor(labels[rows], dtype=torch.float32)
         optimizer.zero_grad()
-        torch.nn.functional.binary_cross_entropy_with_logits(model(x).float().reshape(-1), y).backward()
+        logits = model(x).float().reshape(-1)
+        torch.nn.functional.binary_cross_entropy_with_logits(logits, y, pos_weight=weight).backward()
         optimizer.step()
     return model.eval()
+
+
+def shrink(frames: np.ndarray, factor: int) -> np.ndarray:
+    """Average-pool uint8 frames [T,H,W,3] by `factor` (H and W must divide by it)."""
+    t, h, w, c = frames.shape
+    return frames.reshape(t, h // factor, factor, w // factor, factor, c).mean(axis=(2, 4)).round().astype(np.uint8)
+
+
+def balanced_accuracy(probabilities: np.ndarray, labels: np.ndarray) -> float:
+    """Mean of the success and fail recalls: plain accuracy would reward calling every frame a fail (about
+    93% of PickCube frames are)."""
+    judged = probabilities > 0.5
+    recalls = [float(np.mean(judged[labels == value] == value)) for value in (True, False) if np.any(labels == value)]
+    return sum(recalls) / len(recalls)
 
 
 def predict(model, images: np.ndarray) -> np.ndarray:
@@ -86,7 +126,7 @@ def simulate(pool_x, pool_y, pool_ep, val_x, val_y, *, order: str, seed: int, ar
     curve, previous = [], None
     for _ in range(args.rounds + 1):
         model = fit(pool_x[labeled], pool_y[labeled], args.steps, seed)
-        accuracy = float(np.mean((predict(model, val_x) > 0.5) == val_y))
+        accuracy = balanced_accuracy(predict(model, val_x), val_y)
         curve.append((len(labeled), accuracy))
         rest = np.setdiff1d(np.arange(len(pool_y)), labeled)
         if not len(rest):
@@ -95,12 +135,12 @@ def simulate(pool_x, pool_y, pool_ep, val_x, val_y, *, order: str, seed: int, ar
             picks = list(rng.choice(rest, size=min(args.batch, len(rest)), replace=False))
         else:
             probs = predict(model, pool_x[rest])
-            others = predict(previous, pool_x[rest]) if previous is not None else None
+            others: np.ndarray | None = predict(previous, pool_x[rest]) if previous is not None else None
             candidates = [
                 Candidate(str(pool_ep[i]), int(i), float(probs[k]), None if others is None else float(others[k]))
                 for k, i in enumerate(rest)
             ]
-            picks = [r.candidate.step for r in rank(candidates, limit=args.batch)]
+            picks = [r.candidate.step for r in rank(candidates, limit=args.batch, episode_decay=args.episode_decay)]
         labeled += picks
         previous = model
     return curve
@@ -121,25 +161,34 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=4)
     parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--steps", type=int, default=15, help="training steps per round (full batch)")
+    parser.add_argument("--episode-decay", type=float, default=0.5, help="the ranking's spread across episodes")
+    parser.add_argument("--pool", type=int, default=1, help="average-pool frames by this factor (cheaper training)")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--json", default="")
+    parser.add_argument("--project", default="", help="store the result as this project's label efficiency")
+    parser.add_argument("--cache", default="", help="npz file: reuse the collected episodes (written when missing)")
     args = parser.parse_args()
 
     import torch
 
     torch.set_num_threads(args.threads)
     started = time.monotonic()
-    data = collect(args.episodes + args.val_episodes, args.size, args.max_steps)
+    data = collected(args)
+    if args.pool > 1:
+        data = [(shrink(frames, args.pool), success) for frames, success in data]
     pool, val = data[: args.episodes], data[args.episodes :]
     pool_x = np.concatenate([f for f, _ in pool])
     pool_y = np.concatenate([s for _, s in pool]).astype(np.int64)
     pool_ep = np.concatenate([np.full(len(s), i) for i, (_, s) in enumerate(pool)])
     val_x = np.concatenate([f for f, _ in val])
     val_y = np.concatenate([s for _, s in val]).astype(bool)
-    full = float(np.mean((predict(fit(pool_x, pool_y, args.steps, 0), val_x) > 0.5) == val_y))
+    full = balanced_accuracy(predict(fit(pool_x, pool_y, args.steps, 0), val_x), val_y)
     target = 0.95 * full
-    print(f"pool {len(pool_y)} frames ({pool_y.sum()} success), val {len(val_y)}; all labels: accuracy {full:.3f}")
-    results: dict = {"all_labels_accuracy": full, "target": target, "curves": {}}
+    print(
+        f"pool {len(pool_y)} frames ({pool_y.sum()} success), val {len(val_y)} ({val_y.sum()} success); "
+        f"all labels: balanced accuracy {full:.3f}"
+    )
+    results: dict = {"metric": "balanced accuracy", "all_labels_accuracy": full, "target": target, "curves": {}}
     for order in ("ranked", "random"):
         for seed in range(args.seeds):
             curve = simulate(pool_x, pool_y, pool_ep, val_x, val_y, order=order, seed=seed, args=args)
@@ -155,6 +204,24 @@ def main() -> None:
     print(f"took {time.monotonic() - started:.0f} s")
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1))
+    if args.project:
+        store(args.project, results)
+
+
+def store(project_name: str, results: dict) -> None:
+    """Keep the result as the project's label efficiency (its evaluation pages plot the two curves)."""
+    import os
+
+    import django
+
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings")
+    django.setup()
+    from labeling.models import Project
+    from training.label_efficiency import label_efficiency_store
+
+    project = Project.objects.get(name=project_name)
+    label_efficiency_store(project=project, result=results, command=" ".join(["bench/active.py", *sys.argv[1:]]))
+    print(f"stored as the label efficiency of project {project.name!r}")
 
 
 if __name__ == "__main__":

@@ -162,13 +162,9 @@ def monitor_record(batch: ServedBatch) -> None:
 def _keep_disagreements(batch: ServedBatch, picks: list[int], steps: list[int | None]) -> None:
     from .services import served_frame_create
 
-    images = load_npy(batch.payload)
-    env_success = batch.env_success
-    for i in picks:
-        probability = batch.probabilities[i]
-        if probability is None or env_success is None:
-            continue  # picks are scored frames with the env's flag; never true, narrows the types
-        p = float(probability)
+    images, env = load_npy(batch.payload), batch.env_success or []
+    for i in picks:  # picks only scored frames with an env flag (monitor.disagreements)
+        p = float(batch.probabilities[i] or 0.0)
         frame = served_frame_create(
             deployment_id=batch.config.id,
             image=images[i],
@@ -176,7 +172,7 @@ def _keep_disagreements(batch: ServedBatch, picks: list[int], steps: list[int | 
             success=p > batch.config.reward.threshold,
             model_version=batch.config.version,
         )
-        frame.env_success = bool(env_success[i])
+        frame.env_success = bool(env[i])
         frame.run = batch.run[: monitor.MAX_RUN_CHARS]
         frame.episode_ref = (batch.episode_ids[i] if batch.episode_ids else "")[: monitor.MAX_EPISODE_CHARS]
         frame.episode_step = steps[i] if steps else None
@@ -276,8 +272,9 @@ def alarm_raise(*, config: DeploymentConfig, rate: float, run: str, since: float
     from .models import DeploymentMonitor, ServedFrame
 
     row, _ = DeploymentMonitor.objects.get_or_create(deployment_id=config.id)
+    raised_at = timezone.now()
     raised = DeploymentMonitor.objects.filter(pk=row.pk, alarm_since__isnull=True).update(
-        alarm_since=timezone.now(), alarm_rate=rate, alarm_run=run[:100]
+        alarm_since=raised_at, alarm_rate=rate, alarm_run=run[:100]
     )
     if not raised:
         return False
@@ -290,12 +287,24 @@ def alarm_raise(*, config: DeploymentConfig, rate: float, run: str, since: float
     )
     frame_ids = list(frames.values_list("pk", flat=True))
     ServedFrame.objects.filter(pk__in=frame_ids).update(queued=True)
-    alarm_raised(deployment=config.name, rate=rate, run=run, frame_ids=frame_ids)
+    _queue_for_labeling(config, frame_ids, raised_at)
+    alarm_raised(deployment=config.name, deployment_id=config.id, rate=rate, run=run, frame_ids=frame_ids)
     return True
 
 
-def alarm_raised(*, deployment: str, rate: float, run: str, frame_ids: list[int]) -> None:
-    """Hook point, called once per raised alarm: logs it and sends `alarm_signal` (webhooks connect there)."""
+def _queue_for_labeling(config: DeploymentConfig, frame_ids: list[int], raised_at: datetime) -> None:
+    """The alarm's frames join the head of the project's labeling queue (monitor_queue.py); best effort."""
+    from .monitor_queue import alarm_frames_enqueue
+
+    try:
+        alarm_frames_enqueue(deployment_id=config.id, frame_ids=frame_ids, raised_at=raised_at)
+    except Exception:  # the alarm itself must still be raised and announced
+        log.exception("could not queue the alarm frames of %s for labeling", config.name)
+
+
+def alarm_raised(*, deployment: str, deployment_id: int, rate: float, run: str, frame_ids: list[int]) -> None:
+    """Hook point, called once per raised alarm: logs it and sends `alarm_signal` (webhooks connect there:
+    monitor_webhooks.py)."""
     log.warning(
         "reward-hacking alarm on deployment %s: false-success rate %.2f (run %s); %d frames queued",
         deployment,
@@ -303,7 +312,9 @@ def alarm_raised(*, deployment: str, rate: float, run: str, frame_ids: list[int]
         run or "-",
         len(frame_ids),
     )
-    alarm_signal.send(sender=None, deployment=deployment, rate=rate, run=run, frame_ids=frame_ids)
+    alarm_signal.send(
+        sender=None, deployment=deployment, deployment_id=deployment_id, rate=rate, run=run, frame_ids=frame_ids
+    )
 
 
 def alarm_acknowledge(*, deployment) -> None:

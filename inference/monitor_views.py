@@ -135,6 +135,7 @@ def monitor_page(request, name: str):
             "monitor": row,
             "form": form,
             "frames": monitor_selectors.disagreeing_frames(deployment),
+            "queue_project": deployment.project_id or deployment.trained_model.project_id,
             "page_data": monitor_selectors.monitor_data(deployment, hours=1.0),
         },
     )

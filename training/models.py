@@ -172,6 +172,9 @@ class LabelQueueItem(models.Model):
     score = models.FloatField()
     probability = models.FloatField()
     reasons = models.JSONField(default=list)
+    pinned = models.BooleanField(
+        default=False, help_text="Pushed to the head by an alarm; kept there by recomputes until labeled."
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -197,3 +200,14 @@ class RetrainPolicy(models.Model):
     last_job = models.ForeignKey(TrainingJob, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     last_comparison = models.JSONField(default=dict, blank=True, help_text="Old vs new model on the fixed split.")
     updated_at = models.DateTimeField(auto_now=True)
+
+
+class LabelEfficiency(models.Model):
+    """The last label-efficiency measurement of a project (bench/active.py --project, or
+    `manage.py label_efficiency`): validation accuracy against labels for the ranked queue and for random
+    order, and the labels each needed to reach 95% of the accuracy all labels give."""
+
+    project = models.OneToOneField(Project, on_delete=models.CASCADE, related_name="label_efficiency")
+    result = models.JSONField(default=dict, help_text="bench/active.py's JSON result.")
+    command = models.CharField(max_length=500, blank=True, help_text="The command that measured it.")
+    measured_at = models.DateTimeField(auto_now=True)

@@ -79,8 +79,34 @@ class ModelEvaluation(TypedDict):
     order: list[int]
 
 
+class LabelEfficiencyRun(TypedDict):
+    """One simulated labeling run of bench/active.py: validation accuracy after each round of labels."""
+
+    order: Literal["ranked", "random"]
+    seed: int
+    labels: list[int]
+    accuracy: list[float]
+    needed: int | None  # labels it took to reach the target (None: never)
+
+
+class LabelEfficiencyData(TypedDict):
+    """The project's last label-efficiency measurement (training.LabelEfficiency)."""
+
+    measured_at: str
+    command: str
+    metric: str
+    all_labels_accuracy: float
+    target: float
+    runs: list[LabelEfficiencyRun]
+    ranked_needed: float | None  # mean over the seeds that reached the target
+    random_needed: float | None
+
+
 class EvaluationPageData(TypedDict):
-    """The evaluation page: one model, or two side by side."""
+    """The evaluation page: one model, or two side by side; and the project's label efficiency (None:
+    not measured yet; the page then says how to measure it)."""
 
     mode: Literal["single", "compare"]
     evaluations: list[ModelEvaluation]
+    label_efficiency: LabelEfficiencyData | None
+    label_efficiency_command: str

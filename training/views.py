@@ -20,6 +20,7 @@ from webapp.file_streaming import stream_response
 from . import runners, selectors, services
 from .families import FAMILIES
 from .forms import JobForm, SnapshotForm
+from .label_efficiency import label_efficiency_data, measure_command
 from .model_evaluation import EvaluationUnavailable, evaluation_data
 from .models import DatasetSnapshot, ModelKind, TrainedModel, TrainingJob
 from .page_data import EvaluationPageData, JobPageData, TrainingPageData
@@ -185,6 +186,15 @@ def job_action(request, job_id: int, action: str):
     return redirect("training-job", job_id=job_id)
 
 
+def _evaluation_page_data(mode, evaluations, project) -> EvaluationPageData:
+    return EvaluationPageData(
+        mode=mode,
+        evaluations=evaluations,
+        label_efficiency=label_efficiency_data(project=project),
+        label_efficiency_command=measure_command(project),
+    )
+
+
 @login_required
 def model_evaluation(request, model_id: int):
     model = get_object_or_404(TrainedModel.objects.select_related("project", "snapshot", "job"), pk=model_id)
@@ -206,7 +216,7 @@ def model_evaluation(request, model_id: int):
             "project": model.project,
             "others": others,
             "error": error,
-            "page_data": EvaluationPageData(mode="single", evaluations=[data] if data else []),
+            "page_data": _evaluation_page_data("single", [data] if data else [], model.project),
             "compare_url": reverse("training-compare", args=[model.project_id]),
         },
         status=200 if data else 400,
@@ -246,7 +256,7 @@ def compare(request, pk: int):
             "b": b,
             "snapshot": snapshot if not error else None,
             "error": error,
-            "page_data": EvaluationPageData(mode="compare", evaluations=evaluations),
+            "page_data": _evaluation_page_data("compare", evaluations, project),
         },
         status=400 if error else 200,
     )

@@ -16,7 +16,7 @@ JOB_FAILED = "job.failed"
 SNAPSHOT_READY = "snapshot.ready"
 DEPLOYMENT_SWITCHED = "deployment.switched"
 DEPLOYMENT_UNHEALTHY = "deployment.unhealthy"
-# Alarms (e.g. a reward drifting) will add `alarm.*` names here.
+ALARM_RAISED = "alarm.raised"  # the reward-hacking monitor's alarm (inference/monitor_store.py)
 
 EVENTS = {
     JOB_SUCCEEDED: "Training job succeeded",
@@ -24,6 +24,7 @@ EVENTS = {
     SNAPSHOT_READY: "Dataset snapshot ready",
     DEPLOYMENT_SWITCHED: "Deployment switched to another model",
     DEPLOYMENT_UNHEALTHY: "Deployment became unhealthy",
+    ALARM_RAISED: "Reward-hacking alarm raised on a deployment",
 }
 
 SIGNATURE_HEADER = "X-RS-Signature"

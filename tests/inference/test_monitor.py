@@ -99,14 +99,14 @@ def test_served_batches_feed_counters_frames_and_raise_the_alarm_once(project, s
     finally:
         alarm_signal.disconnect(dispatch_uid="test-monitor")
     row = DeploymentMonitor.objects.get(deployment=deployment)
-    assert row.alarm_active and row.alarm_run == "a1/w0" and row.alarm_rate > 0.3
+    assert row.alarm_active and row.alarm_run == "a1/w0" and (row.alarm_rate or 0.0) > 0.3
     assert len(received) == 1 and received[0]["deployment"] == deployment.name
     frames = ServedFrame.objects.filter(deployment=deployment)
     assert frames.count() == 10  # at most FRAMES_PER_BUCKET per 10 s bucket
     queued = frames.filter(queued=True)
     assert queued.count() == 10 and set(queued.values_list("env_success", "success").distinct()) == {(False, True)}
     assert set(frames.values_list("episode_ref", flat=True)) == {"e2"}
-    assert sorted(frames.values_list("episode_step", flat=True))[:3] == [0, 1, 2]
+    assert sorted(s or 0 for s in frames.values_list("episode_step", flat=True))[:3] == [0, 1, 2]
 
     data = monitor_data(deployment, hours=48)
     assert data["series"]["runs"]["a1"]["false_success_rate"] == 0.0
@@ -143,3 +143,68 @@ def test_a_breach_raises_the_alarm_after_its_hold_period_even_when_traffic_stops
         time.sleep(0.1)
     row = DeploymentMonitor.objects.get(deployment=deployment)
     assert row.alarm_active and row.alarm_rate == pytest.approx(1.0) and row.alarm_run == "a1"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_alarm_frames_join_the_head_of_the_labeling_queue_one_label_from_training_data(project, user):
+    """The disagreeing frames become steps of a monitor episode in the project, pinned at the head of its
+    queue with the alarm's reason; a recompute keeps them first; labeling one moves "Label next" on."""
+    from inference.broker import dump_npy
+    from inference.models import DeploymentMonitor
+    from inference.monitor_queue import ALARM_REASON
+    from inference.monitor_store import ServedBatch, monitor_flush, monitor_submit
+    from inference.serving import deployment_config
+    from labeling.label_services import Actor, frame_labels_set
+    from labeling.models import Episode, FrameLabel
+    from tests.training.conftest import seed_episodes
+    from training.label_queue import label_queue_items, label_queue_next, label_queue_recompute
+    from training.models import LabelQueueItem
+
+    from .conftest import deploy, make_trained_model, random_images
+
+    (older,) = seed_episodes(project, episodes=1, steps=4, windows=False)
+    FrameLabel.objects.filter(episode=older).delete()  # an unlabeled episode already in the queue
+    LabelQueueItem.objects.create(project=project, step=older.steps.get(index=1), rank=0, score=0.5, probability=0.5)
+    deployment = deploy(make_trained_model(project))
+    DeploymentMonitor.objects.create(deployment=deployment, hold_s=1.0, min_items=4, false_success_threshold=0.3)
+    config, payload, start = deployment_config(deployment.name), dump_npy(random_images(4)), time.time()
+    for t in range(4):
+        batch = ServedBatch(config, payload, [0.9, 0.8, 0.95, 0.1], [False] * 4, ["hover"] * 4, "a1", start + 0.5 * t)
+        monitor_submit(batch)
+    monitor_flush()
+    deadline = time.monotonic() + 5.0
+    while not LabelQueueItem.objects.filter(pinned=True).exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+
+    (episode,) = Episode.objects.filter(project=project, metadata__monitor=deployment.name)
+    assert episode.status == Episode.Status.FINISHED and episode.success is False
+    queued = list(label_queue_items(project=project))
+    alarm_items = [item for item in queued if item.pinned]
+    assert 0 < len(alarm_items) <= 10 and queued[: len(alarm_items)] == alarm_items  # the head of the queue
+    assert {item.step.episode_id for item in alarm_items} == {episode.pk}
+    assert all(item.reasons[0] == ALARM_REASON and item.probability > 0.5 for item in alarm_items)
+    assert all(item.step.env_success is False for item in alarm_items)
+    assert queued[len(alarm_items)].step.episode_id == older.pk  # what was queued before moved down
+
+    label_queue_recompute(project=project)  # a retrain's recompute ranks the rest after them
+    again = list(label_queue_items(project=project, limit=500))
+    assert [i.step_id for i in again[: len(alarm_items)]] == [i.step_id for i in alarm_items]
+    assert len(again) > len(alarm_items) and not any(i.pinned for i in again[len(alarm_items) :])
+
+    first = label_queue_next(project=project)
+    assert first is not None
+    frame_labels_set(episode=episode, items=[(first.step.index, "fail")], actor=Actor.of(user))
+    assert FrameLabel.objects.get(step=first.step).source == "human"  # training data now
+    following = label_queue_next(project=project)
+    assert following is not None and following.step_id == alarm_items[1].step_id
+    settle_monitor()
+
+
+def settle_monitor(timeout: float = 10.0) -> None:
+    """Let the monitor's timed re-checks run before the test's tables are flushed (no stray queries then)."""
+    from inference import monitor_store
+
+    deadline = time.monotonic() + timeout
+    while monitor_store._recheck_pending and time.monotonic() < deadline:
+        time.sleep(0.1)
+    monitor_store.monitor_flush()

@@ -1,8 +1,8 @@
 """Done-when test of the reward-hacking monitor: a real ManiSkill PickCube robot, a deliberately weak
 reward model trained only on frames where the cube is lifted, served by a real inference worker through
 the ASGI server and Redis. A policy that hovers the open gripper at the goal fools the model: the alarm
-fires and the false-success frames land in the labeling queue. An honest run of the same length on the
-same model stays quiet."""
+fires and the false-success frames land at the head of the project's labeling queue. An honest run of
+the same length on the same model stays quiet."""
 
 from __future__ import annotations
 
@@ -53,9 +53,11 @@ def test_a_hovering_policy_raises_the_alarm_and_an_honest_run_stays_quiet(
     project, live_server_url, inference_worker_process
 ):
     from inference.models import DeploymentMonitor, ServedFrame
+    from inference.monitor_queue import ALARM_REASON
     from labeling.services import agent_create
     from robot_agent.hacking import HoverPolicy, RestPolicy, lifted_frames, rl_rollout
     from robot_agent.maniskill_robot import ManiSkillRobot
+    from training.label_queue import label_queue_items, label_url
 
     token = agent_create(name="rl-run", kind="rl_worker", projects=[project])[1]
     robot = ManiSkillRobot(width=SIZE, height=SIZE, max_episode_steps=500)
@@ -89,6 +91,14 @@ def test_a_hovering_policy_raises_the_alarm_and_an_honest_run_stays_quiet(
     queued = wait_for(lambda: list(ServedFrame.objects.filter(deployment=hacked, queued=True)))
     assert queued and all(f.success and f.env_success is False for f in queued)
     assert {f.episode_ref for f in queued} == {"hover-7"}
+    # ...as the head of the project's labeling queue, one key from becoming training data
+    items = wait_for(lambda: list(label_queue_items(project=project, limit=500)))
+    alarm_items = [item for item in items if ALARM_REASON in item.reasons]
+    assert alarm_items and items[: len(alarm_items)] == alarm_items
+    assert {item.step.info["served_frame"] for item in alarm_items} == {f.pk for f in queued}
+    assert {item.step.info["episode_ref"] for item in alarm_items} == {"hover-7"}
+    assert all(item.step.env_success is False and item.probability > 0.5 for item in alarm_items)
+    assert label_url(alarm_items[0]).startswith(f"/episodes/{alarm_items[0].step.episode.uuid}/label/")
 
     calm = wait_for(lambda: (h := health(live_server_url, token, honest.name))["env_flagged"] >= STEPS and h)
     assert calm and not calm["alarm"] and calm["ok"]

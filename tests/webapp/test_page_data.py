@@ -38,7 +38,7 @@ class Outer(TypedDict):
 
 def exactly(data_type: type, raw: str) -> list[str]:
     """What is wrong with `raw` (JSON) as `data_type`: wrong types, missing keys, or keys it does not describe."""
-    adapter = TypeAdapter(data_type)
+    adapter: TypeAdapter[Any] = TypeAdapter(data_type)
     try:
         checked = adapter.validate_json(raw, strict=True)
     except ValidationError as exc:
@@ -61,7 +61,7 @@ def test_the_generator_writes_optional_keys_literals_and_nested_types():
     assert '  mode: "a" | "b";' in text and "  by_name: Record<string, Inner>;" in text
     assert "  extra?: unknown;" in text and "  outer: Outer;" in text
     with pytest.raises(TypeError, match="no TypeScript"):
-        typescript_module({"bad": TypedDict("Bad", {"when": set[int]})})
+        typescript_module({"bad": TypedDict("Bad", {"when": set[int]})})  # type: ignore[operator]  # functional TypedDict
 
 
 def test_the_check_refuses_wrong_types_missing_and_undescribed_keys():
@@ -77,6 +77,7 @@ def test_every_page_embeds_exactly_what_its_script_expects(user_client, project)
     from inference.teleop.models import TeleopSession
     from labeling.models import ProposalJob
     from labeling.services import agent_create
+    from training.label_efficiency import label_efficiency_store
     from training.models import TrainedModel
     from training.services import job_create, job_execute
     from training.snapshot_services import snapshot_create
@@ -90,6 +91,10 @@ def test_every_page_embeds_exactly_what_its_script_expects(user_client, project)
     agent, _token = agent_create(name="pd-teleop", scopes=["teleop"], projects=[project])
     session = TeleopSession.objects.create(agent=agent, project=project)
     proposal_job = ProposalJob.objects.create(project=project)
+    curves = {"ranked": [[[4, 0.5], [8, 0.9]]], "random": [[[4, 0.5], [8, 0.6]]]}
+    label_efficiency_store(
+        project=project, result={"all_labels_accuracy": 0.9, "target": 0.855, "curves": curves}, command="bench"
+    )
     urls = [
         f"/projects/{project.pk}/",
         f"/episodes/{episodes[0].uuid}/label/",

@@ -110,6 +110,7 @@ def test_failed_attempts_are_logged_and_retried_with_backoff(project, receiver, 
     assert delivery_attempt(delivery_id=delivery_id) == events.backoff_s(2) == 20
     delivery = WebhookDelivery.objects.get(pk=delivery_id)
     assert (delivery.status, delivery.attempts, delivery.response_status) == ("pending", 2, 503)
+    assert delivery.next_attempt_at and delivery.last_attempt_at
     assert delivery.error == "HTTP 503" and delivery.next_attempt_at > delivery.last_attempt_at
     assert delivery_attempt(delivery_id=delivery_id) is None
     delivery.refresh_from_db()
@@ -143,3 +144,43 @@ def test_only_subscribed_events_and_known_names(project):
     with pytest.raises(ValidationError) as err:
         bad.full_clean()
     assert "url" in err.value.message_dict and "unknown event(s) job.exploded" in str(err.value.message_dict["events"])
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+def test_a_reward_hacking_alarm_fires_a_signed_alarm_webhook_retried_by_celery(
+    project, receiver, celery_worker_process
+):
+    """The monitor's alarm emits `alarm.raised`; a real Celery worker delivers it, and retries it after the
+    receiver's first answer (503) with the usual backoff."""
+    from inference.broker import dump_npy
+    from inference.models import DeploymentMonitor
+    from inference.monitor_store import ServedBatch, monitor_flush, monitor_submit
+    from inference.serving import deployment_config
+    from tests.inference.conftest import deploy, make_trained_model, random_images
+
+    hook = Webhook.objects.create(project=project, url=receiver.url, events=[events.ALARM_RAISED])
+    Webhook.objects.create(project=project, url=receiver.url + "/jobs-only", events=[events.JOB_SUCCEEDED])
+    receiver.statuses = [503]
+    deployment = deploy(make_trained_model(project))
+    DeploymentMonitor.objects.create(deployment=deployment, hold_s=1.0, min_items=4, false_success_threshold=0.3)
+    config, payload, start = deployment_config(deployment.name), dump_npy(random_images(4)), time.time()
+    with mock.patch("labeling.services._queue_proposals"):  # the alarm's monitor episode queues none here
+        for t in range(4):
+            monitor_submit(ServedBatch(config, payload, [0.9] * 4, [False] * 4, ["ep"] * 4, "rl-7", start + 0.5 * t))
+        monitor_flush()
+        deadline = time.monotonic() + 60 + events.backoff_s(1)
+        while len(receiver.received) < 2 and time.monotonic() < deadline:
+            time.sleep(0.3)
+    assert len(receiver.received) == 2, receiver.received  # 503, then delivered on the retry
+    first, second = receiver.received
+    assert first["body"] == second["body"] and second["headers"][events.EVENT_HEADER] == "alarm.raised"
+    assert events.verify(hook.secret, second["body"], second["headers"][events.SIGNATURE_HEADER])
+    payload_json = json.loads(second["body"])
+    data = payload_json["data"]
+    assert payload_json["event"] == "alarm.raised" and payload_json["project"]["id"] == project.pk
+    assert data["deployment"]["name"] == deployment.name and data["run"] == "rl-7"
+    assert data["false_success_rate"] > 0.3 and data["threshold"] == 0.3 and data["frames_queued"] > 0
+    assert data["health"] == f"/api/deployments/{deployment.name}/health"
+    delivery = WebhookDelivery.objects.get(pk=payload_json["id"])
+    assert (delivery.status, delivery.attempts, delivery.response_status) == ("delivered", 2, 200)

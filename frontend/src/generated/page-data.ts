@@ -189,10 +189,33 @@ export interface ModelEvaluation {
   order: number[];
 }
 
-/** The evaluation page: one model, or two side by side. */
+/** One simulated labeling run of bench/active.py: validation accuracy after each round of labels. */
+export interface LabelEfficiencyRun {
+  order: "ranked" | "random";
+  seed: number;
+  labels: number[];
+  accuracy: number[];
+  needed: number | null;
+}
+
+/** The project's last label-efficiency measurement (training.LabelEfficiency). */
+export interface LabelEfficiencyData {
+  measured_at: string;
+  command: string;
+  metric: string;
+  all_labels_accuracy: number;
+  target: number;
+  runs: LabelEfficiencyRun[];
+  ranked_needed: number | null;
+  random_needed: number | null;
+}
+
+/** The evaluation page: one model, or two side by side; and the project's label efficiency (None: not measured yet; the page then says how to measure it). */
 export interface EvaluationPageData {
   mode: "single" | "compare";
   evaluations: ModelEvaluation[];
+  label_efficiency: LabelEfficiencyData | null;
+  label_efficiency_command: string;
 }
 
 /** The alarm and the current window's rates. */

@@ -1,8 +1,9 @@
 // Evaluation of one model (or two side by side) on a snapshot's validation split: metrics and confusion
 // matrix at a threshold picked with a slider (with what an RL run would receive), ROC, precision-recall and
-// reliability plots, and the validation frames ordered by error, each linking to its labeling page.
+// reliability plots, and the validation frames ordered by error, each linking to its labeling page. Below,
+// the project's measured label efficiency: accuracy against labels for the ranked queue and random order.
 import uPlot from "uplot";
-import type { EvaluationItem, ModelEvaluation } from "../generated/page-data";
+import type { EvaluationItem, LabelEfficiencyData, ModelEvaluation } from "../generated/page-data";
 import { pageData } from "../lib/api";
 
 type Evaluation = ModelEvaluation;
@@ -35,11 +36,11 @@ export function atThreshold(probs: number[], labels: number[], t: number) {
 const pct = (v: number | null) => (v === null ? "–" : `${(v * 100).toFixed(1)}%`);
 const esc = (s: string) => s.replace(/[&<>"]/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;" })[c]!);
 
-function plot(el: HTMLElement, title: string, xLabel: string, yLabel: string, xs: number[], series: { label: string; stroke: string; values: (number | null)[]; dash?: number[]; points?: boolean }[]) {
+function plot(el: HTMLElement, title: string, xLabel: string, yLabel: string, xs: number[], series: { label: string; stroke: string; values: (number | null)[]; dash?: number[]; points?: boolean }[], xRange: [number, number] = [0, 1]) {
   const chart = new uPlot(
     {
       width: Math.max(260, el.clientWidth - 10), height: 240, title,
-      scales: { x: { time: false, range: [0, 1] }, y: { range: [0, 1] } },
+      scales: { x: { time: false, range: xRange }, y: { range: [0, 1] } },
       axes: [{ label: xLabel }, { label: yLabel }],
       series: [{ label: xLabel }, ...series.map((s) => ({ label: s.label, stroke: s.stroke, dash: s.dash, spanGaps: true, points: { show: s.points ?? false, size: 6 } }))],
       legend: { show: true },
@@ -139,3 +140,37 @@ if (data.evaluations.length) {
   slider.addEventListener("input", () => update(Number(slider.value)));
   update(0.5);
 }
+
+/** Mean accuracy per label count over the seeds of one order (null where no seed measured that count). */
+export function meanCurve(runs: { labels: number[]; accuracy: number[] }[], xs: number[]): (number | null)[] {
+  return xs.map((x) => {
+    const values = runs.flatMap((r) => r.labels.flatMap((n, i) => (n === x ? [r.accuracy[i]] : [])));
+    return values.length ? values.reduce((a, b) => a + b, 0) / values.length : null;
+  });
+}
+
+function labelEfficiency(el: HTMLElement, le: LabelEfficiencyData | null, command: string): void {
+  if (!le) {
+    el.innerHTML = `<div class="panel empty" data-testid="label-efficiency-empty"><h2>Label efficiency</h2>
+      <p class="muted">Not measured for this project yet. Run <code>${esc(command)}</code> to measure how many labels
+      the ranked queue needs against random order.</p></div>`;
+    return;
+  }
+  const ranked = le.runs.filter((r) => r.order === "ranked"), random = le.runs.filter((r) => r.order === "random");
+  const xs = [...new Set(le.runs.flatMap((r) => r.labels))].sort((a, b) => a - b);
+  const count = (v: number | null) => (v === null ? "not reached" : `${Math.round(v)} labels`);
+  el.innerHTML = `<div class="panel" data-testid="label-efficiency"><h2>Label efficiency</h2>
+    <p>To reach ${pct(le.target)} ${esc(le.metric)} (95% of the ${pct(le.all_labels_accuracy)} all labels give):
+    ranked queue <b data-needed="ranked">${count(le.ranked_needed)}</b>, random order <b data-needed="random">${count(le.random_needed)}</b>
+    (mean over ${ranked.length} and ${random.length} seeds).</p><div class="chart"></div>
+    <p class="muted">Measured ${esc(le.measured_at.slice(0, 16).replace("T", " "))} with <code>${esc(le.command)}</code>.</p></div>`;
+  const chart = el.querySelector<HTMLElement>(".chart")!;
+  plot(chart, `${le.metric} against labels`, "labels", le.metric, xs, [
+    { label: "ranked queue", stroke: "#2f6fdb", values: meanCurve(ranked, xs), points: true },
+    { label: "random order", stroke: "#d68f1f", values: meanCurve(random, xs), points: true },
+    { label: "target", stroke: "#aab", values: xs.map(() => le.target), dash: [4, 4] },
+  ], [xs[0] ?? 0, xs[xs.length - 1] ?? 1]);
+}
+
+const efficiencyRoot = document.getElementById("label-efficiency");
+if (efficiencyRoot) labelEfficiency(efficiencyRoot, data.label_efficiency, data.label_efficiency_command);
