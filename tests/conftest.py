@@ -29,6 +29,32 @@ def _test_media_root():
     yield
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _flush_retries_a_deadlock():
+    """Transactional tests end with a flush (TRUNCATE of every table) while the session's real processes
+    (the Celery worker, inference workers, the live server's writer threads, the monitor's timed checks)
+    may still be finishing work a test started. PostgreSQL then sometimes picks the flush as a deadlock's
+    victim, and every later test inherits the rows it failed to remove. The flush is retried instead: the
+    other transaction has finished by then."""
+    from django.db.backends.postgresql.operations import DatabaseOperations
+    from django.db.utils import OperationalError
+
+    flush = DatabaseOperations.execute_sql_flush
+
+    def execute_sql_flush(self, sql_list):
+        for attempt in range(5):
+            try:
+                return flush(self, sql_list)
+            except OperationalError as exc:
+                if "deadlock detected" not in str(exc) or attempt == 4:
+                    raise
+                time.sleep(0.5 * (attempt + 1))
+
+    DatabaseOperations.execute_sql_flush = execute_sql_flush
+    yield
+    DatabaseOperations.execute_sql_flush = flush
+
+
 @pytest.fixture
 def user(django_user_model):
     return django_user_model.objects.create_user("alice", password="pw-alice-123")

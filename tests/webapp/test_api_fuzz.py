@@ -1,4 +1,5 @@
-"""The OpenAPI schema (/api/schema/) run against a live server by schemathesis: no input gives a 5xx.
+"""The OpenAPI schema (/api/schema/) run against a live server by schemathesis: no input gives a 5xx the
+schema does not document.
 
 A few generated examples per operation (schemathesis builds them from the schema with hypothesis),
 sent with an agent token over real HTTP; any server error fails the test with the request that caused it.
@@ -53,7 +54,10 @@ def test_no_operation_answers_with_a_server_error(api_schema):
         def run(case):
             response = case.call(timeout=60)
             statuses[response.status_code] += 1
-            if response.status_code >= 500:
+            # A 5xx the schema documents is an answer, not a crash: GET /health says 503 while no inference
+            # worker runs (RLinf's probe counts only 200 as ready).
+            documented = {int(c) for c in case.operation.definition.raw.get("responses", {}) if c.isdigit()}
+            if response.status_code >= 500 and response.status_code not in documented:
                 failures.append(
                     f"{case.method} {case.formatted_path} {case.body!r:.200}: {response.status_code} "
                     f"{response.text[:300]}"
