@@ -184,6 +184,9 @@ def main() -> None:
                 f"best, {streams} stream(s): {tput:.1f} windows/s vs raw batch {streams} {limit:.1f} -> ratio "
                 f"{ratio:.2f} (target >= {TARGET}) {'OK' if ratio >= TARGET else 'BELOW TARGET'}"
             )
+    except Exception:
+        print(f"worker log (tail):\n{logs.read_text()[-3000:]}", file=sys.stderr)
+        raise
     finally:
         worker.terminate()
         try:
