@@ -151,3 +151,62 @@ def test_distractor_scenes_show_a_blue_square_on_some_fail_frames():
     blue = [((f == (40, 60, 220)).all(-1)).sum() > 0 for f in frames]
     assert 0 < sum(blue) < 20
     assert not any(((f == (40, 60, 220)).all(-1)).any() for f in make_scenes([False] * 20, 32, seed=4))
+
+
+def test_best_checkpoint_holds_the_best_epochs_weights_whether_or_not_it_is_the_last(tmp_path, monkeypatch):
+    from safetensors.torch import load_file
+
+    from training.reporting import MemoryReporter
+    from training.resnet import train as train_module
+    from training.resnet.train import train_reward_model
+
+    labels = [True, False] * 6
+    images = make_scenes(labels, 32, seed=5)
+    config = small_config(batch_size=4, epochs=3, warmup_steps=0, hidden_dim=8, save_rlinf_layout=True)
+
+    def weights(folder):
+        return load_file(str(folder / "model.safetensors"))
+
+    def metrics(folder):
+        return json.loads((folder / "metrics.json").read_text())
+
+    real_evaluate = train_module.evaluate
+
+    def run(out, val_losses):
+        """Train with the validation loss of each epoch given, so the best epoch is known."""
+        losses = iter(val_losses)
+        snapshots = {}
+
+        def evaluate(model, *args):
+            _, accuracy, probs = real_evaluate(model, *args)
+            snapshots[len(snapshots) + 1] = {k: v.clone() for k, v in model.state_dict().items()}
+            return next(losses), accuracy, probs
+
+        monkeypatch.setattr(train_module, "evaluate", evaluate)
+        outcome = train_reward_model(
+            config, images, labels, images[:4], labels[:4], out_dir=out, reporter=MemoryReporter()
+        )
+        return outcome, snapshots
+
+    # the last epoch is the best: best/ has last/'s files (weights, config, metrics alike)
+    outcome, snapshots = run(tmp_path / "a", [0.9, 0.8, 0.7])
+    best, last = tmp_path / "a" / "best", tmp_path / "a" / "last"
+    assert outcome.best_epoch == 3 and metrics(best) == metrics(last) and metrics(best)["epoch"] == 3
+    assert (best / "config.json").read_text() == (last / "config.json").read_text()
+    for name, value in weights(best).items():
+        assert torch.equal(value, snapshots[3][name]) and torch.equal(value, weights(last)[name])
+    rlinf_best = torch.load(tmp_path / "a" / "checkpoints" / "best_model" / RLINF_PATH, weights_only=True)
+    assert all(torch.equal(v, snapshots[3][k]) for k, v in rlinf_best.items())
+
+    # an earlier epoch is the best: best/ has that epoch's weights and metrics, last/ the final ones
+    outcome, snapshots = run(tmp_path / "b", [0.9, 0.5, 0.7])
+    best, last = tmp_path / "b" / "best", tmp_path / "b" / "last"
+    assert outcome.best_epoch == 2 and metrics(best)["epoch"] == 2 and metrics(last)["epoch"] == 3
+    assert all(torch.equal(v, snapshots[2][k]) for k, v in weights(best).items())
+    assert all(torch.equal(v, snapshots[3][k]) for k, v in weights(last).items())
+    assert not all(torch.equal(v, weights(last)[k]) for k, v in weights(best).items())
+    rlinf_best = torch.load(tmp_path / "b" / "checkpoints" / "best_model" / RLINF_PATH, weights_only=True)
+    assert all(torch.equal(v, snapshots[2][k]) for k, v in rlinf_best.items())
+
+
+RLINF_PATH = "actor/model_state_dict/full_weights.pt"

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +26,7 @@ WEIGHTS_FILE = "model.safetensors"
 CONFIG_FILE = "config.json"
 METRICS_FILE = "metrics.json"
 RLINF_WEIGHTS = Path("actor") / "model_state_dict" / "full_weights.pt"
+CHECKPOINT_FILES = [WEIGHTS_FILE, CONFIG_FILE, METRICS_FILE]
 
 __all__ = ["load_checkpoint", "predict_proba", "save_checkpoint", "save_rlinf_weights", "state_dict_for_rlinf"]
 
@@ -61,6 +64,25 @@ def save_rlinf_weights(model: RewardResNet, folder: str | os.PathLike) -> Path:
     state = state_dict_for_rlinf(model)
     _write(target, lambda tmp: torch.save(state, tmp))
     return target
+
+
+def copy_checkpoint_files(source: str | os.PathLike, folder: str | os.PathLike, names: Sequence[Path | str]) -> Path:
+    """Give `folder` the same files as `source` (a checkpoint written moments ago from the same weights), by
+    hard link where the file system allows, else by copy; each lands under a temporary name, then is renamed."""
+    source, folder = Path(source), Path(folder)
+    for name in names:
+        target = folder / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        _write(target, lambda tmp, name=name: _link_or_copy(source / name, tmp))
+    return folder
+
+
+def _link_or_copy(source: Path, target: Path) -> None:
+    target.unlink(missing_ok=True)
+    try:
+        os.link(source, target)
+    except OSError:
+        shutil.copyfile(source, target)
 
 
 def load_checkpoint(folder: str | os.PathLike, device: str = "cpu") -> tuple[RewardResNet, ResNetConfig]:

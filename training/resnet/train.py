@@ -21,7 +21,7 @@ from torch.nn import functional as F
 from .. import distributed
 from ..reporting import JobCancelled, MemoryReporter, Reporter
 from ..resume import CheckpointClock, rng_restore, rng_state, state_load, state_save
-from .checkpoint import save_checkpoint, save_rlinf_weights
+from .checkpoint import CHECKPOINT_FILES, RLINF_WEIGHTS, copy_checkpoint_files, save_checkpoint, save_rlinf_weights
 from .config import ResNetConfig
 from .model import RewardResNet, load_pretrained_backbone
 
@@ -256,7 +256,9 @@ def train_reward_model(
         pending: list[tuple[int, int, float, torch.Tensor, torch.Tensor]] = []
         for position in range(first_position, steps_per_epoch):
             start = starts[position]
-            if reporter.should_cancel():
+            # alone, a cancel check is cheap (the job reporter rate-limits its query); across ranks it is a
+            # collective, so ranks ask together every REPORT_EVERY steps
+            if (world == 1 or position % REPORT_EVERY == 0) and reporter.should_cancel():
                 raise JobCancelled()
             index = mine[start : start + config.batch_size]
             images, labels = x_train[index], y_train[index]
@@ -302,7 +304,12 @@ def train_reward_model(
         if improved:
             best_loss, best_epoch, bad_epochs = val_loss, epoch, 0
             best_metrics = dict(last_metrics)
-            best_state = {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}
+            # the last epoch's weights train no further: they need no copy of their own
+            best_state = (
+                model.state_dict()
+                if epoch == config.epochs
+                else {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}
+            )
         else:
             bad_epochs += 1
         reporter.report_epoch(
@@ -339,15 +346,21 @@ def train_reward_model(
             shards=shards,
         )
     save_checkpoint(model, config, out_dir / LAST, metrics=last_metrics, step=step)
+    last_rlinf = out_dir / RLINF_DIR / f"global_step_{step}"
     if config.save_rlinf_layout:
-        save_rlinf_weights(model, out_dir / RLINF_DIR / f"global_step_{step}")
-    if best_state is None:  # val_loss was never finite: the last weights are the best we have
+        save_rlinf_weights(model, last_rlinf)
+    if best_state is None or best_epoch == epoch:
+        # the last weights are the best (or val_loss was never finite and they are all we have): the best
+        # checkpoint is the last one's files, linked rather than written again
         best_metrics = dict(last_metrics)
+        copy_checkpoint_files(out_dir / LAST, out_dir / BEST, CHECKPOINT_FILES)
+        if config.save_rlinf_layout:
+            copy_checkpoint_files(last_rlinf, out_dir / RLINF_DIR / "best_model", [RLINF_WEIGHTS])
     else:
         model.load_state_dict(best_state)
-    save_checkpoint(model, config, out_dir / BEST, metrics=best_metrics, step=best_metrics["step"])
-    if config.save_rlinf_layout:
-        save_rlinf_weights(model, out_dir / RLINF_DIR / "best_model")
+        save_checkpoint(model, config, out_dir / BEST, metrics=best_metrics, step=best_metrics["step"])
+        if config.save_rlinf_layout:
+            save_rlinf_weights(model, out_dir / RLINF_DIR / "best_model")
     reporter.log(f"saved best (epoch {best_epoch or epoch}) and last checkpoints")
     return TrainOutcome(
         best_metrics=best_metrics,
