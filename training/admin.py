@@ -6,7 +6,15 @@ from django.contrib import admin, messages
 from django.utils.html import format_html
 
 from . import services
-from .models import DatasetSnapshot, JobMetric, LabelQueueItem, RetrainPolicy, TrainedModel, TrainingJob
+from .models import (
+    DatasetSnapshot,
+    JobMetric,
+    LabelEfficiency,
+    LabelQueueItem,
+    RetrainPolicy,
+    TrainedModel,
+    TrainingJob,
+)
 
 
 class NoAddMixin:
@@ -134,6 +142,17 @@ class LabelQueueItemAdmin(NoAddMixin, admin.ModelAdmin):
     list_filter = ["project"]
     search_fields = ["project__name", "step__episode__uuid"]
     readonly_fields = [f.name for f in LabelQueueItem._meta.fields]
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(LabelEfficiency)
+class LabelEfficiencyAdmin(NoAddMixin, admin.ModelAdmin):
+    """Read-only: written by `bench/active.py --project` (training/label_efficiency.py)."""
+
+    list_display = ["project", "command", "measured_at"]
+    readonly_fields = ["project", "result", "command", "measured_at"]
 
     def has_change_permission(self, request, obj=None):
         return False

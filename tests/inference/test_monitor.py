@@ -149,6 +149,8 @@ def test_a_breach_raises_the_alarm_after_its_hold_period_even_when_traffic_stops
 def test_the_alarm_frames_join_the_head_of_the_labeling_queue_one_label_from_training_data(project, user):
     """The disagreeing frames become steps of a monitor episode in the project, pinned at the head of its
     queue with the alarm's reason; a recompute keeps them first; labeling one moves "Label next" on."""
+    from asgiref.sync import async_to_sync
+
     from inference.broker import dump_npy
     from inference.models import DeploymentMonitor
     from inference.monitor_queue import ALARM_REASON
@@ -167,7 +169,7 @@ def test_the_alarm_frames_join_the_head_of_the_labeling_queue_one_label_from_tra
     LabelQueueItem.objects.create(project=project, step=older.steps.get(index=1), rank=0, score=0.5, probability=0.5)
     deployment = deploy(make_trained_model(project))
     DeploymentMonitor.objects.create(deployment=deployment, hold_s=1.0, min_items=4, false_success_threshold=0.3)
-    config, payload, start = deployment_config(deployment.name), dump_npy(random_images(4)), time.time()
+    config, payload, start = async_to_sync(deployment_config)(deployment.name), dump_npy(random_images(4)), time.time()
     for t in range(4):
         batch = ServedBatch(config, payload, [0.9, 0.8, 0.95, 0.1], [False] * 4, ["hover"] * 4, "a1", start + 0.5 * t)
         monitor_submit(batch)

@@ -153,6 +153,8 @@ def test_a_reward_hacking_alarm_fires_a_signed_alarm_webhook_retried_by_celery(
 ):
     """The monitor's alarm emits `alarm.raised`; a real Celery worker delivers it, and retries it after the
     receiver's first answer (503) with the usual backoff."""
+    from asgiref.sync import async_to_sync
+
     from inference.broker import dump_npy
     from inference.models import DeploymentMonitor
     from inference.monitor_store import ServedBatch, monitor_flush, monitor_submit
@@ -164,7 +166,7 @@ def test_a_reward_hacking_alarm_fires_a_signed_alarm_webhook_retried_by_celery(
     receiver.statuses = [503]
     deployment = deploy(make_trained_model(project))
     DeploymentMonitor.objects.create(deployment=deployment, hold_s=1.0, min_items=4, false_success_threshold=0.3)
-    config, payload, start = deployment_config(deployment.name), dump_npy(random_images(4)), time.time()
+    config, payload, start = async_to_sync(deployment_config)(deployment.name), dump_npy(random_images(4)), time.time()
     with mock.patch("labeling.services._queue_proposals"):  # the alarm's monitor episode queues none here
         for t in range(4):
             monitor_submit(ServedBatch(config, payload, [0.9] * 4, [False] * 4, ["ep"] * 4, "rl-7", start + 0.5 * t))
