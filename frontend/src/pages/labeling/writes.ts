@@ -44,12 +44,9 @@ export class Writer {
     const { saveStatus, queue } = this;
     saveStatus.dataset.state = "error";
     saveStatus.textContent = `Not saved: ${error instanceof Error ? error.message : String(error)}`;
-    queue
-      .run(this.reload)
-      .then(() => {
-        saveStatus.dataset.state = queue.busy ? "busy" : "idle";
-      })
-      .catch(() => undefined); // still offline: the message stays until a save succeeds
+    // Resync with the server (the label that was not saved disappears). The message stays until a save
+    // succeeds (send() clears it): a quick resync must not replace it with "Saved" before anyone reads it.
+    queue.run(this.reload).catch(() => undefined);
   };
 
   send<T>(path: string, init: Init, onConflict?: (conflicts: Conflict[]) => void): Promise<T | undefined> {
