@@ -12,7 +12,6 @@ webapp/asgi.py puts it in front of Django for every web process.
 
 from __future__ import annotations
 
-import json
 import re
 import time
 from urllib.parse import parse_qs
@@ -22,6 +21,7 @@ from django.conf import settings
 from labeling import access
 from labeling.tokens import token_from_header
 from webapp import metrics
+from webapp.asgi_http import HttpError, read_body, respond_json
 
 from .auth import MALFORMED, UNKNOWN, cached_agent
 from .limits import client_key, too_many
@@ -33,14 +33,6 @@ from .throttles import bad_request_limit, limiter, rewards_limit
 ROUTE = re.compile(r"^/api/deployments/(?P<name>[-a-zA-Z0-9_]+)/rewards$")
 NPY = "application/x-npy"
 ENDPOINT = "api/deployments/<slug:name>/rewards"  # the URL pattern's label in rs_http_requests
-
-
-class HttpError(Exception):
-    def __init__(self, status: int, detail: str, retry_after: int = 0):
-        super().__init__(detail)
-        self.status = status
-        self.detail = detail
-        self.retry_after = retry_after
 
 
 class RewardsFastPath:
@@ -65,7 +57,7 @@ class RewardsFastPath:
             status, body, retry_after = exc.status, {"detail": exc.detail}, exc.retry_after
             if 400 <= status < 500 and status != 429:
                 await limiter().hit(bad_request_limit(), "bad:" + client)
-        await _respond(send, status, body, retry_after)
+        await respond_json(send, status, body, retry_after)
         deployment = match["name"][:100] if status != 404 else ""
         metrics.observe_request(ENDPOINT, "POST", status, time.perf_counter() - started, deployment)
 
@@ -126,29 +118,4 @@ class RewardsFastPath:
 async def _read_body(receive) -> bytes:
     # The largest valid body: MAX_REQUEST_PIXELS RGB bytes plus a generous .npy header.
     limit = min(settings.DATA_UPLOAD_MAX_MEMORY_SIZE, settings.MAX_REQUEST_PIXELS * 3 + 65536)
-    chunks, size = [], 0
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            raise HttpError(400, "the client went away before sending the whole body")
-        chunk = message.get("body", b"")
-        size += len(chunk)
-        if size > limit:
-            raise HttpError(
-                413,
-                f"body larger than {limit} bytes (MAX_REQUEST_PIXELS x 3 plus the header, DATA_UPLOAD_MAX_MEMORY_SIZE)",
-            )
-        chunks.append(chunk)
-        if not message.get("more_body", False):
-            return b"".join(chunks)
-
-
-async def _respond(send, status: int, body: dict, retry_after: int = 0) -> None:
-    raw = json.dumps(body).encode()
-    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(raw)).encode())]
-    if status == 401:
-        headers.append((b"www-authenticate", b"Bearer"))
-    if retry_after:
-        headers.append((b"retry-after", str(retry_after).encode()))
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": raw})
+    return await read_body(receive, limit, "MAX_REQUEST_PIXELS x 3 plus the header, DATA_UPLOAD_MAX_MEMORY_SIZE")
