@@ -154,14 +154,12 @@ class LabelChangeAdmin(admin.ModelAdmin):
     raw_id_fields = ["episode"]
 
 
-@admin.register(ImportJob)
-class ImportJobAdmin(admin.ModelAdmin):
-    """Read-only: jobs are made by the import page and advanced by the worker."""
+class _JobAdmin(admin.ModelAdmin):
+    """Read-only job rows with their progress (the worker advances them)."""
 
     list_display = ["id", "project", "status", "progress", "created_by", "created_at", "finished_at"]
     list_filter = ["status", "project"]
     search_fields = ["project__name", "created_by__username", "error"]
-    readonly_fields = [f.name for f in ImportJob._meta.fields]
 
     @admin.display(description="Progress")
     def progress(self, obj) -> str:
@@ -172,23 +170,17 @@ class ImportJobAdmin(admin.ModelAdmin):
 
     def has_change_permission(self, request, obj=None):
         return False
+
+
+@admin.register(ImportJob)
+class ImportJobAdmin(_JobAdmin):
+    """Jobs made by the import page."""
+
+    readonly_fields = [f.name for f in ImportJob._meta.fields]
 
 
 @admin.register(ProposalJob)
-class ProposalJobAdmin(admin.ModelAdmin):
-    """Read-only: jobs are started by "Generate proposals" (or the API) and advanced by the worker."""
+class ProposalJobAdmin(_JobAdmin):
+    """Jobs started by "Generate proposals" (or the API)."""
 
-    list_display = ["id", "project", "status", "progress", "created_by", "created_at", "finished_at"]
-    list_filter = ["status", "project"]
-    search_fields = ["project__name", "created_by__username", "error"]
     readonly_fields = [f.name for f in ProposalJob._meta.fields]
-
-    @admin.display(description="Progress")
-    def progress(self, obj) -> str:
-        return f"{obj.done}/{obj.total} ({obj.percent}%)"
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
