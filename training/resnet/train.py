@@ -332,9 +332,10 @@ def train_reward_model(
             reporter.log(f"early stop: val_loss did not improve by {config.min_delta} for {config.patience} epochs")
             break
     shards = record.gathered()
-    if rank != 0:  # only rank 0 writes checkpoints; the others return what they trained
+
+    def outcome(best: dict) -> TrainOutcome:
         return TrainOutcome(
-            best_metrics=best_metrics or dict(last_metrics),
+            best_metrics=best,
             last_metrics=last_metrics,
             best_epoch=best_epoch or epoch,
             epochs_run=epoch,
@@ -345,6 +346,9 @@ def train_reward_model(
             history=history,
             shards=shards,
         )
+
+    if rank != 0:  # only rank 0 writes checkpoints; the others return what they trained
+        return outcome(best_metrics or dict(last_metrics))
     save_checkpoint(model, config, out_dir / LAST, metrics=last_metrics, step=step)
     last_rlinf = out_dir / RLINF_DIR / f"global_step_{step}"
     if config.save_rlinf_layout:
@@ -362,15 +366,4 @@ def train_reward_model(
         if config.save_rlinf_layout:
             save_rlinf_weights(model, out_dir / RLINF_DIR / "best_model")
     reporter.log(f"saved best (epoch {best_epoch or epoch}) and last checkpoints")
-    return TrainOutcome(
-        best_metrics=best_metrics,
-        last_metrics=last_metrics,
-        best_epoch=best_epoch or epoch,
-        epochs_run=epoch,
-        steps=step,
-        stopped_early=stopped_early,
-        best_folder=out_dir / BEST,
-        last_folder=out_dir / LAST,
-        history=history,
-        shards=shards,
-    )
+    return outcome(best_metrics)
