@@ -14,6 +14,7 @@ import shutil
 import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -62,14 +63,14 @@ def import_job_run(job_id: int) -> ImportJob | None:
     job = ImportJob.objects.select_related("project").filter(pk=job_id).first()
     if job is None or job.finished:
         return job
-    ImportJob.objects.filter(pk=job.pk).update(status=ImportJob.Status.RUNNING, done=0)
+    ImportJob.objects.filter(pk=job.pk).update(status=ImportJob.Status.RUNNING, done=0, updated_at=timezone.now())
     folder = Path(job.folder)
 
     def on_sources(count: int) -> None:
-        ImportJob.objects.filter(pk=job.pk).update(total=count)
+        ImportJob.objects.filter(pk=job.pk).update(total=count, updated_at=timezone.now())
 
     def on_progress(source: Source) -> None:
-        ImportJob.objects.filter(pk=job.pk).update(done=F("done") + 1)
+        ImportJob.objects.filter(pk=job.pk).update(done=F("done") + 1, updated_at=timezone.now())
 
     status, error, summary = ImportJob.Status.FAILED, "", {}
     try:
@@ -88,12 +89,34 @@ def import_job_run(job_id: int) -> ImportJob | None:
             raise
         error = f"the import took longer than {settings.IMPORT_TIME_LIMIT_SECONDS} s (IMPORT_TIME_LIMIT_SECONDS)"
     finally:
+        now = timezone.now()
         ImportJob.objects.filter(pk=job.pk).update(
-            status=status, error=error, summary=summary, finished_at=timezone.now()
+            status=status, error=error, summary=summary, finished_at=now, updated_at=now
         )
         shutil.rmtree(folder, ignore_errors=True)
     job.refresh_from_db()
     return job
+
+
+def import_jobs_fail_stale(*, now=None) -> list[int]:
+    """Fail running imports whose row has not moved for longer than a task may run (its hard time limit,
+    IMPORT_TIME_LIMIT_SECONDS + 30 s, and a margin): their worker is gone. Their uploads are removed.
+    Queued imports are left alone: their message may wait behind other imports for any time."""
+    now = now or timezone.now()
+    silent = settings.IMPORT_TIME_LIMIT_SECONDS + 60
+    stale = ImportJob.objects.filter(status=ImportJob.Status.RUNNING, updated_at__lt=now - timedelta(seconds=silent))
+    failed = []
+    for job_id, folder in stale.values_list("pk", "folder"):
+        reason = (
+            f"no worker finished this import: nothing moved for over {silent} s, longer than an import may run "
+            "(IMPORT_TIME_LIMIT_SECONDS); was the ingest worker stopped? Upload the files again."
+        )
+        if stale.filter(pk=job_id).update(
+            status=ImportJob.Status.FAILED, error=reason, finished_at=now, updated_at=now
+        ):
+            shutil.rmtree(folder, ignore_errors=True)
+            failed.append(job_id)
+    return failed
 
 
 @contextlib.contextmanager

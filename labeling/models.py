@@ -319,6 +319,7 @@ class ImportJob(models.Model):
     summary = models.JSONField(default=dict, blank=True)
     error = models.TextField(blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True, help_text="Last progress (a stale running job is failed).")
     finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:

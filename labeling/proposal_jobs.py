@@ -21,21 +21,29 @@ from .models import Project, ProposalJob
 from .proposals import GenerateResult, proposals_generate
 
 
-def _stale_before():
-    """An active job whose row has not moved for longer than a task may run lost its worker."""
-    return timezone.now() - timedelta(seconds=settings.PROPOSALS_TIME_LIMIT_SECONDS + 60)
+def proposal_jobs_fail_stale(*, project: Project | None = None, now=None) -> list[int]:
+    """Fail active jobs (of `project`, or all) whose row has not moved for longer than a task may run (its
+    hard time limit, PROPOSALS_TIME_LIMIT_SECONDS + 30 s, and a margin): their worker is gone."""
+    now = now or timezone.now()
+    silent = settings.PROPOSALS_TIME_LIMIT_SECONDS + 60
+    stale = ProposalJob.objects.filter(status__in=ProposalJob.ACTIVE, updated_at__lt=now - timedelta(seconds=silent))
+    if project is not None:
+        stale = stale.filter(project=project)
+    ids = list(stale.values_list("pk", flat=True))
+    reason = (
+        f"no worker finished this job: nothing moved for over {silent} s, longer than a job may run "
+        "(PROPOSALS_TIME_LIMIT_SECONDS); was the ingest worker stopped?"
+    )
+    stale.filter(pk__in=ids).update(status=ProposalJob.Status.FAILED, error=reason, finished_at=now, updated_at=now)
+    return ids
 
 
 def proposal_job_start(*, project: Project, user=None) -> tuple[ProposalJob, bool]:
     """The project's active generation job, or a new one queued once the transaction commits; True when new."""
     with transaction.atomic():
         Project.objects.select_for_update().filter(pk=project.pk).first()  # one start at a time per project
+        proposal_jobs_fail_stale(project=project)
         active = ProposalJob.objects.filter(project=project, status__in=ProposalJob.ACTIVE)
-        active.filter(updated_at__lt=_stale_before()).update(
-            status=ProposalJob.Status.FAILED,
-            error="no worker finished this job in time (was the ingest worker stopped?)",
-            finished_at=timezone.now(),
-        )
         running = active.order_by("-created_at").first()
         if running is not None:
             return running, False

@@ -43,3 +43,12 @@ def generate_project_proposals(job_id: int) -> str:
     from .proposal_jobs import proposal_job_run
 
     return proposal_job_run(job_id)
+
+
+@shared_task
+def fail_stale_jobs() -> dict:
+    """Scheduled by beat (webapp/celery.py) on the default queue: import and proposal jobs whose worker is gone."""
+    from .import_jobs import import_jobs_fail_stale
+    from .proposal_jobs import proposal_jobs_fail_stale
+
+    return {"imports": import_jobs_fail_stale(), "proposals": proposal_jobs_fail_stale()}

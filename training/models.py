@@ -40,6 +40,12 @@ class DatasetSnapshot(models.Model):
     error = models.TextField(blank=True)
     frames_done = models.PositiveIntegerField(default=0, help_text="Frames written so far by the build.")
     frames_total = models.PositiveIntegerField(default=0, help_text="Frames the build will write (0: not known yet).")
+    attempt = models.PositiveIntegerField(
+        default=0, help_text="Builds started; a build lost with its worker is requeued."
+    )
+    celery_task_id = models.CharField(max_length=100, blank=True)
+    enqueued_at = models.DateTimeField(null=True, blank=True, help_text="When the build's message was last sent.")
+    heartbeat_at = models.DateTimeField(null=True, blank=True, help_text="Last progress of the running build.")
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
     created_at = models.DateTimeField(auto_now_add=True)
     finished_at = models.DateTimeField(null=True, blank=True)

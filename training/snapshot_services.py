@@ -13,12 +13,14 @@ import traceback
 import zipfile
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
+from datetime import timedelta
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
+from django.conf import settings
 from django.core.files.storage import default_storage
 from django.db import transaction
-from django.db.models import F, Max
+from django.db.models import F, Max, Q
 from django.utils import timezone
 
 from labeling.images import decode_rgb, encode_array
@@ -36,10 +38,15 @@ from .storage import local_path
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
+T_in = TypeVar("T_in")
 
 
 class SnapshotError(ValueError):
     """A snapshot that cannot be built from the project's labels; the message says why."""
+
+
+class BuildSuperseded(RuntimeError):
+    """This build no longer owns its snapshot (finished, deleted, or taken over by a requeued build)."""
 
 
 def snapshot_create(
@@ -71,25 +78,35 @@ def snapshot_start(*, project: Project, options: dict | None = None, created_by=
     """Number a new snapshot (options checked now) and queue its build (`training.tasks.build_snapshot`) once
     the surrounding transaction commits; the row stays `building` with its progress until the task ends."""
     snapshot = snapshot_create(project=project, options=options, created_by=created_by, build=False)
-    from .tasks import build_snapshot
-
-    transaction.on_commit(lambda: build_snapshot.delay(snapshot.pk))
+    transaction.on_commit(lambda: snapshot_enqueue(snapshot_id=snapshot.pk))
     return snapshot
 
 
-class BuildProgress:
-    """Counts the frames a build writes and stores the count on the row every `every` frames or `seconds`."""
+def snapshot_enqueue(*, snapshot_id: int) -> None:
+    """Send the build's message (again, for a requeued build or a lost message); the newest task id is kept."""
+    from .tasks import build_snapshot
 
-    def __init__(self, snapshot_id: int, total: int, every: int = 4096, seconds: float = 0.5):
+    result = build_snapshot.apply_async(args=[snapshot_id], queue=settings.CELERY_QUEUE_DEFAULT)
+    DatasetSnapshot.objects.filter(pk=snapshot_id).update(celery_task_id=result.id, enqueued_at=timezone.now())
+
+
+class BuildProgress:
+    """Counts the frames a build writes and stores the count, with the build's heartbeat, on the row every
+    `every` frames or `seconds`. Raises BuildSuperseded once the row is no longer this build's (`attempt`)."""
+
+    def __init__(self, snapshot_id: int, total: int, every: int = 4096, seconds: float = 0.5, attempt=None):
         self.snapshot_id, self.total, self.every, self.seconds = snapshot_id, total, every, seconds
+        self.attempt = attempt
         self.done = self._saved = 0
         self._saved_at = time.monotonic()
         self._store()
 
-    def counting(self, load: Callable[[FrameRef], T]) -> Callable[[FrameRef], T]:
-        def counted(ref: FrameRef) -> T:
+    def counting(self, load: Callable[[T_in], T], *, count: bool = True) -> Callable[[T_in], T]:
+        """`load` that counts a written frame per call (or, with count=False, only keeps the heartbeat)."""
+
+        def counted(ref: T_in) -> T:
             out = load(ref)
-            self.done += 1
+            self.done += count
             if self.done - self._saved >= self.every or time.monotonic() - self._saved_at >= self.seconds:
                 self._store()
             return out
@@ -98,47 +115,78 @@ class BuildProgress:
 
     def _store(self) -> None:
         self._saved, self._saved_at = self.done, time.monotonic()
-        DatasetSnapshot.objects.filter(pk=self.snapshot_id, status=DatasetSnapshot.Status.BUILDING).update(
-            frames_done=min(self.done, self.total), frames_total=self.total
+        rows = DatasetSnapshot.objects.filter(pk=self.snapshot_id, status=DatasetSnapshot.Status.BUILDING)
+        if self.attempt is not None:
+            rows = rows.filter(attempt=self.attempt)
+        stored = rows.update(
+            frames_done=min(self.done, self.total), frames_total=self.total, heartbeat_at=timezone.now()
         )
+        if not stored:
+            raise BuildSuperseded(f"snapshot {self.snapshot_id} is no longer built by this task")
+
+
+def _build_claim(snapshot_id: int) -> int | None:
+    """Start a build of a snapshot still building, unless another build of it is alive (a duplicate
+    message); the new attempt number, or None."""
+    now = timezone.now()
+    alive_after = now - timedelta(seconds=settings.SNAPSHOT_STALE_AFTER_SECONDS)
+    rows = DatasetSnapshot.objects.filter(pk=snapshot_id, status=DatasetSnapshot.Status.BUILDING).filter(
+        Q(heartbeat_at__isnull=True) | Q(heartbeat_at__lt=alive_after)
+    )
+    if not rows.update(attempt=F("attempt") + 1, heartbeat_at=now, frames_done=0):
+        return None
+    return DatasetSnapshot.objects.values_list("attempt", flat=True).get(pk=snapshot_id)
 
 
 def snapshot_build(*, snapshot_id: int) -> str:
     """Write the snapshot's files; the row becomes ready (immutable) or failed with the reason.
 
-    Idempotent: a snapshot already ready or failed (or deleted) is left alone and its status returned; one
-    still building (a task sent twice, or a worker lost mid-build) is built again from an empty folder."""
+    Idempotent: a snapshot already ready or failed (or deleted) is left alone and its status returned, and
+    so is one whose build is alive elsewhere (a duplicate message); one still building whose build went
+    silent (a worker lost mid-build, requeued by `snapshots_recover_stale`) is built again from an empty
+    folder, and the silent build stops at its next progress write if it comes back."""
     snapshot = DatasetSnapshot.objects.select_related("project").filter(pk=snapshot_id).first()
     if snapshot is None:
         return "deleted"
     if snapshot.status != DatasetSnapshot.Status.BUILDING:
         return snapshot.status
+    attempt = _build_claim(snapshot_id)
+    if attempt is None:
+        return snapshot.status
+    mine = DatasetSnapshot.objects.filter(pk=snapshot_id, status=DatasetSnapshot.Status.BUILDING, attempt=attempt)
     folder = local_path(snapshot.folder)
     try:
         shutil.rmtree(folder, ignore_errors=True)
         folder.mkdir(parents=True)
-        stats = _write_files(snapshot, folder)
+        stats = _write_files(snapshot, folder, attempt)
+    except BuildSuperseded:
+        return _status_or_deleted(snapshot_id, folder)
     except Exception as exc:
         shutil.rmtree(folder, ignore_errors=True)
         message = str(exc) if isinstance(exc, SnapshotError) else f"{exc.__class__.__name__}: {exc}"
         if not isinstance(exc, SnapshotError):
             logger.exception("snapshot %s failed", snapshot_id)
             message += "\n" + traceback.format_exc()
-        DatasetSnapshot.objects.filter(pk=snapshot_id).update(
-            status=DatasetSnapshot.Status.FAILED, error=message, finished_at=timezone.now()
-        )
+        if not mine.update(status=DatasetSnapshot.Status.FAILED, error=message, finished_at=timezone.now()):
+            return _status_or_deleted(snapshot_id, folder)
         return DatasetSnapshot.Status.FAILED
-    ready = DatasetSnapshot.objects.filter(pk=snapshot_id, status=DatasetSnapshot.Status.BUILDING).update(
+    ready = mine.update(
         status=DatasetSnapshot.Status.READY, stats=stats, finished_at=timezone.now(), frames_done=F("frames_total")
     )
-    if not ready:  # deleted while building: its files go with it
-        if not DatasetSnapshot.objects.filter(pk=snapshot_id).exists():
-            shutil.rmtree(folder, ignore_errors=True)
-            return "deleted"
-        return DatasetSnapshot.objects.get(pk=snapshot_id).status
+    if not ready:
+        return _status_or_deleted(snapshot_id, folder)
     snapshot_data = {"snapshot": {"id": snapshot_id, "number": snapshot.number, "stats": stats}}
     webhook_emit_safely(project_id=snapshot.project_id, event=events.SNAPSHOT_READY, data=snapshot_data)
     return DatasetSnapshot.Status.READY
+
+
+def _status_or_deleted(snapshot_id: int, folder: Path) -> str:
+    """The status of a snapshot this build no longer owns; a snapshot deleted meanwhile takes its files along."""
+    status = DatasetSnapshot.objects.filter(pk=snapshot_id).values_list("status", flat=True).first()
+    if status is None:
+        shutil.rmtree(folder, ignore_errors=True)
+        return "deleted"
+    return status
 
 
 class _FrameCache:
@@ -161,7 +209,7 @@ class _FrameCache:
         return array
 
 
-def _write_files(snapshot: DatasetSnapshot, folder: Path) -> dict:
+def _write_files(snapshot: DatasetSnapshot, folder: Path, attempt: int | None = None) -> dict:
     project = snapshot.project
     opts = SnapshotOptions.from_dict(snapshot.options)
     episodes, manifest = selectors.labeled_frames(project=project, sources=opts.sources, camera=opts.camera)
@@ -180,8 +228,12 @@ def _write_files(snapshot: DatasetSnapshot, folder: Path) -> dict:
         )
     frames = _FrameCache()
     total = (len(split.train) + len(split.val)) * (2 if opts.png_folders else 1)
-    progress = BuildProgress(snapshot.pk, total)
-    load = progress.counting(lambda ref: frames.load(ref.image))
+    progress = BuildProgress(snapshot.pk, total, attempt=attempt)
+
+    def load_frame(ref: FrameRef):
+        return frames.load(ref.image)
+
+    load = progress.counting(load_frame)
     raw_path = f"reward-studio://{project.name}/snapshot_{snapshot.number}"
     if plan.mode == "frame":
         all_frames = [f for ep in episodes for f in ep]
@@ -215,7 +267,7 @@ def _write_files(snapshot: DatasetSnapshot, folder: Path) -> dict:
         "camera": opts.camera,
     }
     if opts.trend:
-        stats["trend"] = _write_trend(snapshot, folder / "trend", opts, frames)
+        stats["trend"] = _write_trend(snapshot, folder / "trend", opts, progress.counting(frames.load, count=False))
     (folder / "snapshot.json").write_text(
         json.dumps(
             {
@@ -258,7 +310,7 @@ def _write_png_folders(
             target.write_bytes(encode_array(array, max_side=1 << 15, max_pixels=1 << 30).data)
 
 
-def _write_trend(snapshot: DatasetSnapshot, folder: Path, opts: SnapshotOptions, frames: _FrameCache) -> dict:
+def _write_trend(snapshot: DatasetSnapshot, folder: Path, opts: SnapshotOptions, load: Callable[[str], Any]) -> dict:
     from training.vlm.prompt import prompt_render
 
     project = snapshot.project
@@ -284,7 +336,7 @@ def _write_trend(snapshot: DatasetSnapshot, folder: Path, opts: SnapshotOptions,
     info = write_trend_dataset(
         folder,
         split,
-        load=frames.load,
+        load=load,
         prompt=prompt,
         task=project.task_description,
         options=trend_opts,

@@ -37,6 +37,14 @@ def recover_stale_jobs() -> dict:
     return jobs_recover_stale().as_dict()
 
 
+@shared_task(name="training.tasks.recover_stale_snapshots")
+def recover_stale_snapshots() -> dict:
+    """Scheduled by beat (webapp/celery.py) on the default queue."""
+    from .snapshot_recovery import snapshots_recover_stale
+
+    return snapshots_recover_stale().as_dict()
+
+
 @shared_task(name="training.tasks.build_snapshot")
 def build_snapshot(snapshot_id: int) -> str:
     from .snapshot_services import snapshot_build

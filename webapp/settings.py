@@ -212,6 +212,8 @@ CELERY_TASK_ROUTES = {
     "training.tasks.run_training_job": {"queue": CELERY_QUEUE_TRAINING},
     "training.tasks.build_snapshot": {"queue": CELERY_QUEUE_DEFAULT},
     "training.tasks.recover_stale_jobs": {"queue": CELERY_QUEUE_DEFAULT},
+    "training.tasks.recover_stale_snapshots": {"queue": CELERY_QUEUE_DEFAULT},
+    "labeling.tasks.fail_stale_jobs": {"queue": CELERY_QUEUE_DEFAULT},
     "labeling.tasks.run_import_job": {"queue": CELERY_QUEUE_INGEST},
     "labeling.tasks.generate_project_proposals": {"queue": CELERY_QUEUE_INGEST},
     "webhooks.tasks.deliver_webhook": {"queue": CELERY_QUEUE_DEFAULT},
@@ -246,6 +248,9 @@ TRAINING_HEARTBEAT_SECONDS = env_int("TRAINING_HEARTBEAT_SECONDS", 20, minimum=1
 TRAINING_STALE_AFTER_SECONDS = env_int("TRAINING_STALE_AFTER_SECONDS", 120, minimum=2)
 TRAINING_MAX_ATTEMPTS = env_int("TRAINING_MAX_ATTEMPTS", 3, minimum=1)
 TRAINING_SWEEP_SECONDS = env_int("TRAINING_SWEEP_SECONDS", 60, minimum=1)
+# Snapshot builds survive their workers too: a build silent this long is requeued, at most this many builds.
+SNAPSHOT_STALE_AFTER_SECONDS = env_int("SNAPSHOT_STALE_AFTER_SECONDS", 300, minimum=2)
+SNAPSHOT_MAX_ATTEMPTS = env_int("SNAPSHOT_MAX_ATTEMPTS", 3, minimum=1)
 
 # Where model weights may be read from (pretrained backbones, VLM base folders): local paths only.
 MODEL_DIR = env_path("MODEL_DIR", DATA_DIR / "models")

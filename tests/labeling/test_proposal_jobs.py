@@ -112,7 +112,7 @@ def test_a_stale_active_job_is_failed_and_a_new_one_starts(user_client, project,
     fresh = start(user_client, project)
     assert fresh.status_code == 202 and fresh.json()["id"] != job_id
     stale = ProposalJob.objects.get(pk=job_id)
-    assert stale.status == "failed" and "no worker finished this job in time" in stale.error
+    assert stale.status == "failed" and "no worker finished this job" in stale.error
 
 
 def test_agents_with_the_labels_scope_start_jobs_and_annotators_cannot_cancel(

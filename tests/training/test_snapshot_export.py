@@ -13,7 +13,14 @@ import torch
 from labeling.models import FrameLabel
 from training.datasets.rlinf_binary import read_payload
 from training.models import DatasetSnapshot, ImmutableError
-from training.snapshot_services import BuildProgress, SnapshotError, snapshot_archive, snapshot_build, snapshot_create
+from training.snapshot_services import (
+    BuildProgress,
+    BuildSuperseded,
+    SnapshotError,
+    snapshot_archive,
+    snapshot_build,
+    snapshot_create,
+)
 from training.storage import local_path
 from training.vlm.data import trend_split_load
 
@@ -196,13 +203,17 @@ def test_build_progress_is_stored_in_steps_and_never_on_a_finished_snapshot(labe
         assert count(ref) == ref  # the loader's value passes through
     snapshot.refresh_from_db()
     assert (snapshot.frames_done, snapshot.frames_total, snapshot.percent) == (4, 10, 40)
+    assert snapshot.heartbeat_at is not None  # each store is the build's heartbeat...
+    assert snapshot_build(snapshot_id=snapshot.pk) == "building"  # ...so a second build of it does not start
+    DatasetSnapshot.objects.filter(pk=snapshot.pk).update(heartbeat_at=None)  # the first was lost and requeued
     assert snapshot_build(snapshot_id=snapshot.pk) == "ready"
     snapshot.refresh_from_db()
     written = snapshot.stats["train"]["total"] + snapshot.stats["val"]["total"]
     per_frame = 2 if snapshot.options["png_folders"] else 1  # the payloads, then the PNG folders
     assert snapshot.frames_done == snapshot.frames_total == written * per_frame > 0 and snapshot.progress == 1.0
-    for ref in range(8):
-        count(ref)  # a late writer (a duplicate task) cannot move a ready snapshot
+    with pytest.raises(BuildSuperseded):  # a late writer (the lost build) stops: it cannot move a ready snapshot
+        for ref in range(8):
+            count(ref)
     assert DatasetSnapshot.objects.get(pk=snapshot.pk).frames_total == snapshot.frames_total
     assert snapshot_build(snapshot_id=snapshot.pk) == "ready" and snapshot_build(snapshot_id=10**9) == "deleted"
 
@@ -214,10 +225,10 @@ def test_a_snapshot_deleted_while_building_leaves_no_files(labeled_project, monk
     snapshot = snapshot_create(project=labeled_project, options={"trend": False}, build=False)
     real_write = snapshot_services._write_files
 
-    def delete_midway(row, folder):
+    def delete_midway(row, folder, attempt):
         snapshot_services.snapshot_delete(snapshot=row)  # someone deletes it from the page meanwhile
         folder.mkdir(parents=True)  # ...while the task goes on writing its files
-        return real_write(row, folder)
+        return real_write(row, folder, attempt)
 
     monkeypatch.setattr(snapshot_services, "_write_files", delete_midway)
     assert snapshot_build(snapshot_id=snapshot.pk) == "deleted"

@@ -13,6 +13,8 @@ EXPECTED = {
     "training.tasks.run_training_job": "training",
     "training.tasks.build_snapshot": "default",
     "training.tasks.recover_stale_jobs": "default",
+    "training.tasks.recover_stale_snapshots": "default",
+    "labeling.tasks.fail_stale_jobs": "default",
     "labeling.tasks.run_import_job": "ingest",
     "labeling.tasks.generate_project_proposals": "ingest",
     "webhooks.tasks.deliver_webhook": "default",
@@ -34,14 +36,18 @@ def test_every_registered_task_is_routed_to_its_pinned_queue():
     assert {name: _queue_of(name) for name in ours} == EXPECTED
 
 
-def test_beat_sends_the_sweep_to_the_default_queue():
+SWEEPS = {"training-recover-stale-jobs", "training-recover-stale-snapshots", "labeling-fail-stale-jobs"}
+
+
+def test_beat_sends_the_sweeps_to_the_default_queue():
     app.loader.import_default_modules()
     schedule = app.conf.beat_schedule
-    assert set(schedule) == {"training-recover-stale-jobs", "training-retrain-sweep"}
-    entry = schedule["training-recover-stale-jobs"]
-    assert entry["task"] in app.tasks
-    assert _queue_of(entry["task"]) == settings.CELERY_QUEUE_DEFAULT
-    assert entry["schedule"] == float(settings.TRAINING_SWEEP_SECONDS)
+    assert set(schedule) == SWEEPS | {"training-retrain-sweep"}
+    for name in SWEEPS:
+        entry = schedule[name]
+        assert entry["task"] in app.tasks
+        assert _queue_of(entry["task"]) == settings.CELERY_QUEUE_DEFAULT
+        assert entry["schedule"] == float(settings.TRAINING_SWEEP_SECONDS)
 
 
 def test_training_jobs_are_acknowledged_late_one_at_a_time():
