@@ -4,8 +4,8 @@ RLinf's API reward worker (`rlinf/utils/http_client.py`) posts to `/v1/chat/comp
 `/health` with no Authorization header at all. An admin lists the networks such workers run in
 (`TRUSTED_CIDRS`, default none; e.g. `127.0.0.1/32,::1/128` for a worker on the same machine); requests
 from those addresses that carry no token reach the deployments' reward, chat and health endpoints.
-Everyone else authenticates with a token as before. The address is the TCP peer (`REMOTE_ADDR`): behind a
-reverse proxy that is the proxy, so list a network only where the peer really is the RL machine.
+Everyone else authenticates with a token as before. The address is the TCP peer (`REMOTE_ADDR`), or behind
+a reverse proxy listed in `FORWARDED_ALLOW_IPS` the client named by its X-Forwarded-For (webapp.proxy_headers).
 """
 
 from __future__ import annotations

@@ -220,6 +220,7 @@ def live_server_url(process_env):
             "127.0.0.1",
             "--port",
             str(port),
+            "--no-proxy-headers",  # as the Procfile: FORWARDED_ALLOW_IPS alone decides whose header counts
             "--log-level",
             "warning",
         ],

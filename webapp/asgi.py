@@ -5,6 +5,10 @@ loop by inference.fastpath, and binary step chunks (`POST /api/episodes/<uuid>/s
 `application/x-rs-steps`) by webapp.ingest_fastpath, before Django's per-request thread and
 middleware; everything else reaches Django unchanged.
 
+Behind reverse proxies listed in `FORWARDED_ALLOW_IPS`, the client's address (for `TRUSTED_CIDRS` and rate
+limits) is read from their `X-Forwarded-For` (webapp.proxy_headers); run uvicorn with `--no-proxy-headers`, as
+the Procfile does, so that uvicorn's own default (believing the header from 127.0.0.1) does not apply.
+
 People authenticate WebSockets with their session; agents with `Authorization: Bearer <token>`
 (never in the URL), resolved by AgentTokenMiddleware. A browser's Origin must be an allowed host; a
 token-authenticated agent may leave Origin out (webapp.ws_origin).
@@ -26,6 +30,7 @@ from inference.fastpath import RewardsFastPath  # noqa: E402
 from labeling.auth import AgentTokenMiddleware  # noqa: E402
 from webapp.ingest_fastpath import IngestFastPath  # noqa: E402
 
+from .proxy_headers import behind_proxies  # noqa: E402
 from .routing import websocket_urlpatterns  # noqa: E402
 from .ws_origin import AgentOrAllowedOriginValidator  # noqa: E402
 
@@ -46,11 +51,21 @@ def _warn_about_redis_memory() -> None:
 
 _warn_about_redis_memory()
 
-application = ProtocolTypeRouter(
-    {
-        "http": IngestFastPath(RewardsFastPath(django_asgi_app)),
-        "websocket": AgentOrAllowedOriginValidator(
-            AuthMiddlewareStack(AgentTokenMiddleware(URLRouter(websocket_urlpatterns())))
-        ),
-    }
+
+def _forwarded_allow_ips() -> list[str]:
+    from django.conf import settings
+
+    return settings.FORWARDED_ALLOW_IPS
+
+
+application = behind_proxies(
+    ProtocolTypeRouter(
+        {
+            "http": IngestFastPath(RewardsFastPath(django_asgi_app)),
+            "websocket": AgentOrAllowedOriginValidator(
+                AuthMiddlewareStack(AgentTokenMiddleware(URLRouter(websocket_urlpatterns())))
+            ),
+        }
+    ),
+    _forwarded_allow_ips(),
 )

@@ -20,6 +20,8 @@ ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]", "t
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
 # Networks whose requests reach deployments (rewards, chat, /health) without a token (inference/trusted_networks.py).
 TRUSTED_CIDRS = env_cidrs("TRUSTED_CIDRS", [])
+# Reverse proxies whose X-Forwarded-For names the client (for TRUSTED_CIDRS and rate limits); none: the TCP peer.
+FORWARDED_ALLOW_IPS = env_cidrs("FORWARDED_ALLOW_IPS", [])
 
 INSTALLED_APPS = [
     "django.contrib.admin",
