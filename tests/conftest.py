@@ -29,19 +29,70 @@ def _test_media_root():
     yield
 
 
+SESSION_WORKER: list[subprocess.Popen] = []  # the session's Celery worker, once a test started it
+
+
+def _purge_celery_queues() -> None:
+    """Drop the task messages a test left waiting, so that the session's worker does not run them during the
+    next test (on rows the flush is removing)."""
+    import redis
+    from django.conf import settings
+
+    names = [getattr(settings, f"CELERY_QUEUE_{kind}") for kind in ("INGEST", "TRAINING", "INFERENCE", "DEFAULT")]
+    keys = [key for name in names for key in (name, *(f"{name}\x06\x16{p}" for p in range(1, 10)))]
+    client = redis.Redis.from_url(settings.CELERY_BROKER_URL, socket_timeout=2, socket_connect_timeout=2)
+    try:
+        client.delete(*keys)
+    finally:
+        client.close()
+
+
+def _wait_for_the_worker_to_finish(timeout: float = 30.0) -> None:
+    """Until the session's Celery worker answers a ping: with `--pool solo` it answers only between tasks, so
+    the task a test left running has finished (and, the queues purged, no other starts)."""
+    if not SESSION_WORKER or SESSION_WORKER[0].poll() is not None:
+        return
+    from webapp.celery import app
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and not app.control.ping(timeout=1.0, limit=1):
+        pass
+
+
+def _wait_for_other_transactions(connection, timeout: float = 10.0) -> None:
+    """Until no other client of the test database is inside a transaction: a worker or server process still
+    finishing what the test started would otherwise hold row locks that the flush's TRUNCATE then waits for
+    while the other side waits for a table the TRUNCATE already holds (a deadlock)."""
+    deadline = time.monotonic() + timeout
+    with connection.cursor() as cursor:
+        while True:
+            cursor.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+                " AND pid <> pg_backend_pid() AND backend_type = 'client backend' AND xact_start IS NOT NULL"
+            )
+            if not cursor.fetchone()[0] or time.monotonic() > deadline:
+                return
+            time.sleep(0.05)
+
+
 @pytest.fixture(autouse=True, scope="session")
-def _flush_retries_a_deadlock():
+def _flush_after_background_work():
     """Transactional tests end with a flush (TRUNCATE of every table) while the session's real processes
     (the Celery worker, inference workers, the live server's writer threads, the monitor's timed checks)
     may still be finishing work a test started. PostgreSQL then sometimes picks the flush as a deadlock's
-    victim, and every later test inherits the rows it failed to remove. The flush is retried instead: the
-    other transaction has finished by then."""
+    victim, and every later test inherits the rows it failed to remove. So before the flush the Celery
+    queues are emptied, the session's worker is waited for until it is between tasks, and every other
+    client of the database until none is inside a transaction (a few ms when all is quiet). What can still
+    start in between (a timer, a request) is rare; a flush that loses a deadlock to it is retried."""
     from django.db.backends.postgresql.operations import DatabaseOperations
     from django.db.utils import OperationalError
 
     flush = DatabaseOperations.execute_sql_flush
 
     def execute_sql_flush(self, sql_list):
+        _purge_celery_queues()
+        _wait_for_the_worker_to_finish()
+        _wait_for_other_transactions(self.connection)
         for attempt in range(5):
             try:
                 return flush(self, sql_list)
@@ -263,7 +314,9 @@ def celery_worker_process(process_env):
     time.sleep(0.5)
     if proc.poll() is not None:
         raise RuntimeError("celery worker exited at start; see artifacts/celery-worker.log")
+    SESSION_WORKER.append(proc)
     yield proc
+    SESSION_WORKER.clear()
     _stop(proc)
 
 
