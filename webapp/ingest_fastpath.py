@@ -29,6 +29,7 @@ import logging
 import re
 import time
 import uuid as uuid_lib
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from functools import lru_cache
 
@@ -178,6 +179,7 @@ def _with_connection(function, args):
     safe because every ingest call is idempotent and all-or-nothing."""
     for attempt in (1, 2):
         try:
+            services.ingest_session_commit_mode()
             return function(*args)
         except exceptions.APIException as exc:
             response = exception_handler(exc, {})
@@ -195,24 +197,25 @@ def _with_connection(function, args):
     raise AssertionError("unreachable")
 
 
-def _writable_episode(agent, episode_ref: str) -> Episode:
-    """As the views' `_episode`: ingest rights in its project, and an agent's own episode."""
-    episode = Episode.objects.select_related("project").filter(uuid=uuid_lib.UUID(episode_ref)).first()
-    if episode is None:
-        raise exceptions.NotFound()
-    access.require(agent, access.INGEST, episode.project)
-    access.require_own_episode(agent, episode)
-    return episode
+def _may_write(agent) -> Callable[[Episode], None]:
+    """As the views' `_episode`: ingest rights in the episode's project, and an agent's own episode."""
+
+    def check(episode: Episode) -> None:
+        access.require(agent, access.INGEST, episode.project)
+        access.require_own_episode(agent, episode)
+
+    return check
 
 
 def _store_chunk(agent, episode_ref: str, body: bytes) -> services.AppendResult:
-    episode = _writable_episode(agent, episode_ref)
     try:
         steps = chunk_steps(body, _limits())
     except ChunkRefused as exc:
         raise HttpError(exc.status, str(exc)) from None
     try:
-        return services.steps_append(episode=episode, steps=steps)
+        return services.steps_append(episode=uuid_lib.UUID(episode_ref), steps=steps, check=_may_write(agent))
+    except Episode.DoesNotExist:
+        raise exceptions.NotFound() from None
     except services.IngestConflict as exc:
         raise HttpError(409, str(exc)) from None
     except services.IngestError as exc:
@@ -236,16 +239,21 @@ def _create_episode(agent, data) -> tuple[int, dict]:
     except services.IngestConflict as exc:
         raise HttpError(409, str(exc)) from None
     access.require_own_episode(agent, episode)
-    return (201 if created else 200), EpisodeSerializer(episode).data
+    if not created:
+        return 200, EpisodeSerializer(episode).data
+    return 201, EpisodeSerializer(episode, context={"num_frames": 0}).data  # a new episode has no frames yet
 
 
 def _finish_episode(agent, episode_ref: str, data) -> tuple[int, dict]:
     """As EpisodeFinishView.post."""
-    episode = _writable_episode(agent, episode_ref)
     serializer = FinishSerializer(data=data)
     serializer.is_valid(raise_exception=True)
-    finished = services.episode_finish(episode=episode, **serializer.validated_data)
-    finished.project = episode.project  # already loaded: the answer needs no query for them
+    try:
+        finished = services.episode_finish(
+            episode=uuid_lib.UUID(episode_ref), check=_may_write(agent), **serializer.validated_data
+        )
+    except Episode.DoesNotExist:
+        raise exceptions.NotFound() from None
     if finished.agent_id == agent.pk:
-        finished.agent = agent
+        finished.agent = agent  # already loaded: the answer needs no query for it
     return 200, EpisodeSerializer(finished).data
