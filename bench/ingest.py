@@ -12,8 +12,10 @@ in the scratch folder, and removes what it created afterwards:
 For each chunk format (binary: robot_agent.chunk_format, the uploader's default; multipart):
 
 1. `--uploaders` agents (default 2) each upload `--episodes` episodes of 50 steps x 2 cameras x 128x128 PNG
-   in chunks of 25 steps; frames/s beside the raw rate of writing the same bytes to files in MEDIA_ROOT,
-   measured right before and after (mean; target: ingest >= 0.5 of raw, and >= 2,000 frames/s on PostgreSQL, 1,000 on SQLite).
+   in chunks of 25 steps; frames/s beside the raw rate of writing the same bytes to files in MEDIA_ROOT with
+   the ingest path's own system calls (a folder per episode; per frame open, write, chmod, close; no fsync),
+   measured right before and after (mean; target: ingest >= 0.5 of raw, and >= 2,000 frames/s on PostgreSQL,
+   1,000 on SQLite). The web process's CPU time per frame is printed beside the raw loop's time per frame.
 2. `--concurrent` agents (default 50) upload one episode each at once, chunks 0 and 25 of every third
    episode sent twice (retries); frames/s beside raw, then errors and duplicates found (target: 0 and 0).
 """
