@@ -76,7 +76,7 @@ def frames_write_started(storage: Storage, files: list[tuple[str, bytes]], parts
         failed = [error for error in (f.exception() for f in futures) if error is not None]  # waits for each
         if failed:
             frames_delete(storage, [name for f in futures if f.exception() is None for name in f.result()])
-            raise failed[0]  # type: ignore[misc]
+            raise failed[0]
         return [name for f in futures for name in f.result()]
 
     return result

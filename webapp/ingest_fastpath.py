@@ -12,9 +12,12 @@ the same rules as the DRF views: the cached token lookup and limits the rewards 
 serializers and access checks (ingest rights in the project, an agent's own episode), the body and chunk
 limits, header-only image checks (labeling.ingest_chunks) and the same all-or-nothing, idempotent services.
 A chunk's body is read (up to DATA_UPLOAD_MAX_MEMORY_SIZE, a larger Content-Length is refused unread) once
-its token is known and within its rate; the episode's access checks then run with the writes.
+its token is known and within its rate; the episode's access checks then run on its locked row, with the
+writes.
 Errors have the API's usual body (`detail`, and `errors` for field errors). The database and file writes
-run on a few writer threads that keep their database connection (INGEST_WRITER_THREADS), never on the loop.
+run on a few writer threads that keep their database connection (INGEST_WRITER_THREADS), never on the loop;
+so do token lookups that miss the cache (no connection opened per lookup), and each writer connection
+commits ingest transactions without waiting for the WAL flush for its whole session (labeling.services).
 Everything else (multipart and JSON chunks, sessions, every other URL) goes to the wrapped application.
 
 It sits in webapp (the layer that composes the apps) because it joins labeling's ingest with the serving
@@ -139,7 +142,7 @@ async def _authenticate(authorization: str, client: str):
     token = token_from_header(authorization)
     if token is None:
         raise HttpError(401, MALFORMED)
-    agent = await cached_agent(token)
+    agent = await cached_agent(token, _on_writer)  # a writer's connection stays open: no connect per lookup
     if agent is None:
         raise HttpError(401, UNKNOWN)
     verdict = await limiter().hit(api_limit(), f"api:a{agent.pk}")
