@@ -12,8 +12,10 @@ in the scratch folder, and removes what it created afterwards:
 For each chunk format (binary: robot_agent.chunk_format, the uploader's default; multipart):
 
 1. `--uploaders` agents (default 2) each upload `--episodes` episodes of 50 steps x 2 cameras x 128x128 PNG
-   in chunks of 25 steps; frames/s beside the raw rate of writing the same bytes to files in MEDIA_ROOT,
-   measured right before and after (mean; target: ingest >= 0.5 of raw, and >= 2,000 frames/s on PostgreSQL, 1,000 on SQLite).
+   in chunks of 25 steps; frames/s beside the raw rate of writing the same bytes to files in MEDIA_ROOT with
+   the ingest path's own system calls (a folder per episode; per frame open, write, chmod, close; no fsync),
+   measured right before and after (mean; target: ingest >= 0.5 of raw, and >= 2,000 frames/s on PostgreSQL,
+   1,000 on SQLite). The web process's CPU time per frame is printed beside the raw loop's time per frame.
 2. `--concurrent` agents (default 50) upload one episode each at once, chunks 0 and 25 of every third
    episode sent twice (retries); frames/s beside raw, then errors and duplicates found (target: 0 and 0).
 """
@@ -77,19 +79,36 @@ def upload_episode(client: IngestClient, project: str, frames, retry_chunks=()) 
 
 
 def raw_disk_rate(frames, episodes: int) -> float:
-    """Frames/s writing the same bytes as one file per frame, a folder per episode, in MEDIA_ROOT, from one
-    thread. Each part measures it right before and right after its uploads and takes the mean: on a shared
-    machine the disk's rate moves from minute to minute."""
+    """Frames/s writing the same bytes the way the ingest path stores them (labeling.frame_files), from one
+    thread, with nothing else: a folder per episode in MEDIA_ROOT, per frame one open (same flags), one write,
+    the chmod to FILE_UPLOAD_PERMISSIONS and a close; no fsync (nor does the ingest path). Each part measures
+    it right before and right after its uploads and takes the mean: on a shared machine the disk's rate moves
+    from minute to minute."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0)
+    mode = _file_mode()
     with tempfile.TemporaryDirectory(dir=os.environ.get("MEDIA_ROOT")) as folder:
         start = time.perf_counter()
         for episode in range(episodes):
-            target = Path(folder) / str(episode)
-            target.mkdir()
+            target = os.path.join(folder, str(episode))
+            os.mkdir(target)
             for index, per_camera in enumerate(frames):
                 for camera, data in per_camera.items():
-                    (target / f"{index:06d}_{camera}.png").write_bytes(data)
+                    handle = os.open(f"{target}/{index:06d}_{camera}.png", flags, 0o666 if mode is None else mode)
+                    try:
+                        os.write(handle, data)
+                        if mode is not None:
+                            os.fchmod(handle, mode)
+                    finally:
+                        os.close(handle)
         elapsed = time.perf_counter() - start
     return episodes * FRAMES_PER_EPISODE / elapsed
+
+
+def _file_mode() -> int | None:
+    """FILE_UPLOAD_PERMISSIONS as the web process has it (Django's default, 0o644, against a --url server)."""
+    from django.conf import settings
+
+    return settings.FILE_UPLOAD_PERMISSIONS if settings.configured else 0o644
 
 
 class LocalSetup:

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 from asgiref.sync import async_to_sync
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
@@ -47,13 +49,15 @@ def _remember(token: str, agent) -> None:
         _agents[hash_token(token)] = (time.monotonic(), agent)
 
 
-async def cached_agent(token: str):
+async def cached_agent(token: str, call: Callable[..., Awaitable[Any]] = orm_call):
     """The active agent owning `token` (None if unknown), from memory when looked up recently.
 
-    Async (the fast path awaits it); DRF's authentication calls it through `async_to_sync`."""
+    Async (the fast paths await it); DRF's authentication calls it through `async_to_sync`. `call` runs the
+    lookup: `orm_call` (a fresh connection each time), or the caller's own threads that keep theirs (the
+    ingest fast path's writers)."""
     agent = _cached(token)
     if agent is None:
-        agent = await orm_call(agent_for_token, token)
+        agent = await call(agent_for_token, token)
         if agent is not None:
             _remember(token, agent)
     return agent

@@ -23,6 +23,7 @@ import logging
 import math
 import time
 from dataclasses import dataclass
+from functools import lru_cache
 
 from limits import RateLimitItem, parse
 from limits.aio.storage import RedisStorage as AsyncRedisStorage
@@ -43,8 +44,10 @@ class Verdict:
 ALLOWED = Verdict(True)
 
 
+@lru_cache(maxsize=64)
 def rate_item(text: str) -> RateLimitItem | None:
-    """A parsed limit, or None for an empty setting (no limit). Raises ValueError on bad notation."""
+    """A parsed limit, or None for an empty setting (no limit). Raises ValueError on bad notation.
+    Parsed once per text: the limits are looked up on every request."""
     text = (text or "").strip()
     return parse(text) if text else None
 

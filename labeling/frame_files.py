@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor, wait
+from concurrent.futures import ThreadPoolExecutor
 from functools import lru_cache
 
 from django.conf import settings
@@ -33,19 +33,22 @@ def frames_write(storage: Storage, files: list[tuple[str, bytes]]) -> list[str]:
     if not writes_in_place(storage):
         return _through_storage(storage, files)
     written: list[str] = []
-    folders: set[str] = set()
+    folders: dict[str, str] = {}  # folder name -> its path, made once per call
     file_mode = settings.FILE_UPLOAD_PERMISSIONS
     folder_mode = settings.FILE_UPLOAD_DIRECTORY_PERMISSIONS
     try:
         for name, data in files:
-            path = storage.path(name)
-            folder = os.path.dirname(path)
-            if folder not in folders:
+            folder_name, _, file_name = name.rpartition("/")
+            folder = folders.get(folder_name) if file_name not in ("", ".", "..") else None
+            if folder is None:  # the storage's own path check (inside MEDIA_ROOT) for each new folder
+                path = storage.path(name)
+                folder = folders[folder_name] = os.path.dirname(path)
                 if folder_mode is None:
                     os.makedirs(folder, exist_ok=True)
                 else:
                     _makedirs(folder, folder_mode)
-                folders.add(folder)
+            else:
+                path = os.path.join(folder, file_name)
             handle = os.open(path, _FLAGS, 0o666 if file_mode is None else file_mode)
             written.append(name)
             try:
@@ -70,11 +73,10 @@ def frames_write_started(storage: Storage, files: list[tuple[str, bytes]], parts
     futures = [_file_threads().submit(frames_write, storage, files[i : i + size]) for i in range(0, len(files), size)]
 
     def result() -> list[str]:
-        wait(futures)
-        failed = [f.exception() for f in futures if f.exception() is not None]
+        failed = [error for error in (f.exception() for f in futures) if error is not None]  # waits for each
         if failed:
             frames_delete(storage, [name for f in futures if f.exception() is None for name in f.result()])
-            raise failed[0]  # type: ignore[misc]
+            raise failed[0]
         return [name for f in futures for name in f.result()]
 
     return result

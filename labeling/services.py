@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import uuid as uuid_lib
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -12,7 +13,7 @@ from django.core.files.storage import default_storage
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
-from .bulk_rows import insert_returning_ids
+from .bulk_rows import insert_returning_ids, insert_rows
 from .frame_files import frames_delete, frames_write, frames_write_started, writes_in_place
 from .images import CheckedImage
 from .models import Agent, Episode, Frame, Membership, Project, Step
@@ -109,49 +110,61 @@ def episode_create(
     env_id: str = "",
     metadata: dict | None = None,
 ) -> tuple[Episode, bool]:
-    """The episode with this client-supplied UUID, created if new. Retrying returns the same row."""
-    defaults = {"project": project, "source": source, "agent": agent, "env_id": env_id, "metadata": metadata or {}}
+    """The episode with this client-supplied UUID, created if new. Retrying returns the same row.
+
+    A new UUID is one INSERT; a taken one (a retry, or a concurrent one that won) fails it and is read."""
+    values = {"project": project, "source": source, "agent": agent, "env_id": env_id, "metadata": metadata or {}}
     try:
         with transaction.atomic():
             _ingest_commit_mode()
-            episode, created = Episode.objects.get_or_create(uuid=uuid, defaults=defaults)
-    except IntegrityError:  # a concurrent retry created it first
-        episode, created = Episode.objects.get(uuid=uuid), False
+            episode, created = Episode.objects.create(uuid=uuid, **values), True
+    except IntegrityError:
+        episode, created = Episode.objects.select_related("project", "agent").get(uuid=uuid), False
     if episode.project_id != project.pk:
         raise IngestConflict(f"episode {uuid} already belongs to another project")
     return episode, created
 
 
-def steps_append(*, episode: Episode, steps: list[StepInput]) -> AppendResult:
+def _locked_episode(episode: Episode | uuid_lib.UUID, check: Callable[[Episode], None] | None) -> Episode:
+    """Inside a transaction: the episode (or the one with this UUID) locked against concurrent chunks, with its
+    project, in one query; `check` (access rules) runs on it before anything is written."""
+    lookup = {"uuid": episode} if isinstance(episode, uuid_lib.UUID) else {"pk": episode.pk}
+    locked = Episode.objects.select_related("project").select_for_update(of=("self",)).get(**lookup)
+    if check is not None:
+        check(locked)
+    return locked
+
+
+def steps_append(
+    *, episode: Episode | uuid_lib.UUID, steps: list[StepInput], check: Callable[[Episode], None] | None = None
+) -> AppendResult:
     """Store a chunk of steps with their frames, all or nothing.
 
     Steps whose index is already stored are skipped (a retried chunk changes nothing). Chunks of one
     episode are serialised by a row lock, so concurrent retries never duplicate. Frame files written
-    before a failure are removed again.
+    before a failure are removed again. `episode` may be a UUID (Episode.DoesNotExist when there is none);
+    `check(episode)` runs on the locked row first (the API's access rules: it raises to refuse).
     """
-    cameras = set(episode.project.camera_views)
     indices = [step.index for step in steps]
     if len(set(indices)) != len(indices):
         raise IngestError("a chunk lists the same step index twice")
-    for step in steps:
-        unknown = set(step.images) - cameras
-        if unknown:
-            raise IngestError(
-                f"steps[{step.index}].images: unknown camera {sorted(unknown)[0]!r}; "
-                f"project cameras are {sorted(cameras)}"
-            )
     written: list[str] = []
     pending: Callable[[], list[str]] | None = None
     try:
         with transaction.atomic():
             _ingest_commit_mode()
-            locked = Episode.objects.select_for_update().get(pk=episode.pk)
-            existing = set(Step.objects.filter(episode=locked, index__in=indices).values_list("index", flat=True))
+            locked = _locked_episode(episode, check)
+            _check_cameras(steps, set(locked.project.camera_views))
+            existing = set(
+                Step.objects.filter(episode_id=locked.pk, index__in=indices).order_by().values_list("index", flat=True)
+            )
             if locked.status == Episode.Status.FINISHED:
                 if len(existing) == len(indices):
                     return AppendResult(0, len(indices), locked.num_steps)
                 raise IngestConflict("episode is finished; it takes no new steps")
             new_steps = [s for s in steps if s.index not in existing]
+            if not new_steps:
+                return AppendResult(0, len(existing), locked.num_steps)
             folder = f"frames/{locked.project_id}/{locked.uuid}"
             files = [
                 (f"{folder}/{step.index:06d}_{camera}{image.extension}", image.data)
@@ -180,7 +193,7 @@ def steps_append(*, episode: Episode, steps: list[StepInput]) -> AppendResult:
                 for step_id, step in zip(step_ids, new_steps, strict=True)
                 for camera, image in step.images.items()
             ]
-            insert_returning_ids(Frame, frame_rows)
+            insert_rows(Frame, frame_rows)
             locked.num_steps += len(new_steps)
             locked.save(update_fields=["num_steps"])
             if pending is not None:
@@ -194,12 +207,44 @@ def steps_append(*, episode: Episode, steps: list[StepInput]) -> AppendResult:
         raise
 
 
+def _check_cameras(steps: list[StepInput], cameras: set[str]) -> None:
+    for step in steps:
+        unknown = set(step.images) - cameras
+        if unknown:
+            raise IngestError(
+                f"steps[{step.index}].images: unknown camera {sorted(unknown)[0]!r}; "
+                f"project cameras are {sorted(cameras)}"
+            )
+
+
+_async_commit_sessions: weakref.WeakSet = weakref.WeakSet()
+
+
+def _commits_async() -> bool:
+    return connection.vendor == "postgresql" and not settings.INGEST_SYNCHRONOUS_COMMIT
+
+
+def ingest_session_commit_mode() -> None:
+    """For a database connection that runs nothing but ingest writes (the fast path's writer threads): the
+    commit mode of `_ingest_commit_mode` for the whole session, set once per connection, so that no ingest
+    transaction on it pays a round trip for it. A new connection (after a dropped one) is set again."""
+    if not _commits_async():
+        return
+    connection.ensure_connection()
+    if connection.connection in _async_commit_sessions:
+        return
+    with connection.cursor() as cursor:
+        cursor.execute("SET synchronous_commit TO OFF")
+    _async_commit_sessions.add(connection.connection)
+
+
 def _ingest_commit_mode() -> None:
     """Inside an ingest transaction on PostgreSQL: unless INGEST_SYNCHRONOUS_COMMIT, commit without waiting
-    for the WAL flush (`synchronous_commit = off` for this transaction only). The transaction stays atomic;
-    a database crash may lose the last fraction of a second of commits, no more durable than the frame
-    files themselves, which are not fsynced either. A commit then costs no disk flush (tens of ms here)."""
-    if connection.vendor == "postgresql" and not settings.INGEST_SYNCHRONOUS_COMMIT:
+    for the WAL flush (`synchronous_commit = off` for this transaction only, unless the whole session has it:
+    `ingest_session_commit_mode`). The transaction stays atomic; a database crash may lose the last fraction
+    of a second of commits, no more durable than the frame files themselves, which are not fsynced either.
+    A commit then costs no disk flush (tens of ms here)."""
+    if _commits_async() and connection.connection not in _async_commit_sessions:
         with connection.cursor() as cursor:
             cursor.execute("SET LOCAL synchronous_commit TO OFF")
 
@@ -218,16 +263,22 @@ def _step_row(episode: Episode, step: StepInput) -> dict:
     }
 
 
-def episode_finish(*, episode: Episode, success: bool | None = None, metadata: dict | None = None) -> Episode:
+def episode_finish(
+    *,
+    episode: Episode | uuid_lib.UUID,
+    success: bool | None = None,
+    metadata: dict | None = None,
+    check: Callable[[Episode], None] | None = None,
+) -> Episode:
     """Mark the episode complete (idempotent) and queue its proposals.
 
-    Success defaults to whether any step reported success.
+    Success defaults to whether any step reported success. `episode` and `check` as for `steps_append`.
     """
     with transaction.atomic():
         _ingest_commit_mode()
-        episode = Episode.objects.select_for_update().get(pk=episode.pk)
+        episode = _locked_episode(episode, check)
         if success is None:
-            success = Step.objects.filter(episode=episode, env_success=True).exists()
+            success = Step.objects.filter(episode_id=episode.pk, env_success=True).exists()
         episode.success = success
         if metadata:
             episode.metadata = {**episode.metadata, **metadata}

@@ -129,7 +129,7 @@ def _step(raw: object, position: int) -> tuple[ChunkStep, list[tuple[str, int]]]
         raise ChunkError(f"{label}: action must be a list of at most {MAX_ACTION_SIZE} numbers")
     step = ChunkStep(
         index=index,
-        action=[_number(value, label, "action") for value in action],
+        action=_numbers(action, label, "action"),
         reward=_number(raw.get("reward", 0.0), label, "reward"),
         terminated=_flag(raw.get("terminated", False), label, "terminated"),
         truncated=_flag(raw.get("truncated", False), label, "truncated"),
@@ -153,9 +153,28 @@ def _step(raw: object, position: int) -> tuple[ChunkStep, list[tuple[str, int]]]
 
 
 def _number(value: object, label: str, name: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ChunkError(f"{label}: {name} must be a finite number")
-    return float(value)
+    try:
+        if math.isfinite(value):
+            return float(value)
+    except OverflowError:  # an integer too large for a float
+        pass
+    raise ChunkError(f"{label}: {name} must be a finite number")
+
+
+def _numbers(values: list, label: str, name: str) -> list[float]:
+    """`_number` for each value; a list of plain finite numbers (the usual case) is checked in C loops."""
+    if set(map(type, values)) <= _PLAIN_NUMBERS:
+        try:
+            if all(map(math.isfinite, values)):
+                return list(map(float, values))
+        except OverflowError:  # an integer too large for a float
+            pass
+    return [_number(value, label, name) for value in values]
+
+
+_PLAIN_NUMBERS = {int, float}
 
 
 def _flag(value: object, label: str, name: str) -> bool:

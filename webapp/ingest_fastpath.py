@@ -12,9 +12,12 @@ the same rules as the DRF views: the cached token lookup and limits the rewards 
 serializers and access checks (ingest rights in the project, an agent's own episode), the body and chunk
 limits, header-only image checks (labeling.ingest_chunks) and the same all-or-nothing, idempotent services.
 A chunk's body is read (up to DATA_UPLOAD_MAX_MEMORY_SIZE, a larger Content-Length is refused unread) once
-its token is known and within its rate; the episode's access checks then run with the writes.
+its token is known and within its rate; the episode's access checks then run on its locked row, with the
+writes.
 Errors have the API's usual body (`detail`, and `errors` for field errors). The database and file writes
-run on a few writer threads that keep their database connection (INGEST_WRITER_THREADS), never on the loop.
+run on a few writer threads that keep their database connection (INGEST_WRITER_THREADS), never on the loop;
+so do token lookups that miss the cache (no connection opened per lookup), and each writer connection
+commits ingest transactions without waiting for the WAL flush for its whole session (labeling.services).
 Everything else (multipart and JSON chunks, sessions, every other URL) goes to the wrapped application.
 
 It sits in webapp (the layer that composes the apps) because it joins labeling's ingest with the serving
@@ -29,6 +32,7 @@ import logging
 import re
 import time
 import uuid as uuid_lib
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from functools import lru_cache
 
@@ -138,7 +142,7 @@ async def _authenticate(authorization: str, client: str):
     token = token_from_header(authorization)
     if token is None:
         raise HttpError(401, MALFORMED)
-    agent = await cached_agent(token)
+    agent = await cached_agent(token, _on_writer)  # a writer's connection stays open: no connect per lookup
     if agent is None:
         raise HttpError(401, UNKNOWN)
     verdict = await limiter().hit(api_limit(), f"api:a{agent.pk}")
@@ -178,6 +182,7 @@ def _with_connection(function, args):
     safe because every ingest call is idempotent and all-or-nothing."""
     for attempt in (1, 2):
         try:
+            services.ingest_session_commit_mode()
             return function(*args)
         except exceptions.APIException as exc:
             response = exception_handler(exc, {})
@@ -195,24 +200,25 @@ def _with_connection(function, args):
     raise AssertionError("unreachable")
 
 
-def _writable_episode(agent, episode_ref: str) -> Episode:
-    """As the views' `_episode`: ingest rights in its project, and an agent's own episode."""
-    episode = Episode.objects.select_related("project").filter(uuid=uuid_lib.UUID(episode_ref)).first()
-    if episode is None:
-        raise exceptions.NotFound()
-    access.require(agent, access.INGEST, episode.project)
-    access.require_own_episode(agent, episode)
-    return episode
+def _may_write(agent) -> Callable[[Episode], None]:
+    """As the views' `_episode`: ingest rights in the episode's project, and an agent's own episode."""
+
+    def check(episode: Episode) -> None:
+        access.require(agent, access.INGEST, episode.project)
+        access.require_own_episode(agent, episode)
+
+    return check
 
 
 def _store_chunk(agent, episode_ref: str, body: bytes) -> services.AppendResult:
-    episode = _writable_episode(agent, episode_ref)
     try:
         steps = chunk_steps(body, _limits())
     except ChunkRefused as exc:
         raise HttpError(exc.status, str(exc)) from None
     try:
-        return services.steps_append(episode=episode, steps=steps)
+        return services.steps_append(episode=uuid_lib.UUID(episode_ref), steps=steps, check=_may_write(agent))
+    except Episode.DoesNotExist:
+        raise exceptions.NotFound() from None
     except services.IngestConflict as exc:
         raise HttpError(409, str(exc)) from None
     except services.IngestError as exc:
@@ -236,16 +242,21 @@ def _create_episode(agent, data) -> tuple[int, dict]:
     except services.IngestConflict as exc:
         raise HttpError(409, str(exc)) from None
     access.require_own_episode(agent, episode)
-    return (201 if created else 200), EpisodeSerializer(episode).data
+    if not created:
+        return 200, EpisodeSerializer(episode).data
+    return 201, EpisodeSerializer(episode, context={"num_frames": 0}).data  # a new episode has no frames yet
 
 
 def _finish_episode(agent, episode_ref: str, data) -> tuple[int, dict]:
     """As EpisodeFinishView.post."""
-    episode = _writable_episode(agent, episode_ref)
     serializer = FinishSerializer(data=data)
     serializer.is_valid(raise_exception=True)
-    finished = services.episode_finish(episode=episode, **serializer.validated_data)
-    finished.project = episode.project  # already loaded: the answer needs no query for them
+    try:
+        finished = services.episode_finish(
+            episode=uuid_lib.UUID(episode_ref), check=_may_write(agent), **serializer.validated_data
+        )
+    except Episode.DoesNotExist:
+        raise exceptions.NotFound() from None
     if finished.agent_id == agent.pk:
-        finished.agent = agent
+        finished.agent = agent  # already loaded: the answer needs no query for it
     return 200, EpisodeSerializer(finished).data

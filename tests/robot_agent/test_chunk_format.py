@@ -36,6 +36,9 @@ def test_limits_are_checked_before_any_image_is_sliced():
         ({"index": 2**31}, "index must be an integer"),
         ({"index": 0, "action": "fast"}, "action must be a list"),
         ({"index": 0, "action": [1, "x"]}, "action must be a finite number"),
+        ({"index": 0, "action": [1.0, True]}, "action must be a finite number"),
+        ({"index": 0, "action": [10**400]}, "action must be a finite number"),  # no float holds it
+        ({"index": 0, "reward": 10**400}, "reward must be a finite number"),
         ({"index": 0, "score": "high"}, "score must be a finite number"),
         ({"index": 0, "info": [1]}, "info must be an object"),
         ({"index": 0, "images": {"main": 0}}, "byte length must be a positive integer"),
