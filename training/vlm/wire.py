@@ -60,7 +60,11 @@ def record_pack(item: WindowRequest) -> bytes:
 
 def pack_windows(items: list[WindowRequest]) -> npt.NDArray[np.uint8]:
     """uint8 [B, N]: one zero-padded record per window."""
-    records = [record_pack(item) for item in items]
+    return pad_records([record_pack(item) for item in items])
+
+
+def pad_records(records: list[bytes]) -> npt.NDArray[np.uint8]:
+    """uint8 [B, N]: the records (`record_pack`), each zero-padded to N, a multiple of BUCKET bytes."""
     size = max(len(r) for r in records)
     size = -(-size // BUCKET) * BUCKET
     out = np.zeros((len(records), size), dtype=np.uint8)
