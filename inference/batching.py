@@ -1,10 +1,11 @@
 """Dynamic batching: gather concurrent requests, run one forward pass, split the results. No Django.
 
-`collect_batch` takes the request that woke the worker, drains whatever else is already queued, and
+`Batcher.collect` takes the request that woke the worker, drains whatever else is already queued, and
 then waits for more up to `max_wait_ms` while the batch holds fewer than `max_batch_size` items (as
-Triton's max queue delay does). With `adaptive` on, the wait only happens when the previous batch
-showed concurrency (it held more than one request): a lone client sending one image at a time never
-pays the wait, while concurrent clients fill batches.
+Triton's max queue delay does). With `adaptive` on, the wait only happens when other clients are seen:
+more than one request was queued at once now, or in one of the last `recent` batches. A lone client
+sending one request at a time never pays the wait, while concurrent clients fill batches (a batch that
+came apart, e.g. when some clients were slower to send again, is waited for until it is whole again).
 
 `score_requests` concatenates the requests' arrays (grouped by item shape), scores them in chunks of at
 most `max_batch_size` items, and hands each request its own slice of the results.
@@ -13,8 +14,9 @@ most `max_batch_size` items, and hands each request its own slice of the results
 from __future__ import annotations
 
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
 import numpy as np
@@ -48,7 +50,15 @@ class Batcher:
     size: Callable[[Any], int] = lambda item: 1
     adaptive: bool = True
     clock: Callable[[], float] = time.monotonic
-    _last_requests: int = 1
+    recent: int = 4  # batches whose request counts tell whether other clients are sending
+    _counts: deque[int] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self._counts = deque(maxlen=self.recent)
+
+    def others_seen(self, queued: int) -> bool:
+        """Whether other clients are sending: `queued` requests were waiting together now, or recently."""
+        return queued > 1 or any(count > 1 for count in self._counts)
 
     def collect(self, first: T, source: Source[T], already: Sequence[T] = (), drained: bool = False) -> list[T]:
         """`first` woke us (with `already`, popped in the same call); add what else comes.
@@ -57,20 +67,19 @@ class Batcher:
         batch = [first, *already]
         total = sum(self.size(item) for item in batch)
         limit = self.policy.max_batch_size
-        wait = self.policy.max_wait_ms / 1000.0
-        if self.adaptive and self._last_requests <= 1:
-            wait = 0.0
-        if drained and wait <= 0:
-            self._last_requests = len(batch)
-            return batch
-        deadline = self.clock() + wait
+        started = self.clock()
+        look = not drained  # whether the queue may hold more right now
         while total < limit:
-            more = source.pop_now(limit - total)
-            if more:
-                batch.extend(more)
-                total += sum(self.size(item) for item in more)
-                continue
-            remaining = deadline - self.clock()
+            if look:
+                more = source.pop_now(limit - total)
+                if more:
+                    batch.extend(more)
+                    total += sum(self.size(item) for item in more)
+                    continue
+            look = True
+            # decided only now, when the queue has been seen: requests waiting together count as other clients
+            wait = self.policy.max_wait_ms / 1000.0 if not self.adaptive or self.others_seen(len(batch)) else 0.0
+            remaining = started + wait - self.clock()
             if remaining <= 0:
                 break
             item = source.pop_wait(remaining)
@@ -78,7 +87,7 @@ class Batcher:
                 break
             batch.append(item)
             total += self.size(item)
-        self._last_requests = len(batch)
+        self._counts.append(len(batch))
         return batch
 
 

@@ -327,13 +327,11 @@ def shares_release(redis, deployment: str, requests: list[InferenceRequest]) -> 
         redis.eval(_RELEASE, 1, share_key(deployment), *args)
 
 
-def send_replies(redis, replies: list[tuple[InferenceRequest, Reply]]) -> None:
-    """Worker side: every reply of a batch in one round trip, each expiring if nobody reads it."""
-    pipe = redis.pipeline(transaction=False)
+def replies_queue(pipe, replies: list[tuple[InferenceRequest, Reply]]) -> None:
+    """Worker side: add every reply of a batch to a pipeline, each expiring if nobody reads it."""
     for request, reply in replies:
         pipe.rpush(request.reply_key, reply.encode())
         pipe.expire(request.reply_key, REPLY_TTL_S)
-    pipe.execute()
 
 
 SAFE_EVICTION_POLICY = "noeviction"

@@ -33,7 +33,7 @@ from training.family_parts import Scorer
 from webapp import metrics
 
 from .batching import Batcher, BatchPolicy, score_requests
-from .broker import WORKERS_KEY, InferenceRequest, MessageError, Reply, queue_key, send_replies, shares_release
+from .broker import WORKERS_KEY, InferenceRequest, MessageError, Reply, queue_key, replies_queue, shares_release
 
 log = logging.getLogger(__name__)
 
@@ -88,10 +88,12 @@ class InferenceWorker:
     models: dict[str, LoadedModel] = field(default_factory=dict)
     batchers: dict[str, Batcher] = field(default_factory=dict)
     served: int = 0  # requests answered
-    batches: int = 0  # batches they were answered in (served / batches = mean requests per batch)
+    items: int = 0  # items (images, windows) in them
+    batches: int = 0  # batches they were answered in (items / batches = mean forward batch size)
     _deployments: list[str] = field(default_factory=list)
     _refreshed_at: float = 0.0
     _turn: int = 0
+    _waiting: tuple[bytes, list[bytes]] | None = None  # taken with the last replies: the next call serves them
 
     def run(self, stop: threading.Event | None = None) -> None:
         stop = stop or threading.Event()
@@ -102,31 +104,54 @@ class InferenceWorker:
             except Exception:  # keep serving other requests; the traceback goes to the log
                 log.exception("inference worker loop error")
                 time.sleep(0.5)
+        self._give_back_waiting()
         self.redis.hdel(WORKERS_KEY, self.worker_id)
 
     def poll_once(self, timeout_s: float = 1.0) -> int:
-        """Wait for one request, serve its batch; the number of requests answered."""
+        """Wait for one request, serve its batch; the number of requests answered. The batch's replies go
+        out in the same round trip as the wait for the next request, which the next call serves."""
         if time.monotonic() - self._refreshed_at > self.refresh_s or not self._deployments:
             self._refresh()
         if not self._deployments:
             time.sleep(min(timeout_s, 0.5))
             return 0
-        # Rotate the key order so no deployment starves the others (BLMPOP serves the first non-empty key).
-        self._turn = (self._turn + 1) % len(self._deployments)
-        names = self._deployments[self._turn :] + self._deployments[: self._turn]
-        # BLMPOP: wait for the first request and take whatever else is queued with it in one round trip.
-        keys = [queue_key(n) for n in names]
-        got = self.redis.blmpop(max(1, int(timeout_s)), len(keys), *keys, direction="RIGHT", count=self.wake_count)
+        got, self._waiting = self._waiting or self._reply_and_wait([], timeout_s), None
         if not got:
             return 0
-        key, messages = cast(tuple[bytes, list[bytes]], got)  # a bytes client: the stubs also allow str replies
+        key, messages = got
         deployment = key.decode()[len(queue_key("")) :]
-        return self.serve(deployment, messages)
+        replies = self.serve(deployment, messages)
+        if replies:
+            self._waiting = self._reply_and_wait(replies, timeout_s)
+        return len(replies)
 
-    def serve(self, deployment: str, messages: list[bytes]) -> int:
+    def _reply_and_wait(
+        self, replies: list[tuple[InferenceRequest, Reply]], timeout_s: float
+    ) -> tuple[bytes, list[bytes]] | None:
+        """Send the replies and wait for the next request (BLMPOP takes whatever else is queued with it) in
+        one round trip. The key order rotates so no deployment starves the others (BLMPOP serves the first
+        non-empty key)."""
+        self._turn = (self._turn + 1) % len(self._deployments)
+        names = self._deployments[self._turn :] + self._deployments[: self._turn]
+        keys = [queue_key(n) for n in names]
+        pipe = self.redis.pipeline(transaction=False)
+        replies_queue(pipe, replies)
+        pipe.blmpop(max(1, int(timeout_s)), len(keys), *keys, direction="RIGHT", count=self.wake_count)
+        got = pipe.execute()[-1]
+        return cast(tuple[bytes, list[bytes]], got) if got else None  # a bytes client: the stubs allow str too
+
+    def _give_back_waiting(self) -> None:
+        """Requests taken for the next call go back to the (oldest) end of their queue when the worker stops."""
+        if self._waiting:
+            key, messages = self._waiting
+            self.redis.rpush(key, *reversed(messages))
+            self._waiting = None
+
+    def serve(self, deployment: str, messages: list[bytes]) -> list[tuple[InferenceRequest, Reply]]:
+        """The replies to the batch that starts with these requests (not sent yet)."""
         decoded = [r for r in map(decode_request, messages) if r is not None]
         if not decoded:
-            return 0
+            return []
         first = decoded[0]
         policy = BatchPolicy(max(1, first.max_batch_size), max(0.0, first.max_wait_ms))
         batcher = self.batchers.get(deployment)
@@ -138,12 +163,12 @@ class InferenceWorker:
         now = time.time()
         live = [r for r in requests if r.deadline > now]
         if not live:
-            return 0
+            return []
         replies = self._answer(deployment, live, policy)
-        send_replies(self.redis, replies)
         self.served += len(replies)
+        self.items += sum(_item_count(r) for r in live)
         self.batches += 1
-        return len(replies)
+        return replies
 
     def _answer(
         self, deployment: str, requests: list[InferenceRequest], policy: BatchPolicy
@@ -218,6 +243,7 @@ class InferenceWorker:
         heartbeat = {
             "at": time.time(),
             "served": self.served,
+            "items": self.items,
             "batches": self.batches,
             "models": {name: m.version for name, m in self.models.items() if m.scorer is not None},
         }

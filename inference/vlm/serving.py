@@ -25,13 +25,14 @@ import numpy as np
 from django.conf import settings
 
 from inference.broker import dump_npy
+from inference.coalesce import Coalescer
 from inference.orm_calls import orm_call
 from inference.rewards import RewardSettings, combine, compute_rewards, history_window
 from inference.serving import DeploymentConfig, DeploymentNotFound, abroker, deployment_config, infer_payload
 from training.vlm.labels import LABELS
 from training.vlm.prompt import prompt_render
 from training.vlm.rewards import TrendRewardConfig, trend_reward
-from training.vlm.wire import WindowRequest, pack_windows, record_pack, unpack_window
+from training.vlm.wire import WindowRequest, pad_records, record_pack, unpack_window
 
 HISTORY_PREFIX = "rs:vlm:hist:"
 STREAMS_PREFIX = "rs:vlm:streams:"
@@ -88,11 +89,23 @@ async def vlm_deployment(
     return VLMDeployment(config=config, prompt=prompt, reward=TrendRewardConfig.from_dict(stored))
 
 
+async def _windows_send(key: tuple[DeploymentConfig, float | None], records: list[bytes]) -> list[dict]:
+    config, timeout = key
+    return await infer_payload(config, dump_npy(pad_records(records)), timeout=timeout)
+
+
+_windows_send_joint = Coalescer(_windows_send)
+
+
 async def windows_infer(
     config: DeploymentConfig, windows: list[WindowRequest], *, timeout: float | None = None
 ) -> list[dict]:
-    """Per-window results from the workers: probabilities, label, and generated text when asked."""
-    return await infer_payload(config, dump_npy(pack_windows(windows)), timeout=timeout)
+    """Per-window results from the workers: probabilities, label, and generated text when asked. Windows
+    sent for the same deployment in the same event-loop turn (concurrent streams) travel as one request."""
+    if not windows:
+        return []
+    records = [record_pack(window) for window in windows]  # a malformed window fails only its own caller
+    return await _windows_send_joint((config, timeout), records)
 
 
 def item_reward(

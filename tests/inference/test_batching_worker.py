@@ -56,8 +56,78 @@ def test_batcher_drains_queue_up_to_max_batch_size():
 def test_batcher_waits_for_late_arrivals_only_after_seeing_concurrency():
     batcher = Batcher(BatchPolicy(max_batch_size=8, max_wait_ms=50))
     assert batcher.collect("a", ListSource([], arrivals=["late"])) == ["a"]  # lone client: no wait
-    assert batcher.collect("b", ListSource(["c"], arrivals=["late"])) == ["b", "c"]  # still no wait
+    assert batcher.collect("b", ListSource(["c"], arrivals=["late"])) == ["b", "c", "late"]  # two queued: waits
     assert batcher.collect("d", ListSource([], arrivals=["late"])) == ["d", "late"]  # concurrency seen: waits
+
+
+class TimedQueue:
+    """A request queue on a fake clock: `arrivals` are (time in s, request); waiting advances the clock."""
+
+    def __init__(self, arrivals):
+        self.now = 0.0
+        self.arrivals = sorted(arrivals)
+        self.waits = 0
+
+    def clock(self):
+        return self.now
+
+    def pop_now(self, max_count):
+        due = [item for at, item in self.arrivals if at <= self.now][:max_count]
+        self.arrivals = [(at, item) for at, item in self.arrivals if item not in due]
+        return due
+
+    def pop_wait(self, timeout_s):
+        self.waits += 1
+        if self.arrivals and self.arrivals[0][0] <= self.now + timeout_s:
+            self.now = max(self.now, self.arrivals[0][0])
+            return self.arrivals.pop(0)[1]
+        self.now += timeout_s
+        return None
+
+
+def test_concurrent_clients_coming_back_at_different_times_form_one_batch():
+    batcher = Batcher(BatchPolicy(max_batch_size=8, max_wait_ms=5))
+    queue = TimedQueue([(0.0, f"c{i}") for i in range(1, 8)])  # eight clients' first requests, queued together
+    batcher.clock = queue.clock
+    assert batcher.collect("c0", queue) == [f"c{i}" for i in range(8)]
+    # their replies went out together; each client sends again 0.5 ms after the previous one
+    queue = TimedQueue([(i * 0.0005, f"c{i}") for i in range(1, 8)])
+    batcher.clock = queue.clock
+    assert batcher.collect("c0", queue, drained=True) == [f"c{i}" for i in range(8)]  # one forward pass
+    assert queue.now == pytest.approx(0.0035)  # it stopped waiting when the batch was full, not at 5 ms
+
+
+def test_a_batch_that_came_apart_is_waited_for_until_whole_again():
+    batcher = Batcher(BatchPolicy(max_batch_size=8, max_wait_ms=5))
+    queue = TimedQueue([(0.0, "a1"), (0.0, "a2")])
+    batcher.clock = queue.clock
+    assert batcher.collect("a0", queue) == ["a0", "a1", "a2"]  # three clients
+    # one round later the first client comes back alone, the others 1 and 4 ms later: still one batch
+    queue = TimedQueue([(0.001, "a1"), (0.004, "a2")])
+    batcher.clock = queue.clock
+    assert batcher.collect("a0", queue, drained=True) == ["a0", "a1", "a2"]
+    assert queue.now == pytest.approx(0.005)  # the batch was not full: it waited max_wait_ms, no longer
+
+
+def test_a_lone_client_is_never_delayed():
+    batcher = Batcher(BatchPolicy(max_batch_size=8, max_wait_ms=50))
+    for i in range(20):
+        queue = TimedQueue([(0.010, "next")])  # its next request only comes after this one is answered
+        batcher.clock = queue.clock
+        assert batcher.collect(f"r{i}", queue, drained=True) == [f"r{i}"]
+        assert queue.now == 0.0 and queue.waits == 0  # served at once: no wait, not even a queue round trip
+
+
+def test_a_client_left_alone_stops_paying_the_wait_after_a_few_batches():
+    batcher = Batcher(BatchPolicy(max_batch_size=8, max_wait_ms=5), recent=4)
+    assert batcher.collect("a", ListSource(["b", "c"])) == ["a", "b", "c"]  # three clients
+    waited = []
+    for i in range(6):  # the others left: one request at a time from here on
+        queue = TimedQueue([])
+        batcher.clock = queue.clock
+        assert batcher.collect(f"r{i}", queue, drained=True) == [f"r{i}"]
+        waited.append(queue.now)
+    assert waited == [pytest.approx(0.005)] * 4 + [0.0] * 2  # until the busy batch leaves the last 4
 
 
 def test_batcher_counts_items_not_requests():
@@ -75,9 +145,9 @@ def test_batcher_skips_the_queue_when_just_drained_and_not_waiting():
         pop_wait = pop_now
 
     batcher = Batcher(BatchPolicy(max_batch_size=8, max_wait_ms=5))
-    assert batcher.collect("a", Untouchable(), ["b"], drained=True) == ["a", "b"]
-    # two requests came together: concurrency seen, so the next batch waits (and asks the queue)
-    assert batcher.collect("c", ListSource([], arrivals=["late"]), drained=True) == ["c", "late"]
+    assert batcher.collect("a", Untouchable(), drained=True) == ["a"]
+    # two requests came together: other clients exist, so this batch waits (and asks the queue)
+    assert batcher.collect("b", ListSource([], arrivals=["late"]), ["c"], drained=True) == ["b", "c", "late"]
 
 
 def test_score_requests_splits_results_back_and_chunks_by_max_batch():
@@ -175,3 +245,24 @@ def test_worker_reloads_on_newer_version_and_skips_expired_requests(redis):
         stop.set()
         thread.join(5)
     assert loads["count"] == 2
+
+
+def test_a_stopping_worker_puts_back_the_request_it_took_with_its_last_replies(redis):
+    name = f"d-{uuid.uuid4().hex[:8]}"
+    image = dump_npy(np.zeros((1, 4, 4, 3), np.uint8))
+    first, second = (InferenceRequest(name, 1, image, time.time() + 30) for _ in range(2))
+    stop = threading.Event()
+
+    class StoppingScorer(MeanScorer):
+        def score(self, batch):
+            redis.lpush(queue_key(name), second.encode())  # arrives while the first is scored
+            stop.set()
+            return super().score(batch)
+
+    worker = _worker(redis, name, {"version": 1, "count": 0}, [], lambda v: StoppingScorer())
+    redis.lpush(queue_key(name), first.encode())
+    worker.run(stop)
+    assert redis.llen(first.reply_key) == 1  # answered, and in the same round trip the second was taken...
+    assert [InferenceRequest.decode(m).id for m in redis.lrange(queue_key(name), 0, -1)] == [
+        second.id
+    ]  # ...and put back

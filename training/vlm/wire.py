@@ -5,7 +5,8 @@ The broker carries one uint8 `.npy` array per request, first axis = items, and t
 of equal shape. A VLM item is a packed record: magic `RSVL`, a 4-byte big-endian header length, a JSON
 header (image shapes, prompt, whether to generate, max new tokens), then the raw RGB bytes of every
 image (main view frames first, then the extra view's). Records are zero-padded to a multiple of
-`BUCKET` bytes so windows of the same size from different requests land in one batch.
+`BUCKET` bytes so windows of the same size from different requests land in one batch (windows with the same
+images and prompt always do; prompts of different lengths usually do).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import numpy as np
 import numpy.typing as npt
 
 MAGIC = b"RSVL"
-BUCKET = 1 << 16
+BUCKET = 1 << 12  # 4 KiB: small windows are not inflated (a 32 px window is 31 KB)
 MAX_IMAGES = 64
 MAX_NEW_TOKENS = 256
 _LEN = struct.Struct(">I")
@@ -60,7 +61,11 @@ def record_pack(item: WindowRequest) -> bytes:
 
 def pack_windows(items: list[WindowRequest]) -> npt.NDArray[np.uint8]:
     """uint8 [B, N]: one zero-padded record per window."""
-    records = [record_pack(item) for item in items]
+    return pad_records([record_pack(item) for item in items])
+
+
+def pad_records(records: list[bytes]) -> npt.NDArray[np.uint8]:
+    """uint8 [B, N]: the records (`record_pack`), each zero-padded to N, a multiple of BUCKET bytes."""
     size = max(len(r) for r in records)
     size = -(-size // BUCKET) * BUCKET
     out = np.zeros((len(records), size), dtype=np.uint8)
