@@ -96,6 +96,11 @@ def test_pretrained_backbone_loads_from_a_local_torchvision_file(tmp_path):
         ({"batch_size": 0}, "batch_size"),
         ({"pretrained": True}, "pretrained_path"),
         ({"device": "tpu"}, "device"),
+        ({"schedule": "step"}, "schedule"),
+        ({"select": "val_acc"}, "select"),
+        ({"crop": [0.5, 0.0, 0.6, 1.0]}, "crop"),
+        ({"crop": [0.0, 0.0, 1.0]}, "crop"),
+        ({"bn_recalibrate": "yes"}, "bn_recalibrate"),
     ],
 )
 def test_config_rejects_bad_values_with_the_field_name(overrides, message):
@@ -210,3 +215,82 @@ def test_best_checkpoint_holds_the_best_epochs_weights_whether_or_not_it_is_the_
 
 
 RLINF_PATH = "actor/model_state_dict/full_weights.pt"
+
+
+def test_cosine_schedule_decays_from_the_full_rate_after_warmup_towards_zero():
+    from training.resnet.train import lr_factor
+
+    warm = [lr_factor(step, 4, "cosine", 20) for step in range(4)]
+    assert warm == [0.25, 0.5, 0.75, 1.0]
+    after = [lr_factor(step, 4, "cosine", 20) for step in range(4, 20)]
+    assert after[0] == 1.0 and all(a > b for a, b in zip(after, after[1:], strict=False)) and after[-1] < 0.01
+    assert lr_factor(12, 4, "cosine", 20) == pytest.approx(0.5)  # half way through the decay
+    assert [lr_factor(step, 4, "constant", 20) for step in (4, 12, 19)] == [1.0, 1.0, 1.0]
+
+
+def test_crop_cuts_the_same_part_of_every_image_before_the_resize_and_survives_a_checkpoint(tmp_path):
+    config = small_config(crop=[0.25, 0.5, 0.5, 0.5])
+    model = RewardResNet(config).eval()
+    images = torch.from_numpy(make_scenes([True, False], 48, seed=2))
+    uncropped = RewardResNet(small_config()).eval()
+    cut = images[:, 12:36, 24:48]  # rows 0.25..0.75 and columns 0.5..1.0 of 48 pixels
+    assert torch.allclose(model.preprocess(images), uncropped.preprocess(cut), atol=1e-6)
+    assert torch.allclose(model.preprocess(images[:, ::2, ::2]), uncropped.preprocess(cut[:, ::2, ::2]), atol=1e-6)
+    save_checkpoint(model, config, tmp_path, metrics={}, step=0)
+    reloaded, reloaded_config = load_checkpoint(tmp_path)
+    assert reloaded_config.crop == [0.25, 0.5, 0.5, 0.5]
+    np.testing.assert_allclose(predict_proba(reloaded, images.numpy()), predict_proba(model, images.numpy()), atol=1e-6)
+    # the weights are RLinf's layout whatever the crop: they load strictly into an uncropped model
+    RewardResNet(small_config()).load_state_dict(reloaded.state_dict(), strict=True)
+
+
+def test_batchnorm_recalibration_sets_running_statistics_to_the_images_own():
+    from training.resnet.train import recalibrate_batchnorm
+
+    model = RewardResNet(small_config(hidden_dim=8))
+    images = torch.from_numpy(make_scenes([True, False] * 4, 32, seed=6))
+    weights = {k: v.clone() for k, v in model.named_parameters()}
+    bn1 = model.backbone.bn1
+    bn1.running_mean.fill_(5.0)  # stale statistics, far from what the images give
+    recalibrate_batchnorm(model, images, batch_size=64)  # one batch: the averages are that batch's
+    with torch.no_grad():
+        activations = model.backbone.conv1(model.preprocess(images))
+    assert torch.allclose(bn1.running_mean, activations.mean(dim=(0, 2, 3)), atol=1e-5)
+    assert torch.allclose(bn1.running_var, activations.var(dim=(0, 2, 3), unbiased=True), atol=1e-4)
+    assert bn1.momentum == 0.1 and not model.training
+    assert all(torch.equal(v, weights[k]) for k, v in model.named_parameters())
+
+
+def test_select_last_keeps_the_last_epoch_with_recalibrated_statistics_as_the_model(tmp_path, monkeypatch):
+    from safetensors.torch import load_file
+
+    from training.reporting import MemoryReporter
+    from training.resnet import train as train_module
+    from training.resnet.train import train_reward_model
+
+    labels = [True, False] * 6
+    images = make_scenes(labels, 32, seed=5)
+    losses = iter([0.9, 0.5, 0.7])  # epoch 2 has the lowest val_loss, yet the last epoch is kept
+    real_evaluate = train_module.evaluate
+
+    def evaluate(model, *args):
+        _, accuracy, probs = real_evaluate(model, *args)
+        return next(losses), accuracy, probs
+
+    monkeypatch.setattr(train_module, "evaluate", evaluate)
+    config = small_config(
+        batch_size=4, epochs=3, warmup_steps=0, hidden_dim=8, select="last", bn_recalibrate=True, augment=False
+    )
+    outcome = train_reward_model(
+        config, images, labels, images[:4], labels[:4], out_dir=tmp_path, reporter=MemoryReporter()
+    )
+    best, last = (
+        load_file(str(tmp_path / "best" / "model.safetensors")),
+        load_file(str(tmp_path / "last" / "model.safetensors")),
+    )
+    assert outcome.best_epoch == 3 and json.loads((tmp_path / "best" / "metrics.json").read_text())["epoch"] == 3
+    assert all(torch.equal(v, last[k]) for k, v in best.items())
+    model, _ = load_checkpoint(tmp_path / "best")
+    with torch.no_grad():
+        activations = model.backbone.conv1(model.preprocess(torch.from_numpy(images)))
+    assert torch.allclose(model.backbone.bn1.running_mean, activations.mean(dim=(0, 2, 3)), atol=1e-5)

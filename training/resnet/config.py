@@ -12,6 +12,8 @@ from typing import Any
 
 from ..parallel_config import DEFAULT_MASTER_PORT, settings_errors
 
+SCHEDULES = ("constant", "cosine")
+SELECTIONS = ("val_loss", "last")
 ARCH_FEATURES = {"resnet18": 512, "resnet34": 512, "resnet50": 2048, "resnet101": 2048, "resnet152": 2048}
 # Keys a config.json may carry beside the config itself (written by save_checkpoint).
 META_KEYS = frozenset({"model_type", "format_version", "step"})
@@ -28,6 +30,9 @@ class ResNetConfig:
     hidden_dim: int | None = 256
     dropout: float = 0.1
     image_size: list[int] = field(default_factory=lambda: [3, 128, 128])
+    # [top, left, height, width] as fractions of each input image, cut out before the resize to image_size,
+    # in training and serving alike (empty: the whole image, as RLinf's model sees it)
+    crop: list[float] = field(default_factory=list)
     pretrained: bool = False
     pretrained_path: str = ""
     # optimisation
@@ -35,11 +40,18 @@ class ResNetConfig:
     weight_decay: float = 1e-5
     grad_clip: float = 1.0
     warmup_steps: int = 100
+    # after the warmup: "constant" (RLinf's) or "cosine" (decays to 0 at the last step)
+    schedule: str = "constant"
     batch_size: int = 32
     epochs: int = 10
     # augmentation: random crop after zero padding (as HIL-SERL does)
     augment: bool = True
     crop_padding: int = 4
+    # the job's model ("best" checkpoint): the epoch with the lowest val_loss, or the last epoch's weights
+    select: str = "val_loss"
+    # recompute BatchNorm's running statistics over the training images (no augmentation) before the
+    # checkpoints are saved, so eval mode normalises with the saved weights' own statistics
+    bn_recalibrate: bool = False
     # early stopping on val_loss (patience 0 disables it)
     patience: int = 5
     min_delta: float = 0.001
@@ -68,12 +80,17 @@ class ResNetConfig:
         if size[0] != 3 or not (16 <= size[1] <= 1024 and 16 <= size[2] <= 1024):
             raise ConfigError(f"image_size must be [3, H, W] with 16 <= H, W <= 1024, got {size}")
         self.image_size = [int(v) for v in size]
+        self.crop = _checked_crop(self.crop)
         if self.pretrained and not self.pretrained_path:
             raise ConfigError("pretrained needs pretrained_path: a local file with torchvision resnet weights")
         _check_range("lr", self.lr, 1e-9, 1.0)
         _check_range("weight_decay", self.weight_decay, 0.0, 1.0)
         _check_range("grad_clip", self.grad_clip, 0.0, 1e6)
         _check_int("warmup_steps", self.warmup_steps, 0, 10_000_000)
+        if self.schedule not in SCHEDULES:
+            raise ConfigError(f"schedule must be one of {', '.join(SCHEDULES)}, got {self.schedule!r}")
+        if self.select not in SELECTIONS:
+            raise ConfigError(f"select must be one of {', '.join(SELECTIONS)}, got {self.select!r}")
         _check_int("batch_size", self.batch_size, 1, 4096)
         _check_int("epochs", self.epochs, 1, 10_000)
         _check_int("crop_padding", self.crop_padding, 0, 64)
@@ -83,7 +100,7 @@ class ResNetConfig:
         _check_int("num_threads", self.num_threads, 0, 512)
         if not (self.device in ("auto", "cpu", "cuda") or self.device.startswith("cuda:")):
             raise ConfigError(f"device must be auto, cpu, cuda or cuda:N, got {self.device!r}")
-        for name in ("pretrained", "augment", "save_rlinf_layout"):
+        for name in ("pretrained", "augment", "save_rlinf_layout", "bn_recalibrate"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(f"{name} must be true or false")
         errors = settings_errors(self.processes, self.nodes, self.master_addr, self.master_port)
@@ -110,6 +127,20 @@ class ResNetConfig:
             return cls(**{k: v for k, v in data.items() if k in names})
         except TypeError as exc:
             raise ConfigError(str(exc)) from None
+
+
+def _checked_crop(crop: Any) -> list[float]:
+    if crop in (None, []):
+        return []
+    box = list(crop) if isinstance(crop, list | tuple) else []
+    if len(box) != 4 or any(isinstance(v, bool) or not isinstance(v, int | float) for v in box):
+        raise ConfigError(f"crop must be empty or [top, left, height, width] as fractions, got {crop!r}")
+    top, left, height, width = (float(v) for v in box)
+    if not (0 <= top < 1 and 0 <= left < 1 and 0 < height <= 1 - top and 0 < width <= 1 - left):
+        raise ConfigError(
+            f"crop must lie inside the image: 0 <= top, left and top + height, left + width <= 1, got {box}"
+        )
+    return [top, left, height, width]
 
 
 def _is_int(value: Any) -> bool:

@@ -72,6 +72,8 @@ class RewardResNet(nn.Module):
             x = x[:, :3]
         elif channels != 3:
             raise ValueError(f"images must have 1, 3 or 4 channels, got {channels}")
+        if self.config.crop:
+            x = crop_box(x, self.config.crop)
         height, width = self.config.image_size[1:]
         if x.shape[-2:] != (height, width):
             x = F.interpolate(x, size=(height, width), mode="bilinear", align_corners=False)
@@ -79,6 +81,14 @@ class RewardResNet(nn.Module):
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
         return self.backbone(self.preprocess(images)).squeeze(-1)
+
+
+def crop_box(x: torch.Tensor, box: list[float]) -> torch.Tensor:
+    """The [top, left, height, width] fractions of NCHW images, rounded to whole pixels (at least one)."""
+    rows, cols = x.shape[-2:]
+    top, left = round(box[0] * rows), round(box[1] * cols)
+    height, width = max(1, round(box[2] * rows)), max(1, round(box[3] * cols))
+    return x[..., top : min(rows, top + height), left : min(cols, left + width)]
 
 
 def clean_state_dict(state_dict: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:

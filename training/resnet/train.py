@@ -87,11 +87,15 @@ def random_crop(images: torch.Tensor, padding: int, generator: torch.Generator |
     return padded[index, rows[:, :, None], cols[:, None, :]]
 
 
-def lr_factor(step: int, warmup_steps: int) -> float:
-    """Linear warmup from 1/warmup to 1, then constant."""
-    if warmup_steps <= 0 or step >= warmup_steps:
-        return 1.0
-    return (step + 1) / warmup_steps
+def lr_factor(step: int, warmup_steps: int, schedule: str = "constant", total_steps: int = 0) -> float:
+    """Linear warmup from 1/warmup to 1, then constant, or with "cosine" a half cosine from 1 after the
+    warmup down to 0 after the last of `total_steps`."""
+    if warmup_steps > 0 and step < warmup_steps:
+        return (step + 1) / warmup_steps
+    if schedule == "cosine" and total_steps > warmup_steps:
+        progress = (step - warmup_steps) / (total_steps - warmup_steps)
+        return 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
+    return 1.0
 
 
 def effective_warmup(config: ResNetConfig, total_steps: int) -> int:
@@ -115,6 +119,24 @@ def evaluate(
     probs = torch.sigmoid(all_logits)
     accuracy = ((probs > 0.5).float() == labels).float().mean().item() if len(labels) else float("nan")
     return loss, accuracy, probs.cpu().numpy().astype(np.float32)
+
+
+@torch.no_grad()
+def recalibrate_batchnorm(model: RewardResNet, images: torch.Tensor, batch_size: int) -> None:
+    """Replace every BatchNorm layer's running mean and variance by their average over `images` as the
+    model now computes them (train-mode forward passes, weights untouched); the model is left in eval mode."""
+    layers = [m for m in model.modules() if isinstance(m, torch.nn.modules.batchnorm._BatchNorm)]
+    momenta = [m.momentum for m in layers]
+    for layer in layers:
+        layer.reset_running_stats()
+        layer.momentum = None  # a cumulative average over all batches
+    model.train()
+    for start in range(0, len(images), batch_size):
+        if len(images) - start > 1:  # BatchNorm cannot take a batch of one image
+            model(images[start : start + batch_size])
+    for layer, momentum in zip(layers, momenta, strict=True):
+        layer.momentum = momentum
+    model.eval()
 
 
 def _report_steps(reporter: Reporter, pending: list, total_steps: int) -> None:
@@ -264,7 +286,7 @@ def train_reward_model(
             images, labels = x_train[index], y_train[index]
             if config.augment:
                 images = random_crop(images, config.crop_padding, generator)
-            lr = config.lr * lr_factor(step, warmup)
+            lr = config.lr * lr_factor(step, warmup, config.schedule, total_steps)
             for group in optimizer.param_groups:
                 group["lr"] = lr
             logits = trained(images)
@@ -349,19 +371,25 @@ def train_reward_model(
 
     if rank != 0:  # only rank 0 writes checkpoints; the others return what they trained
         return outcome(best_metrics or dict(last_metrics))
+    if config.bn_recalibrate:
+        recalibrate_batchnorm(model, x_train, max(config.batch_size, 256))
     save_checkpoint(model, config, out_dir / LAST, metrics=last_metrics, step=step)
     last_rlinf = out_dir / RLINF_DIR / f"global_step_{step}"
     if config.save_rlinf_layout:
         save_rlinf_weights(model, last_rlinf)
+    if config.select == "last":
+        best_epoch = epoch
     if best_state is None or best_epoch == epoch:
-        # the last weights are the best (or val_loss was never finite and they are all we have): the best
-        # checkpoint is the last one's files, linked rather than written again
+        # the last weights are the best, are asked for (select "last"), or are all we have (val_loss never
+        # finite): the best checkpoint is the last one's files, linked rather than written again
         best_metrics = dict(last_metrics)
         copy_checkpoint_files(out_dir / LAST, out_dir / BEST, CHECKPOINT_FILES)
         if config.save_rlinf_layout:
             copy_checkpoint_files(last_rlinf, out_dir / RLINF_DIR / "best_model", [RLINF_WEIGHTS])
     else:
         model.load_state_dict(best_state)
+        if config.bn_recalibrate:
+            recalibrate_batchnorm(model, x_train, max(config.batch_size, 256))
         save_checkpoint(model, config, out_dir / BEST, metrics=best_metrics, step=best_metrics["step"])
         if config.save_rlinf_layout:
             save_rlinf_weights(model, out_dir / RLINF_DIR / "best_model")

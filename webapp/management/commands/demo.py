@@ -39,7 +39,7 @@ class Command(BaseCommand):
         parser.add_argument("--project", default="PickCube")
         parser.add_argument("--deployment", default="pickcube-resnet")
         parser.add_argument("--size", type=int, default=64, help="camera size in pixels (and the model's input)")
-        parser.add_argument("--epochs", type=int, default=10)
+        parser.add_argument("--epochs", type=int, default=8)
         parser.add_argument("--lr", type=float, default=1e-3)
         parser.add_argument("--seed", type=int, default=FIRST_SEED, help="first episode seed")
         parser.add_argument(
