@@ -52,12 +52,16 @@ def test_outside_a_transaction_vacuum_analyze_runs_and_postgresql_records_it():
 
 
 @pytest.mark.django_db
-def test_proposal_generation_refreshes_the_label_tables_only_after_a_bulk_run(project, monkeypatch):
+def test_proposal_generation_refreshes_the_label_tables_only_after_a_bulk_run_over_the_project(project, monkeypatch):
     episode_with_frames(project=project, num_steps=6, size=16)
     with CaptureQueriesContext(connection) as small:
         result = proposals_generate(project=project)
     assert statements(small) == [] and result.rows_written > 0
     monkeypatch.setattr(table_stats, "BULK_ROWS", 1)
+    one = episode_with_frames(project=project, num_steps=6, size=16)
+    with CaptureQueriesContext(connection) as single:  # one episode's proposals, answered in a request
+        proposals_generate(project=project, episodes=project.episodes.filter(pk=one.pk))
+    assert statements(single) == []
     episode_with_frames(project=project, num_steps=6, size=16)
     with CaptureQueriesContext(connection) as bulk:
         proposals_generate(project=project)
