@@ -6,7 +6,8 @@ statements, not a million file writes), and measures at each size:
 
   reads, through uvicorn as the Procfile runs it (median of several requests, each beside 300 ms; after
   VACUUM ANALYZE, the state autovacuum leaves the tables in shortly after a bulk write, and the project
-  page once before it):
+  page once before it, right after the seed and the proposal generation, in the state those bulk paths
+  leave the tables in):
     - the project page (progress, proposals, first page of the episode list),
     - the filtered episode list: page and API (`/api/projects/<pk>/episodes`, when the server has it),
     - the labeling payload of one episode (API and page);
@@ -23,8 +24,15 @@ same run. Snapshot builds above `--snapshot-cap` frames are skipped (said so in 
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/rs_bench .venv/bin/python bench/scale.py
     .venv/bin/python bench/scale.py --sizes 10000,100000   # a quicker run
+    .venv/bin/python bench/scale.py --sizes 1000000 --keep                    # seed once, leave it in place
+    .venv/bin/python bench/scale.py --sizes 1000000 --reuse --measures reads  # then measure it again
 
-Needs PostgreSQL (the production setting). It removes what it seeded at the end.
+Options: --sizes picks the project sizes; --measures picks a subset of reads, proposals, snapshot (default
+all three; reads always include the project page right after the seed when the project was seeded in this
+run); --keep leaves the seeded projects in the database; --reuse measures the projects a --keep run left
+(seeding and proposal generation are skipped for them; a size not found is seeded) and implies --keep.
+
+Needs PostgreSQL (the production setting). It removes what it seeded at the end unless --keep or --reuse.
 """
 
 from __future__ import annotations
@@ -64,7 +72,7 @@ class SizeResult:
     episodes: int
     seed_s: float = 0.0
     reads_ms: dict[str, float] = field(default_factory=dict)
-    proposals_s: float = 0.0
+    proposals_s: float | None = None
     snapshot_s: float | None = None
     snapshot_frames: int = 0
     snapshot_note: str = ""
@@ -99,6 +107,7 @@ def seed_project(*, size: int, user) -> tuple[Project, int]:
     from django.db import connection
 
     from labeling.models import Agent, Membership, Project
+    from labeling.table_stats import EPISODE_TABLES, refresh_after_bulk_write
 
     episodes = max(1, round(size / (STEPS * len(CAMERAS))))
     project = Project.objects.create(name=f"{PROJECT_PREFIX} {size}", task_description="Scale bench")
@@ -156,9 +165,9 @@ def seed_project(*, size: int, user) -> tuple[Project, int]:
                WHERE e.project_id = %(p)s AND e.id %% 5 = 0""",
             {**params, "u": user.pk},
         )
-        cur.execute(
-            "ANALYZE labeling_episode, labeling_step, labeling_frame, labeling_framelabel, labeling_windowlabel"
-        )
+    # What the app's bulk paths (imports, proposal generation) do at their end: fresh statistics and
+    # visibility maps for the tables they wrote.
+    refresh_after_bulk_write(EPISODE_TABLES, rows=episodes * STEPS * len(CAMERAS))
     return project, episodes
 
 
@@ -314,34 +323,58 @@ def raw_loop_per_frame(media_root: Path, names: list[str], frames: int, out: Pat
     return (time.perf_counter() - started) / frames
 
 
-def run_size(*, size: int, user, session, url: str, repeats: int, snapshot_cap: int) -> SizeResult:
+MEASURES = ("reads", "proposals", "snapshot")
+
+
+def reused_project(size: int) -> tuple[Project, int] | None:
+    from labeling.models import Project
+
+    project = Project.objects.filter(name=f"{PROJECT_PREFIX} {size}").first()
+    return None if project is None else (project, project.episodes.count())
+
+
+def run_size(
+    *, size: int, user, session, url: str, repeats: int, snapshot_cap: int, measures: set[str], reuse: bool
+) -> SizeResult:
     from labeling.proposals import proposals_generate
     from training.models import DatasetSnapshot
     from training.snapshot_services import snapshot_build, snapshot_create
     from training.storage import local_path
 
     started = time.perf_counter()
-    project, episodes = seed_project(size=size, user=user)
+    reused = reused_project(size) if reuse else None
+    project, episodes = reused or seed_project(size=size, user=user)
     result = SizeResult(frames=episodes * STEPS * len(CAMERAS), episodes=episodes)
     result.seed_s = time.perf_counter() - started
-    print(f"[{size}] seeded {result.frames} frames ({episodes} episodes) in {result.seed_s:.1f} s")
+    if reused:
+        print(f"[{size}] reused {result.frames} frames ({episodes} episodes) from a --keep run")
+    else:
+        print(f"[{size}] seeded {result.frames} frames ({episodes} episodes) in {result.seed_s:.1f} s")
 
-    started = time.perf_counter()
-    proposals_generate(project=project)
-    result.proposals_s = time.perf_counter() - started
-    print(f"[{size}] proposals generated in {result.proposals_s:.1f} s")
+    if "proposals" in measures or not reused:
+        started = time.perf_counter()
+        proposals_generate(project=project)
+        result.proposals_s = time.perf_counter() - started
+        print(f"[{size}] proposals generated in {result.proposals_s:.1f} s")
 
-    # Right after a bulk write the tables' visibility map is stale, so count queries read the table as well as
-    # the index; autovacuum fixes that within a minute or so. One read before it, the rest after VACUUM.
-    fresh = timed_get(session, f"{url}/projects/{project.pk}/", repeats)
-    started = time.perf_counter()
-    vacuum()
-    print(f"[{size}] vacuum analyze (what autovacuum does after a bulk write) {time.perf_counter() - started:.1f} s")
-    result.reads_ms = {"project page, before vacuum": fresh or 0.0}
-    result.reads_ms.update(measure_reads(session, url, project, repeats))
-    for name, ms in result.reads_ms.items():
-        print(f"[{size}] {name}: {ms:.0f} ms")
+    if "reads" in measures:
+        # Right after the bulk writes (seed, proposal generation), before autovacuum has run: what the bulk
+        # paths leave behind (labeling/table_stats.py). One read then, the rest after a full VACUUM ANALYZE.
+        if not reused:
+            fresh = timed_get(session, f"{url}/projects/{project.pk}/", repeats)
+            result.reads_ms["project page, right after bulk write"] = fresh or 0.0
+        started = time.perf_counter()
+        vacuum()
+        print(
+            f"[{size}] vacuum analyze (what autovacuum does after a bulk write) {time.perf_counter() - started:.1f} s"
+        )
+        result.reads_ms.update(measure_reads(session, url, project, repeats))
+        for name, ms in result.reads_ms.items():
+            print(f"[{size}] {name}: {ms:.0f} ms")
 
+    if "snapshot" not in measures:
+        result.snapshot_note = "skipped: not in --measures"
+        return result
     if result.frames > snapshot_cap:
         result.snapshot_note = f"skipped: over --snapshot-cap {snapshot_cap}"
         return result
@@ -424,8 +457,13 @@ def main() -> None:
     parser.add_argument("--snapshot-cap", type=int, default=1_000_000, help="largest project whose snapshot is built")
     parser.add_argument("--raw-frames", type=int, default=5000, help="frames of the bare decode-and-write loop")
     parser.add_argument("--keep", action="store_true", help="leave the seeded projects in the database")
+    parser.add_argument("--reuse", action="store_true", help="measure the projects a --keep run left (implies --keep)")
+    parser.add_argument("--measures", default=",".join(MEASURES), help=f"a subset of {', '.join(MEASURES)}")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
+    measures = {m.strip() for m in args.measures.split(",") if m.strip()}
+    if measures - set(MEASURES):
+        parser.error(f"--measures: unknown {', '.join(sorted(measures - set(MEASURES)))}")
 
     bench_started = time.perf_counter()
     scratch = scratch_environment("scale")
@@ -438,7 +476,8 @@ def main() -> None:
     from django.core.management import call_command
 
     call_command("migrate", verbosity=0)
-    remove_projects()
+    if not args.reuse:
+        remove_projects()
     media_root = Path(os.environ["MEDIA_ROOT"])
     names = write_frame_files(media_root)
     password = secrets.token_urlsafe(12)
@@ -463,12 +502,14 @@ def main() -> None:
                     url=url,
                     repeats=args.repeats,
                     snapshot_cap=args.snapshot_cap,
+                    measures=measures,
+                    reuse=args.reuse,
                 )
             )
     finally:
         proc.terminate()
         proc.wait(timeout=15)
-        if not args.keep:
+        if not (args.keep or args.reuse):
             remove_projects()
     report(results, raw_s)
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())

@@ -62,8 +62,8 @@ class EpisodeListView(APIView):
         access.require(request.user, access.VIEW, project)
         filters = EpisodeFilterSerializer(data=request.query_params)
         filters.is_valid(raise_exception=True)
-        episodes = label_selectors.episode_list(project=project, **filters.validated_data)
+        ids = label_selectors.episode_list_ids(project=project, **filters.validated_data)
         paginator = EpisodePagination()
-        ids = paginator.paginate_queryset(episodes.values_list("pk", flat=True), request, view=self) or []
-        rows = label_selectors.episodes_by_ids(episodes, list(ids))
+        page = paginator.paginate_queryset(ids, request, view=self) or []
+        rows = label_selectors.episodes_by_ids(project=project, ids=list(page))
         return paginator.get_paginated_response(EpisodeRowSerializer(rows, many=True).data)

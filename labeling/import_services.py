@@ -52,6 +52,7 @@ from .import_sources import (
 from .models import Episode, Frame, FrameLabel, LabelChange, LabelSource, Project, Step
 from .rlinf_episode import EpisodeFormatError, parse_episode, to_json
 from .services import IngestError, StepInput, episode_create, episode_finish, steps_append
+from .table_stats import EPISODE_TABLES, refresh_after_bulk_write
 
 logger = logging.getLogger(__name__)
 
@@ -110,6 +111,8 @@ def import_paths(
             import_source(project=project, source=source, env_id=env_id, summary=summary)
             if on_progress:
                 on_progress(source)
+    rows = summary.episodes + summary.steps + summary.frames + summary.labels
+    refresh_after_bulk_write(EPISODE_TABLES, rows=rows)
     return summary
 
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from django.core.files.storage import default_storage
-from django.db.models import Case, Count, Exists, F, IntegerField, OuterRef, Q, QuerySet, Subquery, Sum, Value, When
-from django.db.models.functions import Coalesce
+from django.db.models import Count, Exists, F, IntegerField, OuterRef, Q, QuerySet, Subquery, Sum
+from django.db.models.functions import Coalesce, Greatest
 
 from .models import Episode, Frame, FrameLabel, LabelChange, LabelSource, Project, ProposalStatus, Step, WindowLabel
 from .page_data import EpisodeLabelingData, LabelingWindow
@@ -94,6 +94,22 @@ def _per_episode_count(model, **filters):
 LABEL_STATES = ("labeled", "partly", "unlabeled")
 
 
+def label_state(*, human_frames: int, human_windows: int, num_steps: int) -> str:
+    """labeled (every step has a human frame label), partly (some human labels), unlabeled (none)."""
+    if human_frames == 0 and human_windows == 0:
+        return "unlabeled"
+    return "labeled" if human_frames > 0 and human_frames >= num_steps else "partly"
+
+
+def _with_counts(episodes: QuerySet[Episode]) -> QuerySet[Episode]:
+    return episodes.annotate(
+        human_frames=_per_episode_count(FrameLabel, source=LabelSource.HUMAN),
+        human_windows=_per_episode_count(WindowLabel, source=LabelSource.HUMAN),
+        open_frame_proposals=_per_episode_count(FrameLabel, **OPEN_PROPOSAL),
+        open_window_proposals=_per_episode_count(WindowLabel, **OPEN_PROPOSAL),
+    )
+
+
 def episode_list(
     *,
     project: Project,
@@ -103,28 +119,14 @@ def episode_list(
     proposals: str = "",
     success: str = "",
 ) -> QuerySet[Episode]:
-    """The project's episodes with label counts, filtered.
+    """The project's episodes with label counts, filtered, newest first. Pages list `.values_list("pk")` of
+    it (only the filters are computed) and fetch one page's rows with `episodes_by_ids`.
 
-    state: labeled (every step has a human frame label), partly (some human labels), unlabeled (none).
-    proposals: yes / no (open proposals exist). success: yes / no / unknown (episode-level success).
+    state: see `label_state`. proposals: yes / no (open proposals exist). success: yes / no / unknown
+    (episode-level success).
     """
-    episodes = (
-        Episode.objects.filter(project=project)
-        .select_related("agent")
-        .annotate(
-            human_frames=_per_episode_count(FrameLabel, source=LabelSource.HUMAN),
-            human_windows=_per_episode_count(WindowLabel, source=LabelSource.HUMAN),
-            open_frame_proposals=_per_episode_count(FrameLabel, **OPEN_PROPOSAL),
-            open_window_proposals=_per_episode_count(WindowLabel, **OPEN_PROPOSAL),
-        )
-        .annotate(
-            label_state=Case(
-                When(Q(human_frames=0) & Q(human_windows=0), then=Value("unlabeled")),
-                When(Q(human_frames__gt=0) & Q(human_frames__gte=F("num_steps")), then=Value("labeled")),
-                default=Value("partly"),
-            )
-        )
-        .order_by("-created_at")
+    episodes = _with_counts(Episode.objects.filter(project=project).select_related("agent")).order_by(
+        "-created_at", "-pk"
     )
     if source:
         episodes = episodes.filter(source=source)
@@ -136,7 +138,8 @@ def episode_list(
         any_human = Exists(_per_episode(FrameLabel, source=LabelSource.HUMAN)) | Exists(
             _per_episode(WindowLabel, source=LabelSource.HUMAN)
         )
-        complete = Q(human_frames__gt=0) & Q(human_frames__gte=F("num_steps"))
+        # human_frames > 0 and >= num_steps, as one comparison: the count subquery then runs once per row.
+        complete = Q(human_frames__gte=Greatest(F("num_steps"), 1))
         if state == "unlabeled":
             episodes = episodes.filter(~any_human)
         elif state == "labeled":
@@ -159,12 +162,26 @@ def episode_list(
     return episodes
 
 
-def episodes_by_ids(episodes: QuerySet[Episode], ids: list[int]) -> list[Episode]:
-    """The rows of `episodes` (with their counts) whose ids are listed, in that order. Paginate over the ids
-    of a filtered list, then fetch one page with this: the counts are computed for that page's rows only,
-    not for every row a deep page skips."""
-    rows = {episode.pk: episode for episode in episodes.filter(pk__in=ids)}
-    return [rows[pk] for pk in ids if pk in rows]
+def episode_list_ids(*, project: Project, **filters: str) -> list[int]:
+    """Every id of the filtered list, newest first, in one query: a page is a slice of it and its length is
+    the count, so the filters run once (not once to count and again under an OFFSET that walks every row a
+    deep page skips). Ids only: about 8 bytes per episode, 40 kB for a project of a million frames."""
+    return list(episode_list(project=project, **filters).values_list("pk", flat=True))
+
+
+def episodes_by_ids(*, project: Project, ids: list[int]) -> list[Episode]:
+    """The episodes with these ids (one page of `episode_list_ids`), with their label counts and
+    `label_state`, in that order. The counts are computed for these rows only, and the filters that chose
+    them are not run again."""
+    rows = {e.pk: e for e in _with_counts(Episode.objects.filter(project=project, pk__in=ids).select_related("agent"))}
+    out = [rows[pk] for pk in ids if pk in rows]
+    for e in out:
+        e.label_state = label_state(  # type: ignore[attr-defined]
+            human_frames=e.human_frames,  # type: ignore[attr-defined]
+            human_windows=e.human_windows,  # type: ignore[attr-defined]
+            num_steps=e.num_steps,
+        )
+    return out
 
 
 def episode_labeling_data(*, episode: Episode) -> EpisodeLabelingData:

@@ -96,8 +96,8 @@ def project_detail(request, pk: int):
 
 def _project_page(request, project: Project, settings_form: LabelingSettingsForm | None = None):
     filters = {name: request.GET.get(name, "") for name in FILTERS}
-    episodes = label_selectors.episode_list(project=project, **filters)
-    page = Paginator(episodes.values_list("pk", flat=True), 100).get_page(request.GET.get("page"))
+    ids = label_selectors.episode_list_ids(project=project, **filters)
+    page = Paginator(ids, 100).get_page(request.GET.get("page"))
     query = request.GET.copy()
     query.pop("page", None)
     return render(
@@ -106,12 +106,12 @@ def _project_page(request, project: Project, settings_form: LabelingSettingsForm
         {
             "project": project,
             "page": page,
-            "episodes": label_selectors.episodes_by_ids(episodes, list(page.object_list)),
+            "episodes": label_selectors.episodes_by_ids(project=project, ids=list(page.object_list)),
             "filters": filters,
             "filter_query": query.urlencode(),
             "progress": label_selectors.project_progress(project=project),
             "open_proposals": label_selectors.project_open_proposals(project=project),
-            "total_episodes": project.episodes.count(),
+            "total_episodes": project.episodes.count() if any(filters.values()) else len(ids),
             "sources": Episode.Source.choices,
             "agents": Agent.objects.filter(episodes__project=project).distinct().values_list("name", flat=True),
             "page_data": ProjectPageData(project=project.pk, api=f"/api/projects/{project.pk}"),

@@ -28,6 +28,7 @@ from .label_services import (
     window_labels_set,
 )
 from .models import Episode, FrameLabel, LabelChange, LabelSource, Project, ProposalStatus, Step, WindowLabel
+from .table_stats import LABEL_TABLES, refresh_after_bulk_write
 from .trend import TrendParams, trend_windows
 
 KINDS = ("frame", "window", "all")
@@ -43,6 +44,16 @@ class GenerateResult:
     windows_updated: int = 0
     windows_removed: int = 0
 
+    @property
+    def rows_written(self) -> int:
+        return (
+            self.frames_created
+            + self.frames_updated
+            + self.windows_created
+            + self.windows_updated
+            + self.windows_removed
+        )
+
 
 def proposals_generate(
     *,
@@ -53,9 +64,11 @@ def proposals_generate(
     """(Re)compute proposals for the project's episodes. Unchanged proposals keep their status.
 
     Each episode is one transaction; `on_episode` is told the running counts after each and stops the
-    loop by returning False (a cancelled job keeps the episodes it finished)."""
+    loop by returning False (a cancelled job keeps the episodes it finished). A run over the whole project
+    that wrote many rows leaves the label tables' statistics fresh (labeling/table_stats.py)."""
     params = TrendParams(**project.trend_params())
     result = GenerateResult()
+    whole_project = episodes is None
     episodes = project.episodes.all() if episodes is None else episodes.filter(project=project)
     for episode in episodes.order_by("pk"):
         with transaction.atomic():
@@ -63,6 +76,8 @@ def proposals_generate(
         result.episodes += 1
         if on_episode is not None and not on_episode(result):
             break
+    if whole_project:  # a job's run, not one episode's answer to a request
+        refresh_after_bulk_write(LABEL_TABLES, rows=result.rows_written)
     return result
 
 

@@ -116,3 +116,25 @@ def test_bad_labeling_settings_are_refused_with_a_message(user_client, project, 
     assert message in response.content.decode()
     project.refresh_from_db()
     assert project.window_size == 5 and project.trend_tail_unclear_ratio == 0.15
+
+
+def test_deep_pages_show_the_oldest_episodes_with_their_counts(user_client, project):
+    from labeling.label_selectors import episode_list_ids, episodes_by_ids
+
+    episodes = [episode_with_frames(project=project, num_steps=2, size=16) for _ in range(5)]
+    from labeling.label_services import Actor, frame_labels_set
+
+    frame_labels_set(episode=episodes[0], items=[(0, "fail"), (1, "fail")], actor=Actor())
+    frame_labels_set(episode=episodes[1], items=[(0, "fail")], actor=Actor())
+    ids = episode_list_ids(project=project)
+    assert ids == [e.pk for e in reversed(episodes)]
+    rows = episodes_by_ids(project=project, ids=ids[3:])
+    assert [(e.pk, e.human_frames, e.label_state) for e in rows] == [
+        (episodes[1].pk, 1, "partly"),
+        (episodes[0].pk, 2, "labeled"),
+    ]
+    body = user_client.get(f"/api/projects/{project.pk}/episodes?page_size=2&page=3").json()
+    assert body["count"] == 5 and [r["uuid"] for r in body["results"]] == [str(episodes[0].uuid)]
+    assert body["results"][0]["label_state"] == "labeled"
+    html = user_client.get(f"/projects/{project.pk}/?state=unlabeled&page=999").content.decode()
+    assert "(3 of 5)" in html and str(episodes[2].uuid)[:10] in html
