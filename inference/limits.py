@@ -18,6 +18,7 @@ No Django here; `limiter()` in `inference.throttles` wires the settings.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import math
@@ -43,8 +44,11 @@ class Verdict:
 ALLOWED = Verdict(True)
 
 
+@functools.lru_cache(maxsize=64)
 def rate_item(text: str) -> RateLimitItem | None:
-    """A parsed limit, or None for an empty setting (no limit). Raises ValueError on bad notation."""
+    """A parsed limit, or None for an empty setting (no limit). Raises ValueError on bad notation.
+
+    Remembered per text: the hot path asks for its limits on every request."""
     text = (text or "").strip()
     return parse(text) if text else None
 
