@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shlex
 import socket
 import subprocess
 import tempfile
@@ -38,3 +39,21 @@ def scratch_environment(name: str) -> Path:
     os.environ.setdefault("DEBUG", "0")
     os.environ.setdefault("LOG_LEVEL", "WARNING")
     return scratch
+
+
+def procfile_env(process: str) -> dict[str, str]:
+    """The environment assignments that lead a Procfile line (`inference: OMP_WAIT_POLICY=PASSIVE python ...`
+    gives {"OMP_WAIT_POLICY": "PASSIVE"}), so a bench starts the process as the Procfile does and can
+    measure its raw limit under the same settings."""
+    root = Path(__file__).resolve().parent.parent
+    for line in (root / "Procfile").read_text().splitlines():
+        name, _, command = line.partition(":")
+        if name.strip() == process:
+            env = {}
+            for word in shlex.split(command):
+                key, eq, value = word.partition("=")
+                if not eq or not key.isidentifier():
+                    break
+                env[key] = value
+            return env
+    raise KeyError(f"no {process!r} line in the Procfile")

@@ -17,8 +17,10 @@ folder), writes the checkpoint to a temporary MEDIA_ROOT, starts uvicorn and `ma
 
     .venv/bin/python bench/inference.py [--threads 2] [--requests 200] [--clients 16] [--max-wait-ms 2]
 
-The worker runs as the Procfile starts it, with `OMP_WAIT_POLICY=PASSIVE` (torch's idle threads sleep
-instead of spinning); the raw forward in this process inherits whatever the shell sets.
+The worker runs as the Procfile starts it, with the environment its `inference:` line sets
+(`OMP_WAIT_POLICY=PASSIVE`: torch's idle threads sleep instead of spinning), and the raw forward in this
+process runs under the same settings (applied before torch loads), so both sides pay the same thread
+wake-ups.
 """
 
 from __future__ import annotations
@@ -38,9 +40,11 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
-from harness import free_port, scratch_environment, wait_for_port  # noqa: E402
+from harness import free_port, procfile_env, scratch_environment, wait_for_port  # noqa: E402
 
 TMP = scratch_environment("inference")
+WORKER_ENV = procfile_env("inference")
+os.environ.update(WORKER_ENV)  # the raw forward runs as the worker does (OpenMP reads it when torch loads)
 
 
 def timed(fn) -> float:
@@ -149,7 +153,7 @@ def main() -> None:
     worker = subprocess.Popen(
         [sys.executable, "manage.py", "inference_worker", "--threads", str(threads)],
         cwd=ROOT,
-        env={**env, "OMP_WAIT_POLICY": "PASSIVE"},  # as the Procfile's inference line
+        env={**env, **WORKER_ENV},  # as the Procfile's inference line
         stdout=open(logs / "worker.log", "w"),  # noqa: SIM115
         stderr=subprocess.STDOUT,
     )
@@ -166,7 +170,8 @@ def main() -> None:
         print(
             f"ResNet18 {args.size}x{args.size}, CPU, torch threads {threads} (raw in-process and worker), "
             f"max_batch_size 64, max_wait_ms {args.max_wait_ms:g}, "
-            f"worker OMP_WAIT_POLICY=PASSIVE (Procfile), load average {os.getloadavg()[0]:.1f}, "
+            f"worker and raw {' '.join(f'{k}={v}' for k, v in WORKER_ENV.items())} (Procfile), "
+            f"load average {os.getloadavg()[0]:.1f}, "
             f"server {args.app}"
         )
         print(f"{'scenario':<44} {'service':>14} {'raw limit':>14} {'ratio':>7}  target")

@@ -16,6 +16,9 @@ file in a temporary folder), writes checkpoints to a temporary MEDIA_ROOT, start
 
     .venv/bin/python bench/teleop.py [--threads 1] [--seconds 10] [--clients 5]
 
+The worker runs with the environment the Procfile's `inference:` line sets (`OMP_WAIT_POLICY=PASSIVE`),
+and the raw forward in this process under the same settings (applied before torch loads).
+
 Give it a database and Redis db of its own (the default SQLite file does that for the database): another
 inference worker watching the same deployments would take its requests without its checkpoints.
 """
@@ -37,9 +40,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
-from harness import free_port, scratch_environment, wait_for_port  # noqa: E402
+from harness import free_port, procfile_env, scratch_environment, wait_for_port  # noqa: E402
 
 TMP = scratch_environment("teleop")
+WORKER_ENV = procfile_env("inference")
+os.environ.update(WORKER_ENV)  # the raw forward runs as the worker does (OpenMP reads it when torch loads)
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -155,7 +160,10 @@ async def scenario(base: str, token: str, cookie: str, deployment: str, size: in
 
 def report(title: str, raw_ms: float, summary, elapsed: float, outs: list[dict], limit_ms, stats=None) -> None:
     sent = summary.steps
-    print(f"\n{title}: {sent} steps sent in {elapsed:.1f} s ({sent / elapsed:.1f} Hz); raw forward {raw_ms:.1f} ms")
+    print(
+        f"\n{title}: {sent} steps sent in {elapsed:.1f} s ({sent / elapsed:.1f} Hz); raw forward {raw_ms:.1f} ms; "
+        f"load average {os.getloadavg()[0]:.1f}"
+    )
     worst = 0.0
     for i, out in enumerate(outs, 1):
         lat = out["latencies"]
@@ -199,14 +207,18 @@ def main() -> None:
     )  # fmt: skip
     worker = subprocess.Popen(
         [sys.executable, "manage.py", "inference_worker", "--threads", str(args.threads)],
-        cwd=ROOT, env=env, stdout=open(TMP / "logs" / "worker.log", "w"), stderr=subprocess.STDOUT,  # noqa: SIM115
+        cwd=ROOT, env={**env, **WORKER_ENV}, stdout=open(TMP / "logs" / "worker.log", "w"), stderr=subprocess.STDOUT,  # noqa: SIM115
     )  # fmt: skip
     try:
         wait_for_port(port, server)
         base = f"http://127.0.0.1:{port}"
         name128, folder128 = deployments[128]
         name224, folder224 = deployments[224]
-        print(f"teleop bench: {args.clients} dashboard clients, torch threads {args.threads}, CPU; logs in {TMP}")
+        print(
+            f"teleop bench: {args.clients} dashboard clients, torch threads {args.threads}, CPU, worker and raw "
+            f"{' '.join(f'{k}={v}' for k, v in WORKER_ENV.items())} (Procfile), "
+            f"load average {os.getloadavg()[0]:.1f}; logs in {TMP}"
+        )
         # warm-up: models loaded in the worker, connections open
         asyncio.run(scenario(base, token, cookie, name128, 128, 10, 1.5, 1))
         asyncio.run(scenario(base, token, cookie, name224, 224, 10, 1.5, 1))

@@ -4,7 +4,8 @@
     probabilities = async_to_sync(infer)("pick-cube", images)    # the same from sync code (DRF views)
 
 The web process never loads a model. It reads the deployment's settings from a small in-process cache
-(refreshed every CACHE_TTL_S, so the hot path makes no database query), pushes the request to Redis with
+(`inference.stale_cache`: older than CACHE_TTL_S, they are served while one background query refreshes
+them, so the hot path makes no database query and never waits for one), pushes the request to Redis with
 the version it knows, and waits on the reply key. Errors: DeploymentNotFound (404) and
 DeploymentUnavailable (503: unhealthy, no worker answered, or the worker reported an error).
 """
@@ -14,11 +15,13 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from django.conf import settings
+from django.db import close_old_connections
 
 from .broker import (
     WORKERS_KEY,
@@ -33,8 +36,10 @@ from .broker import (
 )
 from .orm_calls import orm_call
 from .rewards import RewardSettings
+from .stale_cache import StaleCache
 
-CACHE_TTL_S = 1.0
+CACHE_TTL_S = 1.0  # a deployment's settings are fresh this long
+CACHE_STALE_S = 10.0  # older ones, up to this age, are served while a background query refreshes them
 
 
 def request_timeout_s() -> float:
@@ -103,33 +108,39 @@ def reward_settings(row) -> RewardSettings:
     )
 
 
-_cache: dict[str, tuple[float, DeploymentConfig | None]] = {}
 _cache_lock = threading.Lock()
-
-
-def _cached(name: str) -> tuple[bool, DeploymentConfig | None]:
-    entry = _cache.get(name)
-    if entry is not None and time.monotonic() - entry[0] < CACHE_TTL_S:
-        return True, entry[1]
-    return False, None
+_refresher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="deployment-config")
 
 
 def _config_load(name: str) -> DeploymentConfig | None:
     from .models import Deployment
 
     row = Deployment.objects.select_related("trained_model").filter(name=name).first()
-    config = DeploymentConfig.from_row(row) if row is not None else None
-    with _cache_lock:
-        _cache[name] = (time.monotonic(), config)
-    return config
+    return DeploymentConfig.from_row(row) if row is not None else None
+
+
+def _config_refresh(name: str) -> DeploymentConfig | None:
+    """`_config_load` in the refresher thread, which has no request cycle to close its connection."""
+    close_old_connections()
+    try:
+        return _config_load(name)
+    finally:
+        close_old_connections()
+
+
+_configs: StaleCache[str, DeploymentConfig] = StaleCache(
+    _config_refresh, ttl_s=CACHE_TTL_S, max_stale_s=CACHE_STALE_S, background=_refresher.submit
+)
 
 
 async def deployment_config(name: str) -> DeploymentConfig:
-    """The deployment's settings, at most CACHE_TTL_S old (a hit costs no thread hop). Raises
-    DeploymentNotFound. Sync callers: `async_to_sync(deployment_config)(name)`."""
-    hit, config = _cached(name)
+    """The deployment's settings from this process's cache (a hit costs no thread hop and no query; see
+    CACHE_TTL_S and CACHE_STALE_S). Raises DeploymentNotFound. Sync callers:
+    `async_to_sync(deployment_config)(name)`."""
+    hit, config = _configs.get(name)
     if not hit:
         config = await orm_call(_config_load, name)
+        _configs.put(name, config)
     if config is None:
         raise DeploymentNotFound(f"no deployment named {name!r}")
     return config
@@ -137,8 +148,8 @@ async def deployment_config(name: str) -> DeploymentConfig:
 
 def forget_deployment(name: str) -> None:
     """Drop this process's cached settings (after a change made here)."""
+    _configs.forget(name)
     with _cache_lock:
-        _cache.pop(name, None)
         _names.clear()
 
 

@@ -11,6 +11,9 @@ ticker, token watcher, flushes, inference) is cancelled when it closes; images a
 a worker thread, never on the event loop; a frame whose image is bad is skipped and counted
 (`bad_frames`) while its neighbours are kept; the agent's token is re-checked every TELEOP_TOKEN_CHECK_S
 seconds and a revoked token's socket is closed (code 4401).
+
+Steps are recorded in groups (FLUSH_EVERY) between frames: while a frame is being scored, its recording
+waits for the result (`record_now`), so the database write does not hold the frame's result back.
 """
 
 from __future__ import annotations
@@ -38,7 +41,8 @@ from .stream_stats import StreamStats
 
 log = logging.getLogger(__name__)
 
-FLUSH_EVERY = 10
+FLUSH_EVERY = 10  # steps recorded together; while a frame is being scored, up to FLUSH_LIMIT wait
+FLUSH_LIMIT = 3 * FLUSH_EVERY
 TICK_S = 1.0
 MIME = {"jpeg": "image/jpeg", "png": "image/png"}
 
@@ -56,6 +60,13 @@ def frames_check(images: dict[str, bytes]) -> dict[str, CheckedImage]:
         except ImageError as exc:
             raise ImageError(f"camera {camera!r}: {exc}") from None
     return checked
+
+
+def record_now(buffered: int, *, scoring: bool) -> bool:
+    """Whether to record the buffered steps now. Recording (a database write in a thread) competes with
+    the event loop for the GIL, so while a frame is being scored it waits for that frame's result, up to
+    FLUSH_LIMIT steps (a stream that is always scoring, being faster than the model, still records)."""
+    return buffered >= (FLUSH_LIMIT if scoring else FLUSH_EVERY)
 
 
 def agent_active(agent_id: int) -> bool:
@@ -288,7 +299,7 @@ class TeleopAgentConsumer(AsyncWebsocketConsumer):
                 images=checked,
             )
         )
-        if len(self.buffer) >= FLUSH_EVERY:
+        if record_now(len(self.buffer), scoring=self.slot.busy):
             self.start_task(self.flush())
 
     # -- inference, recording, stats ------------------------------------------------------------
@@ -321,6 +332,8 @@ class TeleopAgentConsumer(AsyncWebsocketConsumer):
             "dropped": self.slot.dropped,
         }
         await asyncio.gather(self.broadcast(result), self.send(json.dumps(result)))
+        if self.slot.pending is None and record_now(len(self.buffer), scoring=False):
+            self.start_task(self.flush())  # between frames: the recording holds no frame's result back
 
     async def flush(self):
         async with self.flush_lock:
@@ -342,7 +355,7 @@ class TeleopAgentConsumer(AsyncWebsocketConsumer):
         while True:
             await asyncio.sleep(TICK_S)
             try:
-                if self.buffer:
+                if self.buffer and not self.slot.busy:  # between frames (see record_now)
                     await self.flush()
                 await self.broadcast({"type": "status", "live": True, **self.status()})
                 await self.save_stats()
