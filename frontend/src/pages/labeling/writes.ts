@@ -31,13 +31,17 @@ export class Writer {
     /** Moves the cursor (auto-advance after a window label). */
     private readonly advance: (to: number) => void,
   ) {
-    this.queue = new SerialQueue((busy) => {
-      if (saveStatus.dataset.state === "error") return;
-      saveStatus.dataset.state = busy ? "busy" : "idle";
-      saveStatus.textContent = busy ? "Saving…" : "Saved";
-    });
+    // Frame edits still waiting in the buffer count as unsaved: "Saved" only once they have gone out too.
+    this.queue = new SerialQueue((busy) => this.showBusy(busy || this.frameBuffer.size > 0));
     saveStatus.dataset.state = "idle";
     this.conflicts = new ConflictPanel(() => r.labelsChanged());
+  }
+
+  private showBusy(busy: boolean): void {
+    const saveStatus = this.saveStatus;
+    if (saveStatus.dataset.state === "error") return;
+    saveStatus.dataset.state = busy ? "busy" : "idle";
+    saveStatus.textContent = busy ? "Saving…" : "Saved";
   }
 
   readonly failed = (error: unknown): void => {
@@ -132,6 +136,7 @@ export class Writer {
       this.frameWrites.set(p, [++this.localSeq, value]);
     }
     this.r.labelsChanged();
+    this.showBusy(true);
     window.clearTimeout(this.flushTimer);
     this.flushTimer = window.setTimeout(this.flushFrames, delay);
   }
