@@ -1,4 +1,4 @@
-"""Shared bench plumbing: a scratch environment, a free local port, waiting for a started server."""
+"""Shared bench plumbing: a scratch environment, a free local port, the Procfile's processes, waiting for a server."""
 
 from __future__ import annotations
 
@@ -6,9 +6,12 @@ import os
 import shlex
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def free_port() -> int:
@@ -41,19 +44,43 @@ def scratch_environment(name: str) -> Path:
     return scratch
 
 
+def procfile_line(process: str) -> str:
+    """The command of a Procfile line (`web: uvicorn ...` gives `uvicorn ...`)."""
+    for line in (ROOT / "Procfile").read_text().splitlines():
+        name, _, command = line.partition(":")
+        if name.strip() == process:
+            return command.strip()
+    raise KeyError(f"no {process!r} line in the Procfile")
+
+
+def start_web(log: Path, env: dict[str, str] | None = None, app: str | None = None) -> tuple[subprocess.Popen, str]:
+    """The Procfile's `web` process (its flags and logging, this Python's uvicorn) on a free loopback port;
+    `app` swaps the ASGI application it serves. Returns the process, once listening, and its base URL."""
+    port = free_port()
+    command = procfile_line("web")
+    if app:
+        command = command.replace("webapp.asgi:application", app)
+    env = {**(os.environ if env is None else env), "RS_HOST": "127.0.0.1", "RS_PORT": str(port)}
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    proc = subprocess.Popen(
+        ["bash", "-c", "exec " + command],
+        cwd=ROOT,
+        env=env,
+        stdout=open(log, "w"),  # noqa: SIM115 - closed with the process
+        stderr=subprocess.STDOUT,
+    )
+    wait_for_port(port, proc)
+    return proc, f"http://127.0.0.1:{port}"
+
+
 def procfile_env(process: str) -> dict[str, str]:
     """The environment assignments that lead a Procfile line (`inference: OMP_WAIT_POLICY=PASSIVE python ...`
     gives {"OMP_WAIT_POLICY": "PASSIVE"}), so a bench starts the process as the Procfile does and can
     measure its raw limit under the same settings."""
-    root = Path(__file__).resolve().parent.parent
-    for line in (root / "Procfile").read_text().splitlines():
-        name, _, command = line.partition(":")
-        if name.strip() == process:
-            env = {}
-            for word in shlex.split(command):
-                key, eq, value = word.partition("=")
-                if not eq or not key.isidentifier():
-                    break
-                env[key] = value
-            return env
-    raise KeyError(f"no {process!r} line in the Procfile")
+    env = {}
+    for word in shlex.split(procfile_line(process)):
+        key, eq, value = word.partition("=")
+        if not eq or not key.isidentifier():
+            break
+        env[key] = value
+    return env

@@ -40,7 +40,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
-from harness import free_port, procfile_env, scratch_environment, wait_for_port  # noqa: E402
+from harness import procfile_env, scratch_environment, start_web  # noqa: E402
 
 TMP = scratch_environment("inference")
 WORKER_ENV = procfile_env("inference")
@@ -140,16 +140,9 @@ def main() -> None:
     singles = [rng.integers(0, 256, size=(1, args.size, args.size, 3), dtype=np.uint8) for _ in range(32)]
 
     env = dict(os.environ)
-    port = free_port()
     logs = TMP / "logs"
     logs.mkdir()
-    server = subprocess.Popen(
-        [sys.executable, "-m", "uvicorn", args.app, "--port", str(port), "--log-level", "warning"],
-        cwd=ROOT,
-        env=env,
-        stdout=open(logs / "uvicorn.log", "w"),  # noqa: SIM115
-        stderr=subprocess.STDOUT,
-    )
+    server, url = start_web(logs / "uvicorn.log", env, app=args.app)
     worker = subprocess.Popen(
         [sys.executable, "manage.py", "inference_worker", "--threads", str(threads)],
         cwd=ROOT,
@@ -158,8 +151,6 @@ def main() -> None:
         stderr=subprocess.STDOUT,
     )
     try:
-        wait_for_port(port, server)
-        url = f"http://127.0.0.1:{port}"
         client = RewardClient(url, token, deployment.name)
         for _ in range(5):  # warm up: model loaded, connections open
             client.compute_rewards(batch64[:8])

@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import io
 import os
-import shlex
 import subprocess
 import sys
 import tempfile
@@ -40,7 +39,7 @@ from PIL import Image
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
-from harness import free_port, scratch_environment, wait_for_port  # noqa: E402
+from harness import procfile_line, scratch_environment, start_web  # noqa: E402
 
 from robot_agent.uploader import IngestClient  # noqa: E402
 from training.synthetic import make_scene  # noqa: E402
@@ -136,21 +135,9 @@ class LocalSetup:
         self.proc, self.url = self._start_web()
 
     def _start_web(self) -> tuple[subprocess.Popen, str]:
-        line = next(row for row in (ROOT / "Procfile").read_text().splitlines() if row.startswith("web:"))
-        port = free_port()
-        env = {**os.environ, "RS_HOST": "127.0.0.1", "RS_PORT": str(port)}
-        env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
-        log = open(self.scratch / "web.log", "w")  # noqa: SIM115 - closed with the process
-        proc = subprocess.Popen(
-            ["bash", "-c", "exec " + line.split(":", 1)[1].strip()],
-            cwd=ROOT,
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-        wait_for_port(port, proc)
-        print(f"web process: {shlex.join(['uvicorn', *line.split('uvicorn', 1)[1].split()])} (port {port})")
-        return proc, f"http://127.0.0.1:{port}"
+        proc, url = start_web(self.scratch / "web.log")
+        print(f"web process: {procfile_line('web')} ({url})")
+        return proc, url
 
     def close(self) -> None:
         import shutil

@@ -21,15 +21,15 @@ import argparse
 import os
 import secrets
 import statistics
-import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
-from harness import free_port, wait_for_port  # noqa: E402
+from harness import start_web  # noqa: E402
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings")
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")  # Playwright's loop shares the main thread
@@ -74,17 +74,6 @@ def cleanup(project) -> None:
     get_user_model().objects.filter(username="bench-labeler").delete()
     for name in names:
         default_storage.delete(name)
-
-
-def start_server() -> tuple[subprocess.Popen, str]:
-    port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "uvicorn", "webapp.asgi:application", "--port", str(port), "--log-level", "warning"],
-        cwd=ROOT,
-        env=dict(os.environ),
-    )
-    wait_for_port(port, proc, timeout=60)
-    return proc, f"http://127.0.0.1:{port}"
 
 
 KEY_PROBE = """() => { window.__keyProbe = new Promise((resolve) => {
@@ -196,7 +185,7 @@ def main() -> None:
         run(args.url, args.username, args.password, args.episode, args.loads, args.presses, args.saves)
         return
     project, username, password, uuid = seed(args.steps, args.size)
-    proc, url = start_server()
+    proc, url = start_web(Path(tempfile.mkdtemp(prefix="rs-bench-labeling-")) / "web.log")
     try:
         run(url, username, password, uuid, args.loads, args.presses, args.saves)
     finally:

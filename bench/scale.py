@@ -41,7 +41,6 @@ import argparse
 import os
 import secrets
 import statistics
-import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
@@ -51,7 +50,7 @@ from typing import TYPE_CHECKING
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
-from harness import free_port, scratch_environment, wait_for_port  # noqa: E402
+from harness import procfile_line, scratch_environment, start_web  # noqa: E402
 
 if TYPE_CHECKING:
     from labeling.models import Project
@@ -213,17 +212,6 @@ def remove_projects() -> None:
 
 
 # ---------------------------------------------------------------- measuring
-
-
-def start_server() -> tuple[subprocess.Popen, str]:
-    port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "uvicorn", "webapp.asgi:application", "--port", str(port), "--log-level", "warning"],
-        cwd=ROOT,
-        env=dict(os.environ),
-    )
-    wait_for_port(port, proc, timeout=60)
-    return proc, f"http://127.0.0.1:{port}"
 
 
 def login(url: str, password: str):
@@ -488,8 +476,8 @@ def main() -> None:
     print(f"load average at the start: {', '.join(f'{x:.1f}' for x in os.getloadavg())} ({os.cpu_count()} cores)")
     raw_s = raw_loop_per_frame(media_root, names, args.raw_frames, scratch / "raw")
     print(f"raw decode-and-write loop: {raw_s * 1e6:.1f} us/frame over {args.raw_frames} frames")
-    print(f"web: uvicorn webapp.asgi:application, DB_CONN_MAX_AGE={os.environ.get('DB_CONN_MAX_AGE', '0 (default)')}")
-    proc, url = start_server()
+    print(f"web: {procfile_line('web')}, DB_CONN_MAX_AGE={os.environ.get('DB_CONN_MAX_AGE', '0 (default)')}")
+    proc, url = start_web(scratch / "web.log")
     results = []
     try:
         session = login(url, password)

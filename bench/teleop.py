@@ -40,7 +40,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
-from harness import free_port, procfile_env, scratch_environment, wait_for_port  # noqa: E402
+from harness import procfile_env, scratch_environment, start_web  # noqa: E402
 
 TMP = scratch_environment("teleop")
 WORKER_ENV = procfile_env("inference")
@@ -199,19 +199,13 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     _, deployments, token, cookie = setup()
     env = dict(os.environ)
-    port = free_port()
     (TMP / "logs").mkdir()
-    server = subprocess.Popen(
-        [sys.executable, "-m", "uvicorn", "webapp.asgi:application", "--port", str(port), "--log-level", "warning"],
-        cwd=ROOT, env=env, stdout=open(TMP / "logs" / "uvicorn.log", "w"), stderr=subprocess.STDOUT,  # noqa: SIM115
-    )  # fmt: skip
+    server, base = start_web(TMP / "logs" / "uvicorn.log", env)
     worker = subprocess.Popen(
         [sys.executable, "manage.py", "inference_worker", "--threads", str(args.threads)],
         cwd=ROOT, env={**env, **WORKER_ENV}, stdout=open(TMP / "logs" / "worker.log", "w"), stderr=subprocess.STDOUT,  # noqa: SIM115
     )  # fmt: skip
     try:
-        wait_for_port(port, server)
-        base = f"http://127.0.0.1:{port}"
         name128, folder128 = deployments[128]
         name224, folder224 = deployments[224]
         print(
