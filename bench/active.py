@@ -1,20 +1,24 @@
 """Label efficiency of the ranked labeling queue against random order, on real ManiSkill PickCube data.
 
 1. The project's own scripted agent (ManiSkill's motion-planning solution, robot_agent) plays PickCube
-   episodes on the CPU; every step's main-camera frame is labeled by the env's success flag. These are
-   the full labels; the bench hides them.
+   episodes on the CPU, the goal marker shown (`--no-show-goal`: hidden, ManiSkill's default); every
+   step's main-camera frame is labeled by the env's success flag. These are the full labels; the bench
+   hides them.
 2. A simulated labeler answers from the hidden labels. Starting from a few random labels, each round
-   trains the project's ResNet (`--steps` Adam steps on mini-batches of 32, successes weighted by the
-   labels' fail/success ratio) on the labels so far, measures balanced accuracy (mean of the success and
-   fail recalls; about 93% of frames are fails) on held-out episodes, then asks for the next `--batch` labels either in the
-   ranked queue's order (training/active_queue.py: uncertainty, the two newest models' disagreement,
-   spread across episodes; the env flag is NOT given to the ranker, since here it is the label) or in
-   random order.
-3. It prints accuracy against labels for both orders and several seeds, the accuracy all labels give,
-   and the labels each order needs to reach 95% of it. Target: ranked needs at most half of random.
+   trains the project's ResNet (`--steps` Adam steps on mini-batches of 32 with random-crop augmentation,
+   successes weighted by the labels' fail/success ratio; `--warm-start` goes on from the previous
+   round's model) on the labels so far, measures balanced accuracy (mean of the success and fail
+   recalls; about 93% of frames are fails) on held-out episodes, then asks for the next labels (up to the
+   next count of `--labels`, else `--batch` more) either in the ranked queue's order
+   (training/active_queue.py: uncertainty, the two newest models' disagreement, spread across episodes;
+   the env flag is NOT given to the ranker, since here it is the label) or in random order.
+3. It prints accuracy against labels (and how many of them are successes) for both orders and several
+   seeds, the accuracy all labels give, and the labels each order needs to reach 95% of it. Target:
+   ranked needs at most half of random.
 
     .venv/bin/python bench/active.py [--episodes 6] [--val-episodes 2] [--size 32] [--seeds 2]
-        [--start 4] [--batch 4] [--rounds 6] [--steps 15] [--pool 1] [--episode-decay 0.5]
+        [--start 4] [--batch 4] [--rounds 6] [--labels 8,16,32,64] [--steps 15] [--warm-start]
+        [--first-steps N] [--full-steps N] [--lr 1e-3] [--crop-padding 4] [--pool 1] [--episode-decay 0.5]
         [--json out.json] [--cache episodes.npz] [--project NAME]  (stores the result for the project's
         evaluation pages)
 """
@@ -31,13 +35,19 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import numpy as np  # noqa: E402
 
+from training.active_queue import NEIGHBOUR_STEPS  # noqa: E402
 
-def collect(episodes: int, size: int, max_steps: int) -> list[tuple[np.ndarray, np.ndarray]]:
-    """(frames uint8 [T,H,W,3], env success [T]) per scripted PickCube episode."""
+
+def collect(episodes: int, size: int, max_steps: int, show_goal: bool) -> list[tuple[np.ndarray, np.ndarray]]:
+    """(frames uint8 [T,H,W,3], env success [T]) per scripted PickCube episode. PickCube's success is "cube
+    at the goal and robot still"; ManiSkill hides the goal from cameras unless `show_goal` (RLinf shows it
+    when it collects reward-model data), and without it no frame shows where the goal is."""
     from robot_agent.maniskill_robot import JOINT_POS, ManiSkillRobot
     from robot_agent.policies import ScriptedPickCubePolicy
 
-    robot = ManiSkillRobot(control_mode=JOINT_POS, width=size, height=size, max_episode_steps=max_steps)
+    robot = ManiSkillRobot(
+        control_mode=JOINT_POS, width=size, height=size, max_episode_steps=max_steps, show_goal_site=show_goal
+    )
     robot.connect()
     policy = ScriptedPickCubePolicy()
     out = []
@@ -64,37 +74,61 @@ def collected(args) -> list[tuple[np.ndarray, np.ndarray]]:
     if cache is not None and cache.exists():
         with np.load(cache) as stored:
             count = int(stored["count"])
-            if count >= wanted and stored["f0"].shape[1] == args.size:
+            goal = bool(stored["show_goal"]) if "show_goal" in stored else False
+            if count >= wanted and stored["f0"].shape[1] == args.size and goal == args.show_goal:
                 return [(stored[f"f{i}"], stored[f"s{i}"]) for i in range(wanted)]
-    data = collect(wanted, args.size, args.max_steps)
+    data = collect(wanted, args.size, args.max_steps, args.show_goal)
     if cache is not None:
         arrays = {f"f{i}": f for i, (f, _) in enumerate(data)} | {f"s{i}": s for i, (_, s) in enumerate(data)}
-        np.savez_compressed(cache, count=np.asarray(len(data)), **arrays)
+        np.savez_compressed(cache, count=np.asarray(len(data)), show_goal=np.asarray(args.show_goal), **arrays)
     return data
 
 
-def fit(images: np.ndarray, labels: np.ndarray, steps: int, seed: int, batch_size: int = 32):
+def fit(
+    images: np.ndarray,
+    labels: np.ndarray,
+    steps: int,
+    seed: int,
+    *,
+    start=None,
+    crop_padding: int = 4,
+    lr: float = 1e-3,
+    batch_size: int = 32,
+):
     """The project's ResNet trained for `steps` Adam steps on mini-batches of at most `batch_size` labeled
-    frames, successes weighted by the fail/success ratio of the labels (they are rare in PickCube)."""
+    frames (random crops after edge padding, as the project's training augments), successes weighted by
+    the fail/success ratio of the labels (they are rare in PickCube). `start`: go on from a copy of this
+    model (warm start, as a retrain after a few more labels can) instead of a fresh one."""
+    import copy
+
     import torch
 
     from training.resnet.config import ResNetConfig
     from training.resnet.model import RewardResNet
+    from training.resnet.train import random_crop
 
     torch.manual_seed(seed)
+    generator = torch.Generator().manual_seed(seed)
     rng = np.random.default_rng(seed)
-    config = ResNetConfig(image_size=[3, images.shape[1], images.shape[2]], hidden_dim=16, dropout=0.0)
-    model = RewardResNet(config).train()
-    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    if start is not None:
+        model = copy.deepcopy(start).train()
+    else:
+        config = ResNetConfig(image_size=[3, images.shape[1], images.shape[2]], hidden_dim=16, dropout=0.0)
+        model = RewardResNet(config).train()
+    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
+    if start is not None and getattr(start, "adam_state", None):
+        optimizer.load_state_dict(start.adam_state)  # Adam's moments go on too (a fresh Adam jolts the model)
     positives = int(np.sum(labels))
     weight = torch.tensor(max(1.0, (len(labels) - positives) / max(1, positives)))
+    frames = torch.from_numpy(images)
     for _ in range(steps):
         rows = rng.choice(len(labels), size=batch_size, replace=False) if len(labels) > batch_size else slice(None)
-        x, y = torch.from_numpy(images[rows]), torch.tensor(labels[rows], dtype=torch.float32)
+        x, y = random_crop(frames[rows], crop_padding, generator), torch.tensor(labels[rows], dtype=torch.float32)
         optimizer.zero_grad()
         logits = model(x).float().reshape(-1)
         torch.nn.functional.binary_cross_entropy_with_logits(logits, y, pos_weight=weight).backward()
         optimizer.step()
+    model.adam_state = copy.deepcopy(optimizer.state_dict())
     return model.eval()
 
 
@@ -118,21 +152,38 @@ def predict(model, images: np.ndarray) -> np.ndarray:
     return predict_proba(model, images).astype(np.float64)
 
 
-def simulate(pool_x, pool_y, pool_ep, val_x, val_y, *, order: str, seed: int, args) -> list[tuple[int, float]]:
+def label_schedule(args) -> list[int]:
+    """How many labels each round trains on: `--labels` as given, else `--start` plus `--batch` per round."""
+    if args.labels:
+        return [int(n) for n in args.labels.split(",")]
+    return [args.start + args.batch * k for k in range(args.rounds + 1)]
+
+
+def simulate(
+    pool_x, pool_y, pool_ep, val_x, val_y, *, order: str, seed: int, args
+) -> tuple[list[tuple[int, float]], list[int]]:
+    """(labels, balanced accuracy) per round, and how many of the labels were successes."""
     from training.active_queue import Candidate, rank
 
     rng = np.random.default_rng(seed)
-    labeled = list(rng.choice(len(pool_y), size=args.start, replace=False))
-    curve, previous = [], None
-    for _ in range(args.rounds + 1):
-        model = fit(pool_x[labeled], pool_y[labeled], args.steps, seed)
+    schedule = label_schedule(args)
+    labeled = list(rng.choice(len(pool_y), size=schedule[0], replace=False))
+    curve, successes, previous = [], [], None
+    for round_ in range(len(schedule)):
+        start = previous if args.warm_start else None
+        steps = args.steps if start is not None or not args.warm_start else args.first_steps
+        model = fit(
+            pool_x[labeled], pool_y[labeled], steps, seed, start=start, crop_padding=args.crop_padding, lr=args.lr
+        )
         accuracy = balanced_accuracy(predict(model, val_x), val_y)
         curve.append((len(labeled), accuracy))
+        successes.append(int(pool_y[labeled].sum()))
         rest = np.setdiff1d(np.arange(len(pool_y)), labeled)
-        if not len(rest):
+        if not len(rest) or round_ + 1 == len(schedule):
             break
+        wanted = min(schedule[round_ + 1] - len(labeled), len(rest))
         if order == "random":
-            picks = list(rng.choice(rest, size=min(args.batch, len(rest)), replace=False))
+            picks = list(rng.choice(rest, size=wanted, replace=False))
         else:
             probs = predict(model, pool_x[rest])
             others: np.ndarray | None = predict(previous, pool_x[rest]) if previous is not None else None
@@ -140,10 +191,15 @@ def simulate(pool_x, pool_y, pool_ep, val_x, val_y, *, order: str, seed: int, ar
                 Candidate(str(pool_ep[i]), int(i), float(probs[k]), None if others is None else float(others[k]))
                 for k, i in enumerate(rest)
             ]
-            picks = [r.candidate.step for r in rank(candidates, limit=args.batch, episode_decay=args.episode_decay)]
+            picks = [
+                r.candidate.step
+                for r in rank(
+                    candidates, limit=wanted, episode_decay=args.episode_decay, neighbour_steps=args.neighbour_steps
+                )
+            ]
         labeled += picks
         previous = model
-    return curve
+    return curve, successes
 
 
 def labels_to_reach(curve: list[tuple[int, float]], target: float) -> int | None:
@@ -160,8 +216,33 @@ def main() -> None:
     parser.add_argument("--start", type=int, default=4)
     parser.add_argument("--batch", type=int, default=4)
     parser.add_argument("--rounds", type=int, default=6)
-    parser.add_argument("--steps", type=int, default=15, help="training steps per round (full batch)")
+    parser.add_argument("--steps", type=int, default=15, help="training steps per round (mini-batches of 32)")
+    parser.add_argument(
+        "--warm-start",
+        action="store_true",
+        help="each round goes on from the previous round's model (the first trains --first-steps)",
+    )
+    parser.add_argument("--first-steps", type=int, default=0, help="the first round's steps with --warm-start")
+    parser.add_argument("--full-steps", type=int, default=0, help="steps of the all-labels model (default --steps)")
+    parser.add_argument(
+        "--labels", default="", help="label counts per round, e.g. 8,16,32,64 (overrides --start/--batch/--rounds)"
+    )
+    parser.add_argument("--lr", type=float, default=1e-3, help="Adam learning rate")
+    parser.add_argument("--crop-padding", type=int, default=4, help="random-crop augmentation (0: none)")
+    parser.add_argument(
+        "--show-goal",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="render PickCube's goal marker (success means the cube is at it)",
+    )
     parser.add_argument("--episode-decay", type=float, default=0.5, help="the ranking's spread across episodes")
+    parser.add_argument(
+        "--neighbour-steps",
+        type=int,
+        default=NEIGHBOUR_STEPS,
+        help="the ranking's spread over each episode (0: none)",
+    )
+    parser.add_argument("--orders", default="ranked,random", help="which orders to measure")
     parser.add_argument("--pool", type=int, default=1, help="average-pool frames by this factor (cheaper training)")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--json", default="")
@@ -182,20 +263,26 @@ def main() -> None:
     pool_ep = np.concatenate([np.full(len(s), i) for i, (_, s) in enumerate(pool)])
     val_x = np.concatenate([f for f, _ in val])
     val_y = np.concatenate([s for _, s in val]).astype(bool)
-    full = balanced_accuracy(predict(fit(pool_x, pool_y, args.steps, 0), val_x), val_y)
+    args.first_steps = args.first_steps or args.steps
+    full_model = fit(pool_x, pool_y, args.full_steps or args.steps, 0, crop_padding=args.crop_padding, lr=args.lr)
+    full = balanced_accuracy(predict(full_model, val_x), val_y)
     target = 0.95 * full
     print(
         f"pool {len(pool_y)} frames ({pool_y.sum()} success), val {len(val_y)} ({val_y.sum()} success); "
-        f"all labels: balanced accuracy {full:.3f}"
+        f"all labels: balanced accuracy {full:.3f}; points are labels(successes among them):accuracy",
+        flush=True,
     )
     results: dict = {"metric": "balanced accuracy", "all_labels_accuracy": full, "target": target, "curves": {}}
-    for order in ("ranked", "random"):
+    orders = [o for o in ("ranked", "random") if o in args.orders.split(",")]
+    for order in orders:
         for seed in range(args.seeds):
-            curve = simulate(pool_x, pool_y, pool_ep, val_x, val_y, order=order, seed=seed, args=args)
+            curve, successes = simulate(pool_x, pool_y, pool_ep, val_x, val_y, order=order, seed=seed, args=args)
             results["curves"].setdefault(order, []).append(curve)
+            results.setdefault("successes", {}).setdefault(order, []).append(successes)
             needed = labels_to_reach(curve, target)
-            print(f"{order:6s} seed {seed}: " + "  ".join(f"{n}:{a:.3f}" for n, a in curve) + f"  -> {needed}")
-    for order in ("ranked", "random"):
+            points = "  ".join(f"{n}({s}+):{a:.3f}" for (n, a), s in zip(curve, successes, strict=True))
+            print(f"{order:6s} seed {seed}: {points}  -> {needed}", flush=True)
+    for order in orders:
         needs = [labels_to_reach(c, target) for c in results["curves"][order]]
         reached = [n for n in needs if n is not None]
         results[f"{order}_labels_needed"] = needs

@@ -30,6 +30,22 @@ def test_rank_spreads_across_episodes():
         rank(crowded, episode_decay=0)
 
 
+def test_rank_spreads_over_each_episode_so_neighbouring_frames_come_last():
+    # one episode whose most uncertain frames sit side by side (steps 10-13) and a far, less uncertain one
+    frames = [Candidate("a", 10, 0.5), Candidate("a", 11, 0.49), Candidate("a", 12, 0.48), Candidate("a", 13, 0.47)]
+    far = Candidate("a", 30, 0.3)
+    spread = [r.candidate.step for r in rank([*frames, far], limit=5, neighbour_steps=3)]
+    assert spread == [10, 30, 11, 12, 13]  # the neighbours of step 10 wait until step 30 is taken
+    assert spread[2:] == sorted(spread[2:])  # the waiting ones follow in value order
+    plain = [r.candidate.step for r in rank([*frames, far], limit=5, neighbour_steps=0)]
+    assert plain == [10, 11, 12, 13, 30]  # 0: best first, as before
+    # frames further apart than neighbour_steps are not held back
+    apart = [Candidate("a", 0, 0.5), Candidate("a", 4, 0.45), Candidate("a", 20, 0.2)]
+    assert [r.candidate.step for r in rank(apart, neighbour_steps=3)] == [0, 4, 20]
+    with pytest.raises(ValueError):
+        rank(frames, neighbour_steps=-1)
+
+
 @pytest.mark.django_db
 def test_recompute_queues_unlabeled_frames_and_label_next_follows_human_labels(project, user_client):
     from labeling.label_services import Actor, frame_labels_set
