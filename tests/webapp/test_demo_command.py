@@ -8,7 +8,7 @@ import io
 import re
 
 import pytest
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
 
 from inference.models import Deployment
 from labeling.auth import agent_for_token
@@ -72,3 +72,5 @@ def test_demo_trains_on_lifted_cube_labels_deploys_and_prints_its_figures(settin
     assert "live check" not in again.getvalue()
     assert Episode.objects.filter(project__name="PickCube").count() == 3
     assert Deployment.objects.get(name="pickcube-resnet").version > first_version  # switched to the new model
+    with pytest.raises(CommandError, match="rendered at 32 px, not 48 px"):  # no snapshot of mixed sizes
+        call_command("demo", episodes=3, epochs=1, size=48, eval_seeds=0, stdout=io.StringIO())

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from labeling.models import Project
+from labeling.models import Frame, Project
 
 from .pickcube import DEMO_TASK, LIFTED, Writer, demo_episodes, progress_bar, seed_pickcube_episodes
 from .report import SeedCheck, accuracy_at, pick_threshold, seed_check
@@ -20,10 +20,18 @@ if TYPE_CHECKING:
     from training.models import DatasetSnapshot, TrainedModel
 
 CAMERA = "main"  # the camera the teleop dashboard scores
-# The main camera's workspace (where the cube rests, the gripper, the lift up to the goal) as
-# [top, left, height, width] fractions: the model sees this part of every frame, enlarged to its input size,
-# in training and serving alike (ResNetConfig.crop), so the few pixels of the cube count for more.
-WORKSPACE_CROP = [0.0, 0.25, 0.75, 0.5]
+# The main camera's workspace (where the cube rests, the gripper closing on it, the start of the lift)
+# as [top, left, height, width] fractions: the model sees only this part of every frame (ResNetConfig.crop,
+# in training and serving alike) at the camera's own resolution, so a 128 px camera gives the ~6 px cube
+# a 64 px model input at the cost of a 64 px frame.
+WORKSPACE_CROP = [0.2, 0.25, 0.5, 0.5]
+
+
+def model_input_size(camera_size: int) -> int:
+    """The model's input side: the workspace crop at the camera's resolution (one pixel per pixel)."""
+    return max(16, round(camera_size * WORKSPACE_CROP[2]))
+
+
 # About every other labeled frame of each episode (neighbours are near copies; this halves the CPU time),
 # the fail frames not thinned: those just before the lift (the cube grasped, still on the table) are the
 # ones a reward must not fire on.
@@ -56,6 +64,13 @@ def demo_project_prepare(*, name: str, episodes: int, size: int, first_seed: int
     )
     if not {"main", "extra"} <= set(project.camera_views):
         raise DemoError(f"project {project.name!r} needs cameras main and extra, has {project.camera_views}")
+    frames = Frame.objects.filter(step__episode__project=project, camera=CAMERA)
+    other_size = frames.exclude(width=size).values_list("width", flat=True).first()
+    if other_size is not None:  # one snapshot of mixed sizes would be resized, not cropped, to the model's input
+        raise DemoError(
+            f"project {project.name!r} holds episodes rendered at {other_size} px, not {size} px: "
+            "pass --size to match them or --project for a new project"
+        )
     stdout.write(f"PickCube episodes: {episodes} from seed {first_seed} ({size} px, cached in DEMO_CACHE_DIR)\n")
     rendered = demo_episodes(episodes, size=size, first_seed=first_seed, progress=progress_bar(stdout))
     added = seed_pickcube_episodes(project=project, episodes=rendered, labels=LIFTED)
@@ -66,9 +81,9 @@ def demo_project_prepare(*, name: str, episodes: int, size: int, first_seed: int
 
 def demo_model_train(*, project: Project, size: int, epochs: int, lr: float, stdout: Writer) -> TrainedDemo:
     """A snapshot of the project's labels (main camera, every other labeled frame), a ResNet18 trained from scratch
-    in this process on the camera's workspace (a cosine-decayed learning rate, the last epoch's weights with
-    BatchNorm statistics recomputed on the training frames), and the threshold with the best balanced
-    accuracy on its validation episodes."""
+    in this process on the camera's workspace at the camera's resolution (a cosine-decayed learning rate, the
+    last epoch's weights; recomputing their BatchNorm statistics made early rewards more frequent), and the
+    threshold with the best balanced accuracy on its validation episodes."""
     from training.model_evaluation import model_predictions
     from training.models import TrainedModel
     from training.services import job_create, job_execute
@@ -78,10 +93,12 @@ def demo_model_train(*, project: Project, size: int, epochs: int, lr: float, std
     if snapshot.status != "ready":
         raise DemoError(f"snapshot #{snapshot.number} failed: {snapshot.error}")
     stdout.write(f"dataset snapshot #{snapshot.number}: {snapshot.stats}\n")
+    side = model_input_size(size)
     config = {
-        "image_size": [3, size, size], "crop": WORKSPACE_CROP, "epochs": epochs, "batch_size": 32, "lr": lr,
-        "warmup_steps": 20, "schedule": "cosine", "select": "last", "bn_recalibrate": True, "patience": 0,
+        "image_size": [3, side, side], "crop": WORKSPACE_CROP, "epochs": epochs, "batch_size": 32, "lr": lr,
+        "warmup_steps": 20, "schedule": "cosine", "select": "last", "bn_recalibrate": False, "patience": 0,
         "pretrained": False, "hidden_dim": 256, "dropout": 0.1, "device": "cpu",
+        "crop_padding": max(1, size // 16),  # shifts of up to 1/16 of the frame, as 4 px at 64 px
     }  # fmt: skip
     job = job_create(
         project=project, snapshot=snapshot, kind="resnet", config=config, enqueue=False,

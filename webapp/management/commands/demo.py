@@ -38,7 +38,12 @@ class Command(BaseCommand):
         parser.add_argument("--episodes", type=int, default=24, help="PickCube episodes (every third fails)")
         parser.add_argument("--project", default="PickCube")
         parser.add_argument("--deployment", default="pickcube-resnet")
-        parser.add_argument("--size", type=int, default=64, help="camera size in pixels (and the model's input)")
+        parser.add_argument(
+            "--size",
+            type=int,
+            default=128,
+            help="camera size in pixels the episodes are rendered at (the model sees the workspace crop, half as wide)",
+        )
         parser.add_argument("--epochs", type=int, default=8)
         parser.add_argument("--lr", type=float, default=1e-3)
         parser.add_argument("--seed", type=int, default=FIRST_SEED, help="first episode seed")
