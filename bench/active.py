@@ -3,13 +3,16 @@
 1. The project's own scripted agent (ManiSkill's motion-planning solution, robot_agent) plays PickCube
    episodes on the CPU, the goal marker shown (`--no-show-goal`: hidden, ManiSkill's default); every
    step's main-camera frame is labeled by the env's success flag. These are the full labels; the bench
-   hides them.
+   hides them. `--hold-steps N`: the robot holds still N steps after the plan ends (the plan stops as
+   soon as the cube is at the goal, leaving about 5 success frames an episode).
 2. A simulated labeler answers from the hidden labels. Starting from a few random labels, each round
    trains the project's ResNet (`--steps` Adam steps on mini-batches of 32 with random-crop augmentation,
-   successes weighted by the labels' fail/success ratio; `--warm-start` goes on from the previous
-   round's model) on the labels so far, measures balanced accuracy (mean of the success and fail
-   recalls; about 93% of frames are fails) on held-out episodes, then asks for the next labels (up to the
-   next count of `--labels`, else `--batch` more) either in the ranked queue's order
+   successes weighted by the labels' fail/success ratio, or with `--success-share S` class-balanced
+   mini-batches, S of each from the labeled successes, unweighted; `--warm-start` goes on from the previous
+   round's model; `--ema D` evaluates the weights' moving average; `--crop` trains on part of each frame)
+   on the labels so far, measures balanced accuracy (mean of the success and fail recalls; about 93% of
+   frames are fails, 68% with `--hold-steps 25`) on held-out episodes, then asks for the next labels (up
+   to the next count of `--labels`, else `--batch` more) either in the ranked queue's order
    (training/active_queue.py: uncertainty, the two newest models' disagreement, spread across episodes;
    the env flag is NOT given to the ranker, since here it is the label) or in random order.
 3. It prints accuracy against labels (and how many of them are successes) for both orders and several
@@ -18,7 +21,8 @@
 
     .venv/bin/python bench/active.py [--episodes 6] [--val-episodes 2] [--size 32] [--seeds 2]
         [--start 4] [--batch 4] [--rounds 6] [--labels 8,16,32,64] [--steps 15] [--warm-start]
-        [--first-steps N] [--full-steps N] [--lr 1e-3] [--crop-padding 4] [--pool 1] [--episode-decay 0.5]
+        [--first-steps N] [--full-steps N] [--lr 1e-3] [--success-share 0] [--ema 0] [--hold-steps 0]
+        [--crop top,left,height,width] [--crop-padding 4] [--pool 1] [--episode-decay 0.5]
         [--json out.json] [--cache episodes.npz] [--project NAME]  (stores the result for the project's
         evaluation pages)
 """
@@ -38,10 +42,15 @@ import numpy as np  # noqa: E402
 from training.active_queue import NEIGHBOUR_STEPS  # noqa: E402
 
 
-def collect(episodes: int, size: int, max_steps: int, show_goal: bool) -> list[tuple[np.ndarray, np.ndarray]]:
-    """(frames uint8 [T,H,W,3], env success [T]) per scripted PickCube episode. PickCube's success is "cube
-    at the goal and robot still"; ManiSkill hides the goal from cameras unless `show_goal` (RLinf shows it
-    when it collects reward-model data), and without it no frame shows where the goal is."""
+def collect(
+    episodes: int, size: int, max_steps: int, show_goal: bool, hold_steps: int = 0, first_seed: int = 0
+) -> list[tuple[np.ndarray, np.ndarray]]:
+    """(frames uint8 [T,H,W,3], env success [T]) per scripted PickCube episode (seeds `first_seed` on).
+    PickCube's success is "cube at the goal and robot still"; ManiSkill hides the goal from cameras unless
+    `show_goal` (RLinf shows it when it collects reward-model data), and without it no frame shows where
+    the goal is. The plan ends as soon as the cube is there, so an episode has only a few success frames;
+    `hold_steps` more steps after the plan's end keep its last action (the robot holds still, as an RL
+    episode goes on until its time limit)."""
     from robot_agent.maniskill_robot import JOINT_POS, ManiSkillRobot
     from robot_agent.policies import ScriptedPickCubePolicy
 
@@ -52,11 +61,13 @@ def collect(episodes: int, size: int, max_steps: int, show_goal: bool) -> list[t
     policy = ScriptedPickCubePolicy()
     out = []
     try:
-        for seed in range(episodes):
+        for seed in range(first_seed, first_seed + episodes):
             obs = robot.reset(seed=seed)
             policy.reset(seed)
             frames, success = [obs.images[robot.cameras[0]]], [obs.success]
-            while not policy.finished and len(frames) < max_steps:
+            held = 0
+            while len(frames) < max_steps and (not policy.finished or held < hold_steps):
+                held += policy.finished  # past the plan's end the policy repeats its last action
                 obs = robot.send_action(policy.act(obs))
                 frames.append(obs.images[robot.cameras[0]])
                 success.append(obs.success)
@@ -75,12 +86,20 @@ def collected(args) -> list[tuple[np.ndarray, np.ndarray]]:
         with np.load(cache) as stored:
             count = int(stored["count"])
             goal = bool(stored["show_goal"]) if "show_goal" in stored else False
-            if count >= wanted and stored["f0"].shape[1] == args.size and goal == args.show_goal:
+            hold = int(stored["hold_steps"]) if "hold_steps" in stored else 0
+            same = stored["f0"].shape[1] == args.size and goal == args.show_goal and hold == args.hold_steps
+            if count >= wanted and same:
                 return [(stored[f"f{i}"], stored[f"s{i}"]) for i in range(wanted)]
-    data = collect(wanted, args.size, args.max_steps, args.show_goal)
+    data = collect(wanted, args.size, args.max_steps, args.show_goal, args.hold_steps)
     if cache is not None:
         arrays = {f"f{i}": f for i, (f, _) in enumerate(data)} | {f"s{i}": s for i, (_, s) in enumerate(data)}
-        np.savez_compressed(cache, count=np.asarray(len(data)), show_goal=np.asarray(args.show_goal), **arrays)
+        np.savez_compressed(
+            cache,
+            count=np.asarray(len(data)),
+            show_goal=np.asarray(args.show_goal),
+            hold_steps=np.asarray(args.hold_steps),
+            **arrays,
+        )
     return data
 
 
@@ -94,11 +113,19 @@ def fit(
     crop_padding: int = 4,
     lr: float = 1e-3,
     batch_size: int = 32,
+    success_share: float = 0.0,
+    ema: float = 0.0,
 ):
     """The project's ResNet trained for `steps` Adam steps on mini-batches of at most `batch_size` labeled
     frames (random crops after edge padding, as the project's training augments), successes weighted by
-    the fail/success ratio of the labels (they are rare in PickCube). `start`: go on from a copy of this
-    model (warm start, as a retrain after a few more labels can) instead of a fresh one."""
+    the fail/success ratio of the labels (they are rare in PickCube). With `success_share` > 0 the loss
+    is unweighted and each mini-batch is drawn class-balanced instead: that share of it from the labeled
+    successes, the rest from the fails (each with replacement when there are too few; 1/3 is the app's
+    2:1 fail:success ratio). `start`: go on from a copy of this model (warm start, as a retrain after a
+    few more labels can) instead of a fresh one. With `ema` > 0 the returned model is the exponential
+    moving average of the weights (BatchNorm statistics included; decay `min(ema, (1+t)/(10+t))` at step
+    t), which damps the last mini-batches' noise; a warm start then trains on from the raw weights and
+    goes on averaging into the returned ones."""
     import copy
 
     import torch
@@ -111,25 +138,67 @@ def fit(
     generator = torch.Generator().manual_seed(seed)
     rng = np.random.default_rng(seed)
     if start is not None:
-        model = copy.deepcopy(start).train()
+        model = copy.deepcopy(vars(start).get("raw", start)).train()
     else:
         config = ResNetConfig(image_size=[3, images.shape[1], images.shape[2]], hidden_dim=16, dropout=0.0)
         model = RewardResNet(config).train()
+    average = None
+    if ema > 0:
+        average = copy.deepcopy(start if start is not None and "raw" in vars(start) else model)
+        averaged = getattr(start, "averaged_steps", 0) if start is not None else 0
     optimizer = torch.optim.Adam(model.parameters(), lr=lr)
     if start is not None and getattr(start, "adam_state", None):
         optimizer.load_state_dict(start.adam_state)  # Adam's moments go on too (a fresh Adam jolts the model)
     positives = int(np.sum(labels))
     weight = torch.tensor(max(1.0, (len(labels) - positives) / max(1, positives)))
     frames = torch.from_numpy(images)
+    balanced = success_share > 0 and 0 < positives < len(labels)
+    if success_share > 0:
+        weight = torch.tensor(1.0)
     for _ in range(steps):
-        rows = rng.choice(len(labels), size=batch_size, replace=False) if len(labels) > batch_size else slice(None)
+        if balanced:
+            rows = balanced_rows(labels, batch_size, success_share, rng)
+        else:
+            rows = rng.choice(len(labels), size=batch_size, replace=False) if len(labels) > batch_size else slice(None)
         x, y = random_crop(frames[rows], crop_padding, generator), torch.tensor(labels[rows], dtype=torch.float32)
         optimizer.zero_grad()
         logits = model(x).float().reshape(-1)
         torch.nn.functional.binary_cross_entropy_with_logits(logits, y, pos_weight=weight).backward()
         optimizer.step()
+        if average is not None:
+            decay = min(ema, (1 + averaged) / (10 + averaged))
+            averaged += 1
+            with torch.no_grad():
+                for kept, now in zip(average.state_dict().values(), model.state_dict().values(), strict=True):
+                    if kept.is_floating_point():
+                        kept.mul_(decay).add_(now, alpha=1 - decay)
+                    else:
+                        kept.copy_(now)
     model.adam_state = copy.deepcopy(optimizer.state_dict())
-    return model.eval()
+    if average is None:
+        return model.eval()
+    object.__setattr__(average, "raw", model)  # not a submodule: the average's state_dict stays its own
+    average.averaged_steps, average.adam_state = averaged, model.adam_state
+    return average.eval()
+
+
+def balanced_rows(labels: np.ndarray, batch_size: int, success_share: float, rng: np.random.Generator) -> np.ndarray:
+    """A mini-batch's rows: round(batch_size * success_share) (at least 1) successes, the rest fails, each
+    drawn without replacement while the class has enough frames."""
+    success, fail = np.flatnonzero(labels), np.flatnonzero(labels == 0)
+    n_success = min(batch_size - 1, max(1, round(batch_size * success_share)))
+    picks = [
+        rng.choice(rows, size=n, replace=len(rows) < n)
+        for rows, n in ((success, n_success), (fail, batch_size - n_success))
+    ]
+    return np.concatenate(picks)
+
+
+def crop_frames(frames: np.ndarray, box: list[float]) -> np.ndarray:
+    """Frames [T,H,W,3] cut to `box` = [top, left, height, width] as fractions (the app's ResNet `crop`)."""
+    _, h, w, _ = frames.shape
+    top, left = round(box[0] * h), round(box[1] * w)
+    return frames[:, top : top + round(box[2] * h), left : left + round(box[3] * w)]
 
 
 def shrink(frames: np.ndarray, factor: int) -> np.ndarray:
@@ -173,7 +242,15 @@ def simulate(
         start = previous if args.warm_start else None
         steps = args.steps if start is not None or not args.warm_start else args.first_steps
         model = fit(
-            pool_x[labeled], pool_y[labeled], steps, seed, start=start, crop_padding=args.crop_padding, lr=args.lr
+            pool_x[labeled],
+            pool_y[labeled],
+            steps,
+            seed,
+            start=start,
+            crop_padding=args.crop_padding,
+            lr=args.lr,
+            success_share=args.success_share,
+            ema=args.ema,
         )
         accuracy = balanced_accuracy(predict(model, val_x), val_y)
         curve.append((len(labeled), accuracy))
@@ -212,6 +289,12 @@ def main() -> None:
     parser.add_argument("--val-episodes", type=int, default=2)
     parser.add_argument("--size", type=int, default=32)
     parser.add_argument("--max-steps", type=int, default=120)
+    parser.add_argument(
+        "--hold-steps",
+        type=int,
+        default=0,
+        help="steps the robot holds still after the scripted plan ends (more success frames per episode)",
+    )
     parser.add_argument("--seeds", type=int, default=2)
     parser.add_argument("--start", type=int, default=4)
     parser.add_argument("--batch", type=int, default=4)
@@ -228,6 +311,15 @@ def main() -> None:
         "--labels", default="", help="label counts per round, e.g. 8,16,32,64 (overrides --start/--batch/--rounds)"
     )
     parser.add_argument("--lr", type=float, default=1e-3, help="Adam learning rate")
+    parser.add_argument(
+        "--success-share",
+        type=float,
+        default=0.0,
+        help="class-balanced mini-batches: this share of each from the labeled successes (0: weighted loss)",
+    )
+    parser.add_argument(
+        "--ema", type=float, default=0.0, help="evaluate an exponential moving average of the weights (e.g. 0.98)"
+    )
     parser.add_argument("--crop-padding", type=int, default=4, help="random-crop augmentation (0: none)")
     parser.add_argument(
         "--show-goal",
@@ -243,6 +335,9 @@ def main() -> None:
         help="the ranking's spread over each episode (0: none)",
     )
     parser.add_argument("--orders", default="ranked,random", help="which orders to measure")
+    parser.add_argument(
+        "--crop", default="", help="top,left,height,width fractions of each frame to train on (the app's crop)"
+    )
     parser.add_argument("--pool", type=int, default=1, help="average-pool frames by this factor (cheaper training)")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--json", default="")
@@ -255,6 +350,9 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     started = time.monotonic()
     data = collected(args)
+    if args.crop:
+        box = [float(v) for v in args.crop.split(",")]
+        data = [(np.ascontiguousarray(crop_frames(frames, box)), success) for frames, success in data]
     if args.pool > 1:
         data = [(shrink(frames, args.pool), success) for frames, success in data]
     pool, val = data[: args.episodes], data[args.episodes :]
@@ -264,7 +362,16 @@ def main() -> None:
     val_x = np.concatenate([f for f, _ in val])
     val_y = np.concatenate([s for _, s in val]).astype(bool)
     args.first_steps = args.first_steps or args.steps
-    full_model = fit(pool_x, pool_y, args.full_steps or args.steps, 0, crop_padding=args.crop_padding, lr=args.lr)
+    full_model = fit(
+        pool_x,
+        pool_y,
+        args.full_steps or args.steps,
+        0,
+        crop_padding=args.crop_padding,
+        lr=args.lr,
+        success_share=args.success_share,
+        ema=args.ema,
+    )
     full = balanced_accuracy(predict(full_model, val_x), val_y)
     target = 0.95 * full
     print(
