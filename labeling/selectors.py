@@ -7,31 +7,15 @@ from __future__ import annotations
 from collections.abc import Hashable, Iterable
 from typing import Any
 
-from django.db.models import Count, Model, OuterRef, QuerySet, Subquery
-from django.db.models.functions import Coalesce
+from django.db.models import Model, QuerySet
 
-from .models import Agent, Episode, Frame, FrameLabel, LabelSource, Project, ProposalStatus, WindowLabel
+from .models import Agent, Episode, FrameLabel, LabelSource, Project, ProposalStatus, WindowLabel
 
 #: Which label counts when several are on one step or window span, first wins.
 SOURCE_PRIORITY: tuple[str, ...] = (LabelSource.HUMAN, LabelSource.PROPOSAL, LabelSource.MODEL)
 
 FRAME_LABEL_FIELDS = ("step_id", "value", "source", "episode_id", "author__username", "agent__name", "updated_at")
 WINDOW_LABEL_FIELDS = ("pk", "episode_id", "start", "end", "value", "source")
-
-
-def _count(model, **filters) -> Coalesce:
-    rows = model.objects.filter(project=OuterRef("pk"), **filters).order_by().values("project")
-    return Coalesce(Subquery(rows.annotate(n=Count("pk")).values("n")[:1]), 0)
-
-
-def project_list_with_counts() -> QuerySet[Project]:
-    frames = Frame.objects.filter(step__episode__project=OuterRef("pk")).order_by().values("step__episode__project")
-    return Project.objects.annotate(
-        episode_count=_count(Episode),
-        frame_count=Coalesce(Subquery(frames.annotate(n=Count("pk")).values("n")[:1]), 0),
-        frame_label_count=_count(FrameLabel, source=LabelSource.HUMAN),
-        window_label_count=_count(WindowLabel, source=LabelSource.HUMAN),
-    ).order_by("name")
 
 
 def episode_by_uuid(uuid) -> Episode | None:
