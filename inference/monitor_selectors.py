@@ -78,7 +78,7 @@ def time_series(ref: str, *, hours: float, now: float | None = None) -> dict:
 
 def training_histogram(deployment: Deployment) -> list[int] | None:
     """Probability histogram of the served model on its own validation split (None when not stored)."""
-    from training.resnet.runner import read_val_predictions
+    from training.resnet.val_predictions import read_val_predictions
     from training.storage import local_path
 
     try:

@@ -30,12 +30,12 @@ import uuid as uuid_lib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from django.conf import settings
 from django.core.files.storage import default_storage
 from django.db import transaction
 
-from . import safe_pickle
 from .images import CheckedImage, ImageError, check_image, decode_rgb, encode_array
 from .import_sources import (
     ImportSummary,
@@ -50,15 +50,19 @@ from .import_sources import (
     load_payload,
 )
 from .models import Episode, Frame, FrameLabel, LabelChange, LabelSource, Project, Step
+from .pickle_errors import PickleLoadError
 from .rlinf_episode import EpisodeFormatError, parse_episode, to_json
 from .services import IngestError, StepInput, episode_create, episode_finish, steps_append
 from .table_stats import EPISODE_TABLES, refresh_after_bulk_write
+
+if TYPE_CHECKING:
+    from .safe_pickle import PickleLimits
 
 logger = logging.getLogger(__name__)
 
 IMPORT_NAMESPACE = uuid_lib.UUID("7d0c5f1e-3b8a-4f39-9a52-4c1e2d6b8a10")
 CHUNK_STEPS = 32
-EXPECTED_ERRORS = (SourceError, safe_pickle.PickleLoadError, EpisodeFormatError, ImageError, IngestError)
+EXPECTED_ERRORS = (SourceError, PickleLoadError, EpisodeFormatError, ImageError, IngestError)
 
 
 @dataclass(frozen=True)
@@ -127,8 +131,10 @@ def import_source(*, project: Project, source: Source, env_id: str, summary: Imp
         summary.failed.append((source.name, f"unexpected error: {exc.__class__.__name__}: {exc}"))
 
 
-def pickle_limits() -> safe_pickle.PickleLimits:
-    return safe_pickle.PickleLimits(
+def pickle_limits() -> PickleLimits:
+    from .safe_pickle import PickleLimits  # torch: loaded by the import job, not by the web process's pages
+
+    return PickleLimits(
         max_array_bytes=settings.PICKLE_MAX_ARRAY_BYTES,
         max_total_bytes=settings.PICKLE_MAX_TOTAL_BYTES,
         max_nodes=settings.PICKLE_MAX_VALUES,
@@ -140,7 +146,9 @@ def _import_pickle(*, project: Project, source: Source, env_id: str, summary: Im
     uuid = import_uuid(project=project, kind="rlinf_pickle", digest=digest)
     if _already_imported(uuid, source, summary):
         return
-    parsed = parse_episode(safe_pickle.load_path(source.path, pickle_limits()), file_name=source.path.name)
+    from .safe_pickle import load_path
+
+    parsed = parse_episode(load_path(source.path, pickle_limits()), file_name=source.path.name)
     cameras = set(project.camera_views)
     steps = []
     for step in parsed.steps:

@@ -23,9 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 import numpy as np
-import torch
 
-from .safe_pickle import weights_only_error
+from .pickle_errors import weights_only_error
 
 PICKLE_SUFFIXES = {".pkl", ".pickle"}
 PAYLOAD_SUFFIXES = {".pt", ".pth"}
@@ -181,6 +180,8 @@ def folder_sha256(images: list[tuple[str, Path]]) -> str:
 
 def load_payload(path: Path) -> Payload:
     """An RLinf RewardDatasetPayload read with torch.load(weights_only=True)."""
+    import torch  # loaded by the import job that reads the file, not by the web process's pages
+
     try:
         data = torch.load(path, weights_only=True, map_location="cpu")
     except pickle.UnpicklingError as exc:

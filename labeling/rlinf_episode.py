@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import math
 import re
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-import torch
 
 REQUIRED_KEYS = ("success", "observations", "actions", "rewards", "terminated", "truncated", "infos")
 FILE_NAME_RE = re.compile(
@@ -164,9 +164,16 @@ def parse_episode(data: Any, *, file_name: str = "") -> ParsedEpisode:
     )
 
 
+def is_tensor(value: Any) -> bool:
+    """A torch tensor, without importing torch: a value can only be one once torch is loaded (the pickle or
+    `.pt` reader loads it), so the web process's pages that import this module do not load torch."""
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(value, torch.Tensor)
+
+
 def _sequence(data: Mapping, key: str) -> Sequence:
     value = data[key]
-    if isinstance(value, torch.Tensor | np.ndarray):
+    if isinstance(value, np.ndarray) or is_tensor(value):
         return list(value)
     if not isinstance(value, list | tuple):
         raise EpisodeFormatError(f"{key} must be a list; got {type(value).__name__}")
@@ -232,7 +239,7 @@ def _step_info(info: Any, observation: Any) -> dict:
 
 
 def to_numpy(value: Any) -> np.ndarray:
-    if isinstance(value, torch.Tensor):
+    if is_tensor(value):
         return value.detach().cpu().numpy()
     return np.asarray(value)
 
@@ -259,7 +266,7 @@ def to_json(value: Any) -> Any:
     """Tensors, arrays and numpy scalars to JSON values; NaN and infinities become None."""
     if isinstance(value, Mapping):
         return {str(key): to_json(item) for key, item in value.items()}
-    if isinstance(value, torch.Tensor | np.ndarray | np.generic):
+    if isinstance(value, np.ndarray | np.generic) or is_tensor(value):
         array = to_numpy(value)
         if array.size > MAX_INFO_ARRAY_ELEMENTS:
             raise EpisodeFormatError(

@@ -34,13 +34,7 @@ from typing import Any, ClassVar
 import numpy as np
 import torch
 
-
-class PickleLoadError(ValueError):
-    """The file is not a pickle we can read; the message says why."""
-
-
-class UnsafePickleError(PickleLoadError):
-    """The pickle names a global outside the allow-list (it may try to run code)."""
+from .pickle_errors import PickleLoadError, UnsafePickleError, weights_only_error
 
 
 class PickleTooLargeError(PickleLoadError):
@@ -460,15 +454,6 @@ def check_graph(value: Any, limits: PickleLimits = DEFAULT_LIMITS) -> None:
         return nodes, total
 
     measure(value, 0)
-
-
-def weights_only_error(exc: Exception) -> tuple[bool, str]:
-    """(names a forbidden global, the useful sentence) from torch.load(weights_only=True)'s long error."""
-    paragraphs = [part.strip() for part in str(exc).split("\n\n") if part.strip()]
-    boilerplate = ("Weights only load failed", "Check the documentation", "Please file an issue")
-    useful = [part for part in paragraphs if not part.startswith(boilerplate)]
-    detail = useful[0].splitlines()[0] if useful else "unreadable"
-    return "global" in detail.lower(), detail
 
 
 def _int_tuple(value: Any) -> bool:

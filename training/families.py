@@ -11,13 +11,36 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .family_parts import FamilyConfig, ModelSpec, Scorer, ScorerLoader, Trainer
+from .family_parts import FamilyConfig, ModelSpec, RunResult, Scorer, ScorerLoader, Trainer
 from .resnet.config import ResNetConfig
-from .resnet.runner import run_job as resnet_run_job
-from .resnet.scorer import ResNetScorer
 from .vlm.config import VLMTrainConfig
-from .vlm.runner import run_job as vlm_run_job
-from .vlm.scorer import VLMScorer
+
+# Trainers and scorers import torch (and transformers): each is imported when first called, so pages that only
+# need a family's config or evaluation page (the web process) never load them.
+
+
+def resnet_run_job(job, reporter) -> RunResult:
+    from .resnet.runner import run_job
+
+    return run_job(job, reporter)
+
+
+def resnet_scorer(spec: ModelSpec) -> Scorer:
+    from .resnet.scorer import ResNetScorer
+
+    return ResNetScorer(spec)
+
+
+def vlm_run_job(job, reporter) -> RunResult:
+    from .vlm.runner import run_job
+
+    return run_job(job, reporter)
+
+
+def vlm_scorer(spec: ModelSpec) -> Scorer:
+    from .vlm.scorer import VLMScorer
+
+    return VLMScorer(spec)
 
 
 @dataclass(frozen=True)
@@ -33,14 +56,14 @@ RESNET = Family(
     kind="resnet",
     config_class=ResNetConfig,
     trainer=resnet_run_job,
-    scorer=ResNetScorer,
+    scorer=resnet_scorer,
     evaluation_page="training-evaluation",
 )
 VLM = Family(
     kind="vlm",
     config_class=VLMTrainConfig,
     trainer=vlm_run_job,
-    scorer=VLMScorer,
+    scorer=vlm_scorer,
     evaluation_page="vlm-evaluation",
 )
 

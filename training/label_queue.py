@@ -11,7 +11,6 @@ without a human label: "Label next" and the labeling page's `n` key (from the qu
 from __future__ import annotations
 
 import numpy as np
-import torch
 from django.db import transaction
 from django.db.models import F
 from django.urls import reverse
@@ -40,6 +39,8 @@ def _unlabeled_frames(project: Project, limit: int, exclude_steps: set[int]) -> 
 
 
 def _probabilities(model: TrainedModel, images: list[np.ndarray]) -> np.ndarray:
+    import torch
+
     from .resnet.checkpoint import load_checkpoint
     from .resnet.model import predict_proba
     from .resnet.train import stack_images

@@ -14,7 +14,7 @@ from . import evaluation
 from .datasets.rlinf_binary import read_payload
 from .models import DatasetSnapshot, ModelKind, TrainedModel
 from .page_data import EvaluationItem, ModelEvaluation, ValFrame
-from .resnet.runner import VAL_PREDICTIONS, read_val_predictions
+from .resnet.val_predictions import VAL_PREDICTIONS, read_val_predictions
 from .storage import local_path
 
 

@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
 
 SUCCESS, FAIL = 1, 0
 
@@ -182,6 +181,8 @@ def write_payload(
     path: str | Path, frames: Sequence[FrameRef], load: Callable[[FrameRef], np.ndarray], metadata: dict[str, Any]
 ) -> None:
     """`torch.save({"images": [uint8 HxWx3 tensors], "labels": [1/0], "metadata": ...})` as RLinf reads it."""
+    import torch  # here, not at the top: the web process's pages import this module's frame references
+
     images = []
     for ref in frames:
         array = load(ref)
@@ -194,4 +195,6 @@ def write_payload(
 
 def read_payload(path: str | Path) -> dict[str, Any]:
     """A payload written by us (or RLinf) read without unpickling code: tensors, lists, dicts, scalars only."""
+    import torch
+
     return torch.load(str(path), map_location="cpu", weights_only=True)

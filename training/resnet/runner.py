@@ -4,10 +4,8 @@ A job requeued after its worker died finds its resume state under its checkpoint
 
 from __future__ import annotations
 
-import json
 import shutil
 
-import numpy as np
 from django.conf import settings
 
 from .. import distributed
@@ -18,8 +16,7 @@ from ..resume import state_path
 from ..storage import local_path
 from .config import ResNetConfig
 from .train import BEST, stack_images, train_reward_model
-
-VAL_PREDICTIONS = "val_predictions.json"
+from .val_predictions import write_val_predictions_file
 
 
 def run_job(job, reporter: Reporter) -> RunResult:
@@ -70,14 +67,4 @@ def write_val_predictions(folder, config: ResNetConfig, images, labels) -> None:
     from .model import predict_proba
 
     model, _ = load_checkpoint(folder)
-    probs = predict_proba(model, stack_images(images, config.image_size).numpy())
-    data = {"probabilities": [float(p) for p in probs], "labels": [int(v) for v in labels]}
-    (folder / VAL_PREDICTIONS).write_text(json.dumps(data))
-
-
-def read_val_predictions(folder) -> tuple[np.ndarray, np.ndarray] | None:
-    path = folder / VAL_PREDICTIONS
-    if not path.exists():
-        return None
-    data = json.loads(path.read_text())
-    return np.asarray(data["probabilities"], dtype=np.float64), np.asarray(data["labels"], dtype=np.int64)
+    write_val_predictions_file(folder, predict_proba(model, stack_images(images, config.image_size).numpy()), labels)
