@@ -73,6 +73,18 @@ def start_web(log: Path, env: dict[str, str] | None = None, app: str | None = No
     return proc, f"http://127.0.0.1:{port}"
 
 
+def stop(*procs: subprocess.Popen, timeout: float = 15.0) -> None:
+    """Stop started processes: terminate all, then kill any still running after `timeout` seconds."""
+    for proc in procs:
+        proc.terminate()
+    for proc in procs:
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
 def procfile_env(process: str) -> dict[str, str]:
     """The environment assignments that lead a Procfile line (`inference: OMP_WAIT_POLICY=PASSIVE python ...`
     gives {"OMP_WAIT_POLICY": "PASSIVE"}), so a bench starts the process as the Procfile does and can

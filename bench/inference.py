@@ -40,7 +40,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
-from harness import procfile_env, scratch_environment, start_web  # noqa: E402
+from harness import procfile_env, scratch_environment, start_web, stop  # noqa: E402
 
 TMP = scratch_environment("inference")
 WORKER_ENV = procfile_env("inference")
@@ -226,13 +226,7 @@ def main() -> None:
             f"{mean_batch:.1f} requests per batch; raw batch-1 rate {raw_rate:.1f} ({rate / raw_rate:.2f}x)"
         )
     finally:
-        for proc in (server, worker):
-            proc.terminate()
-        for proc in (server, worker):
-            try:
-                proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+        stop(server, worker)
         deployment.delete()
         model.delete()
         agent.delete()

@@ -39,7 +39,7 @@ from PIL import Image
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
-from harness import procfile_line, scratch_environment, start_web  # noqa: E402
+from harness import procfile_line, scratch_environment, start_web, stop  # noqa: E402
 
 from robot_agent.uploader import IngestClient  # noqa: E402
 from training.synthetic import make_scene  # noqa: E402
@@ -144,8 +144,7 @@ class LocalSetup:
 
         from labeling.models import Agent
 
-        self.proc.terminate()
-        self.proc.wait(timeout=30)
+        stop(self.proc, timeout=30)
         Agent.objects.filter(pk__in=[a.pk for a in self.agents]).delete()
         self.project.delete()
         shutil.rmtree(self.scratch, ignore_errors=True)

@@ -29,7 +29,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
-from harness import start_web  # noqa: E402
+from harness import start_web, stop  # noqa: E402
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings")
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")  # Playwright's loop shares the main thread
@@ -189,8 +189,7 @@ def main() -> None:
     try:
         run(url, username, password, uuid, args.loads, args.presses, args.saves)
     finally:
-        proc.terminate()
-        proc.wait(timeout=15)
+        stop(proc)
         cleanup(project)
 
 

@@ -50,7 +50,7 @@ from typing import TYPE_CHECKING
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
-from harness import procfile_line, scratch_environment, start_web  # noqa: E402
+from harness import procfile_line, scratch_environment, start_web, stop  # noqa: E402
 
 if TYPE_CHECKING:
     from labeling.models import Project
@@ -495,8 +495,7 @@ def main() -> None:
                 )
             )
     finally:
-        proc.terminate()
-        proc.wait(timeout=15)
+        stop(proc)
         if not (args.keep or args.reuse):
             remove_projects()
     report(results, raw_s)

@@ -40,7 +40,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
-from harness import procfile_env, scratch_environment, start_web  # noqa: E402
+from harness import procfile_env, scratch_environment, start_web, stop  # noqa: E402
 
 TMP = scratch_environment("teleop")
 WORKER_ENV = procfile_env("inference")
@@ -239,12 +239,7 @@ def main() -> None:
             f"({'bounded' if second <= max(2 * first, first + 3 * raw224) else 'GROWING'})"
         )
     finally:
-        for proc in (server, worker):
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+        stop(server, worker)
 
 
 if __name__ == "__main__":

@@ -36,7 +36,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
-from harness import scratch_environment  # noqa: E402
+from harness import scratch_environment, stop  # noqa: E402
 
 TMP = scratch_environment("vlm")
 os.environ["OMP_WAIT_POLICY"] = "PASSIVE"  # as the Procfile runs the worker; the raw limit runs under it too
@@ -204,11 +204,7 @@ def main() -> None:
         print(f"worker log (tail):\n{logs.read_text()[-3000:]}", file=sys.stderr)
         raise
     finally:
-        worker.terminate()
-        try:
-            worker.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            worker.kill()
+        stop(worker)
         deployment.delete()
         model.delete()
         shutil.rmtree(TMP, ignore_errors=True)
