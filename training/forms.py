@@ -10,7 +10,7 @@ from django import forms
 from .datasets.options import SPLIT_MODES, SnapshotOptions
 from .models import DatasetSnapshot, ModelKind
 from .parallel_config import DEFAULT_MASTER_PORT, MAX_NODES, MAX_PROCESSES
-from .resnet.config import ARCH_FEATURES, ResNetConfig
+from .resnet.config import ARCH_FEATURES, SCHEDULES, SELECTIONS, ResNetConfig
 
 _SNAP = SnapshotOptions()
 _RES = ResNetConfig()
@@ -73,16 +73,40 @@ class JobForm(forms.Form):
         required=False,
         help_text="Local file with torchvision ResNet weights (nothing is downloaded). Empty: from scratch.",
     )
+    crop = forms.CharField(
+        required=False,
+        max_length=100,
+        help_text="Part of each frame the model sees, as top, left, height, width fractions (e.g. 0.2, 0.25, 0.5, "
+        "0.5), in training and serving alike; empty = the whole frame, as RLinf's model.",
+    )
     lr = forms.FloatField(initial=_RES.lr, min_value=1e-9)
     weight_decay = forms.FloatField(initial=_RES.weight_decay, min_value=0.0)
     grad_clip = forms.FloatField(initial=_RES.grad_clip, min_value=0.0)
     warmup_steps = forms.IntegerField(initial=_RES.warmup_steps, min_value=0)
+    schedule = forms.ChoiceField(
+        choices=[(s, s) for s in SCHEDULES],
+        initial=_RES.schedule,
+        required=False,
+        help_text="Learning rate after the warm-up: constant (RLinf's) or cosine decay to 0 at the last step.",
+    )
     batch_size = forms.IntegerField(initial=_RES.batch_size, min_value=1, max_value=4096)
     epochs = forms.IntegerField(initial=_RES.epochs, min_value=1)
     augment = forms.BooleanField(initial=_RES.augment, required=False, label="Random crop with padding")
     crop_padding = forms.IntegerField(initial=_RES.crop_padding, min_value=0, max_value=64)
     patience = forms.IntegerField(initial=_RES.patience, min_value=0, help_text="Early stopping on val_loss; 0 = off.")
     min_delta = forms.FloatField(initial=_RES.min_delta, min_value=0.0)
+    select = forms.ChoiceField(
+        choices=[(s, s) for s in SELECTIONS],
+        initial=_RES.select,
+        required=False,
+        label="Model kept",
+        help_text="val_loss: the epoch with the lowest validation loss; last: the last epoch's weights.",
+    )
+    bn_recalibrate = forms.BooleanField(
+        initial=_RES.bn_recalibrate,
+        required=False,
+        label="Recalibrate BatchNorm statistics on the training images before saving",
+    )
     seed = forms.IntegerField(initial=_RES.seed, min_value=0)
     device = forms.CharField(initial=_RES.device, help_text="auto (CUDA when present), cpu, cuda or cuda:N")
     num_threads = forms.IntegerField(initial=0, min_value=0, help_text="CPU threads; 0 = torch's default.")
@@ -123,12 +147,15 @@ class JobForm(forms.Form):
         "weight_decay",
         "grad_clip",
         "warmup_steps",
+        "schedule",
         "batch_size",
         "epochs",
         "augment",
         "crop_padding",
         "patience",
         "min_delta",
+        "select",
+        "bn_recalibrate",
         "seed",
         "device",
         "num_threads",
@@ -140,6 +167,20 @@ class JobForm(forms.Form):
         snapshot = self.fields["snapshot"]
         assert isinstance(snapshot, forms.ModelChoiceField)
         snapshot.queryset = DatasetSnapshot.objects.filter(project=project, status="ready").order_by("-number")
+
+    def clean_crop(self) -> list[float]:
+        text = (self.cleaned_data.get("crop") or "").strip()
+        if not text:
+            return []
+        try:
+            box = [float(part) for part in text.replace(",", " ").split()]
+        except ValueError:
+            raise forms.ValidationError("crop: four numbers, top, left, height, width (fractions)") from None
+        try:
+            ResNetConfig(crop=box)
+        except ValueError as exc:
+            raise forms.ValidationError(str(exc)) from None
+        return box
 
     def config(self) -> dict:
         data = self.cleaned_data
@@ -155,6 +196,9 @@ class JobForm(forms.Form):
         config = {name: data[name] for name in self.RESNET_FIELDS}
         config["hidden_dim"] = config["hidden_dim"] or None
         config["image_size"] = [3, data["image_height"], data["image_width"]]
+        config["crop"] = data.get("crop") or []
+        config["schedule"] = data.get("schedule") or _RES.schedule  # absent from older clients' posts
+        config["select"] = data.get("select") or _RES.select
         path = (data.get("pretrained_path") or "").strip()
         config["pretrained"] = bool(path)
         config["pretrained_path"] = path

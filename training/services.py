@@ -341,7 +341,7 @@ def jobs_recover_stale(*, now=None) -> SweepOutcome:
     if candidates:
         present = broker_task_ids(settings.CELERY_QUEUE_TRAINING)
         for job_id, task_id in candidates:
-            if present is not None and task_id in present:
+            if present is None or task_id in present:  # unreadable broker: nothing is re-sent on a guess
                 continue
             logger.warning("training job %s: its message is not in the broker; sending it again", job_id)
             job_enqueue(job_id=job_id)

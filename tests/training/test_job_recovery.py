@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import socket
 from datetime import timedelta
+from unittest import mock
 
 import pytest
 import torch
@@ -61,6 +62,8 @@ def test_sweep_requeues_silent_jobs_and_fails_them_after_the_last_attempt(snapsh
     later = timezone.now() + timedelta(seconds=120)
     assert jobs_recover_stale(now=later).resent == []
     _drain(settings)
+    with mock.patch("training.services.broker_task_ids", return_value=None):
+        assert jobs_recover_stale(now=later).resent == []  # an unreadable broker: nothing sent on a guess
     # the message got lost (e.g. Redis restarted without persistence): the sweep sends it again
     assert jobs_recover_stale(now=later).resent == [silent.pk]
     resent = TrainingJob.objects.get(pk=silent.pk).celery_task_id

@@ -94,8 +94,31 @@ def test_job_form_validates_config_and_queues(user_client, snapshot, django_capt
     assert ok.status_code == 302 and ok["Location"] == f"/jobs/{job.pk}/"
     assert job.config["image_size"] == [3, 32, 32] and job.config["pretrained"] is False
     assert len(callbacks) == 1  # enqueued after commit
+    assert (job.config["schedule"], job.config["select"], job.config["crop"]) == ("constant", "val_loss", [])
     detail = user_client.get(f"/jobs/{job.pk}/")
     assert detail.status_code == 200 and b"job.js" in detail.content
+
+
+@pytest.mark.django_db
+def test_job_form_sets_the_crop_schedule_and_kept_model(user_client, snapshot):
+    project = snapshot.project
+    url = f"/projects/{project.pk}/training/jobs/new"
+    base = {"snapshot": snapshot.pk, "kind": "resnet", "arch": "resnet18", "hidden_dim": 16, "dropout": 0.1,
+            "image_height": 32, "image_width": 32, "lr": 1e-3, "weight_decay": 0, "grad_clip": 1,
+            "warmup_steps": 0, "batch_size": 8, "epochs": 1, "crop_padding": 4, "patience": 0, "min_delta": 0.001,
+            "seed": 1, "device": "cpu", "num_threads": 1}  # fmt: skip
+    page = user_client.get(f"/projects/{project.pk}/training/")
+    assert all(f'name="{name}"' in page.content.decode() for name in ("crop", "schedule", "select", "bn_recalibrate"))
+    for crop, message in (("0.2, 0.3", b"crop must be"), ("top", b"four numbers"), ("0.5 0.5 0.6 0.1", b"inside")):
+        bad = user_client.post(url, {**base, "crop": crop})
+        assert bad.status_code == 400 and message in bad.content, crop
+    bad = user_client.post(url, {**base, "schedule": "linear"})
+    assert bad.status_code == 400 and not TrainingJob.objects.exists()
+    extra = {"crop": "0.2, 0.25 0.5,0.5", "schedule": "cosine", "select": "last", "bn_recalibrate": "on"}
+    assert user_client.post(url, {**base, **extra}).status_code == 302
+    config = TrainingJob.objects.get().config
+    assert config["crop"] == [0.2, 0.25, 0.5, 0.5] and config["schedule"] == "cosine"
+    assert config["select"] == "last" and config["bn_recalibrate"] is True
 
 
 @pytest.mark.django_db
