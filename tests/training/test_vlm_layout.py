@@ -15,9 +15,10 @@ import numpy as np
 import pytest
 import torch
 
+from labeling.prompts import RLINF_TREND_PROMPT_TEMPLATE
 from training.vlm.data import TrendWindow, encode_windows
 from training.vlm.layout import layout_of, window_videos
-from training.vlm.prompt import RLINF_TREND_PROMPT_TEMPLATE, prompt_render
+from training.vlm.prompt import prompt_render
 from training.vlm.scoring import ScoreItem, TrendScorer
 
 

@@ -10,13 +10,14 @@ import numpy as np
 import pytest
 import torch
 
+from labeling.prompts import DEFAULT_PROMPT_TEMPLATE
 from training.vlm.config import VLMTrainConfig
 from training.vlm.data import IGNORE_INDEX, TrendWindow, balance_weights, encode_windows, trend_split_load
 from training.vlm.evaluation import trend_evaluate
 from training.vlm.history import HistoryConfig, WindowHistory
 from training.vlm.labels import LABELS
 from training.vlm.parse import label_parse
-from training.vlm.prompt import DEFAULT_PROMPT_TEMPLATE, prompt_render
+from training.vlm.prompt import prompt_render
 from training.vlm.rewards import TrendRewardConfig, trend_reward
 
 COLOURS = {"positive": (220, 30, 30), "negative": (30, 30, 220), "unclear": (30, 200, 30)}

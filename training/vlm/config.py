@@ -6,9 +6,11 @@ import os
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
+from labeling.prompts import DEFAULT_PROMPT_TEMPLATE
+
 from ..parallel_config import DEFAULT_MASTER_PORT, settings_errors
 from .layout import DEFAULT_LAYOUT, LAYOUTS
-from .prompt import DEFAULT_PROMPT_TEMPLATE, template_check
+from .prompt import template_check
 
 BALANCE_MODES = ("weight", "sample", "none")
 SCHEDULES = ("cosine", "linear", "constant")

@@ -8,22 +8,7 @@ from __future__ import annotations
 
 import string
 
-from labeling.prompts import (
-    DEFAULT_PROMPT_TEMPLATE,
-    PROMPT_TEMPLATES,
-    REWARD_STUDIO_PROMPT_TEMPLATE,
-    RLINF_TREND_PROMPT_TEMPLATE,
-)
-
-__all__ = [
-    "DEFAULT_PROMPT_TEMPLATE",
-    "FIELDS",
-    "PROMPT_TEMPLATES",
-    "REWARD_STUDIO_PROMPT_TEMPLATE",
-    "RLINF_TREND_PROMPT_TEMPLATE",
-    "prompt_render",
-    "template_check",
-]
+from labeling.prompts import DEFAULT_PROMPT_TEMPLATE
 
 FIELDS = ("task", "window_size")
 
