@@ -51,24 +51,44 @@ def embedded(episode: str, step: int, p: float, direction: list[float]) -> Candi
     return Candidate(episode, step, p, features=np.asarray(direction, dtype=np.float32))
 
 
-def test_coverage_picks_alternate_with_value_picks_and_go_where_nothing_is_labeled():
+def test_farthest_coverage_picks_alternate_with_value_picks_and_go_where_nothing_is_labeled():
     # the uncertain frames all look like the labeled ones; two confident frames look like nothing labeled
     known = [embedded(e, s, 0.5 - s / 100, [1.0, 0.05 * s, 0.0]) for e in "ab" for s in range(3)]
     new_kind = embedded("c", 0, 0.02, [0.0, 1.0, 0.0])
     other_kind = embedded("d", 0, 0.03, [0.0, 0.0, 5.0])  # scale does not matter: directions are compared
     labeled = np.asarray([[2.0, 0.0, 0.0]])
-    top = rank([*known, new_kind, other_kind], limit=4, explore_share=0.5, labeled_features=labeled)
+    frames = [*known, new_kind, other_kind]
+    top = rank(frames, limit=4, explore_share=0.5, labeled_features=labeled, coverage="farthest")
     assert [r.candidate.episode for r in top][1::2] in (["c", "d"], ["d", "c"])  # every other item covers
     assert all(r.reasons[0].startswith("coverage: least like the labeled") for r in top[1::2])
     assert all(r.candidate.probability >= 0.45 for r in top[0::2])  # the others still by value
-    only_value = rank([*known, new_kind, other_kind], limit=4, explore_share=0, labeled_features=labeled)
+    only_value = rank(frames, limit=4, explore_share=0, labeled_features=labeled)
     assert {r.candidate.episode for r in only_value} <= {"a", "b"}
-    everything = rank([*known, new_kind, other_kind], limit=100, explore_share=1.0, labeled_features=labeled)
+    everything = rank(frames, limit=100, explore_share=1.0, labeled_features=labeled, coverage="farthest")
     assert len(everything) == 8 and len({(r.candidate.episode, r.candidate.step) for r in everything}) == 8
     # a coverage pick counts the frames queued before it: after c and d, the next is the farthest rest
     assert {r.candidate.episode for r in everything[:2]} == {"c", "d"}
     with pytest.raises(ValueError):
         rank(known, explore_share=1.5)
+    with pytest.raises(ValueError):
+        rank(known, coverage="nearest")
+
+
+def test_typical_coverage_picks_the_centre_of_each_unlabeled_group_largest_first():
+    # uncertain frames that look exactly like the labeled one, a group of three alike confident frames
+    # (b, centred on step 10) and one lone frame (c): the groups with no labeled frame are covered
+    known = [embedded("a", s, 0.5 - s / 100, [1.0, 0.0, 0.0]) for s in range(4)]
+    group = [embedded("b", 10 + k, 0.02, [0.0, 1.0, z]) for k, z in enumerate([0.0, 0.3, -0.3])]
+    lone = embedded("c", 20, 0.03, [0.0, 0.0, 1.0])
+    labeled = np.asarray([[3.0, 0.0, 0.0]])
+    top = rank([*known, *group, lone], limit=4, explore_share=0.5, labeled_features=labeled)
+    assert [(r.candidate.episode, r.candidate.step) for r in top] == [("a", 0), ("b", 10), ("a", 1), ("c", 20)]
+    assert top[1].reasons[0] == "coverage: typical of 3 similar frames, none of them labeled"
+    assert top[3].reasons[0] == "coverage: typical of 1 similar frames, none of them labeled"
+    # once every group holds a labeled frame, the coverage turns go back to value picks
+    covered = np.asarray([[3.0, 0.0, 0.0], [0.0, 0.0, 1.0], *[[0.0, 1.0, z] for z in (0.0, 0.3, -0.3)]])
+    top = rank([*known, *group, lone], limit=4, explore_share=0.5, labeled_features=covered)
+    assert all(r.candidate.episode == "a" for r in top) and not any("coverage" in r.reasons[0] for r in top)
 
 
 def test_without_embeddings_the_exploration_share_is_a_seeded_random_draw():
@@ -100,8 +120,9 @@ def test_recompute_queues_unlabeled_frames_and_label_next_follows_human_labels(p
 
     first = make_trained_model(project, seed=1, bias=0.0)
     assert label_queue_recompute(project=project) == 10
-    covering = list(label_queue_items(project=project))  # by default every other item is a coverage pick
-    assert [i.reasons[0].startswith("coverage") for i in covering] == [n % 2 == 1 for n in range(10)]
+    # by default every other item is a coverage pick while groups of frames with no labeled one are left
+    covering = [i.reasons[0].startswith("coverage: typical") for i in label_queue_items(project=project)]
+    assert not any(covering[0::2]) and sum(covering[1::2]) >= 3, covering
     settings.LABEL_QUEUE_EXPLORE_PERCENT = 0  # value only: the spread across episodes shows
     assert label_queue_recompute(project=project) == 10
     items = list(label_queue_items(project=project))
