@@ -13,16 +13,30 @@
    on the labels so far, measures balanced accuracy (mean of the success and fail recalls; about 93% of
    frames are fails, 68% with `--hold-steps 25`) on held-out episodes, then asks for the next labels (up
    to the next count of `--labels`, else `--batch` more) either in the ranked queue's order
-   (training/active_queue.py: uncertainty, the two newest models' disagreement, spread across episodes;
-   the env flag is NOT given to the ranker, since here it is the label) or in random order.
+   (training/active_queue.py: uncertainty, the two newest models' disagreement, spread across episodes,
+   and, as in the app, `--explore-share` of the picks (default the app's 0.5) coverage picks: the most
+   typical frame of each group of frames (k-means in the round model's embedding) that holds no labeled
+   frame, or with `--coverage farthest` k-center greedy away from the labeled frames; the env flag is NOT
+   given to the ranker, since here it is the label, nor any hidden label) or in random order. Without `--warm-start`
+   each round trains a fresh model, as the app's retrain does. `--device cuda` trains on a GPU.
 3. It prints accuracy against labels (and how many of them are successes) for both orders and several
    seeds, the accuracy all labels give, and the labels each order needs to reach 95% of it. Target:
    ranked needs at most half of random.
+
+Measured (2026-11-26, one H100, each (order, seed) its own process, `--first-seed S --seeds 1 --device
+cuda`; data `--size 64 --hold-steps 25 --max-steps 140 --crop 0.05,0.2,0.6,0.6 --episodes 18
+--val-episodes 8`, 1802 pool frames; `--labels 8,16,32,64,96,128,192,256,384,512 --steps 400 --full-steps
+600 --ema 0.99`, fresh model each round): all labels 0.953 (mean of 40 trainings; 0.908-0.971, GPU
+training is not bit-exact), target 0.905. Labels to the target per seed 0-4: ranked (the app's default,
+typical coverage 0.5) 32, 96, 64, 384, 128 (mean 141, median 96); random 64, 96, 384, 512, 256 (mean
+262, median 256; another random run: 64, 128, 256, 512, 256). Value-only ranking (0.0) and k-center
+coverage needed more than random; the seeds' spread is about as large as the gain.
 
     .venv/bin/python bench/active.py [--episodes 6] [--val-episodes 2] [--size 32] [--seeds 2]
         [--start 4] [--batch 4] [--rounds 6] [--labels 8,16,32,64] [--steps 15] [--warm-start]
         [--first-steps N] [--full-steps N] [--lr 1e-3] [--success-share 0] [--ema 0] [--hold-steps 0]
         [--crop top,left,height,width] [--crop-padding 4] [--pool 1] [--episode-decay 0.5]
+        [--explore-share 0.5] [--coverage typical|farthest] [--device cpu] [--first-seed 0]
         [--json out.json] [--cache episodes.npz] [--project NAME]  (stores the result for the project's
         evaluation pages)
 """
@@ -39,7 +53,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import numpy as np  # noqa: E402
 
-from training.active_queue import NEIGHBOUR_STEPS  # noqa: E402
+from training.active_queue import COVERAGE_KINDS, EXPLORE_SHARE, NEIGHBOUR_STEPS  # noqa: E402
 
 
 def collect(
@@ -115,6 +129,7 @@ def fit(
     batch_size: int = 32,
     success_share: float = 0.0,
     ema: float = 0.0,
+    device: str = "cpu",
 ):
     """The project's ResNet trained for `steps` Adam steps on mini-batches of at most `batch_size` labeled
     frames (random crops after edge padding, as the project's training augments), successes weighted by
@@ -142,6 +157,7 @@ def fit(
     else:
         config = ResNetConfig(image_size=[3, images.shape[1], images.shape[2]], hidden_dim=16, dropout=0.0)
         model = RewardResNet(config).train()
+    model.to(device)
     average = None
     if ema > 0:
         average = copy.deepcopy(start if start is not None and "raw" in vars(start) else model)
@@ -150,17 +166,20 @@ def fit(
     if start is not None and getattr(start, "adam_state", None):
         optimizer.load_state_dict(start.adam_state)  # Adam's moments go on too (a fresh Adam jolts the model)
     positives = int(np.sum(labels))
-    weight = torch.tensor(max(1.0, (len(labels) - positives) / max(1, positives)))
-    frames = torch.from_numpy(images)
+    weight = torch.tensor(max(1.0, (len(labels) - positives) / max(1, positives)), device=device)
+    frames = torch.from_numpy(images).to(device)
     balanced = success_share > 0 and 0 < positives < len(labels)
     if success_share > 0:
-        weight = torch.tensor(1.0)
+        weight = torch.tensor(1.0, device=device)
     for _ in range(steps):
         if balanced:
             rows = balanced_rows(labels, batch_size, success_share, rng)
         else:
             rows = rng.choice(len(labels), size=batch_size, replace=False) if len(labels) > batch_size else slice(None)
-        x, y = random_crop(frames[rows], crop_padding, generator), torch.tensor(labels[rows], dtype=torch.float32)
+        x, y = (
+            random_crop(frames[rows], crop_padding, generator),
+            torch.tensor(labels[rows], dtype=torch.float32, device=device),
+        )
         optimizer.zero_grad()
         logits = model(x).float().reshape(-1)
         torch.nn.functional.binary_cross_entropy_with_logits(logits, y, pos_weight=weight).backward()
@@ -169,11 +188,13 @@ def fit(
             decay = min(ema, (1 + averaged) / (10 + averaged))
             averaged += 1
             with torch.no_grad():
-                for kept, now in zip(average.state_dict().values(), model.state_dict().values(), strict=True):
-                    if kept.is_floating_point():
-                        kept.mul_(decay).add_(now, alpha=1 - decay)
-                    else:
-                        kept.copy_(now)
+                pairs = list(zip(average.state_dict().values(), model.state_dict().values(), strict=True))
+                kept = [k for k, _ in pairs if k.is_floating_point()]
+                torch._foreach_mul_(kept, decay)
+                torch._foreach_add_(kept, [n for k, n in pairs if k.is_floating_point()], alpha=1 - decay)
+                for k, n in pairs:
+                    if not k.is_floating_point():
+                        k.copy_(n)
     model.adam_state = copy.deepcopy(optimizer.state_dict())
     if average is None:
         return model.eval()
@@ -221,6 +242,14 @@ def predict(model, images: np.ndarray) -> np.ndarray:
     return predict_proba(model, images).astype(np.float64)
 
 
+def predict_with_features(model, images: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Probabilities and the model's embedding of each frame (what the app's queue ranks with)."""
+    from training.resnet.model import predict_proba_and_features
+
+    probabilities, features = predict_proba_and_features(model, images)
+    return probabilities.astype(np.float64), features
+
+
 def label_schedule(args) -> list[int]:
     """How many labels each round trains on: `--labels` as given, else `--start` plus `--batch` per round."""
     if args.labels:
@@ -251,10 +280,16 @@ def simulate(
             lr=args.lr,
             success_share=args.success_share,
             ema=args.ema,
+            device=args.device,
         )
         accuracy = balanced_accuracy(predict(model, val_x), val_y)
         curve.append((len(labeled), accuracy))
         successes.append(int(pool_y[labeled].sum()))
+        print(
+            f"  {order} seed {seed}: {len(labeled)} labels ({successes[-1]}+): {accuracy:.3f}",
+            file=sys.stderr,
+            flush=True,
+        )
         rest = np.setdiff1d(np.arange(len(pool_y)), labeled)
         if not len(rest) or round_ + 1 == len(schedule):
             break
@@ -262,18 +297,29 @@ def simulate(
         if order == "random":
             picks = list(rng.choice(rest, size=wanted, replace=False))
         else:
-            probs = predict(model, pool_x[rest])
+            probs, features = predict_with_features(model, pool_x)
             others: np.ndarray | None = predict(previous, pool_x[rest]) if previous is not None else None
             candidates = [
-                Candidate(str(pool_ep[i]), int(i), float(probs[k]), None if others is None else float(others[k]))
+                Candidate(
+                    str(pool_ep[i]),
+                    int(i),
+                    float(probs[i]),
+                    None if others is None else float(others[k]),
+                    features=features[i],
+                )
                 for k, i in enumerate(rest)
             ]
-            picks = [
-                r.candidate.step
-                for r in rank(
-                    candidates, limit=wanted, episode_decay=args.episode_decay, neighbour_steps=args.neighbour_steps
-                )
-            ]
+            ranked = rank(
+                candidates,
+                limit=wanted,
+                episode_decay=args.episode_decay,
+                neighbour_steps=args.neighbour_steps,
+                explore_share=args.explore_share,
+                labeled_features=features[labeled],
+                seed=seed,
+                coverage=args.coverage,
+            )
+            picks = [r.candidate.step for r in ranked]
         labeled += picks
         previous = model
     return curve, successes
@@ -296,6 +342,9 @@ def main() -> None:
         help="steps the robot holds still after the scripted plan ends (more success frames per episode)",
     )
     parser.add_argument("--seeds", type=int, default=2)
+    parser.add_argument(
+        "--first-seed", type=int, default=0, help="seeds run from this one (parallel runs can split the seeds)"
+    )
     parser.add_argument("--start", type=int, default=4)
     parser.add_argument("--batch", type=int, default=4)
     parser.add_argument("--rounds", type=int, default=6)
@@ -334,6 +383,16 @@ def main() -> None:
         default=NEIGHBOUR_STEPS,
         help="the ranking's spread over each episode (0: none)",
     )
+    parser.add_argument(
+        "--explore-share",
+        type=float,
+        default=EXPLORE_SHARE,
+        help="the ranking's share of coverage picks (k-center in the model's embedding; 0: value only)",
+    )
+    parser.add_argument(
+        "--coverage", default="typical", choices=COVERAGE_KINDS, help="how the ranking's coverage picks are chosen"
+    )
+    parser.add_argument("--device", default="cpu", help="torch device the models train and predict on")
     parser.add_argument("--orders", default="ranked,random", help="which orders to measure")
     parser.add_argument(
         "--crop", default="", help="top,left,height,width fractions of each frame to train on (the app's crop)"
@@ -371,6 +430,7 @@ def main() -> None:
         lr=args.lr,
         success_share=args.success_share,
         ema=args.ema,
+        device=args.device,
     )
     full = balanced_accuracy(predict(full_model, val_x), val_y)
     target = 0.95 * full
@@ -382,7 +442,7 @@ def main() -> None:
     results: dict = {"metric": "balanced accuracy", "all_labels_accuracy": full, "target": target, "curves": {}}
     orders = [o for o in ("ranked", "random") if o in args.orders.split(",")]
     for order in orders:
-        for seed in range(args.seeds):
+        for seed in range(args.first_seed, args.first_seed + args.seeds):
             curve, successes = simulate(pool_x, pool_y, pool_ep, val_x, val_y, order=order, seed=seed, args=args)
             results["curves"].setdefault(order, []).append(curve)
             results.setdefault("successes", {}).setdefault(order, []).append(successes)

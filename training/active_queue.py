@@ -9,7 +9,19 @@ The queue is spread across episodes: an episode's k-th best frame counts `episod
 value, so one confusing episode does not fill the queue. Within an episode it is spread over time too:
 neighbouring frames (within `neighbour_steps` steps) show nearly the same scene, so an episode's frames
 are taken best first among those not next to one already taken, and the near-duplicates come after all
-of them. Each ranked item says why it was chosen.
+of them.
+
+Uncertainty alone picks the frames the model is already torn about, which at first (a weak model) are
+few kinds of scene and, later, the ambiguous ones next to the decision boundary (in PickCube: the arm
+just settling at the goal), each teaching little. So a share of the queue (`explore_share`, default
+`EXPLORE_SHARE`) is coverage picks instead, interleaved with the value picks (with `explore_share` 0.5
+every other item). Given each frame's embedding (the model's features before its head), `coverage`
+"typical" (the default) clusters the labeled and unlabeled frames (k-means, as many clusters as labeled
+frames plus coverage picks) and takes, largest group first, the most typical frame (nearest its
+centre) of each group that holds no labeled frame (once none is left, the turns go to value picks);
+"farthest" (k-center greedy) takes the frame farthest from every labeled and queued frame, which tends
+to pick outliers. Without embeddings the coverage picks are a seeded random draw. Each ranked item says
+why it was chosen.
 """
 
 from __future__ import annotations
@@ -18,7 +30,12 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+import numpy as np
+
 NEIGHBOUR_STEPS = 3  # frames this close in one episode are near-duplicates (0.15 s at ManiSkill's 20 Hz)
+EXPLORE_SHARE = 0.5  # share of the queue chosen for coverage rather than value
+COVERAGE_KINDS = ("typical", "farthest")
+KMEANS_DIMENSIONS = 32  # embeddings are projected on their main axes before clustering (cheaper)
 
 
 @dataclass(frozen=True)
@@ -28,6 +45,7 @@ class Candidate:
     probability: float
     other_probability: float | None = None
     env_success: bool | None = None
+    features: np.ndarray | None = field(default=None, compare=False, repr=False)  # the model's embedding
 
 
 @dataclass
@@ -76,6 +94,121 @@ def spread_in_time(items: list[Ranked], neighbour_steps: int) -> list[Ranked]:
     return taken + waiting
 
 
+def unit_rows(features: np.ndarray) -> np.ndarray:
+    """Rows scaled to length 1 (distances then compare directions, whatever the features' scale)."""
+    features = np.asarray(features, dtype=np.float64)
+    return features / np.maximum(np.linalg.norm(features, axis=1, keepdims=True), 1e-12)
+
+
+def nearest_distances(points: np.ndarray, to: np.ndarray | None) -> np.ndarray:
+    """Each row of `points`' distance to the nearest row of `to` (infinity when `to` is empty)."""
+    nearest = np.full(len(points), np.inf)
+    if to is None or not len(to):
+        return nearest
+    for start in range(0, len(to), 512):
+        block = to[start : start + 512]
+        squared = (points**2).sum(1)[:, None] - 2 * points @ block.T + (block**2).sum(1)[None, :]
+        nearest = np.minimum(nearest, np.sqrt(np.maximum(squared, 0.0)).min(axis=1))
+    return nearest
+
+
+def principal_axes(points: np.ndarray, dimensions: int) -> np.ndarray:
+    """`points` projected on their `dimensions` main axes (unchanged when they have no more columns)."""
+    if points.shape[1] <= dimensions:
+        return points
+    centred = points - points.mean(axis=0)
+    _, _, axes = np.linalg.svd(centred, full_matrices=False)
+    return centred @ axes[:dimensions].T
+
+
+def kmeans(points: np.ndarray, k: int, rng: np.random.Generator, iterations: int = 10) -> np.ndarray:
+    """Each row's cluster (k-means++ start, then `iterations` Lloyd steps)."""
+    centres = [points[rng.integers(len(points))]]
+    nearest = ((points - centres[0]) ** 2).sum(1)
+    for _ in range(1, k):
+        total = nearest.sum()
+        pick = rng.choice(len(points), p=nearest / total) if total > 0 else rng.integers(len(points))
+        centres.append(points[pick])
+        nearest = np.minimum(nearest, ((points - points[pick]) ** 2).sum(1))
+    centre = np.stack(centres)
+    for _ in range(iterations):
+        squared = (points**2).sum(1)[:, None] - 2 * points @ centre.T + (centre**2).sum(1)[None, :]
+        assigned = squared.argmin(axis=1)
+        for c in np.unique(assigned):
+            centre[c] = points[assigned == c].mean(axis=0)
+    squared = (points**2).sum(1)[:, None] - 2 * points @ centre.T + (centre**2).sum(1)[None, :]
+    return squared.argmin(axis=1)
+
+
+def typical_picks(points: np.ndarray, labeled: np.ndarray | None, count: int, seed: int) -> list[tuple[int, int]]:
+    """(row of `points`, size of its group) for up to `count` groups with no labeled frame, largest first:
+    the labeled and unlabeled frames clustered together into labeled + `count` groups, and from each
+    such group the frame nearest its centre."""
+    known = labeled if labeled is not None else np.zeros((0, points.shape[1]))
+    together = principal_axes(np.concatenate([known, points]), KMEANS_DIMENSIONS)
+    groups = kmeans(together, min(len(together), len(known) + count), np.random.default_rng(seed))
+    covered = set(groups[: len(known)].tolist())
+    ours, projected = groups[len(known) :], together[len(known) :]
+    picks = []
+    for group in sorted(set(ours.tolist()) - covered, key=lambda g: (-int(np.sum(groups == g)), g)):
+        members = np.flatnonzero(ours == group)
+        centre = projected[members].mean(axis=0)
+        picks.append((int(members[np.argmin(((projected[members] - centre) ** 2).sum(1))]), len(members)))
+    return picks[:count]
+
+
+def is_coverage_turn(n: int, explore_share: float) -> bool:
+    """Whether the queue's n-th item (from 0) is a coverage pick: `explore_share` of the items, evenly spread."""
+    return int((n + 1) * explore_share) > int(n * explore_share)
+
+
+def interleave(
+    by_value: list[Ranked],
+    *,
+    limit: int,
+    explore_share: float,
+    labeled_features: np.ndarray | None,
+    seed: int,
+    coverage: str = "typical",
+) -> list[Ranked]:
+    """`limit` items: value picks in `by_value`'s order, and at the coverage turns a coverage pick (see the
+    module's docstring), or a random one when there are no embeddings."""
+    embedded = all(r.candidate.features is not None for r in by_value)
+    points = unit_rows(np.stack([r.candidate.features for r in by_value])) if embedded else None  # type: ignore[misc]
+    labeled = unit_rows(labeled_features) if points is not None and labeled_features is not None else None
+    nearest = nearest_distances(points, labeled) if points is not None and coverage == "farthest" else None
+    turns = sum(is_coverage_turn(n, explore_share) for n in range(min(limit, len(by_value))))
+    typical = typical_picks(points, labeled, turns, seed) if points is not None and coverage == "typical" else []
+    free = np.ones(len(by_value), dtype=bool)
+    rng = np.random.default_rng(seed)
+    chosen: list[Ranked] = []
+    next_value = 0
+    for n in range(min(limit, len(by_value))):
+        while typical and not free[typical[0][0]]:
+            typical.pop(0)
+        if is_coverage_turn(n, explore_share) and (typical or points is None or nearest is not None):
+            if typical:
+                pick, size = typical.pop(0)
+                reason = f"coverage: typical of {size} similar frames, none of them labeled"
+            elif nearest is not None:
+                pick = int(np.argmax(np.where(free, nearest, -1.0)))
+                far = "far from every labeled frame" if np.isinf(nearest[pick]) else f"distance {nearest[pick]:.2f}"
+                reason = f"coverage: least like the labeled and queued frames ({far})"
+            else:
+                pick = int(rng.choice(np.flatnonzero(free)))
+                reason = "exploration: random pick"
+            by_value[pick].reasons = [reason, *by_value[pick].reasons]
+        else:
+            while not free[next_value]:
+                next_value += 1
+            pick = next_value
+        free[pick] = False
+        chosen.append(by_value[pick])
+        if nearest is not None and points is not None:
+            nearest = np.minimum(nearest, np.linalg.norm(points - points[pick], axis=1))
+    return chosen
+
+
 def rank(
     candidates: Iterable[Candidate],
     *,
@@ -83,12 +216,22 @@ def rank(
     episode_decay: float = 0.5,
     threshold: float = 0.5,
     neighbour_steps: int = NEIGHBOUR_STEPS,
+    explore_share: float = EXPLORE_SHARE,
+    labeled_features: np.ndarray | None = None,
+    seed: int = 0,
+    coverage: str = "typical",
 ) -> list[Ranked]:
-    """The `limit` most valuable candidates, best first, spread across episodes and over each episode."""
+    """The `limit` most valuable candidates, best first, spread across episodes and over each episode,
+    with `explore_share` of them coverage picks instead (see the module's docstring; `labeled_features`:
+    the embeddings of the frames already labeled; `seed`: the random draw used without embeddings)."""
     if not 0.0 < episode_decay <= 1.0:
         raise ValueError("episode_decay must be in (0, 1]")
     if neighbour_steps < 0:
         raise ValueError("neighbour_steps must be >= 0")
+    if not 0.0 <= explore_share <= 1.0:
+        raise ValueError("explore_share must be in [0, 1]")
+    if coverage not in COVERAGE_KINDS:
+        raise ValueError(f"coverage must be one of {COVERAGE_KINDS}")
     by_episode: dict[str, list[Ranked]] = defaultdict(list)
     for c in candidates:
         value, reasons = value_of(c, threshold)
@@ -99,4 +242,13 @@ def rank(
             item.score = item.value * episode_decay**k
             ranked.append(item)
     ranked.sort(key=lambda r: (-r.score, r.candidate.episode, r.candidate.step))
-    return ranked[:limit]
+    if explore_share == 0.0 or not ranked:
+        return ranked[:limit]
+    return interleave(
+        ranked,
+        limit=limit,
+        explore_share=explore_share,
+        labeled_features=labeled_features,
+        seed=seed,
+        coverage=coverage,
+    )

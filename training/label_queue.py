@@ -2,7 +2,9 @@
 
 `label_queue_recompute` scores the project's frames that have no human label with its newest ResNet
 model (and the one before it, when there is one), ranks them and replaces the project's queue. It runs
-in the background after each training job and on demand. `label_queue_push` puts given steps at the
+in the background after each training job and on demand. A share of the queue (settings
+`LABEL_QUEUE_EXPLORE_PERCENT`) is coverage picks: frames least like any labeled or queued one in the
+newest model's embedding (up to `MAX_LABELED_EMBEDDED` labeled frames are embedded for it). `label_queue_push` puts given steps at the
 head of the queue, pinned there until labeled (the reward-hacking alarm pushes the frames that fooled
 the model); recomputes rank the rest after them. `label_queue_next` is the first queued frame still
 without a human label: "Label next" and the labeling page's `n` key (from the queue) go there.
@@ -11,6 +13,7 @@ without a human label: "Label next" and the labeling page's `n` key (from the qu
 from __future__ import annotations
 
 import numpy as np
+from django.conf import settings
 from django.db import transaction
 from django.db.models import F
 from django.urls import reverse
@@ -25,6 +28,7 @@ from .storage import local_path
 
 MAX_CANDIDATES = 5000  # newest unlabeled frames scored per recompute
 QUEUE_SIZE = 200
+MAX_LABELED_EMBEDDED = 2000  # newest human-labeled frames the coverage picks keep away from
 
 
 def _unlabeled_frames(project: Project, limit: int, exclude_steps: set[int]) -> list[Frame]:
@@ -38,16 +42,37 @@ def _unlabeled_frames(project: Project, limit: int, exclude_steps: set[int]) -> 
     )
 
 
-def _probabilities(model: TrainedModel, images: list[np.ndarray]) -> np.ndarray:
+def _labeled_frames(project: Project, limit: int) -> list[Frame]:
+    camera = project.camera_views[0] if project.camera_views else "main"
+    return list(
+        Frame.objects.filter(step__episode__project=project, camera=camera)
+        .filter(step_id__in=human_labeled_steps(project=project))
+        .order_by("-step__episode__created_at", "step__index")[:limit]
+    )
+
+
+def _decoded(frames: list[Frame]) -> list[np.ndarray]:
+    images = []
+    for frame in frames:
+        with frame.image.open("rb") as handle:
+            images.append(decode_rgb(handle.read()))
+    return images
+
+
+def _predictions(model: TrainedModel, images: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """The model's success probabilities and embeddings of `images`."""
     import torch
 
     from .resnet.checkpoint import load_checkpoint
-    from .resnet.model import predict_proba
+    from .resnet.model import predict_proba_and_features
     from .resnet.train import stack_images
 
     net, config = load_checkpoint(local_path(model.checkpoint_path))
+    if not images:
+        return np.zeros(0), np.zeros((0, config.feature_dim), dtype=np.float32)
     batch = stack_images([torch.from_numpy(i) for i in images], config.image_size).numpy()
-    return predict_proba(net, batch).astype(np.float64)
+    probabilities, features = predict_proba_and_features(net, batch)
+    return probabilities.astype(np.float64), features
 
 
 def label_queue_recompute(*, project: Project, limit: int = QUEUE_SIZE) -> int:
@@ -63,20 +88,22 @@ def label_queue_recompute(*, project: Project, limit: int = QUEUE_SIZE) -> int:
         LabelQueueItem.objects.filter(project=project).exclude(pk__in=[i.pk for i in pinned]).delete()
         return 0
     frames = _unlabeled_frames(project, MAX_CANDIDATES, {i.step_id for i in pinned})
-    images = []
-    for frame in frames:
-        with frame.image.open("rb") as handle:
-            images.append(decode_rgb(handle.read()))
-    probs = _probabilities(models[0], images) if frames else np.zeros(0)
-    others = _probabilities(models[1], images) if frames and len(models) > 1 else None
+    images = _decoded(frames)
+    probs, features = _predictions(models[0], images)
+    others = _predictions(models[1], images)[0] if frames and len(models) > 1 else None
+    explore_share = settings.LABEL_QUEUE_EXPLORE_PERCENT / 100
+    labeled = (
+        _predictions(models[0], _decoded(_labeled_frames(project, MAX_LABELED_EMBEDDED)))[1] if explore_share else None
+    )
     candidates, by_key = [], {}
     for i, frame in enumerate(frames):
         step = frame.step
         env = step.env_success if step.episode.source == Episode.Source.SIM else None
         key = (str(step.episode.uuid), step.index)
         by_key[key] = step
-        candidates.append(Candidate(key[0], key[1], float(probs[i]), None if others is None else float(others[i]), env))
-    ranked = rank(candidates, limit=limit)
+        other = None if others is None else float(others[i])
+        candidates.append(Candidate(key[0], key[1], float(probs[i]), other, env, features=features[i]))
+    ranked = rank(candidates, limit=limit, explore_share=explore_share, labeled_features=labeled)
     with transaction.atomic():
         LabelQueueItem.objects.filter(project=project).exclude(pk__in=[i.pk for i in pinned]).delete()
         for n, item in enumerate(pinned):

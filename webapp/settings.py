@@ -134,6 +134,8 @@ INGEST_WRITER_THREADS = env_int(
     "INGEST_WRITER_THREADS", 1 if DATABASES["default"]["ENGINE"].endswith("sqlite3") else 4, minimum=1
 )
 DECODE_CONCURRENCY = env_int("DECODE_CONCURRENCY", 2, minimum=1)
+# Percent of the labeling queue picked for coverage (frames unlike any labeled one) rather than value.
+LABEL_QUEUE_EXPLORE_PERCENT = min(100, env_int("LABEL_QUEUE_EXPLORE_PERCENT", 50, minimum=0))
 DECODE_WAIT_SECONDS = env_int("DECODE_WAIT_SECONDS", 30, minimum=1)
 PICKLE_MAX_ARRAY_BYTES = env_int("PICKLE_MAX_ARRAY_BYTES", 512 * 1024 * 1024, minimum=1024)
 PICKLE_MAX_TOTAL_BYTES = env_int("PICKLE_MAX_TOTAL_BYTES", 2 * 1024 * 1024 * 1024, minimum=1024)

@@ -3,6 +3,7 @@ frames, "Label next" and the queue page, and labels made from the queue being or
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from training.active_queue import Candidate, rank, value_of
@@ -23,7 +24,7 @@ def test_value_prefers_uncertain_and_disagreeing_frames_and_says_why():
 def test_rank_spreads_across_episodes():
     crowded = [Candidate("a", i, 0.5) for i in range(5)]
     other = [Candidate("b", 0, 0.4), Candidate("c", 0, 0.35)]
-    top = rank([*crowded, *other], limit=3)
+    top = rank([*crowded, *other], limit=3, explore_share=0)
     assert [r.candidate.episode for r in top] == ["a", "b", "c"]
     assert len(rank([*crowded, *other], limit=100)) == 7
     with pytest.raises(ValueError):
@@ -34,20 +35,79 @@ def test_rank_spreads_over_each_episode_so_neighbouring_frames_come_last():
     # one episode whose most uncertain frames sit side by side (steps 10-13) and a far, less uncertain one
     frames = [Candidate("a", 10, 0.5), Candidate("a", 11, 0.49), Candidate("a", 12, 0.48), Candidate("a", 13, 0.47)]
     far = Candidate("a", 30, 0.3)
-    spread = [r.candidate.step for r in rank([*frames, far], limit=5, neighbour_steps=3)]
+    spread = [r.candidate.step for r in rank([*frames, far], limit=5, neighbour_steps=3, explore_share=0)]
     assert spread == [10, 30, 11, 12, 13]  # the neighbours of step 10 wait until step 30 is taken
     assert spread[2:] == sorted(spread[2:])  # the waiting ones follow in value order
-    plain = [r.candidate.step for r in rank([*frames, far], limit=5, neighbour_steps=0)]
+    plain = [r.candidate.step for r in rank([*frames, far], limit=5, neighbour_steps=0, explore_share=0)]
     assert plain == [10, 11, 12, 13, 30]  # 0: best first, as before
     # frames further apart than neighbour_steps are not held back
     apart = [Candidate("a", 0, 0.5), Candidate("a", 4, 0.45), Candidate("a", 20, 0.2)]
-    assert [r.candidate.step for r in rank(apart, neighbour_steps=3)] == [0, 4, 20]
+    assert [r.candidate.step for r in rank(apart, neighbour_steps=3, explore_share=0)] == [0, 4, 20]
     with pytest.raises(ValueError):
         rank(frames, neighbour_steps=-1)
 
 
+def embedded(episode: str, step: int, p: float, direction: list[float]) -> Candidate:
+    return Candidate(episode, step, p, features=np.asarray(direction, dtype=np.float32))
+
+
+def test_farthest_coverage_picks_alternate_with_value_picks_and_go_where_nothing_is_labeled():
+    # the uncertain frames all look like the labeled ones; two confident frames look like nothing labeled
+    known = [embedded(e, s, 0.5 - s / 100, [1.0, 0.05 * s, 0.0]) for e in "ab" for s in range(3)]
+    new_kind = embedded("c", 0, 0.02, [0.0, 1.0, 0.0])
+    other_kind = embedded("d", 0, 0.03, [0.0, 0.0, 5.0])  # scale does not matter: directions are compared
+    labeled = np.asarray([[2.0, 0.0, 0.0]])
+    frames = [*known, new_kind, other_kind]
+    top = rank(frames, limit=4, explore_share=0.5, labeled_features=labeled, coverage="farthest")
+    assert [r.candidate.episode for r in top][1::2] in (["c", "d"], ["d", "c"])  # every other item covers
+    assert all(r.reasons[0].startswith("coverage: least like the labeled") for r in top[1::2])
+    assert all(r.candidate.probability >= 0.45 for r in top[0::2])  # the others still by value
+    only_value = rank(frames, limit=4, explore_share=0, labeled_features=labeled)
+    assert {r.candidate.episode for r in only_value} <= {"a", "b"}
+    everything = rank(frames, limit=100, explore_share=1.0, labeled_features=labeled, coverage="farthest")
+    assert len(everything) == 8 and len({(r.candidate.episode, r.candidate.step) for r in everything}) == 8
+    # a coverage pick counts the frames queued before it: after c and d, the next is the farthest rest
+    assert {r.candidate.episode for r in everything[:2]} == {"c", "d"}
+    with pytest.raises(ValueError):
+        rank(known, explore_share=1.5)
+    with pytest.raises(ValueError):
+        rank(known, coverage="nearest")
+
+
+def test_typical_coverage_picks_the_centre_of_each_unlabeled_group_largest_first():
+    # uncertain frames that look exactly like the labeled one, a group of three alike confident frames
+    # (b, centred on step 10) and one lone frame (c): the groups with no labeled frame are covered
+    known = [embedded("a", s, 0.5 - s / 100, [1.0, 0.0, 0.0]) for s in range(4)]
+    group = [embedded("b", 10 + k, 0.02, [0.0, 1.0, z]) for k, z in enumerate([0.0, 0.3, -0.3])]
+    lone = embedded("c", 20, 0.03, [0.0, 0.0, 1.0])
+    labeled = np.asarray([[3.0, 0.0, 0.0]])
+    top = rank([*known, *group, lone], limit=4, explore_share=0.5, labeled_features=labeled)
+    assert [(r.candidate.episode, r.candidate.step) for r in top] == [("a", 0), ("b", 10), ("a", 1), ("c", 20)]
+    assert top[1].reasons[0] == "coverage: typical of 3 similar frames, none of them labeled"
+    assert top[3].reasons[0] == "coverage: typical of 1 similar frames, none of them labeled"
+    # once every group holds a labeled frame, the coverage turns go back to value picks
+    covered = np.asarray([[3.0, 0.0, 0.0], [0.0, 0.0, 1.0], *[[0.0, 1.0, z] for z in (0.0, 0.3, -0.3)]])
+    top = rank([*known, *group, lone], limit=4, explore_share=0.5, labeled_features=covered)
+    assert all(r.candidate.episode == "a" for r in top) and not any("coverage" in r.reasons[0] for r in top)
+
+
+def test_without_embeddings_the_exploration_share_is_a_seeded_random_draw():
+    frames = [Candidate(e, s, 0.5 - s / 200, None) for e in "abcdefgh" for s in range(0, 40, 5)]
+    first = rank(frames, limit=20, explore_share=0.25, seed=1)
+    assert [r.reasons[0] == "exploration: random pick" for r in first] == [n % 4 == 3 for n in range(20)]
+    again = rank(frames, limit=20, explore_share=0.25, seed=1)
+    assert [(r.candidate.episode, r.candidate.step) for r in again] == [
+        (r.candidate.episode, r.candidate.step) for r in first
+    ]
+    other = rank(frames, limit=20, explore_share=0.25, seed=2)
+    assert [r.candidate for r in other] != [r.candidate for r in first]
+    drawn = [r.candidate for r in first[3::4]]
+    by_value = [r.candidate for r in rank(frames, limit=100, explore_share=0) if r.candidate not in drawn]
+    assert [r.candidate for n, r in enumerate(first) if n % 4 != 3] == by_value[:15]  # value order kept
+
+
 @pytest.mark.django_db
-def test_recompute_queues_unlabeled_frames_and_label_next_follows_human_labels(project, user_client):
+def test_recompute_queues_unlabeled_frames_and_label_next_follows_human_labels(project, user_client, settings):
     from labeling.label_services import Actor, frame_labels_set
     from labeling.models import FrameLabel
     from tests.inference.conftest import make_trained_model
@@ -59,6 +119,11 @@ def test_recompute_queues_unlabeled_frames_and_label_next_follows_human_labels(p
     assert label_queue_recompute(project=project) == 0  # no model yet
 
     first = make_trained_model(project, seed=1, bias=0.0)
+    assert label_queue_recompute(project=project) == 10
+    # by default every other item is a coverage pick while groups of frames with no labeled one are left
+    covering = [i.reasons[0].startswith("coverage: typical") for i in label_queue_items(project=project)]
+    assert not any(covering[0::2]) and sum(covering[1::2]) >= 3, covering
+    settings.LABEL_QUEUE_EXPLORE_PERCENT = 0  # value only: the spread across episodes shows
     assert label_queue_recompute(project=project) == 10
     items = list(label_queue_items(project=project))
     assert {i.step.episode_id for i in items} == {episodes[0].pk, episodes[1].pk}

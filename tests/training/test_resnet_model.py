@@ -12,7 +12,13 @@ from torch.nn import functional as F
 
 from training.resnet.checkpoint import load_checkpoint, save_checkpoint
 from training.resnet.config import ConfigError, ResNetConfig
-from training.resnet.model import RewardResNet, clean_state_dict, load_pretrained_backbone, predict_proba
+from training.resnet.model import (
+    RewardResNet,
+    clean_state_dict,
+    load_pretrained_backbone,
+    predict_proba,
+    predict_proba_and_features,
+)
 from training.synthetic import make_scene, make_scenes
 
 
@@ -76,6 +82,20 @@ def test_checkpoint_reloads_with_identical_probabilities_and_rlinf_layout(tmp_pa
     rlinf = torch.load(tmp_path / "actor/model_state_dict/full_weights.pt", weights_only=True)
     fresh = RewardResNet(config)
     fresh.load_state_dict(clean_state_dict({f"module.{k}": v for k, v in rlinf.items()} | {"mean": torch.zeros(3)}))
+
+
+def test_features_are_what_the_head_sees_and_probabilities_match_predict_proba():
+    model = RewardResNet(small_config()).eval()
+    images = np.random.default_rng(0).integers(0, 256, size=(5, 32, 32, 3), dtype=np.uint8)
+    probabilities, features = predict_proba_and_features(model, images, batch_size=2)
+    np.testing.assert_allclose(probabilities, predict_proba(model, images), atol=1e-6)
+    assert features.shape == (5, model.config.feature_dim) and features.dtype == np.float32
+    with torch.inference_mode():  # the head applied to the features gives the model's logits
+        logits = model.backbone.fc(torch.from_numpy(features)).squeeze(-1)
+    np.testing.assert_allclose(torch.sigmoid(logits).numpy(), probabilities, atol=1e-5)
+    assert not model.backbone.fc._forward_pre_hooks  # the hook is gone afterwards
+    empty_probabilities, empty_features = predict_proba_and_features(model, images[:0])
+    assert empty_probabilities.shape == (0,) and empty_features.shape == (0, model.config.feature_dim)
 
 
 def test_pretrained_backbone_loads_from_a_local_torchvision_file(tmp_path):

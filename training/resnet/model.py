@@ -130,6 +130,29 @@ def load_pretrained_backbone(model: RewardResNet, path: str) -> list[str]:
     return list(result.missing_keys)
 
 
+def predict_proba_and_features(
+    model: RewardResNet, images: np.ndarray, *, batch_size: int = 256
+) -> tuple[np.ndarray, np.ndarray]:
+    """Success probabilities (float32 [B]) and the backbone's features before the head (float32 [B,F]),
+    the frames' embedding (the labeling queue's coverage picks compare frames by it)."""
+    if images.ndim == 3:
+        images = images[None]
+    probabilities, features = [], []
+    kept: list[torch.Tensor] = []
+    hook = model.backbone.fc.register_forward_pre_hook(lambda _module, inputs: kept.append(inputs[0]))
+    try:
+        with torch.inference_mode():
+            for start in range(0, len(images), batch_size):
+                batch = torch.from_numpy(np.ascontiguousarray(images[start : start + batch_size]))
+                probabilities.append(torch.sigmoid(model(batch).float()).cpu().numpy())
+                features.append(kept.pop().float().flatten(1).cpu().numpy())
+    finally:
+        hook.remove()
+    if not probabilities:
+        return np.zeros(0, dtype=np.float32), np.zeros((0, model.config.feature_dim), dtype=np.float32)
+    return np.concatenate(probabilities), np.concatenate(features)
+
+
 def predict_proba(model: RewardResNet, images: np.ndarray, *, batch_size: int = 256) -> np.ndarray:
     """Success probabilities (float32 [B]) for uint8 [B,H,W,3] images."""
     if images.ndim == 3:
