@@ -273,7 +273,9 @@ def _episode_data(episode: Episode, **context) -> dict:
     builds them once and only its context changes between calls."""
     serializer = getattr(_serializers, "episode", None)
     if serializer is None:
-        serializer = _serializers.episode = EpisodeSerializer(context={})
-    serializer.context.clear()
-    serializer.context.update(context)
+        _serializers.context = {}
+        serializer = _serializers.episode = EpisodeSerializer(context=_serializers.context)
+    current: dict = _serializers.context  # the serializer's context (the same dict)
+    current.clear()
+    current.update(context)
     return serializer.to_representation(episode)
