@@ -15,9 +15,18 @@ For each chunk format (binary: robot_agent.chunk_format, the uploader's default;
    in chunks of 25 steps; frames/s beside the raw rate of writing the same bytes to files in MEDIA_ROOT with
    the ingest path's own system calls (a folder per episode; per frame open, write, chmod, close; no fsync),
    measured right before and after (mean; target: ingest >= 0.5 of raw, and >= 2,000 frames/s on PostgreSQL,
-   1,000 on SQLite). The web process's CPU time per frame is printed beside the raw loop's time per frame.
+   1,000 on SQLite). CPU time per frame is printed beside it, user and system (kernel) apart: the web
+   process's, the PostgreSQL backends' serving this database (when local) and the raw loop's own.
 2. `--concurrent` agents (default 50) upload one episode each at once, chunks 0 and 25 of every third
    episode sent twice (retries); frames/s beside raw, then errors and duplicates found (target: 0 and 0).
+
+Why system time is printed apart: creating a file is mostly kernel work, and on a file system that
+recently deleted many files it can be most of the cost. ext4 without a journal (this machine's root file
+system) does not reuse an inode freed in the last minute (longer while its table block is dirty): each new
+file's allocation skips over every such inode of its group, one buffer lookup each. So the cost of a frame
+file depends on how many files anything on the machine deleted lately, and the raw loop pays it alike. The
+raw loop's files are therefore kept until the bench ends: deleted right before an ingest run, they would
+make that run's files, not the raw loop's, pay for skipping them.
 """
 
 from __future__ import annotations
@@ -25,12 +34,15 @@ from __future__ import annotations
 import argparse
 import io
 import os
+import resource
+import shutil
 import subprocess
 import sys
 import tempfile
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -77,30 +89,69 @@ def upload_episode(client: IngestClient, project: str, frames, retry_chunks=()) 
     return episode
 
 
-def raw_disk_rate(frames, episodes: int) -> float:
+@dataclass(frozen=True)
+class Cpu:
+    """CPU seconds, user and system (kernel) apart."""
+
+    user: float = 0.0
+    system: float = 0.0
+
+    def __add__(self, other: Cpu) -> Cpu:
+        return Cpu(self.user + other.user, self.system + other.system)
+
+    def __sub__(self, other: Cpu) -> Cpu:
+        return Cpu(self.user - other.user, self.system - other.system)
+
+    def per(self, count: int) -> Cpu:
+        return Cpu(self.user / max(count, 1), self.system / max(count, 1))
+
+    def us(self) -> str:
+        """Per-frame figures in microseconds: total (user + system)."""
+        return f"{(self.user + self.system) * 1e6:4.0f} us ({self.user * 1e6:.0f} + {self.system * 1e6:.0f})"
+
+
+RAW_FOLDERS: list[str] = []  # the raw loop's files, removed when the bench ends (see the module's note)
+
+
+def raw_disk_rate(frames, episodes: int) -> tuple[float, Cpu]:
     """Frames/s writing the same bytes the way the ingest path stores them (labeling.frame_files), from one
     thread, with nothing else: a folder per episode in MEDIA_ROOT, per frame one open (same flags), one write,
     the chmod to FILE_UPLOAD_PERMISSIONS and a close; no fsync (nor does the ingest path). Each part measures
     it right before and right after its uploads and takes the mean: on a shared machine the disk's rate moves
-    from minute to minute."""
+    from minute to minute. Returns frames/s and this thread's CPU time per frame."""
     flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0)
     mode = _file_mode()
-    with tempfile.TemporaryDirectory(dir=os.environ.get("MEDIA_ROOT")) as folder:
-        start = time.perf_counter()
-        for episode in range(episodes):
-            target = os.path.join(folder, str(episode))
-            os.mkdir(target)
-            for index, per_camera in enumerate(frames):
-                for camera, data in per_camera.items():
-                    handle = os.open(f"{target}/{index:06d}_{camera}.png", flags, 0o666 if mode is None else mode)
-                    try:
-                        os.write(handle, data)
-                        if mode is not None:
-                            os.fchmod(handle, mode)
-                    finally:
-                        os.close(handle)
-        elapsed = time.perf_counter() - start
-    return episodes * FRAMES_PER_EPISODE / elapsed
+    media = os.environ.get("MEDIA_ROOT")
+    if media:
+        os.makedirs(media, exist_ok=True)
+    folder = tempfile.mkdtemp(prefix="raw-", dir=media)
+    RAW_FOLDERS.append(folder)
+    start, cpu = time.perf_counter(), _thread_cpu()
+    for episode in range(episodes):
+        target = os.path.join(folder, str(episode))
+        os.mkdir(target)
+        for index, per_camera in enumerate(frames):
+            for camera, data in per_camera.items():
+                handle = os.open(f"{target}/{index:06d}_{camera}.png", flags, 0o666 if mode is None else mode)
+                try:
+                    os.write(handle, data)
+                    if mode is not None:
+                        os.fchmod(handle, mode)
+                finally:
+                    os.close(handle)
+    elapsed = time.perf_counter() - start
+    used = _thread_cpu() - cpu
+    return episodes * FRAMES_PER_EPISODE / elapsed, used.per(episodes * FRAMES_PER_EPISODE)
+
+
+def _thread_cpu() -> Cpu:
+    usage = resource.getrusage(resource.RUSAGE_THREAD)
+    return Cpu(usage.ru_utime, usage.ru_stime)
+
+
+def remove_raw_files() -> None:
+    while RAW_FOLDERS:
+        shutil.rmtree(RAW_FOLDERS.pop(), ignore_errors=True)
 
 
 def _file_mode() -> int | None:
@@ -150,15 +201,58 @@ class LocalSetup:
         shutil.rmtree(self.scratch, ignore_errors=True)
 
 
-def cpu_seconds(pid: int | None) -> float:
-    """User + system CPU time of a local process so far (0 when it is not ours to read)."""
+def process_cpu(pid: int | None) -> Cpu:
+    """User and system CPU time of a local process so far (0 when it is not ours to read)."""
     if pid is None:
-        return 0.0
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return Cpu()
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return Cpu()
+    tick = os.sysconf("SC_CLK_TCK")
+    return Cpu(int(fields[11]) / tick, int(fields[12]) / tick)
 
 
-def measure(url: str, tokens: list[str], project: str, binary: bool, args, pid: int | None) -> dict:
+class Processes:
+    """CPU time of the web process and of the PostgreSQL backends serving the bench's database (when the
+    server runs on this machine, so /proc shows them; its other processes, such as the WAL writer, are left
+    out), between two calls of `used`."""
+
+    def __init__(self, web_pid: int | None, backends: bool):
+        self.web_pid, self.backends = web_pid, backends
+        self._start: dict[int | None, Cpu] = {}
+
+    def _now(self) -> dict[int | None, Cpu]:
+        now = {None: process_cpu(self.web_pid)}
+        for pid in self._backend_pids():
+            now[pid] = process_cpu(pid)
+        return now
+
+    def _backend_pids(self) -> list[int]:
+        if not self.backends:
+            return []
+        from django.db import connection
+
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            )
+            return [row[0] for row in cursor.fetchall()]
+
+    def start(self) -> None:
+        self._start = self._now()
+
+    def used(self) -> tuple[Cpu, Cpu]:
+        """(web process, PostgreSQL backends) since `start`; a backend that started since counts from 0."""
+        now = self._now()
+        web = now.pop(None) - self._start.get(None, Cpu())
+        backends = Cpu()
+        for pid, cpu in now.items():
+            backends = backends + (cpu - self._start.get(pid, Cpu()))
+        return web, backends
+
+
+def measure(url: str, tokens: list[str], project: str, binary: bool, args, processes: Processes) -> dict:
     """One format: the throughput part and the concurrent part, each with its raw rate."""
     frames = make_frames(0)
 
@@ -173,14 +267,16 @@ def measure(url: str, tokens: list[str], project: str, binary: bool, args, pid: 
             for _ in range(args.episodes):
                 upload_episode(own, project, frames)
 
-    raw_before = raw_disk_rate(frames, args.episodes * args.uploaders)
-    start, cpu = time.perf_counter(), cpu_seconds(pid)
+    raw_before, raw_cpu_before = raw_disk_rate(frames, args.episodes * args.uploaders)
+    start = time.perf_counter()
+    processes.start()
     with ThreadPoolExecutor(max_workers=args.uploaders) as pool:
         list(pool.map(sequential_uploads, range(args.uploaders)))
     frames_sent = args.uploaders * args.episodes * FRAMES_PER_EPISODE
     rate = frames_sent / (time.perf_counter() - start)
-    cpu_per_frame = (cpu_seconds(pid) - cpu) / frames_sent
-    raw = (raw_before + raw_disk_rate(frames, args.episodes * args.uploaders)) / 2
+    web_cpu, pg_cpu = processes.used()
+    raw_after, raw_cpu_after = raw_disk_rate(frames, args.episodes * args.uploaders)
+    raw, raw_cpu = (raw_before + raw_after) / 2, (raw_cpu_before + raw_cpu_after).per(2)
 
     frame_sets = [make_frames(seed) for seed in range(1, 6)]
 
@@ -192,13 +288,16 @@ def measure(url: str, tokens: list[str], project: str, binary: bool, args, pid: 
             except Exception as exc:
                 return None, f"{exc.__class__.__name__}: {exc}"
 
-    raw_before = raw_disk_rate(frames, args.concurrent)
-    start, cpu = time.perf_counter(), cpu_seconds(pid)
+    raw_before, raw_cpu_before = raw_disk_rate(frames, args.concurrent)
+    start = time.perf_counter()
+    processes.start()
     with ThreadPoolExecutor(max_workers=args.concurrent) as pool:
         results = list(pool.map(one, range(args.concurrent)))
     elapsed = time.perf_counter() - start
-    concurrent_cpu = cpu_seconds(pid) - cpu
-    raw_concurrent = (raw_before + raw_disk_rate(frames, args.concurrent)) / 2
+    concurrent_web_cpu, concurrent_pg_cpu = processes.used()
+    raw_after, raw_cpu_after = raw_disk_rate(frames, args.concurrent)
+    raw_concurrent = (raw_before + raw_after) / 2
+    raw_concurrent_cpu = (raw_cpu_before + raw_cpu_after).per(2)
     errors = [error for _, error in results if error]
     duplicates = 0
     with client(0) as reader:
@@ -210,8 +309,8 @@ def measure(url: str, tokens: list[str], project: str, binary: bool, args, pid: 
                     errors.append(f"episode {episode} incomplete: {detail['num_steps']} steps")
     done = sum(1 for e, _ in results if e) * FRAMES_PER_EPISODE
     return {
-        "cpu_per_frame": cpu_per_frame,
-        "concurrent_cpu_per_frame": concurrent_cpu / max(done, 1),
+        "cpu": (web_cpu.per(frames_sent), pg_cpu.per(frames_sent), raw_cpu),
+        "concurrent_cpu": (concurrent_web_cpu.per(done), concurrent_pg_cpu.per(done), raw_concurrent_cpu),
         "rate": rate,
         "raw": raw,
         "concurrent_rate": done / elapsed,
@@ -225,12 +324,12 @@ def report(name: str, found: dict, args, backend: str) -> None:
     floor = TARGET_RATE.get(backend)
     floor_text = f", and >= {floor} frames/s on {backend}" if floor else ""
     rows = [
-        (f"{args.uploaders} agents x {args.episodes} episodes", found["rate"], found["raw"], found["cpu_per_frame"]),
+        (f"{args.uploaders} agents x {args.episodes} episodes", found["rate"], found["raw"], found["cpu"]),
         (
             f"{args.concurrent} concurrent agents, retried chunks",
             found["concurrent_rate"],
             found["concurrent_raw"],
-            found["concurrent_cpu_per_frame"],
+            found["concurrent_cpu"],
         ),
     ]
     print(f"\n{name} chunks ({CHUNK} steps x {len(CAMERAS)} cameras of {SIZE}x{SIZE} PNG):")
@@ -240,8 +339,12 @@ def report(name: str, found: dict, args, backend: str) -> None:
             f"  {label:40s} {rate:7.0f} frames/s | raw disk write {raw:7.0f} frames/s | ratio {rate / raw:.2f} "
             f"(target >= {TARGET_RATIO}{floor_text}): {verdict}"
         )
-        if cpu:
-            print(f"  {'':40s} web process CPU {cpu * 1e6:5.0f} us per frame (raw write: {1e6 / raw:4.0f} us wall)")
+        web, backends, raw_cpu = cpu
+        if web.user + web.system:
+            print(
+                f"  {'':40s} CPU per frame (user + system): web process {web.us()}, PostgreSQL backends "
+                f"{backends.us()}; raw write {raw_cpu.us()}, {1e6 / raw:4.0f} us wall"
+            )
     print(f"  errors: {len(found['errors'])} (target 0); duplicates: {found['duplicates']} (target 0)")
     for error in found["errors"][:5]:
         print("    ", error)
@@ -275,10 +378,13 @@ def main() -> None:
     )
     try:
         for binary in formats:
-            pid = setup.proc.pid if setup is not None else None
-            found = measure(url, tokens, project, binary, args, pid)
+            processes = Processes(
+                setup.proc.pid if setup is not None else None, setup is not None and backend == "postgresql"
+            )
+            found = measure(url, tokens, project, binary, args, processes)
             report("binary" if binary else "multipart", found, args, backend)
     finally:
+        remove_raw_files()
         if setup is not None:
             setup.close()
 

@@ -10,9 +10,12 @@ from .models import Episode
 from .proposals import proposals_generate
 
 
-@shared_task(autoretry_for=(OperationalError,), retry_backoff=True, max_retries=5)
+@shared_task(autoretry_for=(OperationalError,), retry_backoff=True, max_retries=5, ignore_result=True)
 def generate_episode_proposals(episode_id: int) -> int:
-    """Proposals for a finished episode, so they wait ready when someone opens it. Idempotent."""
+    """Proposals for a finished episode, so they wait ready when someone opens it. Idempotent.
+
+    Queued by every finished episode and never waited on: it keeps no result, so queuing it does not
+    subscribe the web process to a result channel (Redis result backend) that nothing would ever drain."""
     episode = Episode.objects.select_related("project").filter(pk=episode_id).first()
     if episode is None:
         return 0

@@ -124,3 +124,18 @@ def test_a_finished_episode_gets_its_proposals_from_a_real_worker(agent_client, 
         time.sleep(0.2)
     proposals = dict(FrameLabel.objects.filter(source="proposal").values_list("step__index", "value"))
     assert proposals == {0: "fail", 1: "fail", 2: "fail", 3: "success", 4: "success"}
+
+
+def test_queuing_a_finished_episodes_proposals_subscribes_to_no_result_channel():
+    import redis
+    from django.conf import settings
+
+    from labeling.tasks import generate_episode_proposals
+
+    queued = generate_episode_proposals.delay(0)  # no episode 0: a worker that takes it finds nothing to do
+    client = redis.Redis.from_url(settings.CELERY_RESULT_BACKEND)
+    try:
+        [(_, subscribers)] = client.pubsub_numsub(f"celery-task-meta-{queued.id}")
+    finally:
+        client.close()
+    assert subscribers == 0  # the result backend would otherwise hold one channel per finished episode

@@ -354,3 +354,14 @@ def test_a_dropped_database_connection_costs_no_failed_chunk(uploader, episode):
         assert uploader.append_steps(episode, steps, frames)["created"] == len(indices)
     uploader.finish(episode)
     assert Step.objects.count() == 5 and Frame.objects.count() == 10 and len(episode_files(episode)) == 10
+
+
+def test_the_fast_paths_episode_answer_is_the_serializers_and_carries_no_count_into_the_next(uploader, episode):
+    from labeling.ingest_serializers import EpisodeSerializer
+    from webapp.ingest_fastpath import _episode_data
+
+    uploader.append_steps(episode, *chunk([0, 1]))
+    stored = Episode.objects.select_related("project", "agent").get(uuid=episode)
+    assert _episode_data(stored, num_frames=0) == EpisodeSerializer(stored, context={"num_frames": 0}).data
+    counted = _episode_data(stored)  # the same thread's serializer: no num_frames left from the call before
+    assert counted == EpisodeSerializer(stored).data and counted["num_frames"] == 4

@@ -171,6 +171,22 @@ def test_training_loop_skips_a_last_batch_of_one_and_stops_on_cancel(tmp_path):
         )
 
 
+def test_the_outcome_times_the_epochs_apart_from_building_the_model_and_writing_checkpoints(tmp_path):
+    import time
+
+    from training.resnet.train import train_reward_model
+
+    labels = [True, False] * 4
+    images = make_scenes(labels, 32, seed=3)
+    config = small_config(batch_size=4, epochs=2, warmup_steps=0, hidden_dim=8, augment=False)
+    started = time.perf_counter()
+    outcome = train_reward_model(config, images, labels, images[:4], labels[:4], out_dir=tmp_path)
+    whole = time.perf_counter() - started
+    epochs = sum(entry["epoch_seconds"] for entry in outcome.history)
+    assert 0 < epochs <= outcome.loop_seconds < whole
+    assert outcome.loop_cpu_seconds > 0
+
+
 def test_distractor_scenes_show_a_blue_square_on_some_fail_frames():
     frames = make_scenes([False] * 20, 32, seed=4, distractor=True)
     blue = [((f == (40, 60, 220)).all(-1)).sum() > 0 for f in frames]

@@ -42,6 +42,10 @@ class TrainOutcome:
     last_folder: Path
     history: list[dict[str, Any]] = field(default_factory=list)
     shards: list[dict[str, Any]] = field(default_factory=list)  # per rank: samples (and indices) of its first epoch
+    # the epochs alone (steps, per-epoch validation and bookkeeping), without building the model, moving
+    # the data and writing the final checkpoints: wall-clock and this process's CPU seconds
+    loop_seconds: float = 0.0
+    loop_cpu_seconds: float = 0.0
 
 
 def pick_device(name: str) -> torch.device:
@@ -263,6 +267,7 @@ def train_reward_model(
         clock.reset()
 
     clock = CheckpointClock(checkpoint_seconds)
+    loop_started, loop_cpu_started = time.perf_counter(), time.process_time()
     for epoch in range(first_epoch, 0 if finished else config.epochs + 1):
         started = time.monotonic()
         if saved_order is not None and saved_totals is not None:
@@ -326,10 +331,11 @@ def train_reward_model(
         if improved:
             best_loss, best_epoch, bad_epochs = val_loss, epoch, 0
             best_metrics = dict(last_metrics)
-            # the last epoch's weights train no further: they need no copy of their own
+            # the last epoch's weights train no further: they need no copy of their own; nor do any epoch's
+            # when the job keeps the last weights (select "last")
             best_state = (
                 model.state_dict()
-                if epoch == config.epochs
+                if epoch == config.epochs or config.select == "last"
                 else {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}
             )
         else:
@@ -353,6 +359,7 @@ def train_reward_model(
         if stopped_early:
             reporter.log(f"early stop: val_loss did not improve by {config.min_delta} for {config.patience} epochs")
             break
+    loop_seconds, loop_cpu_seconds = time.perf_counter() - loop_started, time.process_time() - loop_cpu_started
     shards = record.gathered()
 
     def outcome(best: dict) -> TrainOutcome:
@@ -367,6 +374,8 @@ def train_reward_model(
             last_folder=out_dir / LAST,
             history=history,
             shards=shards,
+            loop_seconds=loop_seconds,
+            loop_cpu_seconds=loop_cpu_seconds,
         )
 
     if rank != 0:  # only rank 0 writes checkpoints; the others return what they trained
