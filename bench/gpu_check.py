@@ -186,15 +186,19 @@ def check_loop_throughput(checks: Checks, sizes: Sizes, device: torch.device) ->
     spec = importlib.util.spec_from_file_location("bench_train", ROOT / "bench" / "train.py")
     assert spec and spec.loader
     bench_train = importlib.util.module_from_spec(spec)
+    sys.modules["bench_train"] = bench_train  # its dataclasses look their module up while being built
     spec.loader.exec_module(bench_train)
     config = resnet_config(sizes.tput_size, sizes.tput_batch, 2, str(device))
     x, y = scenes(sizes.tput_n, sizes.tput_size, 20)
     xv, yv = scenes(32, sizes.tput_size, 30)
     images, labels = torch.from_numpy(x), torch.tensor(y, dtype=torch.float32)
     val_images, val_labels = torch.from_numpy(xv), torch.tensor(yv, dtype=torch.float32)
-    bench_train.bare_loop(config, images[: 2 * sizes.tput_batch], labels[: 2 * sizes.tput_batch], device)  # warm-up
-    bare = bench_train.bare_loop(config, images, labels, device)
-    project = bench_train.project_loop(config, images, labels, val_images, val_labels, device)
+    warm = slice(0, 2 * sizes.tput_batch)
+    bench_train.bare_loop(config, images[warm], labels[warm], val_images, val_labels, device)  # warm-up
+    n = len(images) * config.epochs
+    bare = bench_train.bare_loop(config, images, labels, val_images, val_labels, device).rate(n)
+    loop, _job = bench_train.project_loop(config, images, labels, val_images, val_labels, device)
+    project = loop.rate(n)
     ratio = project / bare
     print(
         f"TIME resnet.loop_throughput: bare PyTorch {bare:.0f} images/s, Reward Studio loop {project:.0f} images/s, "
