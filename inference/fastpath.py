@@ -27,7 +27,7 @@ from .auth import MALFORMED, UNKNOWN, agent_remembered, cached_agent
 from .limits import Verdict, client_key, too_many
 from .payloads import PayloadError, PayloadTooLarge, bool_list, float_list, id_list, npy_shape
 from .reward_serving import RewardRequest, rewards_answer
-from .serving import DeploymentNotFound, DeploymentUnavailable, deployment_config
+from .serving import DeploymentConfig, DeploymentNotFound, DeploymentUnavailable, deployment_config
 from .throttles import bad_request_limit, limiter, rewards_limit
 
 ROUTE = re.compile(r"^/api/deployments/(?P<name>[-a-zA-Z0-9_]+)/rewards$")
@@ -68,7 +68,7 @@ class RewardsFastPath:
             config = await deployment_config(name)
         except DeploymentNotFound as exc:
             raise HttpError(404, str(exc)) from None
-        allowed = access.check(agent, access.REWARDS, config)  # agents' grants are loaded with the token
+        allowed = _access(agent, config)
         if allowed == 404:
             raise HttpError(404, f"no deployment named {name!r}")
         if allowed != 200:
@@ -100,6 +100,24 @@ class RewardsFastPath:
             return await rewards_answer(config, request)
         except DeploymentUnavailable as exc:
             raise HttpError(503, str(exc)) from None
+
+
+_verdicts: dict[tuple[int, int], tuple[object, DeploymentConfig, int]] = {}
+
+
+def _access(agent, config: DeploymentConfig) -> int:
+    """`access.check(agent, REWARDS, config)`, remembered for these two objects: the agent (its grants are
+    loaded with the token) and the settings are replaced when their caches refresh, so a verdict lives no
+    longer than they do, and the rules are not evaluated again for every request."""
+    key = (id(agent), id(config))
+    found = _verdicts.get(key)
+    if found is not None and found[0] is agent and found[1] is config:
+        return found[2]
+    allowed = access.check(agent, access.REWARDS, config)
+    if len(_verdicts) >= 1000:
+        _verdicts.clear()
+    _verdicts[key] = (agent, config, allowed)
+    return allowed
 
 
 async def _admitted(authorization: str, client: str):

@@ -191,9 +191,10 @@ class InferenceWorker:
         self, deployment: str, requests: list[InferenceRequest], policy: BatchPolicy
     ) -> list[tuple[InferenceRequest, Reply]]:
         model = self._model_for(deployment, max(r.version for r in requests))
+        series = metrics.inference_series(deployment)
         now = time.time()
         for request in requests:
-            metrics.inference_queue_wait_seconds.labels(deployment).observe(max(0.0, now - request.enqueued_at))
+            series.queue_wait_seconds.observe(max(0.0, now - request.enqueued_at))
         if model.scorer is None:
             metrics.inference_errors.labels(deployment).inc(len(requests))
             return [(r, Reply(None, model.error, model.version, self.worker_id)) for r in requests]
@@ -208,9 +209,9 @@ class InferenceWorker:
             started = time.monotonic()
             results = score_requests([r.array for r in good], model.scorer.score, policy.max_batch_size)
             items = sum(_item_count(r) for r in good)
-            metrics.inference_batch_seconds.labels(deployment).observe(time.monotonic() - started)
-            metrics.inference_batch_size.labels(deployment).observe(items)
-            metrics.inference_items.labels(deployment).inc(items)
+            series.batch_seconds.observe(time.monotonic() - started)
+            series.batch_size.observe(items)
+            series.items.inc(items)
             replies += [
                 (r, Reply(res, "", model.version, self.worker_id)) for r, res in zip(good, results, strict=True)
             ]
