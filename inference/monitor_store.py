@@ -2,7 +2,9 @@
 
 The rewards endpoint only hands each served batch to one background thread (`monitor_submit`); the
 thread takes every batch waiting by then and adds them to Redis counters in one pipelined round trip
-(plus one to number episode steps; a batch with env flags is recorded on its own, in order),
+(plus one to number episode steps; a batch with env flags is recorded on its own, in order; when only
+batches without env flags wait, which feed the counters alone, the thread first lets PLAIN_GATHER_S pass
+so that one round trip records many: the thread wakes about 20 times a second rather than per request),
 keeps a few frames where the model and the env disagree as served frames, and checks the alarm rule
 (inference/monitor.py) at most once a second per deployment, and once more by a timer when traffic stops
 before a pending breach or a skipped check was decided. When the false-success rate held above
@@ -37,6 +39,7 @@ FRAMES_PER_BUCKET = 10  # disagreeing frames kept per deployment and time bucket
 MAX_PENDING = 500  # batches waiting for the monitor thread; more are dropped (the monitor is best effort)
 SETTINGS_CACHE_S = 5.0
 CHECK_EVERY_S = 1.0
+PLAIN_GATHER_S = 0.05  # batches without env flags (counters only) wait this long to be recorded together
 
 #: Sent once per raised alarm: webhooks (or anything else) connect a receiver here.
 alarm_signal = django.dispatch.Signal()
@@ -90,6 +93,10 @@ def _drain() -> None:
     close_old_connections()
     try:
         while True:
+            with _lock:
+                plain_only = bool(_queued) and all(b.env_success is None and b.episode_ids is None for b in _queued)
+            if plain_only:  # counters only: let more gather, so one round trip records them all
+                time.sleep(PLAIN_GATHER_S)
             with _lock:
                 batches = list(_queued)
                 _queued.clear()
