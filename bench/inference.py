@@ -17,6 +17,11 @@ folder), writes the checkpoint to a temporary MEDIA_ROOT, starts uvicorn and `ma
 
     .venv/bin/python bench/inference.py [--threads 2] [--requests 200] [--clients 16] [--max-wait-ms 2]
 
+Scenarios 2 and 3 send their requests as a lean RL worker would (bench/reward_http.py): one keep-alive
+HTTP connection per client, `.npy` bodies encoded once, the JSON answer parsed; the batch-64 scenario and
+the correctness check use the project's `RewardClient` (requests). Each client's CPU runs on the same
+two cores as the service, so a heavy client would lower the figures it measures.
+
 The worker runs as the Procfile starts it, with the environment its `inference:` line sets
 (`OMP_WAIT_POLICY=PASSIVE`: torch's idle threads sleep instead of spinning), and the raw forward in this
 process runs under the same settings (applied before torch loads), so both sides pay the same thread
@@ -41,6 +46,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 from harness import procfile_env, scratch_environment, start_web, stop  # noqa: E402
+from reward_http import LeanRewardClient  # noqa: E402
 
 TMP = scratch_environment("inference")
 WORKER_ENV = procfile_env("inference")
@@ -131,6 +137,7 @@ def main() -> None:
     torch.set_num_threads(threads)
     project, model, deployment, agent, token, folder = setup(args.size, args.max_wait_ms)
 
+    from inference.broker import dump_npy
     from inference.client import RewardClient
     from training.resnet.checkpoint import load_checkpoint, predict_proba
 
@@ -138,6 +145,7 @@ def main() -> None:
     rng = np.random.default_rng(0)
     batch64 = rng.integers(0, 256, size=(64, args.size, args.size, 3), dtype=np.uint8)
     singles = [rng.integers(0, 256, size=(1, args.size, args.size, 3), dtype=np.uint8) for _ in range(32)]
+    bodies = [dump_npy(image) for image in singles]  # what the lean clients send
 
     env = dict(os.environ)
     logs = TMP / "logs"
@@ -152,9 +160,11 @@ def main() -> None:
     )
     try:
         client = RewardClient(url, token, deployment.name)
+        lean = LeanRewardClient(url, token, deployment.name)
         for _ in range(5):  # warm up: model loaded, connections open
             client.compute_rewards(batch64[:8])
             client.compute_rewards(singles[0])
+            lean.rewards(bodies[0])
         served = client.compute_rewards(batch64).probabilities
         assert np.allclose(served, predict_proba(raw_model, batch64), atol=1e-5), "served probabilities differ"
 
@@ -180,7 +190,7 @@ def main() -> None:
 
         # 2. one client, single images
         raw_times, latencies = interleaved(
-            lambda: predict_proba(raw_model, singles[0]), lambda: client.compute_rewards(singles[1]), args.requests
+            lambda: predict_proba(raw_model, singles[0]), lambda: lean.rewards(bodies[1]), args.requests
         )
         median_ms, raw1_ms = statistics.median(latencies) * 1000, statistics.median(raw_times) * 1000
         print(
@@ -191,18 +201,18 @@ def main() -> None:
         # 3. concurrent clients, single images (raw batch-1 rate: the median of runs before and after)
         raw_before = [timed(lambda: predict_proba(raw_model, singles[0])) for _ in range(args.requests // 4)]
         per_client = max(1, args.requests // args.clients * 2)
-        clients = [RewardClient(url, token, deployment.name) for _ in range(args.clients)]
+        clients = [LeanRewardClient(url, token, deployment.name) for _ in range(args.clients)]
 
-        def run_client(c: RewardClient) -> list[float]:
+        def run_client(c: LeanRewardClient) -> list[float]:
             own = []
             for i in range(per_client):
                 started = time.perf_counter()
-                c.compute_rewards(singles[i % len(singles)])
+                c.rewards(bodies[i % len(bodies)])
                 own.append(time.perf_counter() - started)
             return own
 
         with ThreadPoolExecutor(args.clients) as pool:
-            list(pool.map(lambda c: c.compute_rewards(singles[0]), clients))  # connections open
+            list(pool.map(lambda c: c.rewards(bodies[0]), clients))  # connections open
             served_before, batches_before = worker_counts()
             started = time.perf_counter()
             all_latencies = [x for own in pool.map(run_client, clients) for x in own]

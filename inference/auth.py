@@ -35,6 +35,11 @@ MALFORMED = "Malformed Authorization header: use 'Bearer <token>'."
 UNKNOWN = "Unknown or revoked agent token."
 
 
+def agent_remembered(token: str):
+    """The agent owning `token` if it was looked up within TOKEN_CACHE_S (memory only, no query); else None."""
+    return _cached(token)
+
+
 def _cached(token: str):
     entry = _agents.get(hash_token(token))
     if entry is not None and time.monotonic() - entry[0] < TOKEN_CACHE_S:

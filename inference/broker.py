@@ -24,10 +24,13 @@ import struct
 import time
 import uuid
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
 from redis.exceptions import RedisError
+
+from .npy_header import npy_array
 
 QUEUE_PREFIX = "rs:inf:q:"
 REPLY_PREFIX = "rs:inf:r:"
@@ -166,7 +169,9 @@ def dump_npy(array: np.ndarray) -> bytes:
 
 
 def load_npy(raw: bytes) -> np.ndarray:
-    return np.load(io.BytesIO(raw), allow_pickle=False)
+    """The array of an `.npy` body (np.save's header form read fast, any other by numpy)."""
+    array = npy_array(raw)
+    return array if array is not None else np.load(io.BytesIO(raw), allow_pickle=False)
 
 
 def _request(deployment: str, version: int, payload: bytes, timeout: float, max_batch_size: int, max_wait_ms: float):
@@ -222,10 +227,18 @@ def share_full_message(deployment: str, max_per_client: int) -> str:
     )
 
 
+@lru_cache(maxsize=256)
+def _refusals(deployment: str, bounds: QueueBounds) -> tuple[bytes, bytes]:
+    """The encoded "queue full" and "client share full" replies (built once per deployment and bounds)."""
+    return (
+        Reply(None, queue_full_message(deployment, bounds.max_queue)).encode(),
+        Reply(None, share_full_message(deployment, bounds.max_per_client)).encode(),
+    )
+
+
 def _push_and_wait(pipe, request: InferenceRequest, timeout: float, bounds: QueueBounds):
     """Queue the request (if its queue has room) and wait for its reply in one round trip."""
-    full = Reply(None, queue_full_message(request.deployment, bounds.max_queue)).encode()
-    share_full = Reply(None, share_full_message(request.deployment, bounds.max_per_client)).encode()
+    full, share_full = _refusals(request.deployment, bounds)
     pipe.eval(
         _PUSH_IF_ROOM,
         3,
@@ -317,7 +330,8 @@ end
 
 
 def shares_release(redis, deployment: str, requests: list[InferenceRequest]) -> None:
-    """Worker side: the popped requests no longer count against their clients' shares."""
+    """Worker side: the popped requests no longer count against their clients' shares. `redis` may be a
+    pipeline (the worker queues the release with its batch's replies: no round trip of its own)."""
     counts: dict[str, int] = {}
     for request in requests:
         if request.client:

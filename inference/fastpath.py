@@ -23,11 +23,11 @@ from labeling.tokens import token_from_header
 from webapp import metrics
 from webapp.asgi_http import HttpError, read_body, respond_json
 
-from .auth import MALFORMED, UNKNOWN, cached_agent
-from .limits import client_key, too_many
+from .auth import MALFORMED, UNKNOWN, agent_remembered, cached_agent
+from .limits import Verdict, client_key, too_many
 from .payloads import PayloadError, PayloadTooLarge, bool_list, float_list, id_list, npy_shape
 from .reward_serving import RewardRequest, rewards_answer
-from .serving import DeploymentNotFound, DeploymentUnavailable, deployment_config
+from .serving import DeploymentConfig, DeploymentNotFound, DeploymentUnavailable, deployment_config
 from .throttles import bad_request_limit, limiter, rewards_limit
 
 ROUTE = re.compile(r"^/api/deployments/(?P<name>[-a-zA-Z0-9_]+)/rewards$")
@@ -62,26 +62,13 @@ class RewardsFastPath:
         metrics.observe_request(ENDPOINT, "POST", status, time.perf_counter() - started, deployment)
 
     async def _rewards(self, name: str, scope, receive, headers: dict, client: str) -> dict:
-        verdict = await limiter().check(bad_request_limit(), "bad:" + client)
-        if not verdict.allowed:
-            raise HttpError(
-                429, too_many(verdict, "too many bad requests from this client; fix them"), verdict.retry_after
-            )
-        token = token_from_header(headers["authorization"])
-        if token is None:
-            raise HttpError(401, MALFORMED)
-        agent = await cached_agent(token)
-        if agent is None:
-            raise HttpError(401, UNKNOWN)
-        verdict = await limiter().hit(rewards_limit(), f"rewards:a{agent.pk}")
-        if not verdict.allowed:
-            raise HttpError(429, too_many(verdict, "reward rate limit reached for this token"), verdict.retry_after)
+        agent = await _admitted(headers["authorization"], client)
         payload = await _read_body(receive)
         try:
             config = await deployment_config(name)
         except DeploymentNotFound as exc:
             raise HttpError(404, str(exc)) from None
-        allowed = access.check(agent, access.REWARDS, config)  # agents' grants are loaded with the token
+        allowed = _access(agent, config)
         if allowed == 404:
             raise HttpError(404, f"no deployment named {name!r}")
         if allowed != 200:
@@ -113,6 +100,58 @@ class RewardsFastPath:
             return await rewards_answer(config, request)
         except DeploymentUnavailable as exc:
             raise HttpError(503, str(exc)) from None
+
+
+_verdicts: dict[tuple[int, int], tuple[object, DeploymentConfig, int]] = {}
+
+
+def _access(agent, config: DeploymentConfig) -> int:
+    """`access.check(agent, REWARDS, config)`, remembered for these two objects: the agent (its grants are
+    loaded with the token) and the settings are replaced when their caches refresh, so a verdict lives no
+    longer than they do, and the rules are not evaluated again for every request."""
+    key = (id(agent), id(config))
+    found = _verdicts.get(key)
+    if found is not None and found[0] is agent and found[1] is config:
+        return found[2]
+    allowed = access.check(agent, access.REWARDS, config)
+    if len(_verdicts) >= 1000:
+        _verdicts.clear()
+    _verdicts[key] = (agent, config, allowed)
+    return allowed
+
+
+async def _admitted(authorization: str, client: str):
+    """The agent behind the request, once the bad-request limit (checked first) and the reward limit allow it.
+
+    An agent remembered from a recent request costs one Redis round trip for both limits; any other
+    token is checked against the bad-request limit before it is parsed or looked up."""
+    token = token_from_header(authorization)
+    agent = agent_remembered(token) if token is not None else None
+    if agent is not None:
+        bad, rewards = await limiter().check_then_hit(
+            bad_request_limit(), "bad:" + client, rewards_limit(), f"rewards:a{agent.pk}"
+        )
+        _refuse_bad(bad)
+        _refuse_rewards(rewards)
+        return agent
+    _refuse_bad(await limiter().check(bad_request_limit(), "bad:" + client))
+    if token is None:
+        raise HttpError(401, MALFORMED)
+    agent = await cached_agent(token)
+    if agent is None:
+        raise HttpError(401, UNKNOWN)
+    _refuse_rewards(await limiter().hit(rewards_limit(), f"rewards:a{agent.pk}"))
+    return agent
+
+
+def _refuse_bad(verdict: Verdict) -> None:
+    if not verdict.allowed:
+        raise HttpError(429, too_many(verdict, "too many bad requests from this client; fix them"), verdict.retry_after)
+
+
+def _refuse_rewards(verdict: Verdict) -> None:
+    if not verdict.allowed:
+        raise HttpError(429, too_many(verdict, "reward rate limit reached for this token"), verdict.retry_after)
 
 
 async def _read_body(receive) -> bytes:

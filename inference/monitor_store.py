@@ -1,7 +1,10 @@
 """Reward-hacking monitor, the stored side: counters in Redis, disagreeing frames, the alarm.
 
 The rewards endpoint only hands each served batch to one background thread (`monitor_submit`); the
-thread adds the batch to Redis counters in one pipelined round trip (plus one to number episode steps),
+thread takes every batch waiting by then and adds them to Redis counters in one pipelined round trip
+(plus one to number episode steps; a batch with env flags is recorded on its own, in order; when only
+batches without env flags wait, which feed the counters alone, the thread first lets PLAIN_GATHER_S pass
+so that one round trip records many: the thread wakes about 20 times a second rather than per request),
 keeps a few frames where the model and the env disagree as served frames, and checks the alarm rule
 (inference/monitor.py) at most once a second per deployment, and once more by a timer when traffic stops
 before a pending breach or a skipped check was decided. When the false-success rate held above
@@ -36,12 +39,15 @@ FRAMES_PER_BUCKET = 10  # disagreeing frames kept per deployment and time bucket
 MAX_PENDING = 500  # batches waiting for the monitor thread; more are dropped (the monitor is best effort)
 SETTINGS_CACHE_S = 5.0
 CHECK_EVERY_S = 1.0
+PLAIN_GATHER_S = 0.05  # batches without env flags (counters only) wait this long to be recorded together
 
 #: Sent once per raised alarm: webhooks (or anything else) connect a receiver here.
 alarm_signal = django.dispatch.Signal()
 
 _executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="reward-monitor")
-_pending = 0
+_pending = 0  # batches submitted and not recorded yet
+_queued: list[ServedBatch] = []  # submitted, waiting for the monitor thread
+_draining = False  # whether a drain is submitted or running
 _lock = threading.Lock()
 _settings_cache: dict[int, tuple[float, monitor.MonitorSettings]] = {}
 _last_check: dict[int, float] = {}
@@ -61,14 +67,17 @@ class ServedBatch:
 
 def monitor_submit(batch: ServedBatch) -> bool:
     """Hand a served batch to the monitor thread; False when it was dropped (backlog full)."""
-    global _pending
+    global _pending, _draining
     if batch.env_success is None and batch.episode_ids is None and not any(p is not None for p in batch.probabilities):
         return False
     with _lock:
         if _pending >= MAX_PENDING:
             return False
         _pending += 1
-    _executor.submit(_run, batch)
+        _queued.append(batch)
+        start, _draining = not _draining, True
+    if start:
+        _executor.submit(_drain)
     return True
 
 
@@ -77,17 +86,45 @@ def monitor_flush() -> None:
     _executor.submit(lambda: None).result()
 
 
-def _run(batch: ServedBatch) -> None:
-    global _pending
+def _drain() -> None:
+    """Record the waiting batches, all of them at once, until none is left (one thread hop and a couple
+    of round trips for however many batches were served meanwhile)."""
+    global _pending, _draining
     close_old_connections()
     try:
-        monitor_record(batch)
-    except Exception:  # serving must never notice the monitor
-        log.exception("reward monitor could not record a batch of %s", batch.config.name)
+        while True:
+            with _lock:
+                plain_only = bool(_queued) and all(b.env_success is None and b.episode_ids is None for b in _queued)
+            if plain_only:  # counters only: let more gather, so one round trip records them all
+                time.sleep(PLAIN_GATHER_S)
+            with _lock:
+                batches = list(_queued)
+                _queued.clear()
+                if not batches:
+                    _draining = False
+                    return
+            try:
+                for group in _groups(batches):
+                    monitor_record(group)
+            except Exception:  # serving must never notice the monitor
+                log.exception("reward monitor could not record %d batches", len(batches))
+            finally:
+                with _lock:
+                    _pending -= len(batches)
     finally:
-        with _lock:
-            _pending -= 1
         close_old_connections()
+
+
+def _groups(batches: list[ServedBatch]) -> list[list[ServedBatch]]:
+    """Batches recorded together: runs of batches without env flags (counters only); a batch with env flags
+    goes alone, in order, as its alarm check must see the counters up to it and the frames kept before it."""
+    groups: list[list[ServedBatch]] = []
+    for batch in batches:
+        if batch.env_success is None and groups and groups[-1][-1].env_success is None:
+            groups[-1].append(batch)
+        else:
+            groups.append([batch])
+    return groups
 
 
 def ref_of(name: str, deployment_id: int) -> str:
@@ -99,64 +136,91 @@ def _key(kind: str, ref: str, *parts) -> str:
     return ":".join([f"{PREFIX}{kind}", ref, *map(str, parts)])
 
 
-def _episode_steps(redis, ref: str, episode_ids: list[str] | None) -> list[int | None]:
-    """Each frame's step in its episode, numbered by Redis counters per episode id (None: no id)."""
-    if not episode_ids:
-        return []
-    order: dict[str, int] = {}
-    for e in episode_ids:
-        if e:
-            order[e] = order.get(e, 0) + 1
+def _episode_steps(redis, batches: list[ServedBatch]) -> list[list[int | None]]:
+    """Each batch's frames' steps in their episodes (None: no id), numbered by Redis counters per episode
+    id, in batch order, in one round trip for all batches."""
+    orders: list[dict[str, int]] = []
     pipe = redis.pipeline(transaction=False)
-    for episode, count in order.items():
-        key = _key("ep", ref, episode)
-        pipe.incrby(key, count)
-        pipe.expire(key, EPISODE_TTL_S)
-    results = pipe.execute()
-    next_step = {e: int(results[2 * i]) - order[e] for i, e in enumerate(order)}
-    steps: list[int | None] = []
-    for e in episode_ids:
-        if e:
-            steps.append(next_step[e])
-            next_step[e] += 1
+    for batch in batches:
+        order: dict[str, int] = {}
+        for e in batch.episode_ids or []:
+            if e:
+                order[e] = order.get(e, 0) + 1
+        ref = ref_of(batch.config.name, batch.config.id)
+        for episode, count in order.items():
+            key = _key("ep", ref, episode)
+            pipe.incrby(key, count)
+            pipe.expire(key, EPISODE_TTL_S)
+        orders.append(order)
+    results = pipe.execute() if any(orders) else []
+    all_steps: list[list[int | None]] = []
+    at = 0
+    for batch, order in zip(batches, orders, strict=True):
+        next_step = {e: int(results[at + 2 * i]) - order[e] for i, e in enumerate(order)}
+        at += 2 * len(order)
+        steps: list[int | None] = []
+        for e in batch.episode_ids or []:
+            if e:
+                steps.append(next_step[e])
+                next_step[e] += 1
+            else:
+                steps.append(None)
+        all_steps.append(steps)
+    return all_steps
+
+
+def monitor_record(batches: list[ServedBatch]) -> None:
+    """Add served batches to the counters (summed per key: one pipelined round trip for all of them, plus
+    one to number episode steps), keep disagreeing frames, check the alarms."""
+    redis = broker().redis
+    all_steps = _episode_steps(redis, batches)
+    increments: dict[str, dict[str, int]] = {}
+    expiries: dict[str, int] = {}
+    buckets: dict[str, dict[int, float]] = {}  # index key -> bucket -> newest batch time
+    for batch, steps in zip(batches, all_steps, strict=True):
+        ref, threshold = ref_of(batch.config.name, batch.config.id), batch.config.reward.threshold
+        bucket = monitor.bucket_of(batch.at)
+        counts = monitor.tally(batch.probabilities, threshold, env_success=batch.env_success, run=batch.run)
+        per_step = monitor.step_tally(batch.probabilities, threshold, steps, batch.env_success) if steps else {}
+        for key, values, ttl in (
+            (_key("b", ref, bucket), counts, BUCKET_TTL_S),
+            (_key("steps", ref), per_step, STEPS_TTL_S),
+        ):
+            if values:
+                total = increments.setdefault(key, {})
+                for field, value in values.items():
+                    total[field] = total.get(field, 0) + value
+                expiries[key] = ttl
+        if counts:
+            index = buckets.setdefault(_key("idx", ref), {})
+            index[bucket] = max(index.get(bucket, 0.0), batch.at)
+    pipe = redis.pipeline(transaction=False)
+    for key, values in increments.items():
+        for field, value in values.items():
+            pipe.hincrby(key, field, value)
+        pipe.expire(key, expiries[key])
+    for key, index in buckets.items():
+        pipe.zadd(key, {str(bucket): bucket for bucket in index})
+        pipe.zremrangebyscore(key, 0, max(index.values()) - BUCKET_TTL_S)
+    dis_at: list[int | None] = []  # where each batch's count of disagreeing frames comes back
+    for batch in batches:
+        picks = monitor.disagreements(batch.probabilities, batch.config.reward.threshold, batch.env_success)
+        if picks:
+            key = _key("dis", ref_of(batch.config.name, batch.config.id), monitor.bucket_of(batch.at))
+            dis_at.append(len(pipe.command_stack))
+            pipe.incrby(key, len(picks))
+            pipe.expire(key, 2 * monitor.BUCKET_S)
         else:
-            steps.append(None)
-    return steps
-
-
-def monitor_record(batch: ServedBatch) -> None:
-    config, redis = batch.config, broker().redis
-    ref = ref_of(config.name, config.id)
-    threshold = config.reward.threshold
-    steps = _episode_steps(redis, ref, batch.episode_ids)
-    bucket = monitor.bucket_of(batch.at)
-    counts = monitor.tally(batch.probabilities, threshold, env_success=batch.env_success, run=batch.run)
-    per_step = monitor.step_tally(batch.probabilities, threshold, steps, batch.env_success) if steps else {}
-    pipe = redis.pipeline(transaction=False)
-    if counts:
-        key = _key("b", ref, bucket)
-        for field, value in counts.items():
-            pipe.hincrby(key, field, value)
-        pipe.expire(key, BUCKET_TTL_S)
-        pipe.zadd(_key("idx", ref), {str(bucket): bucket})
-        pipe.zremrangebyscore(_key("idx", ref), 0, batch.at - BUCKET_TTL_S)
-    if per_step:
-        key = _key("steps", ref)
-        for field, value in per_step.items():
-            pipe.hincrby(key, field, value)
-        pipe.expire(key, STEPS_TTL_S)
-    picks = monitor.disagreements(batch.probabilities, threshold, batch.env_success)
-    if picks:
-        pipe.incrby(_key("dis", ref, bucket), len(picks))
-        pipe.expire(_key("dis", ref, bucket), 2 * monitor.BUCKET_S)
+            dis_at.append(None)
     results = pipe.execute()
-    if picks:
-        after = int(results[-2])
-        room = FRAMES_PER_BUCKET - (after - len(picks))
-        if room > 0:
-            _keep_disagreements(batch, picks[:room], steps)
-    if batch.env_success is not None:
-        _check_alarm(config, batch.at)
+    for batch, steps, at in zip(batches, all_steps, dis_at, strict=True):
+        if at is not None:
+            picks = monitor.disagreements(batch.probabilities, batch.config.reward.threshold, batch.env_success)
+            room = FRAMES_PER_BUCKET - (int(results[at]) - len(picks))
+            if room > 0:
+                _keep_disagreements(batch, picks[:room], steps)
+        if batch.env_success is not None:
+            _check_alarm(batch.config, batch.at)
 
 
 def _keep_disagreements(batch: ServedBatch, picks: list[int], steps: list[int | None]) -> None:

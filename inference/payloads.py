@@ -18,6 +18,8 @@ import numpy as np
 from labeling.image_budget import ImageTooLarge, PixelBudget
 from labeling.images import ImageError, check_image, decode_rgb
 
+from .npy_header import npy_header
+
 MAX_ITEMS = 1024
 
 
@@ -29,12 +31,11 @@ class PayloadTooLarge(PayloadError):
     """Over a size limit (answered with 413); the message names the setting."""
 
 
-def npy_shape(
-    payload: bytes, *, max_side: int, max_items: int = MAX_ITEMS, max_request_pixels: int | None = None
-) -> tuple[int, ...]:
-    """The [B,H,W,3] shape of a uint8 `.npy` body, checked without reading its pixels."""
-    if not payload:
-        raise PayloadError("empty body: send a uint8 [B,H,W,3] array as .npy")
+def _header(payload: bytes) -> tuple[tuple[int, ...], bool, np.dtype, int]:
+    """(shape, fortran order, dtype, where the data starts): np.save's form read fast, any other by numpy."""
+    fast = npy_header(payload)
+    if fast is not None:
+        return fast.shape, fast.fortran_order, fast.dtype, fast.offset
     stream = io.BytesIO(payload)
     try:
         version = np.lib.format.read_magic(stream)
@@ -44,6 +45,16 @@ def npy_shape(
             shape, fortran, dtype = np.lib.format.read_array_header_2_0(stream)
     except (ValueError, OSError, EOFError, SyntaxError) as exc:
         raise PayloadError(f"body is not a readable .npy array: {exc}") from None
+    return shape, fortran, dtype, stream.tell()
+
+
+def npy_shape(
+    payload: bytes, *, max_side: int, max_items: int = MAX_ITEMS, max_request_pixels: int | None = None
+) -> tuple[int, ...]:
+    """The [B,H,W,3] shape of a uint8 `.npy` body, checked without reading its pixels."""
+    if not payload:
+        raise PayloadError("empty body: send a uint8 [B,H,W,3] array as .npy")
+    shape, fortran, dtype, data_start = _header(payload)
     if dtype != np.uint8:
         raise PayloadError(f"images must be uint8, got {dtype}")
     check_shape(shape, max_side=max_side, max_items=max_items)
@@ -53,10 +64,10 @@ def npy_shape(
         )
     if fortran:
         raise PayloadError("images must be a C-ordered array")
-    expected = stream.tell() + math.prod(shape)
+    expected = data_start + math.prod(shape)
     if len(payload) != expected:
         raise PayloadError(
-            f"body holds {len(payload) - stream.tell()} bytes of pixels; shape {list(shape)} needs {math.prod(shape)}"
+            f"body holds {len(payload) - data_start} bytes of pixels; shape {list(shape)} needs {math.prod(shape)}"
         )
     return tuple(int(v) for v in shape)
 

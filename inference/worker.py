@@ -8,6 +8,8 @@ recorded) come in as callables, wired by `manage.py inference_worker`.
 - A model that fails to load is reported unhealthy with the error; requests for it are answered with
   that error (the web side turns it into a 503). Loading is retried after `retry_failed_s`, or at once
   when the deployment's version changes.
+- Popped requests stop counting against their clients' queue shares when the batch's replies are sent
+  (in the same round trip), so no Redis call stands between the pop and the forward pass.
 - Requests whose deadline passed (the caller gave up) are skipped rather than scored.
 - BLMPOP wakes the worker the moment a request arrives and takes what else is queued in the same round
   trip. Blocking timeouts have Redis' `hz` resolution (100 ms), so the short batching wait (`max_wait_ms`)
@@ -94,6 +96,7 @@ class InferenceWorker:
     _refreshed_at: float = 0.0
     _turn: int = 0
     _waiting: tuple[bytes, list[bytes]] | None = None  # taken with the last replies: the next call serves them
+    _released: list[tuple[str, list[InferenceRequest]]] = field(default_factory=list)  # shares to give back
 
     def run(self, stop: threading.Event | None = None) -> None:
         stop = stop or threading.Event()
@@ -105,7 +108,10 @@ class InferenceWorker:
                 log.exception("inference worker loop error")
                 time.sleep(0.5)
         self._give_back_waiting()
-        self.redis.hdel(WORKERS_KEY, self.worker_id)
+        pipe = self.redis.pipeline(transaction=False)
+        self._release_shares(pipe)
+        pipe.hdel(WORKERS_KEY, self.worker_id)
+        pipe.execute()
 
     def poll_once(self, timeout_s: float = 1.0) -> int:
         """Wait for one request, serve its batch; the number of requests answered. The batch's replies go
@@ -123,6 +129,10 @@ class InferenceWorker:
         replies = self.serve(deployment, messages)
         if replies:
             self._waiting = self._reply_and_wait(replies, timeout_s)
+        elif self._released:  # nothing to answer (their callers gave up): give the shares back now
+            pipe = self.redis.pipeline(transaction=False)
+            self._release_shares(pipe)
+            pipe.execute()
         return len(replies)
 
     def _reply_and_wait(
@@ -136,9 +146,16 @@ class InferenceWorker:
         keys = [queue_key(n) for n in names]
         pipe = self.redis.pipeline(transaction=False)
         replies_queue(pipe, replies)
+        self._release_shares(pipe)
         pipe.blmpop(max(1, int(timeout_s)), len(keys), *keys, direction="RIGHT", count=self.wake_count)
         got = pipe.execute()[-1]
         return cast(tuple[bytes, list[bytes]], got) if got else None  # a bytes client: the stubs allow str too
+
+    def _release_shares(self, pipe) -> None:
+        """Queue the release of the served requests' client shares (sent with the replies, one round trip)."""
+        for deployment, requests in self._released:
+            shares_release(pipe, deployment, requests)
+        self._released.clear()
 
     def _give_back_waiting(self) -> None:
         """Requests taken for the next call go back to the (oldest) end of their queue when the worker stops."""
@@ -159,7 +176,7 @@ class InferenceWorker:
             batcher = self.batchers[deployment] = Batcher(policy, size=_item_count)
         drained = len(messages) < self.wake_count  # BLMPOP took everything that was queued
         requests = batcher.collect(first, RedisQueue(self.redis, deployment), decoded[1:], drained=drained)
-        shares_release(self.redis, deployment, requests)
+        self._released.append((deployment, requests))  # sent with the replies, not before the forward
         now = time.time()
         live = [r for r in requests if r.deadline > now]
         if not live:
@@ -174,9 +191,10 @@ class InferenceWorker:
         self, deployment: str, requests: list[InferenceRequest], policy: BatchPolicy
     ) -> list[tuple[InferenceRequest, Reply]]:
         model = self._model_for(deployment, max(r.version for r in requests))
+        series = metrics.inference_series(deployment)
         now = time.time()
         for request in requests:
-            metrics.inference_queue_wait_seconds.labels(deployment).observe(max(0.0, now - request.enqueued_at))
+            series.queue_wait_seconds.observe(max(0.0, now - request.enqueued_at))
         if model.scorer is None:
             metrics.inference_errors.labels(deployment).inc(len(requests))
             return [(r, Reply(None, model.error, model.version, self.worker_id)) for r in requests]
@@ -191,9 +209,9 @@ class InferenceWorker:
             started = time.monotonic()
             results = score_requests([r.array for r in good], model.scorer.score, policy.max_batch_size)
             items = sum(_item_count(r) for r in good)
-            metrics.inference_batch_seconds.labels(deployment).observe(time.monotonic() - started)
-            metrics.inference_batch_size.labels(deployment).observe(items)
-            metrics.inference_items.labels(deployment).inc(items)
+            series.batch_seconds.observe(time.monotonic() - started)
+            series.batch_size.observe(items)
+            series.items.inc(items)
             replies += [
                 (r, Reply(res, "", model.version, self.worker_id)) for r, res in zip(good, results, strict=True)
             ]

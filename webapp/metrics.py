@@ -11,6 +11,9 @@ Label values are bounded: endpoints are URL patterns (never raw paths), deployme
 
 from __future__ import annotations
 
+from functools import lru_cache
+from typing import Any, NamedTuple
+
 from prometheus_client import Counter, Gauge, Histogram
 
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
@@ -66,5 +69,33 @@ def status_class(status: int) -> str:
 
 
 def observe_request(endpoint: str, method: str, status: int, seconds: float, deployment: str = "") -> None:
-    http_requests.labels(endpoint, method, status_class(status), deployment).inc()
-    http_request_seconds.labels(endpoint, method, deployment).observe(seconds)
+    count, duration = _request_series(endpoint, method, status_class(status), deployment)
+    count.inc()
+    duration.observe(seconds)
+
+
+# A series' child is looked up once (`labels()` validates and hashes its values on every call); the label
+# values are bounded (see above), so the caches stay small.
+@lru_cache(maxsize=4096)
+def _request_series(endpoint: str, method: str, status: str, deployment: str):
+    return http_requests.labels(endpoint, method, status, deployment), http_request_seconds.labels(
+        endpoint, method, deployment
+    )
+
+
+class InferenceSeries(NamedTuple):
+    queue_wait_seconds: Any
+    batch_seconds: Any
+    batch_size: Any
+    items: Any
+
+
+@lru_cache(maxsize=1024)
+def inference_series(deployment: str) -> InferenceSeries:
+    """One deployment's per-batch series in an inference worker."""
+    return InferenceSeries(
+        inference_queue_wait_seconds.labels(deployment),
+        inference_batch_seconds.labels(deployment),
+        inference_batch_size.labels(deployment),
+        inference_items.labels(deployment),
+    )

@@ -266,3 +266,27 @@ def test_a_stopping_worker_puts_back_the_request_it_took_with_its_last_replies(r
     assert [InferenceRequest.decode(m).id for m in redis.lrange(queue_key(name), 0, -1)] == [
         second.id
     ]  # ...and put back
+
+
+def test_the_worker_keeps_its_database_connection_and_replaces_a_dropped_one(monkeypatch):
+    from django.db import OperationalError, connection
+
+    from inference.management.commands.inference_worker import read_on_kept_connection
+
+    closed, calls = [], []
+    monkeypatch.setattr(connection, "close", lambda: closed.append(True))
+
+    def flaky() -> list[str]:
+        calls.append(True)
+        if len(calls) == 1:
+            raise OperationalError("server closed the connection unexpectedly")
+        return ["pick-cube"]
+
+    assert read_on_kept_connection(lambda: ["pick-cube"]) == ["pick-cube"] and closed == []  # kept open
+    assert read_on_kept_connection(flaky) == ["pick-cube"] and len(calls) == 2 and closed == [True]
+
+    def down() -> list[str]:
+        raise OperationalError("could not connect")
+
+    with pytest.raises(OperationalError):
+        read_on_kept_connection(down)

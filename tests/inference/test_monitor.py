@@ -210,3 +210,26 @@ def settle_monitor(timeout: float = 10.0) -> None:
     while monitor_store._recheck_pending and time.monotonic() < deadline:
         time.sleep(0.1)
     monitor_store.monitor_flush()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_batches_without_env_flags_are_counted_together_and_none_is_lost(project):
+    from asgiref.sync import async_to_sync
+
+    from inference.broker import dump_npy
+    from inference.monitor_store import ServedBatch, _groups, monitor_flush, monitor_submit, ref_of, window_counts
+    from inference.serving import deployment_config
+
+    from .conftest import deploy, make_trained_model, random_images
+
+    deployment = deploy(make_trained_model(project))
+    config, payload, now = async_to_sync(deployment_config)(deployment.name), dump_npy(random_images(2)), time.time()
+    plain = [ServedBatch(config, payload, [0.9, 0.1], None, None, f"a{i % 2}", now) for i in range(6)]
+    flagged = ServedBatch(config, payload, [0.9, 0.1], [True, False], None, "a0", now)
+    # runs of plain batches are recorded together; a batch with env flags alone, in its place
+    assert [len(g) for g in _groups([*plain[:3], flagged, *plain[3:]])] == [3, 1, 3]
+    for batch in plain:
+        assert monitor_submit(batch)
+    monitor_flush()
+    counts = window_counts(ref_of(config.name, config.id), now=time.time(), window_s=60)
+    assert counts["n"] == 12 and counts["ms"] == 6  # every item of the six batches, counted once

@@ -205,6 +205,28 @@ def test_rate_limits_count_in_redis_and_say_when_to_come_back(shared):
     assert not shared_verdict.allowed and fresh.allowed  # the counters live in Redis, shared
 
 
+def test_one_round_trip_checks_one_limit_then_counts_another_as_the_library_would(shared):
+    checked, counted = rate_item("2/minute"), rate_item("3/minute")
+    bad, rewards = f"bad:{uuid.uuid4().hex}", f"rewards:{uuid.uuid4().hex}"
+
+    async def run() -> tuple[list, list, object, object]:
+        limiter = RateLimiter(URL)
+        admitted = [await limiter.check_then_hit(checked, bad, counted, rewards) for _ in range(4)]
+        after_hits = await limiter.check(counted, rewards)  # the library sees the combined call's hits
+        for _ in range(2):
+            await limiter.hit(checked, bad)  # two bad requests: the checked limit is reached
+        refused = [await limiter.check_then_hit(checked, bad, counted, rewards + "-other") for _ in range(2)]
+        untouched = await limiter.check(counted, rewards + "-other")
+        return admitted, refused, after_hits, untouched
+
+    admitted, refused, after_hits, untouched = asyncio.run(run())
+    assert [(a.allowed, b.allowed) for a, b in admitted] == [(True, True)] * 3 + [(True, False)]
+    assert admitted[-1][1].limit == "3 per 1 minute" and 1 <= admitted[-1][1].retry_after <= 60
+    assert not after_hits.allowed
+    assert [a.allowed for a, _ in refused] == [False, False] and refused[0][0].limit == "2 per 1 minute"
+    assert untouched.allowed  # a refused check counted nothing against the other limit
+
+
 def test_memory_policy_warnings(private_redis):
     assert memory_policy_warnings({"maxmemory": "1073741824", "maxmemory-policy": "noeviction"}) == []
     for policy in ("allkeys-lru", "volatile-ttl"):

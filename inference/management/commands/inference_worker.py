@@ -9,10 +9,12 @@ import logging
 import os
 import signal
 import threading
+from collections.abc import Callable
+from typing import TypeVar
 
 from django.conf import settings
 from django.core.management.base import BaseCommand
-from django.db import close_old_connections
+from django.db import InterfaceError, OperationalError, close_old_connections, connection
 from prometheus_client import start_http_server
 
 from inference.broker import check_memory_policy, redis_from_url
@@ -23,6 +25,8 @@ from training.families import scorer_load
 from training.family_parts import ModelSpec, Scorer
 from training.storage import local_path
 
+T = TypeVar("T")
+
 
 def deployment_scorer(name: str, device: str) -> tuple[int, Scorer]:
     """The deployment's version and its model's scorer, from the model's family (`training.families`)."""
@@ -30,6 +34,20 @@ def deployment_scorer(name: str, device: str) -> tuple[int, Scorer]:
     model = row.trained_model
     spec = ModelSpec(kind=model.kind, folder=local_path(model.checkpoint_path), config=model.config, device=device)
     return row.version, scorer_load(spec)
+
+
+def read_on_kept_connection(read: Callable[[], T]) -> T:
+    """A read the worker repeats every second (the deployment list) on a connection it keeps open, rather
+    than a new database connection each time (CONN_MAX_AGE 0 would close it). A connection the server
+    dropped fails the first query: it is closed and the read runs once more on a fresh one."""
+    for attempt in (1, 2):
+        try:
+            return read()
+        except (OperationalError, InterfaceError):
+            if attempt == 2:
+                raise
+            connection.close()
+    raise AssertionError("unreachable")
 
 
 class Command(BaseCommand):
@@ -61,8 +79,7 @@ class Command(BaseCommand):
         only = {n.strip() for n in deployments.split(",") if n.strip()}
 
         def list_deployments() -> list[str]:
-            close_old_connections()
-            names = list(Deployment.objects.values_list("name", flat=True))
+            names = read_on_kept_connection(lambda: list(Deployment.objects.values_list("name", flat=True)))
             return [n for n in names if not only or n in only]
 
         def load_model(name: str) -> tuple[int, Scorer]:
