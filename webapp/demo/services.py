@@ -74,10 +74,15 @@ def demo_project_prepare(*, name: str, episodes: int, size: int, first_seed: int
             "pass --size to match them or --project for a new project"
         )
     stdout.write(f"PickCube episodes: {episodes} from seed {first_seed} ({size} px, cached in DEMO_CACHE_DIR)\n")
+    t0 = time.monotonic()
     rendered = demo_episodes(episodes, size=size, first_seed=first_seed, progress=progress_bar(stdout))
+    t1 = time.monotonic()
     added = seed_pickcube_episodes(project=project, episodes=rendered, labels=LIFTED)
     stored = project.episodes.count()
-    stdout.write(f"stored {added} new episodes in {project.name!r} ({stored} in all), labeled by the lift\n")
+    stdout.write(
+        f"stored {added} new episodes in {project.name!r} ({stored} in all), labeled by the lift "
+        f"(rendered or read in {t1 - t0:.0f} s, stored in {time.monotonic() - t1:.0f} s)\n"
+    )
     return project
 
 

@@ -75,7 +75,9 @@ class Command(BaseCommand):
             if opts["eval_seeds"] > 0:
                 seeds = [opts["seed"] + 10_000 + i for i in range(opts["eval_seeds"])]
                 self.stdout.write(f"live check on {len(seeds)} new seeds...")
+                t0 = time.monotonic()
                 checks = demo_live_check(deployment=deployment, seeds=seeds, size=opts["size"], stdout=self.stdout)
+                self.stdout.write(f"played and scored in {time.monotonic() - t0:.0f} s")
         except DemoError as exc:
             raise CommandError(str(exc)) from None
         token_file = self.agent_token_file()
