@@ -49,6 +49,10 @@ def test_demo_trains_on_lifted_cube_labels_deploys_and_prints_its_figures(settin
             assert steps[first].info["is_grasped"] and steps[first].info["cube_height"] > steps[0].info["cube_height"]
         assert steps[0].frames.count() == 2  # both cameras
 
+    cached = {p.name for p in settings.DEMO_CACHE_DIR.glob("pickcube-*-32px-*.npz")}
+    assert {"pickcube-v2-32px-scripted-2000.npz", "pickcube-v2-32px-openhand-2002.npz"} <= cached  # rendered once
+    assert not any("-12000." in name for name in cached)  # the live check's new seed is played, not cached
+
     deployment = Deployment.objects.get(name="pickcube-resnet")
     assert deployment.trained_model.project.name == "PickCube" and deployment.trained_model.kind == "resnet"
     figures = FIGURES.search(text)

@@ -1,7 +1,8 @@
 """The demo project's real data: ManiSkill PickCube-v1 episodes from the project's scripted agent.
 
-Rendered once (both cameras, a mix of successes and failed grasps), cached as one `.npz` per episode under
-`DEMO_CACHE_DIR` keyed by a cache version, size and seed, so later starts read files instead of simulating.
+Rendered once (both cameras, a mix of successes and failed grasps, one simulator process per CPU), cached as
+one `.npz` per episode under `DEMO_CACHE_DIR` (`webapp.demo.episode_cache`), so later starts read files
+instead of simulating.
 The run command's demo project takes its frame labels from the env's success flag and its window labels
 from the trend rule (accepted proposals); `manage.py demo` stores the same episodes labeled by
 `webapp.demo.lift` (the cube held up off the table), what its reward model learns.
@@ -12,26 +13,28 @@ from __future__ import annotations
 import sys
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
-import numpy as np
 from django.conf import settings
 from django.db import transaction
-
-from .lift import frame_labels, lift_step
-
-if TYPE_CHECKING:
-    from robot_agent.collect import CollectedEpisode
 
 from labeling.images import encode_array
 from labeling.models import Episode, FrameLabel, Project
 from labeling.services import StepInput, episode_create, episode_finish, steps_append
 
-CACHE_VERSION = 2  # bump when what is rendered or stored changes (policy, cameras, hold steps, arrays)
+from .episode_cache import (
+    FIRST_SEED,
+    DemoEpisode,
+    cache_path,
+    demo_seeds,
+    episode_load,
+    render_missing,
+    render_workers,
+)
+from .lift import frame_labels
+
 EPISODE_VERSION = 1  # part of the stored episodes' ids: bump only when the episodes themselves change
-FIRST_SEED = 2000
 NAMESPACE = uuid.UUID("3f1e2a4c-9b7d-4e0a-8c55-0d6b1f2e9a31")
 INSTALL_HINT = (
     "ManiSkill needs a Vulkan driver: run scripts/setup_vulkan.sh (it unpacks Mesa's lavapipe from "
@@ -46,82 +49,6 @@ class Writer(Protocol):
     def write(self, text: str, /) -> object: ...
 
     def flush(self) -> object: ...
-
-
-@dataclass
-class DemoEpisode:
-    seed: int
-    perturbed: bool
-    images: dict[str, np.ndarray]  # camera -> uint8 [N, H, W, 3]
-    success: np.ndarray  # bool [N]
-    reward: np.ndarray  # float [N]
-    actions: np.ndarray  # float [N, A] (row 0: zeros, the reset)
-    cube_height: np.ndarray  # float [N]: the cube's height (m) from the env state
-    grasped: np.ndarray  # bool [N]: PickCube's is_grasped
-
-    @property
-    def lift_step(self) -> int | None:
-        return lift_step(self.cube_height, self.grasped)
-
-
-def demo_seeds(count: int, first_seed: int = FIRST_SEED) -> list[tuple[int, bool]]:
-    """(seed, perturbed) for `count` episodes: every third one has its grasp perturbed (a failure)."""
-    return [(first_seed + i, i % 3 == 2) for i in range(count)]
-
-
-def cache_path(folder: Path, seed: int, perturbed: bool, size: int) -> Path:
-    kind = "openhand" if perturbed else "scripted"
-    return folder / f"pickcube-v{CACHE_VERSION}-{size}px-{kind}-{seed}.npz"
-
-
-def _save(path: Path, episode: DemoEpisode) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp.npz")
-    arrays = {f"image_{camera}": frames for camera, frames in episode.images.items()}
-    np.savez_compressed(
-        tmp,
-        success=episode.success,
-        reward=episode.reward,
-        actions=episode.actions,
-        cube_height=episode.cube_height,
-        grasped=episode.grasped,
-        **arrays,
-    )
-    tmp.replace(path)  # whole files only: an interrupted render is redone, never half-read
-
-
-def _load(path: Path, seed: int, perturbed: bool) -> DemoEpisode:
-    with np.load(path) as data:
-        images = {k[len("image_") :]: data[k] for k in data.files if k.startswith("image_")}
-        return DemoEpisode(
-            seed,
-            perturbed,
-            images,
-            data["success"],
-            data["reward"],
-            data["actions"],
-            data["cube_height"],
-            data["grasped"],
-        )
-
-
-def _from_collected(collected: CollectedEpisode) -> DemoEpisode:
-    obs = collected.observations
-    cameras = list(obs[0].images)
-    width = len(collected.actions[0]) if collected.actions else 0
-    actions = np.zeros((len(obs), width), np.float32)
-    for i, action in enumerate(collected.actions, start=1):
-        actions[i] = action
-    return DemoEpisode(
-        seed=collected.seed,
-        perturbed=collected.perturbed,
-        images={c: np.stack([o.images[c] for o in obs]) for c in cameras},
-        success=np.array([bool(o.success) for o in obs]),
-        reward=np.array([float(o.reward) for o in obs], np.float32),
-        actions=actions,
-        cube_height=np.asarray(collected.cube_heights, np.float32),
-        grasped=np.asarray(collected.grasped, bool),
-    )
 
 
 def progress_bar(stream: Writer | None = None) -> Callable[[int, int, str], None]:
@@ -143,28 +70,17 @@ def demo_episodes(
     size: int = 64,
     first_seed: int = FIRST_SEED,
     folder: Path | None = None,
+    workers: int | None = None,
     progress: Callable[[int, int, str], None] | None = None,
 ) -> list[DemoEpisode]:
-    """The demo's episodes, from the cache, rendering (once) those missing. Raises RobotError (with what to
-    install) or ImportError when the simulator cannot run here."""
+    """The demo's episodes, from the cache, rendering (once) those missing in `workers` processes side by
+    side (default: one per CPU). Raises RobotError (with what to install) or ImportError when the simulator
+    cannot run here."""
     folder = folder or settings.DEMO_CACHE_DIR
     plan = demo_seeds(count, first_seed)
-    missing = [(s, p) for s, p in plan if not cache_path(folder, s, p, size).exists()]
-    if missing:
-        from robot_agent.collect import collect_scripted
-
-        if progress:
-            progress(0, len(missing), "starting the simulator")
-        perturb = {s for s, p in missing if p}
-        for done, collected in enumerate(
-            collect_scripted([s for s, _ in missing], size=size, perturb=perturb), start=1
-        ):
-            _save(cache_path(folder, collected.seed, collected.perturbed, size), _from_collected(collected))
-            if progress:
-                progress(
-                    done, len(missing), f"seed {collected.seed}{' (grasp perturbed)' if collected.perturbed else ''}"
-                )
-    return [_load(cache_path(folder, s, p, size), s, p) for s, p in plan]
+    missing = sum(not cache_path(folder, s, p, size).exists() for s, p in plan)
+    render_missing(folder, plan, size=size, workers=workers or render_workers(missing), progress=progress)
+    return [episode_load(cache_path(folder, s, p, size), s, p) for s, p in plan]
 
 
 ENV_SUCCESS, LIFTED = "env success", "lifted"

@@ -19,7 +19,7 @@ from labeling.access import ALL_SCOPES
 from labeling.models import Agent
 from labeling.services import agent_create
 from webapp.addresses import app_url
-from webapp.demo.pickcube import FIRST_SEED
+from webapp.demo.episode_cache import FIRST_SEED
 from webapp.demo.report import live_lines
 from webapp.demo.services import (
     DemoError,
@@ -35,7 +35,9 @@ class Command(BaseCommand):
     help = "Train a ResNet on the demo's PickCube episodes on the CPU, deploy it, check it live on new seeds."
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--episodes", type=int, default=24, help="PickCube episodes (every third fails)")
+        parser.add_argument(
+            "--episodes", type=int, default=48, help="PickCube episodes (every third fails; rendered in parallel)"
+        )
         parser.add_argument("--project", default="PickCube")
         parser.add_argument("--deployment", default="pickcube-resnet")
         parser.add_argument(
@@ -73,7 +75,9 @@ class Command(BaseCommand):
             if opts["eval_seeds"] > 0:
                 seeds = [opts["seed"] + 10_000 + i for i in range(opts["eval_seeds"])]
                 self.stdout.write(f"live check on {len(seeds)} new seeds...")
+                t0 = time.monotonic()
                 checks = demo_live_check(deployment=deployment, seeds=seeds, size=opts["size"], stdout=self.stdout)
+                self.stdout.write(f"played and scored in {time.monotonic() - t0:.0f} s")
         except DemoError as exc:
             raise CommandError(str(exc)) from None
         token_file = self.agent_token_file()
