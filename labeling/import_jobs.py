@@ -59,11 +59,18 @@ def summary_from_json(data: dict) -> ImportSummary:
 
 
 def import_job_run(job_id: int) -> ImportJob | None:
-    """Import a queued job's files; the job ends done (with its summary) or failed (with the reason)."""
+    """Import a queued job's files; the job ends done (with its summary) or failed (with the reason). A job
+    another runner has already claimed (running or ended) is returned as it is: one run per job, since the
+    run deletes the job's files."""
     job = ImportJob.objects.select_related("project").filter(pk=job_id).first()
-    if job is None or job.finished:
+    if job is None:
+        return None
+    claimed = ImportJob.objects.filter(pk=job.pk, status=ImportJob.Status.QUEUED).update(
+        status=ImportJob.Status.RUNNING, done=0, updated_at=timezone.now()
+    )
+    if not claimed:
+        job.refresh_from_db()
         return job
-    ImportJob.objects.filter(pk=job.pk).update(status=ImportJob.Status.RUNNING, done=0, updated_at=timezone.now())
     folder = Path(job.folder)
 
     def on_sources(count: int) -> None:

@@ -94,6 +94,20 @@ def test_uploading_a_pickle_and_a_payload_shows_the_summary(user_client, project
 
 
 @pytest.mark.django_db
+def test_a_job_another_runner_claimed_is_left_to_it(user_client, project, media):
+    response = user_client.post(url(project), {"files": [upload(NAME, pickle.dumps(rlinf_episode(num_actions=2)))]})
+    assert response.status_code == 302
+    job = ImportJob.objects.latest("pk")
+    ImportJob.objects.filter(pk=job.pk).update(status=ImportJob.Status.RUNNING)  # a worker has it
+
+    assert import_job_run(job.pk).status == ImportJob.Status.RUNNING  # left as it is
+    assert Path(job.folder).is_dir() and not Episode.objects.exists()  # its files are the worker's to import
+    ImportJob.objects.filter(pk=job.pk).update(status=ImportJob.Status.QUEUED)
+    assert import_job_run(job.pk).status == ImportJob.Status.DONE and Episode.objects.count() == 1
+    assert import_job_run(job.pk).status == ImportJob.Status.DONE and Episode.objects.count() == 1  # once
+
+
+@pytest.mark.django_db
 def test_uploading_a_zip_of_label_folders(user_client, project, media):
     data = zip_of(
         {
