@@ -127,6 +127,15 @@ class RewardClient:
         )
         self._path_prefix = urlsplit(base_url).path
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Picklable, as with a requests.Session alone (Ray ships reward models to its workers): the pool's
+        sockets stay behind and the copy opens its own."""
+        return {**self.__dict__, "_pool": self._pool is not None}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._pool = _pool_for(self.base_url) if state["_pool"] else None
+
     @property
     def rewards_url(self) -> str:
         return f"{self.base_url}/api/deployments/{self.deployment}/rewards"

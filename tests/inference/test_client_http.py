@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import pickle
 import socket
 import threading
 import time
@@ -199,3 +200,14 @@ def test_a_callers_requests_session_carries_the_rewards_requests(stub):
     assert CountingSession.sent == 1
     assert stub.requests[0]["query"] == {"env_rewards": ["2.0"]}
     assert session.headers["Authorization"] == "Bearer rs_token"
+
+
+def test_a_pickled_client_opens_its_own_connection(stub):
+    client = RewardClient(stub.url, "rs_token", "pick", timeout=5.0)
+    client.compute_rewards(image())
+    copy = pickle.loads(pickle.dumps(client))
+    assert copy.compute_rewards(image()).version == 7
+    assert stub.connections == 2 and copy.timeout == 5.0
+    assert stub.requests[1]["headers"]["Authorization"] == "Bearer rs_token"
+    on_requests = pickle.loads(pickle.dumps(RewardClient(stub.url, "rs_token", "pick", session=requests.Session())))
+    assert on_requests._pool is None and on_requests.compute_rewards(image()).version == 7
