@@ -1,6 +1,7 @@
 """Python client for RL workers: rewards from a Reward Studio deployment over HTTP.
 
-Needs only numpy and requests (no Django, no torch); copy this file into an RL code base if you like.
+Needs only numpy, requests and urllib3 (which requests already brings; no Django, no torch); copy this file
+into an RL code base if you like.
 
     from inference.client import RewardClient
     client = RewardClient("http://studio:8000", token, deployment="pick-cube")
@@ -10,20 +11,31 @@ Needs only numpy and requests (no Django, no torch); copy this file into an RL c
 `RewardClient("http://studio:8000/api/deployments/pick-cube", token)` works too; `token=None` sends no
 Authorization header (from a network the server trusts, `TRUSTED_CIDRS`). The RLinf and DI-engine
 adapters (`inference/rl_adapters.py`, also importable from here) give the shapes their registries build. Errors are RewardServiceError subclasses carrying the
-HTTP status and the server's message; connection errors are retried with backoff first.
+HTTP status and the server's message; connection errors and timeouts are retried with backoff first.
+
+`compute_rewards`, the RL loop's hot path, sends through a urllib3 connection pool (kept-alive connections,
+a fraction of a requests.Session's CPU per call); `call()` (any other endpoint) goes through requests. A
+client given `session=` (a requests.Session), or one whose URL the environment sends through a proxy, or one
+the server redirects, sends everything through requests.
 """
 
 from __future__ import annotations
 
 import io
+import json
+import os
 import re
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
+from urllib.parse import urlencode, urlsplit
 
 import numpy as np
 import requests
+import urllib3
+from urllib3 import exceptions as urllib3_errors
 
 __all__ = [
     "AuthenticationError",
@@ -78,6 +90,7 @@ class RewardResult:
         return len(self.rewards)
 
 
+_Response = TypeVar("_Response")
 _DEPLOYMENT_URL = re.compile(r"^(?P<base>.*?)/api/deployments/(?P<name>[-\w]+)/?$")
 
 
@@ -109,6 +122,19 @@ class RewardClient:
         self.session = session or requests.Session()
         if token:
             self.session.headers["Authorization"] = f"Bearer {token}"
+        self._pool = (
+            None if session is not None or requests.utils.get_environ_proxies(base_url) else _pool_for(base_url)
+        )
+        self._path_prefix = urlsplit(base_url).path
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Picklable, as with a requests.Session alone (Ray ships reward models to its workers): the pool's
+        sockets stay behind and the copy opens its own."""
+        return {**self.__dict__, "_pool": self._pool is not None}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._pool = _pool_for(self.base_url) if state["_pool"] else None
 
     @property
     def rewards_url(self) -> str:
@@ -131,17 +157,15 @@ class RewardClient:
         array = _as_uint8_batch(images)
         params: dict[str, str] = {}
         if env_rewards is not None:
-            params["env_rewards"] = ",".join(repr(float(v)) for v in np.asarray(_numpy(env_rewards)).reshape(-1))
+            params["env_rewards"] = ",".join(map(repr, _flat(env_rewards, np.float64)))
         if dones is not None:
-            params["dones"] = ",".join("1" if bool(v) else "0" for v in np.asarray(_numpy(dones)).reshape(-1))
+            params["dones"] = ",".join("1" if v else "0" for v in _flat(dones))
         if env_success is not None:
-            params["env_success"] = ",".join(
-                "1" if bool(v) else "0" for v in np.asarray(_numpy(env_success)).reshape(-1)
-            )
+            params["env_success"] = ",".join("1" if v else "0" for v in _flat(env_success))
         if stream:
             params["stream"] = stream
         if episode_ids is not None:
-            params["episode_ids"] = ",".join(str(v) for v in np.asarray(_numpy(episode_ids)).reshape(-1))
+            params["episode_ids"] = ",".join(map(str, _flat(episode_ids)))
         buffer = io.BytesIO()
         np.save(buffer, array, allow_pickle=False)
         data = self._post(buffer.getvalue(), params)
@@ -158,39 +182,98 @@ class RewardClient:
             items=items,
         )
 
-    def _post(self, body: bytes, params: dict[str, str]) -> dict:
-        return self.call(
-            "POST", self.rewards_url, data=body, params=params, headers={"Content-Type": "application/x-npy"}
+    def _post(self, body: bytes, params: dict[str, str]) -> Any:
+        """The rewards request: through the urllib3 pool, or requests where this client has no pool."""
+        if self._pool is None:
+            return self.call(
+                "POST",
+                self.rewards_url,
+                data=body,
+                params=params,
+                headers={"Content-Type": "application/x-npy"},
+            )
+        path = f"{self._path_prefix}/api/deployments/{self.deployment}/rewards"
+        if params:
+            path += "?" + urlencode(params)
+        headers = {"Content-Type": "application/x-npy"}
+        authorization = self.session.headers.get("Authorization")
+        if authorization:
+            headers["Authorization"] = authorization
+        pool = self._pool
+        response = self._retrying(
+            lambda: pool.urlopen(
+                "POST", path, body=body, headers=headers, retries=False, redirect=False, timeout=self.timeout
+            ),
+            self.rewards_url,
+            _URLLIB3_TRANSPORT_ERRORS,
         )
+        if 300 <= response.status < 400:  # a redirect: requests follows it as a browser would, from now on
+            self._pool = None
+            return self._post(body, params)
+        if 200 <= response.status < 300:
+            return json.loads(response.data) if response.data else {}
+        raise _error_for(response.status, response.data, response.reason)
 
     def call(self, method: str, url: str, **kwargs) -> Any:
         """Any request to the service (a path or a full URL), retried on connection errors; the JSON answer,
         or a RewardServiceError for an HTTP error."""
         if url.startswith("/"):
             url = self.base_url + url
+        timeout = kwargs.pop("timeout", self.timeout)
+        response = self._retrying(
+            lambda: self.session.request(method, url, timeout=timeout, **kwargs),
+            url,
+            (requests.ConnectionError, requests.Timeout),
+        )
+        if 200 <= response.status_code < 300:
+            return response.json() if response.content else {}
+        raise _error_for(response.status_code, response.content, response.reason)
+
+    def _retrying(self, send: Callable[[], _Response], url: str, errors: tuple[type[Exception], ...]) -> _Response:
+        """send()'s answer; connection errors and timeouts retried `retries` times with exponential backoff."""
         attempt = 0
         while True:
             try:
-                response = self.session.request(method, url, timeout=kwargs.pop("timeout", self.timeout), **kwargs)
-                break
-            except (requests.ConnectionError, requests.Timeout) as exc:
+                return send()
+            except errors as exc:
                 attempt += 1
                 if attempt > self.retries:
                     raise ConnectionFailed(f"cannot reach {url} after {attempt} tries: {exc}") from exc
                 time.sleep(self.backoff_s * 2 ** (attempt - 1))
-        if 200 <= response.status_code < 300:
-            return response.json() if response.content else {}
-        raise _error_for(response)
 
 
-def _error_for(response: requests.Response) -> RewardServiceError:
+# What requests raises as ConnectionError or Timeout, as urllib3 raises it with retries=False.
+_URLLIB3_TRANSPORT_ERRORS: tuple[type[Exception], ...] = (
+    urllib3_errors.TimeoutError,  # connect and read timeouts, refused connections, unknown host names
+    urllib3_errors.ProtocolError,  # connection reset or closed mid-answer
+    urllib3_errors.SSLError,
+    urllib3_errors.ProxyError,
+    urllib3_errors.ClosedPoolError,
+)
+
+
+def _pool_for(base_url: str) -> urllib3.HTTPConnectionPool:
+    """Kept-alive connections to the server, up to 10 kept (as requests keeps), with requests' CA bundle."""
+    options: dict[str, Any] = {"maxsize": 10, "block": False, "retries": False}
+    if base_url.startswith("https:"):
+        bundle = os.environ.get("REQUESTS_CA_BUNDLE") or os.environ.get("CURL_CA_BUNDLE") or requests.certs.where()
+        options["ca_cert_dir" if os.path.isdir(bundle) else "ca_certs"] = bundle
+    return urllib3.connection_from_url(base_url, **options)
+
+
+def _flat(values: Any, dtype: Any = None) -> list:
+    """A per-image argument (list, numpy array or tensor) as a flat list of Python values."""
+    return np.asarray(_numpy(values), dtype=dtype).reshape(-1).tolist()
+
+
+def _error_for(status: int, content: bytes, reason: str | None) -> RewardServiceError:
+    """The error for an HTTP error answer: its JSON `detail` (or `error.message`), else its text."""
     try:
-        body = response.json()
+        body = json.loads(content)
         detail = body.get("detail") or (body.get("error") or {}).get("message") or body
         detail = str(detail)
     except (ValueError, AttributeError):
-        detail = response.text[:500] or response.reason
-    status = response.status_code
+        detail = content.decode("utf-8", "replace")[:500] or reason or ""
     if status in (401, 403):
         return AuthenticationError(detail, status)
     if status == 404:
