@@ -460,6 +460,7 @@ def main() -> None:
     import django
 
     django.setup()
+    import torch  # noqa: F401 - the snapshot build imports it on first use; a Celery worker pays that once, not per build
     from django.contrib.auth import get_user_model
     from django.core.management import call_command
 
