@@ -72,3 +72,18 @@ def test_the_evaluation_page_embeds_the_curves_or_how_to_measure_them(user_clien
     label_efficiency_store(project=project, result=RESULT, command="bench/active.py")
     shown = page_data()["label_efficiency"]
     assert shown["ranked_needed"] == 20 and len(shown["runs"]) == 4
+
+
+@pytest.mark.django_db
+def test_the_committed_pickcube_result_loads_and_gives_the_quoted_label_counts(project):
+    """bench/results/active_pickcube_h100.json (the README's figures) is a result the pages can show."""
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "bench" / "results" / "active_pickcube_h100.json"
+    result = json.loads(path.read_text())
+    label_efficiency_store(project=project, result=result, command=result["commands"]["ranked"])
+    data = label_efficiency_data(project=project)
+    assert data is not None
+    needed = {order: [r["needed"] for r in data["runs"] if r["order"] == order] for order in ("ranked", "random")}
+    assert needed == {"ranked": [32, 96, 64, 384, 128], "random": [64, 96, 384, 512, 256]}
+    assert round(data["ranked_needed"], 1) == 140.8 and round(data["random_needed"], 1) == 262.4
