@@ -191,22 +191,13 @@ def main() -> None:
         )
 
         # 2. one client, single images: RewardClient, then the lean worker for reference
-        raw_times, latencies = interleaved(
-            lambda: predict_proba(raw_model, singles[0]), lambda: client.compute_rewards(singles[1]), args.requests
-        )
-        median_ms, raw1_ms = statistics.median(latencies) * 1000, statistics.median(raw_times) * 1000
-        print(
-            f"{'2. one client, median latency (ms)':<44} {median_ms:>14.2f} {raw1_ms:>14.2f} "
-            f"{median_ms - raw1_ms:>+7.2f}  <= +3.00 ms"
-        )
-        raw_times, latencies = interleaved(
-            lambda: predict_proba(raw_model, singles[0]), lambda: lean.rewards(bodies[1]), args.requests
-        )
-        lean_ms, raw1_ms = statistics.median(latencies) * 1000, statistics.median(raw_times) * 1000
-        print(
-            f"{'   same, lean http.client worker, reference':<44} {lean_ms:>14.2f} {raw1_ms:>14.2f} "
-            f"{lean_ms - raw1_ms:>+7.2f}"
-        )
+        for label, call, target in (
+            ("2. one client, median latency (ms)", lambda: client.compute_rewards(singles[1]), "  <= +3.00 ms"),
+            ("   same, lean http.client worker, reference", lambda: lean.rewards(bodies[1]), ""),
+        ):
+            raw_times, latencies = interleaved(lambda: predict_proba(raw_model, singles[0]), call, args.requests)
+            median_ms, raw1_ms = statistics.median(latencies) * 1000, statistics.median(raw_times) * 1000
+            print(f"{label:<44} {median_ms:>14.2f} {raw1_ms:>14.2f} {median_ms - raw1_ms:>+7.2f}{target}")
 
         # 3. concurrent clients, single images (raw batch-1 rate: the median of runs before and after)
         raw_before = [timed(lambda: predict_proba(raw_model, singles[0])) for _ in range(args.requests // 4)]
