@@ -100,6 +100,11 @@ def unit_rows(features: np.ndarray) -> np.ndarray:
     return features / np.maximum(np.linalg.norm(features, axis=1, keepdims=True), 1e-12)
 
 
+def squared_distances(points: np.ndarray, to: np.ndarray) -> np.ndarray:
+    """[len(points), len(to)]: each row of `points`' squared distance to each row of `to`."""
+    return (points**2).sum(1)[:, None] - 2 * points @ to.T + (to**2).sum(1)[None, :]
+
+
 def nearest_distances(points: np.ndarray, to: np.ndarray | None) -> np.ndarray:
     """Each row of `points`' distance to the nearest row of `to` (infinity when `to` is empty)."""
     nearest = np.full(len(points), np.inf)
@@ -107,7 +112,7 @@ def nearest_distances(points: np.ndarray, to: np.ndarray | None) -> np.ndarray:
         return nearest
     for start in range(0, len(to), 512):
         block = to[start : start + 512]
-        squared = (points**2).sum(1)[:, None] - 2 * points @ block.T + (block**2).sum(1)[None, :]
+        squared = squared_distances(points, block)
         nearest = np.minimum(nearest, np.sqrt(np.maximum(squared, 0.0)).min(axis=1))
     return nearest
 
@@ -132,12 +137,10 @@ def kmeans(points: np.ndarray, k: int, rng: np.random.Generator, iterations: int
         nearest = np.minimum(nearest, ((points - points[pick]) ** 2).sum(1))
     centre = np.stack(centres)
     for _ in range(iterations):
-        squared = (points**2).sum(1)[:, None] - 2 * points @ centre.T + (centre**2).sum(1)[None, :]
-        assigned = squared.argmin(axis=1)
+        assigned = squared_distances(points, centre).argmin(axis=1)
         for c in np.unique(assigned):
             centre[c] = points[assigned == c].mean(axis=0)
-    squared = (points**2).sum(1)[:, None] - 2 * points @ centre.T + (centre**2).sum(1)[None, :]
-    return squared.argmin(axis=1)
+    return squared_distances(points, centre).argmin(axis=1)
 
 
 def typical_picks(points: np.ndarray, labeled: np.ndarray | None, count: int, seed: int) -> list[tuple[int, int]]:
