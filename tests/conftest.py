@@ -75,6 +75,18 @@ def _wait_for_other_transactions(connection, timeout: float = 10.0) -> None:
             time.sleep(0.05)
 
 
+@pytest.fixture(autouse=True)
+def _fresh_channel_layer():
+    """Each test gets its own channel layer instance. The Redis layer keeps per-channel asyncio locks that
+    bind to the event loop of the test that first waited on them; a consumer cancelled with its loop can
+    leave one held, and the next test's loop would then fail on it ("bound to a different event loop")."""
+    from channels.layers import channel_layers
+
+    channel_layers.backends.clear()
+    yield
+    channel_layers.backends.clear()
+
+
 @pytest.fixture(autouse=True, scope="session")
 def _flush_after_background_work():
     """Transactional tests end with a flush (TRUNCATE of every table) while the session's real processes
