@@ -156,23 +156,36 @@ def forget_deployment(name: str) -> None:
 _names: dict[str, tuple[float, dict[str, str]]] = {}
 
 
+def _names_load() -> dict[str, str]:
+    """Every deployment name and alias (lower case) -> the deployment's name."""
+    from .models import Deployment
+
+    table: dict[str, str] = {}
+    rows = list(Deployment.objects.values_list("name", "aliases"))
+    for name, aliases in rows:
+        for alias in aliases or []:
+            table.setdefault(str(alias).lower(), name)
+    for name, _ in rows:
+        table[name.lower()] = name  # a deployment's own name wins over another's alias
+    entry = (time.monotonic(), table)
+    with _cache_lock:
+        _names["all"] = entry
+    return table
+
+
 def deployment_name_for(model: str) -> str:
     """The deployment an OpenAI `model` names: its name or one of its aliases, case-insensitively (RLinf
-    names the model by its base model folder, e.g. `Qwen3-VL-4B-Instruct`). Raises DeploymentNotFound."""
-    entry = _names.get("all")
-    if entry is None or time.monotonic() - entry[0] >= CACHE_TTL_S:
-        from .models import Deployment
+    names the model by its base model folder, e.g. `Qwen3-VL-4B-Instruct`). Raises DeploymentNotFound.
 
-        table: dict[str, str] = {}
-        for name, aliases in Deployment.objects.values_list("name", "aliases"):
-            for alias in aliases or []:
-                table.setdefault(str(alias).lower(), name)
-        for name in Deployment.objects.values_list("name", flat=True):
-            table[name.lower()] = name  # a deployment's own name wins over another's alias
-        entry = (time.monotonic(), table)
-        with _cache_lock:
-            _names["all"] = entry
-    found = entry[1].get(model.strip().lower())
+    The table is cached for CACHE_TTL_S; a name it lacks is looked up again before the answer is "not
+    found", so a deployment created in another process is served at once."""
+    key = model.strip().lower()
+    entry = _names.get("all")
+    fresh = entry is None or time.monotonic() - entry[0] >= CACHE_TTL_S
+    table = _names_load() if fresh or entry is None else entry[1]
+    found = table.get(key)
+    if found is None and not fresh:
+        found = _names_load().get(key)
     if found is None:
         raise DeploymentNotFound(f"no deployment named {model!r} (nor with that alias)")
     return found

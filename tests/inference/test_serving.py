@@ -36,3 +36,16 @@ def test_infer_returns_the_checkpoint_probabilities_from_async_and_sync_code(pro
         with pytest.raises(DeploymentNotFound):
             pool.submit(async_to_sync(infer), "missing-deployment", images).result()
         pool.submit(connections.close_all).result()
+
+
+def test_a_name_or_alias_added_by_another_process_is_found_at_once(project):
+    from inference.models import Deployment
+    from inference.serving import deployment_name_for
+
+    deployment = deploy(make_trained_model(project, seed=3))
+    assert deployment_name_for(deployment.name.upper()) == deployment.name  # the name table is cached now
+    with pytest.raises(DeploymentNotFound):
+        deployment_name_for("Qwen3-VL-4B-Instruct")
+    # another web process adds an alias (no cache of this process is told): the next request finds it
+    Deployment.objects.filter(pk=deployment.pk).update(aliases=["Qwen3-VL-4B-Instruct"])
+    assert deployment_name_for("qwen3-vl-4b-instruct") == deployment.name
