@@ -5,7 +5,8 @@
 
 The web process never loads a model. It reads the deployment's settings from a small in-process cache
 (`inference.stale_cache`: older than CACHE_TTL_S, they are served while one background query refreshes
-them, so the hot path makes no database query and never waits for one), pushes the request to Redis with
+them, so the hot path makes no database query and never waits for one; a name not found is not kept, so a
+deployment made in another process is served at once), pushes the request to Redis with
 the version it knows, and waits on the reply key. Errors: DeploymentNotFound (404) and
 DeploymentUnavailable (503: unhealthy, no worker answered, or the worker reported an error).
 """
@@ -140,7 +141,8 @@ async def deployment_config(name: str) -> DeploymentConfig:
     hit, config = _configs.get(name)
     if not hit:
         config = await orm_call(_config_load, name)
-        _configs.put(name, config)
+        if config is not None:  # a miss is not kept: a deployment made in another process is found at once
+            _configs.put(name, config)
     if config is None:
         raise DeploymentNotFound(f"no deployment named {name!r}")
     return config

@@ -49,3 +49,16 @@ def test_a_name_or_alias_added_by_another_process_is_found_at_once(project):
     # another web process adds an alias (no cache of this process is told): the next request finds it
     Deployment.objects.filter(pk=deployment.pk).update(aliases=["Qwen3-VL-4B-Instruct"])
     assert deployment_name_for("qwen3-vl-4b-instruct") == deployment.name
+
+
+def test_a_deployment_missing_a_moment_ago_is_served_once_it_exists(project):
+    from inference.models import Deployment
+    from inference.serving import deployment_config
+
+    deployment = deploy(make_trained_model(project, seed=4))
+    with ThreadPoolExecutor(1) as pool:
+        with pytest.raises(DeploymentNotFound):
+            pool.submit(async_to_sync(deployment_config), "renamed-elsewhere").result()
+        Deployment.objects.filter(pk=deployment.pk).update(name="renamed-elsewhere")  # as another process would
+        assert pool.submit(async_to_sync(deployment_config), "renamed-elsewhere").result().id == deployment.pk
+        pool.submit(connections.close_all).result()
