@@ -226,7 +226,8 @@ def _wait_for_port(port: int, proc: subprocess.Popen, timeout: float = 60.0) -> 
 
 @pytest.fixture(scope="session")
 def process_env(django_db_setup, django_db_blocker):
-    """Environment for child processes: same settings, pointed at the test database."""
+    """Environment for child processes: same settings, pointed at the test database. At the end of the
+    session, nothing is left connected to that database (so that it can be dropped)."""
     from django.db import connection
 
     with django_db_blocker.unblock():
@@ -240,7 +241,16 @@ def process_env(django_db_setup, django_db_blocker):
     else:
         env["DATABASE_URL"] = f"sqlite:///{db['NAME']}"
     env["PYTHONUNBUFFERED"] = "1"
-    return env
+    yield env
+    # The processes that used it are stopped by now; what is still connected (one of this process's
+    # background threads: the deployment-settings refresher, the reward monitor) would make dropping the
+    # test database fail with "being accessed by other users".
+    if db["ENGINE"].endswith("postgresql"):
+        with django_db_blocker.unblock(), connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            )
 
 
 def _spawn(args: list[str], env: dict, log_name: str) -> subprocess.Popen:
