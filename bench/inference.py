@@ -8,7 +8,9 @@ worker, measured in the same run, right before each service figure:
   2. one client sending single images: median latency vs raw single-image forward (target <= raw + 3 ms)
   3. 16 concurrent clients sending single images: aggregate throughput vs the raw throughput at the mean
      batch size the worker formed in that run (target ratio >= 0.9), with p50/p99 latency and the raw
-     batch-1 rate beside it. (A machine cannot beat its own forward pass at the batch it forms: this is
+     batch-1 rate beside it. It runs in rounds (--rounds, default 3), each measured beside its own raw
+     limit; the median round is the figure and every round is printed (one short burst on a shared
+     2-core machine moves by 0.1). (A machine cannot beat its own forward pass at the batch it forms: this is
      the honest limit, where a fixed multiple of the batch-1 rate may be out of reach on small CPUs.)
 
 Self-contained: it migrates the database named by DATABASE_URL (default: an SQLite file in a temporary
@@ -125,6 +127,9 @@ def main() -> None:
     parser.add_argument("--batches", type=int, default=10, help="batch-64 requests")
     parser.add_argument("--clients", type=int, default=16)
     parser.add_argument(
+        "--rounds", type=int, default=3, help="rounds of scenario 3, each beside its own raw limit (the median counts)"
+    )
+    parser.add_argument(
         "--app",
         default="webapp.asgi:application",
         help="ASGI app to serve",
@@ -199,8 +204,7 @@ def main() -> None:
             median_ms, raw1_ms = statistics.median(latencies) * 1000, statistics.median(raw_times) * 1000
             print(f"{label:<44} {median_ms:>14.2f} {raw1_ms:>14.2f} {median_ms - raw1_ms:>+7.2f}{target}")
 
-        # 3. concurrent clients, single images (raw batch-1 rate: the median of runs before and after)
-        raw_before = [timed(lambda: predict_proba(raw_model, singles[0])) for _ in range(args.requests // 4)]
+        # 3. concurrent clients, single images, in rounds (raw batch-1 rate: the median of runs before and after)
         per_client = max(1, args.requests // args.clients * 2)
         clients = [LeanRewardClient(url, token, deployment.name) for _ in range(args.clients)]
 
@@ -212,29 +216,50 @@ def main() -> None:
                 own.append(time.perf_counter() - started)
             return own
 
-        with ThreadPoolExecutor(args.clients) as pool:
-            list(pool.map(lambda c: c.rewards(bodies[0]), clients))  # connections open
+        def crowd_round(pool: ThreadPoolExecutor) -> dict:
+            """One round: the raw batch-1 rate, the clients' burst, the raw rate at the batch size formed."""
+            raw_before = [timed(lambda: predict_proba(raw_model, singles[0])) for _ in range(args.requests // 4)]
             served_before, batches_before = worker_counts()
             started = time.perf_counter()
-            all_latencies = [x for own in pool.map(run_client, clients) for x in own]
+            latencies = [x for own in pool.map(run_client, clients) for x in own]
             wall = time.perf_counter() - started
             time.sleep(1.5)  # the worker's next heartbeat
             served_after, batches_after = worker_counts()
-        raw_after = [timed(lambda: predict_proba(raw_model, singles[0])) for _ in range(args.requests // 4)]
-        rate, raw_rate = len(all_latencies) / wall, 1 / statistics.median(raw_before + raw_after)
-        mean_batch = (served_after - served_before) / max(1, batches_after - batches_before)
-        formed = np.concatenate([singles[i % len(singles)] for i in range(max(1, round(mean_batch)))])
-        raw_formed = len(formed) / statistics.median(
-            [timed(lambda: predict_proba(raw_model, formed)) for _ in range(max(5, args.requests // 8))]
+            raw_after = [timed(lambda: predict_proba(raw_model, singles[0])) for _ in range(args.requests // 4)]
+            mean_batch = (served_after - served_before) / max(1, batches_after - batches_before)
+            formed = np.concatenate([singles[i % len(singles)] for i in range(max(1, round(mean_batch)))])
+            raw_formed = len(formed) / statistics.median(
+                [timed(lambda: predict_proba(raw_model, formed)) for _ in range(max(5, args.requests // 8))]
+            )
+            rate = len(latencies) / wall
+            return {
+                "rate": rate,
+                "raw_formed": raw_formed,
+                "ratio": rate / raw_formed,
+                "formed": len(formed),
+                "mean_batch": mean_batch,
+                "raw_rate": 1 / statistics.median(raw_before + raw_after),
+                "latencies": latencies,
+            }
+
+        with ThreadPoolExecutor(args.clients) as pool:
+            list(pool.map(lambda c: c.rewards(bodies[0]), clients))  # connections open
+            rounds = [crowd_round(pool) for _ in range(args.rounds)]
+        middle = sorted(rounds, key=lambda r: r["ratio"])[(len(rounds) - 1) // 2]  # the median round
+        print(
+            f"{f'3. {args.clients} clients, single images (images/s)':<44} {middle['rate']:>14.1f} "
+            f"{middle['raw_formed']:>14.1f} {middle['ratio']:>7.2f}  >= 0.90 (raw at batch {middle['formed']}; "
+            f"median of {len(rounds)} rounds)"
         )
         print(
-            f"{f'3. {args.clients} clients, single images (images/s)':<44} {rate:>14.1f} {raw_formed:>14.1f} "
-            f"{rate / raw_formed:>7.2f}  >= 0.90 (raw at batch {len(formed)})"
+            f"   latency p50 {percentile(middle['latencies'], 0.5) * 1000:.1f} ms, "
+            f"p99 {percentile(middle['latencies'], 0.99) * 1000:.1f} ms over {len(middle['latencies'])} requests, "
+            f"{middle['mean_batch']:.1f} requests per batch; raw batch-1 rate {middle['raw_rate']:.1f} "
+            f"({middle['rate'] / middle['raw_rate']:.2f}x)"
         )
         print(
-            f"   latency p50 {percentile(all_latencies, 0.5) * 1000:.1f} ms, "
-            f"p99 {percentile(all_latencies, 0.99) * 1000:.1f} ms over {len(all_latencies)} requests, "
-            f"{mean_batch:.1f} requests per batch; raw batch-1 rate {raw_rate:.1f} ({rate / raw_rate:.2f}x)"
+            "   every round (service / raw at the batch formed): "
+            + ", ".join(f"{r['rate']:.1f}/{r['raw_formed']:.1f} = {r['ratio']:.2f}" for r in rounds)
         )
     finally:
         stop(server, worker)
