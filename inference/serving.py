@@ -183,10 +183,8 @@ def deployment_name_for(model: str) -> str:
     found", so a deployment created in another process is served at once."""
     key = model.strip().lower()
     entry = _names.get("all")
-    fresh = entry is None or time.monotonic() - entry[0] >= CACHE_TTL_S
-    table = _names_load() if fresh or entry is None else entry[1]
-    found = table.get(key)
-    if found is None and not fresh:
+    found = entry[1].get(key) if entry is not None and time.monotonic() - entry[0] < CACHE_TTL_S else None
+    if found is None:  # not cached, cached too long ago, or created since: read the table
         found = _names_load().get(key)
     if found is None:
         raise DeploymentNotFound(f"no deployment named {model!r} (nor with that alias)")
