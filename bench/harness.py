@@ -9,6 +9,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -96,3 +98,22 @@ def procfile_env(process: str) -> dict[str, str]:
             break
         env[key] = value
     return env
+
+
+def timed(fn: Callable[[], object]) -> float:
+    """Seconds one call of `fn` takes."""
+    started = time.perf_counter()
+    fn()
+    return time.perf_counter() - started
+
+
+def interleaved(
+    raw: Callable[[int], object], service: Callable[[int], object], repeats: int
+) -> tuple[list[float], list[float]]:
+    """Seconds per call of each, alternating raw(0), service(0), raw(1), service(1), ...: both sides see the
+    same moments of a shared machine (its speed can swing by a quarter within a minute)."""
+    raw_times, service_times = [], []
+    for i in range(repeats):
+        raw_times.append(timed(partial(raw, i)))
+        service_times.append(timed(partial(service, i)))
+    return raw_times, service_times

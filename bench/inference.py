@@ -49,27 +49,12 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
-from harness import procfile_env, scratch_environment, start_web, stop  # noqa: E402
+from harness import interleaved, procfile_env, scratch_environment, start_web, stop, timed  # noqa: E402
 from reward_http import LeanRewardClient  # noqa: E402
 
 TMP = scratch_environment("inference")
 WORKER_ENV = procfile_env("inference")
 os.environ.update(WORKER_ENV)  # the raw forward runs as the worker does (OpenMP reads it when torch loads)
-
-
-def timed(fn) -> float:
-    started = time.perf_counter()
-    fn()
-    return time.perf_counter() - started
-
-
-def interleaved(raw, service, repeats: int) -> tuple[list[float], list[float]]:
-    """Seconds per call of each, alternating raw and service calls."""
-    raw_times, service_times = [], []
-    for _ in range(repeats):
-        raw_times.append(timed(raw))
-        service_times.append(timed(service))
-    return raw_times, service_times
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -187,7 +172,7 @@ def main() -> None:
         # Raw and service calls alternate, so that both see the same load from anything else on the machine.
         # 1. batch of 64
         raw_times, api_times = interleaved(
-            lambda: predict_proba(raw_model, batch64), lambda: client.compute_rewards(batch64), args.batches
+            lambda _: predict_proba(raw_model, batch64), lambda _: client.compute_rewards(batch64), args.batches
         )
         raw_tput, api_tput = 64 / statistics.median(raw_times), 64 / statistics.median(api_times)
         print(
@@ -197,10 +182,10 @@ def main() -> None:
 
         # 2. one client, single images: RewardClient, then the lean worker for reference
         for label, call, target in (
-            ("2. one client, median latency (ms)", lambda: client.compute_rewards(singles[1]), "  <= +3.00 ms"),
-            ("   same, lean http.client worker, reference", lambda: lean.rewards(bodies[1]), ""),
+            ("2. one client, median latency (ms)", lambda _: client.compute_rewards(singles[1]), "  <= +3.00 ms"),
+            ("   same, lean http.client worker, reference", lambda _: lean.rewards(bodies[1]), ""),
         ):
-            raw_times, latencies = interleaved(lambda: predict_proba(raw_model, singles[0]), call, args.requests)
+            raw_times, latencies = interleaved(lambda _: predict_proba(raw_model, singles[0]), call, args.requests)
             median_ms, raw1_ms = statistics.median(latencies) * 1000, statistics.median(raw_times) * 1000
             print(f"{label:<44} {median_ms:>14.2f} {raw1_ms:>14.2f} {median_ms - raw1_ms:>+7.2f}{target}")
 

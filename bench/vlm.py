@@ -37,7 +37,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
-from harness import scratch_environment, stop  # noqa: E402
+from harness import interleaved, scratch_environment, stop  # noqa: E402
 
 TMP = scratch_environment("vlm")
 os.environ["OMP_WAIT_POLICY"] = "PASSIVE"  # as the Procfile runs the worker; the raw limit runs under it too
@@ -137,32 +137,27 @@ def main() -> None:
 
         loop = asyncio.new_event_loop()  # one loop for every service call, as a web process has
 
-        def service_call(batch: list[WindowRequest]) -> float:
-            """Seconds for `len(batch)` streams sending one window each at the same moment."""
+        def service_call(batch: list[WindowRequest]) -> None:
+            """`len(batch)` streams sending one window each at the same moment."""
 
             async def together() -> None:
                 await asyncio.gather(*(windows_infer(config, [r], timeout=120) for r in batch))
 
-            started = time.perf_counter()
             loop.run_until_complete(together())
-            return time.perf_counter() - started
-
-        def raw_call(batch: list[ScoreItem]) -> float:
-            started = time.perf_counter()
-            scorer.scorer.probabilities(batch)
-            return time.perf_counter() - started
 
         def compare(streams: int) -> tuple[float, float, float, float]:
             """(service windows/s, raw windows/s, mean batch, median service latency) from alternating calls."""
-            for start in range(0, 2 * streams, streams):  # warm-up: both paths once more
-                raw_call(items[start : start + streams])
-                service_call(requests[start : start + streams])
+
+            def raw_step(i: int) -> None:
+                scorer.scorer.probabilities(items[i * streams : (i + 1) * streams])
+
+            def service_step(i: int) -> None:
+                service_call(requests[i * streams : (i + 1) * streams])
+
+            interleaved(raw_step, service_step, 2)  # warm-up: both paths once more
             time.sleep(1.2)  # a heartbeat carrying the warm-up's counts, so that they are not counted below
             served0, batches0 = worker_counts(suffix)
-            raw_times, service_times = [], []
-            for start in range(0, n - streams + 1, streams):
-                raw_times.append(raw_call(items[start : start + streams]))
-                service_times.append(service_call(requests[start : start + streams]))
+            raw_times, service_times = interleaved(raw_step, service_step, n // streams)
             time.sleep(1.2)  # the heartbeat carrying the counts is written at most a second apart
             served1, batches1 = worker_counts(suffix)
             mean_batch = (served1 - served0) / max(1, batches1 - batches0)
