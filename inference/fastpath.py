@@ -19,12 +19,11 @@ from urllib.parse import parse_qs
 from django.conf import settings
 
 from labeling import access
-from labeling.tokens import token_from_header
 from webapp import metrics
 from webapp.asgi_http import HttpError, read_body, respond_json
 
-from .auth import MALFORMED, UNKNOWN, agent_remembered, cached_agent
-from .limits import Verdict, client_key, too_many
+from .admission import admitted_agent
+from .limits import client_key
 from .payloads import PayloadError, PayloadTooLarge, bool_list, float_list, id_list, npy_shape
 from .reward_serving import RewardRequest, rewards_answer
 from .serving import DeploymentConfig, DeploymentNotFound, DeploymentUnavailable, deployment_config
@@ -62,7 +61,9 @@ class RewardsFastPath:
         metrics.observe_request(ENDPOINT, "POST", status, time.perf_counter() - started, deployment)
 
     async def _rewards(self, name: str, scope, receive, headers: dict, client: str) -> dict:
-        agent = await _admitted(headers["authorization"], client)
+        agent = await admitted_agent(
+            headers["authorization"], client, rewards_limit(), "rewards", "reward rate limit reached for this token"
+        )
         payload = await _read_body(receive)
         try:
             config = await deployment_config(name)
@@ -118,40 +119,6 @@ def _access(agent, config: DeploymentConfig) -> int:
         _verdicts.clear()
     _verdicts[key] = (agent, config, allowed)
     return allowed
-
-
-async def _admitted(authorization: str, client: str):
-    """The agent behind the request, once the bad-request limit (checked first) and the reward limit allow it.
-
-    An agent remembered from a recent request costs one Redis round trip for both limits; any other
-    token is checked against the bad-request limit before it is parsed or looked up."""
-    token = token_from_header(authorization)
-    agent = agent_remembered(token) if token is not None else None
-    if agent is not None:
-        bad, rewards = await limiter().check_then_hit(
-            bad_request_limit(), "bad:" + client, rewards_limit(), f"rewards:a{agent.pk}"
-        )
-        _refuse_bad(bad)
-        _refuse_rewards(rewards)
-        return agent
-    _refuse_bad(await limiter().check(bad_request_limit(), "bad:" + client))
-    if token is None:
-        raise HttpError(401, MALFORMED)
-    agent = await cached_agent(token)
-    if agent is None:
-        raise HttpError(401, UNKNOWN)
-    _refuse_rewards(await limiter().hit(rewards_limit(), f"rewards:a{agent.pk}"))
-    return agent
-
-
-def _refuse_bad(verdict: Verdict) -> None:
-    if not verdict.allowed:
-        raise HttpError(429, too_many(verdict, "too many bad requests from this client; fix them"), verdict.retry_after)
-
-
-def _refuse_rewards(verdict: Verdict) -> None:
-    if not verdict.allowed:
-        raise HttpError(429, too_many(verdict, "reward rate limit reached for this token"), verdict.retry_after)
 
 
 async def _read_body(receive) -> bytes:

@@ -8,8 +8,8 @@ Agents upload at the rate they record; Django's request cycle (a thread per requ
 a token query per request, DRF's parsers, FileSystemStorage's save) cost far more CPU than storing the
 frames. This wrapper answers exactly those requests, when they carry a Bearer token, on the event loop with
 the same rules as the DRF views: the cached token lookup and limits the rewards fast path uses
-(inference.auth, inference.throttles: the per-token API rate and the bad-request limit), the views' own
-serializers and access checks (ingest rights in the project, an agent's own episode), the body and chunk
+(inference.admission: the per-token API rate and the bad-request limit, one Redis round trip for both),
+the views' own serializers and access checks (ingest rights in the project, an agent's own episode), the body and chunk
 limits, header-only image checks (labeling.ingest_chunks) and the same all-or-nothing, idempotent services.
 A chunk's body is read (up to DATA_UPLOAD_MAX_MEMORY_SIZE, a larger Content-Length is refused unread) once
 its token is known and within its rate; the episode's access checks then run on its locked row, with the
@@ -42,15 +42,14 @@ from django.db import InterfaceError, OperationalError, connection
 from rest_framework import exceptions
 from rest_framework.utils.encoders import JSONEncoder
 
-from inference.auth import MALFORMED, UNKNOWN, cached_agent
-from inference.limits import client_key, too_many
+from inference.admission import admitted_agent
+from inference.limits import client_key
 from inference.throttles import api_limit, bad_request_limit, limiter
 from labeling import access, services
 from labeling.ingest_api import ingest_project
 from labeling.ingest_chunks import ChunkRefused, IngestLimits, chunk_steps
 from labeling.ingest_serializers import EpisodeCreateSerializer, EpisodeSerializer, FinishSerializer
 from labeling.models import Episode
-from labeling.tokens import token_from_header
 from robot_agent.chunk_format import CONTENT_TYPE
 from webapp import metrics
 from webapp.asgi_http import HttpError, declared_length, header_map, read_body, respond_json
@@ -95,7 +94,9 @@ class IngestFastPath:
         started = time.perf_counter()
         retry_after = 0
         try:
-            agent = await _authenticate(headers["authorization"], client)
+            agent = await admitted_agent(
+                authorization, client, api_limit(), "api", "API rate limit reached for this token", _on_writer
+            )  # a writer's connection stays open: no connect per token lookup
             match = pattern.match(scope["path"])
             assert match is not None
             status, body = await getattr(self, handler)(agent, match.groupdict().get("uuid"), receive, headers)
@@ -133,23 +134,6 @@ def _route(path: str):
     if not path.startswith("/api/episodes"):
         return None
     return next((route for route in ROUTES if route[0].match(path)), None)
-
-
-async def _authenticate(authorization: str, client: str):
-    """The agent behind the Bearer token, within its API rate (the key DRF's ApiRateThrottle counts)."""
-    verdict = await limiter().check(bad_request_limit(), "bad:" + client)
-    if not verdict.allowed:
-        raise HttpError(429, too_many(verdict, "too many bad requests from this client; fix them"), verdict.retry_after)
-    token = token_from_header(authorization)
-    if token is None:
-        raise HttpError(401, MALFORMED)
-    agent = await cached_agent(token, _on_writer)  # a writer's connection stays open: no connect per lookup
-    if agent is None:
-        raise HttpError(401, UNKNOWN)
-    verdict = await limiter().hit(api_limit(), f"api:a{agent.pk}")
-    if not verdict.allowed:
-        raise HttpError(429, too_many(verdict, "API rate limit reached for this token"), verdict.retry_after)
-    return agent
 
 
 async def _json_body(receive, headers: dict):

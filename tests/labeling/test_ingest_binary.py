@@ -149,6 +149,38 @@ def test_the_fast_path_keeps_token_scopes_and_episode_ownership(live_server_url,
     assert Step.objects.count() == 0 and episode_files(episode) == []
 
 
+def test_an_agent_over_its_api_rate_gets_429_on_the_fast_path_and_nothing_is_stored(
+    live_server_url, agent_token, episode, settings
+):
+    """The agent is remembered by now (it created the episode), so both limits go in one Redis call."""
+    import asyncio
+
+    import redis
+
+    from inference.limits import KEY_PREFIX, RateLimiter, rate_item
+
+    body = encode_chunk(*chunk([0]))
+    path = f"/api/episodes/{episode}/steps"
+    limit = rate_item(settings.API_RATE_LIMIT)
+    assert limit is not None
+    store = redis.Redis.from_url(settings.REDIS_URL)
+
+    def forget_counts():
+        for key in store.scan_iter(KEY_PREFIX + "*"):
+            store.delete(key)
+
+    forget_counts()  # an empty window, then the agent's whole limit used up in one hit
+    used = RateLimiter(settings.REDIS_URL).strategy.hit(limit, f"api:a{agent_token[0].pk}", cost=limit.amount)
+    assert asyncio.run(used)
+    try:
+        status, answer = post(live_server_url, agent_token[1], path, body)
+        assert status == 429 and "API rate limit reached for this token" in answer["detail"]
+        assert Step.objects.count() == 0 and episode_files(episode) == []
+    finally:
+        forget_counts()
+    assert post(live_server_url, agent_token[1], path, body)[0] == 200  # the window is free again
+
+
 def test_a_finished_episode_refuses_new_steps_with_409(uploader, episode):
     uploader.finish(episode)
     with pytest.raises(UploadError) as refused:
