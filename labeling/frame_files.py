@@ -6,15 +6,18 @@ Frame names are unique by construction (project, episode UUID, step index, camer
 locked while they are written), so for the local storage each frame is one open-write-close at its
 final name, with the settings' file and folder permissions. Any other storage (S3 and the like) goes
 through its own `save`.
+
+The files of a call are written one after another on the caller's thread. Each of these system calls
+lets go of the GIL; with other threads writing at the same time, every one of them becomes a hand-over
+(a futex wake-up and sleep, several microseconds of kernel time each): measured on the ingest bench, frame
+files written by four threads per chunk cost the web process 1.5 to 2 times the kernel time of the same
+files written in line.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
-from functools import lru_cache
 
 from django.conf import settings
 from django.core.files.base import ContentFile
@@ -63,28 +66,6 @@ def frames_write(storage: Storage, files: list[tuple[str, bytes]]) -> list[str]:
         frames_delete(storage, written)
         raise
     return written
-
-
-def frames_write_started(storage: Storage, files: list[tuple[str, bytes]], parts: int = 4) -> Callable[[], list[str]]:
-    """Start writing `files` (names final: `writes_in_place`) on background threads, in up to `parts` slices
-    at once (an open() waits on the file system more than it uses the CPU). Returns the call that waits for
-    them and gives the names; if any slice failed, it removes what every slice wrote and raises."""
-    size = max(1, -(-len(files) // parts))
-    futures = [_file_threads().submit(frames_write, storage, files[i : i + size]) for i in range(0, len(files), size)]
-
-    def result() -> list[str]:
-        failed = [error for error in (f.exception() for f in futures) if error is not None]  # waits for each
-        if failed:
-            frames_delete(storage, [name for f in futures if f.exception() is None for name in f.result()])
-            raise failed[0]
-        return [name for f in futures for name in f.result()]
-
-    return result
-
-
-@lru_cache(maxsize=1)
-def _file_threads() -> ThreadPoolExecutor:
-    return ThreadPoolExecutor(max_workers=8, thread_name_prefix="frame-files")
 
 
 def frames_delete(storage: Storage, names: list[str]) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import uuid as uuid_lib
 import weakref
 from collections.abc import Callable
@@ -14,7 +13,7 @@ from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from .bulk_rows import insert_returning_ids, insert_rows
-from .frame_files import frames_delete, frames_write, frames_write_started, writes_in_place
+from .frame_files import frames_delete, frames_write
 from .images import CheckedImage
 from .models import Agent, Episode, Frame, Membership, Project, Step
 from .tokens import hash_token, new_token
@@ -149,7 +148,6 @@ def steps_append(
     if len(set(indices)) != len(indices):
         raise IngestError("a chunk lists the same step index twice")
     written: list[str] = []
-    pending: Callable[[], list[str]] | None = None
     try:
         with transaction.atomic():
             _ingest_commit_mode()
@@ -171,12 +169,9 @@ def steps_append(
                 for step in new_steps
                 for camera, image in step.images.items()
             ]
-            if writes_in_place(default_storage):
-                # the names are final: write the files on other threads while the rows go in
-                pending = frames_write_started(default_storage, files)
-                names = [name for name, _ in files]
-            else:
-                names = written = frames_write(default_storage, files)
+            # on the calling thread: files written from other threads at once cost more than they save (each
+            # system call hands the GIL over, a futex wake-up and sleep per call; see labeling.frame_files)
+            names = written = frames_write(default_storage, files)
             try:
                 step_ids = insert_returning_ids(Step, [_step_row(locked, s) for s in new_steps])
             except ValueError as exc:  # json.dumps refuses NaN and infinity, which JSON cannot carry
@@ -196,13 +191,8 @@ def steps_append(
             insert_rows(Frame, frame_rows)
             locked.num_steps += len(new_steps)
             locked.save(update_fields=["num_steps"])
-            if pending is not None:
-                written, pending = pending(), None  # a failed write removed its files and raises here
             return AppendResult(len(new_steps), len(existing), locked.num_steps)
     except BaseException:
-        if pending is not None:
-            with contextlib.suppress(Exception):
-                written = pending()
         frames_delete(default_storage, written)
         raise
 
