@@ -87,6 +87,16 @@ def _fresh_channel_layer():
     channel_layers.backends.clear()
 
 
+@pytest.fixture(autouse=True)
+def _database_threads_disconnected():
+    """Threads that keep their database connection (labeling.db_threads: the teleop consumers', in this
+    process) close it after each test, so that none is open when the test database is dropped."""
+    yield
+    from labeling.db_threads import close_all_connections
+
+    close_all_connections()
+
+
 @pytest.fixture(autouse=True, scope="session")
 def _flush_after_background_work():
     """Transactional tests end with a flush (TRUNCATE of every table) while the session's real processes

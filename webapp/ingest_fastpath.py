@@ -26,7 +26,6 @@ core's token cache and limits; webapp/asgi.py puts it in front of Django for eve
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import re
@@ -34,11 +33,9 @@ import threading
 import time
 import uuid as uuid_lib
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from functools import lru_cache
 
 from django.conf import settings
-from django.db import InterfaceError, OperationalError, connection
 from rest_framework import exceptions
 from rest_framework.utils.encoders import JSONEncoder
 
@@ -46,6 +43,7 @@ from inference.admission import admitted_agent
 from inference.limits import client_key
 from inference.throttles import api_limit, bad_request_limit, limiter
 from labeling import access, services
+from labeling.db_threads import DatabaseThreads
 from labeling.ingest_api import ingest_project
 from labeling.ingest_chunks import ChunkRefused, IngestLimits, chunk_steps
 from labeling.ingest_serializers import EpisodeCreateSerializer, EpisodeSerializer, FinishSerializer
@@ -152,37 +150,23 @@ def _limits() -> IngestLimits:
 
 
 @lru_cache(maxsize=1)
-def _writers() -> ThreadPoolExecutor:
-    return ThreadPoolExecutor(max_workers=settings.INGEST_WRITER_THREADS, thread_name_prefix="ingest-writer")
+def _writers() -> DatabaseThreads:
+    return DatabaseThreads("ingest-writer", settings.INGEST_WRITER_THREADS, prepare=services.ingest_session_commit_mode)
 
 
 async def _on_writer(function, *args):
-    return await asyncio.get_running_loop().run_in_executor(_writers(), _with_connection, function, args)
+    """`function(*args)` on a writer thread, whose connection stays open between requests (no connect per
+    chunk); a dropped one is replaced and the call repeated, which is safe because every ingest call is
+    idempotent and all-or-nothing. DRF's exceptions become the API's usual error answers."""
+    return await _writers().call(_answering, function, *args, retry=True)
 
 
-def _with_connection(function, args):
-    """Run on a writer thread; DRF's exceptions become the API's usual error answers. The thread's database
-    connection stays open between requests (no connect per chunk). A connection the server dropped (a
-    restart) fails the first query: it is closed and the call runs once more on a fresh one, which is
-    safe because every ingest call is idempotent and all-or-nothing."""
-    for attempt in (1, 2):
-        try:
-            services.ingest_session_commit_mode()
-            return function(*args)
-        except exceptions.APIException as exc:
-            response = exception_handler(exc, {})
-            raise Answer(response.status_code, dict(response.data)) from None
-        except (OperationalError, InterfaceError):
-            if attempt == 2 or connection.in_atomic_block:
-                raise
-            connection.close()
-        finally:
-            if connection.errors_occurred:
-                if connection.connection is not None and connection.is_usable():
-                    connection.errors_occurred = False
-                else:
-                    connection.close()
-    raise AssertionError("unreachable")
+def _answering(function, *args):
+    try:
+        return function(*args)
+    except exceptions.APIException as exc:
+        response = exception_handler(exc, {})
+        raise Answer(response.status_code, dict(response.data)) from None
 
 
 def _may_write(agent) -> Callable[[Episode], None]:

@@ -23,6 +23,7 @@ import base64
 import json
 import logging
 import time
+from functools import lru_cache
 from typing import Any
 
 from channels.db import database_sync_to_async
@@ -30,6 +31,7 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer, AsyncWebsocke
 from django.conf import settings
 
 from labeling import access
+from labeling.db_threads import DatabaseThreads
 from labeling.images import CheckedImage, ImageError, check_image
 from labeling.models import Agent
 from robot_agent.protocol import ProtocolError, decode_image, unpack_step
@@ -40,6 +42,15 @@ from .latest import LatestFrameSlot
 from .stream_stats import StreamStats
 
 log = logging.getLogger(__name__)
+
+
+@lru_cache(maxsize=1)
+def _database() -> DatabaseThreads:
+    """The threads that run the sessions' frequent database calls (recording, stats, token checks), each
+    keeping its connection: a connection opened per call would be a new PostgreSQL server process several
+    times a second per session, and its CPU would slow the inference worker's forward pass beside it."""
+    return DatabaseThreads("teleop-db", 2)
+
 
 FLUSH_EVERY = 10  # steps recorded together; while a frame is being scored, up to FLUSH_LIMIT wait
 FLUSH_LIMIT = 3 * FLUSH_EVERY
@@ -128,7 +139,7 @@ class TeleopAgentConsumer(AsyncWebsocketConsumer):
         while True:
             await asyncio.sleep(settings.TELEOP_TOKEN_CHECK_S)
             try:
-                active = await database_sync_to_async(agent_active)(self.agent.pk)
+                active = await _database().call(agent_active, self.agent.pk, retry=True)
             except asyncio.CancelledError:
                 raise
             except Exception:  # a database hiccup is not a revocation
@@ -207,8 +218,12 @@ class TeleopAgentConsumer(AsyncWebsocketConsumer):
 
     async def on_episode_start(self, message: dict):
         try:
-            episode = await database_sync_to_async(services.teleop_episode_start)(
-                session_id=self.session_id, episode_uuid=message.get("episode"), metadata=message
+            episode = await _database().call(
+                services.teleop_episode_start,
+                session_id=self.session_id,
+                episode_uuid=message.get("episode"),
+                metadata=message,
+                retry=True,
             )
         except services.TeleopError as exc:
             await self.reply_error(str(exc))
@@ -218,10 +233,12 @@ class TeleopAgentConsumer(AsyncWebsocketConsumer):
     async def on_episode_end(self, message: dict):
         await self.flush()
         success = message.get("success")
-        episode = await database_sync_to_async(services.teleop_episode_end)(
+        episode = await _database().call(
+            services.teleop_episode_end,
             episode_uuid=str(message.get("episode")),
             success=success if isinstance(success, bool) else None,
             session_id=self.session_id,
+            retry=True,
         )
         if episode is not None:
             await self.broadcast(
@@ -341,7 +358,9 @@ class TeleopAgentConsumer(AsyncWebsocketConsumer):
             if not steps:
                 return
             try:
-                await database_sync_to_async(services.teleop_steps_record)(session_id=self.session_id, steps=steps)
+                await _database().call(
+                    services.teleop_steps_record, session_id=self.session_id, steps=steps, retry=True
+                )
             except services.TeleopError as exc:
                 await self.warn(f"recording failed: {exc}")
             except Exception:  # a database hiccup must not end the live stream
@@ -366,7 +385,8 @@ class TeleopAgentConsumer(AsyncWebsocketConsumer):
 
     async def save_stats(self):
         delta = self.stats.take_delta()
-        await database_sync_to_async(services.session_update_stats)(
+        await _database().call(
+            services.session_update_stats,
             session_id=self.session_id,
             steps=delta.steps,
             inferred=delta.inferred,

@@ -1,0 +1,89 @@
+"""Threads that keep their database connection, for database calls made from the event loop.
+
+channels' `database_sync_to_async` closes the thread's connection around every call unless DB_CONN_MAX_AGE
+keeps it, and that setting is 0 by default. So each call opens a new connection, which on PostgreSQL means a
+new server process: a fork and an authentication, several milliseconds of CPU on both sides. Code on the
+event loop that calls the database many times a second uses these threads instead. That is the ingest fast
+path, for every chunk, and live teleop sessions, for recording, stats and token checks.
+
+Each thread keeps its connection between calls. A connection the server dropped (a restart) fails its first
+query. It is then closed, and the call runs once more on a fresh one when the caller says the call may be
+repeated (`retry`: idempotent, all-or-nothing calls). Otherwise the error goes to the caller and the next
+call connects anew. A connection left in a failed state is closed after the call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import threading
+import weakref
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+
+from django.db import InterfaceError, OperationalError, connection, connections
+
+R = TypeVar("R")
+_instances: weakref.WeakSet[DatabaseThreads] = weakref.WeakSet()
+
+
+class DatabaseThreads:
+    """`workers` threads named `name`; `prepare()` runs before each call, on the call's connection (e.g. a
+    session setting set once per connection)."""
+
+    def __init__(self, name: str, workers: int, prepare: Callable[[], None] | None = None):
+        self.executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix=name)
+        self.workers = workers
+        self.prepare = prepare
+        _instances.add(self)
+
+    async def call(self, function: Callable[..., R], *args: Any, retry: bool = False, **kwargs: Any) -> R:
+        """`function(*args, **kwargs)` on one of the threads, awaited without blocking the event loop."""
+        if kwargs:
+            function = functools.partial(function, **kwargs)
+        return await asyncio.get_running_loop().run_in_executor(self.executor, self.run, function, args, retry)
+
+    def run(self, function: Callable[..., R], args: tuple, retry: bool = False) -> R:
+        """The same, on the calling thread (which must be one of these threads)."""
+        for attempt in (1, 2):
+            try:
+                if self.prepare is not None:
+                    self.prepare()
+                return function(*args)
+            except (OperationalError, InterfaceError):
+                if not retry or attempt == 2 or connection.in_atomic_block:
+                    connection.close()
+                    raise
+                connection.close()
+            finally:
+                if connection.errors_occurred:
+                    if connection.connection is not None and connection.is_usable():
+                        connection.errors_occurred = False
+                    else:
+                        connection.close()
+        raise AssertionError("unreachable")
+
+    def close_connections(self) -> None:
+        """Close every thread's connection (tests, so that the test database can be dropped; the threads
+        connect again on their next call). Each thread takes one closing call: they meet at a barrier."""
+        barrier = threading.Barrier(self.workers)
+
+        def close_own() -> None:
+            connections.close_all()
+            barrier.wait(timeout=30)
+
+        for future in [self.executor.submit(close_own) for _ in range(self.workers)]:
+            future.result()
+
+    def stop(self) -> None:
+        """Close the connections and end the threads; no call is taken afterwards."""
+        self.close_connections()
+        _instances.discard(self)
+        self.executor.shutdown(wait=True)
+
+
+def close_all_connections() -> None:
+    """`close_connections` of every DatabaseThreads of this process."""
+    for threads in list(_instances):
+        threads.close_connections()

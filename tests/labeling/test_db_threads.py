@@ -1,0 +1,84 @@
+"""Database threads that keep their connection (labeling.db_threads), against the real database."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from django.db import OperationalError, connection
+
+from labeling.db_threads import DatabaseThreads
+from labeling.models import Project
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def threads():
+    made = DatabaseThreads("test-db", 1)
+    yield made
+    made.stop()
+
+
+def server_pid() -> int:
+    """The database server process behind this thread's connection (PostgreSQL)."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        return cursor.fetchone()[0]
+
+
+def connection_object() -> int:
+    connection.ensure_connection()
+    return id(connection.connection)
+
+
+def test_calls_share_one_connection_and_see_each_others_writes(threads):
+    async def scenario():
+        first = await threads.call(connection_object)
+        await threads.call(Project.objects.create, name="made on a database thread")
+        names = await threads.call(lambda: list(Project.objects.values_list("name", flat=True)))
+        return first, await threads.call(connection_object), names
+
+    first, second, names = asyncio.run(scenario())
+    assert first == second  # no connection opened per call
+    assert names == ["made on a database thread"]
+    assert Project.objects.filter(name="made on a database thread").exists()  # committed, seen from here
+
+
+def test_keyword_arguments_reach_the_function(threads):
+    def describe(*args, **kwargs):
+        return args, kwargs
+
+    assert asyncio.run(threads.call(describe, 1, retry=True, size=2)) == ((1,), {"size": 2})
+
+
+@pytest.mark.skipif("connection.vendor != 'postgresql'")
+def test_a_dropped_connection_is_replaced_and_a_repeatable_call_runs_again(threads):
+    pid = asyncio.run(threads.call(server_pid))
+    with connection.cursor() as cursor:  # the server ends that session, as a restart would
+        cursor.execute("SELECT pg_terminate_backend(%s)", [pid])
+    calls = []
+
+    def counted():
+        calls.append(1)
+        return server_pid()
+
+    new_pid = asyncio.run(threads.call(counted, retry=True))
+    assert new_pid != pid and len(calls) == 2  # failed once on the dead connection, then ran on a new one
+
+
+@pytest.mark.skipif("connection.vendor != 'postgresql'")
+def test_a_call_that_may_not_repeat_gets_the_error_and_the_next_call_reconnects(threads):
+    pid = asyncio.run(threads.call(server_pid))
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_terminate_backend(%s)", [pid])
+    calls = []
+
+    def counted():
+        calls.append(1)
+        return server_pid()
+
+    with pytest.raises(OperationalError):
+        asyncio.run(threads.call(counted))
+    assert len(calls) == 1
+    assert asyncio.run(threads.call(server_pid)) != pid
