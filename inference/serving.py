@@ -16,13 +16,13 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from django.conf import settings
-from django.db import close_old_connections
+
+from labeling.db_threads import DatabaseThreads
 
 from .broker import (
     WORKERS_KEY,
@@ -110,7 +110,8 @@ def reward_settings(row) -> RewardSettings:
 
 
 _cache_lock = threading.Lock()
-_refresher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="deployment-config")
+# its connection stays open: a refresh a second per deployment would otherwise start a database server process
+_refresher = DatabaseThreads("deployment-config", 1)
 
 
 def _config_load(name: str) -> DeploymentConfig | None:
@@ -121,16 +122,12 @@ def _config_load(name: str) -> DeploymentConfig | None:
 
 
 def _config_refresh(name: str) -> DeploymentConfig | None:
-    """`_config_load` in the refresher thread, which has no request cycle to close its connection."""
-    close_old_connections()
-    try:
-        return _config_load(name)
-    finally:
-        close_old_connections()
+    """`_config_load` on the refresher thread (its kept connection, replaced if the server dropped it)."""
+    return _refresher.run(_config_load, (name,), retry=True)
 
 
 _configs: StaleCache[str, DeploymentConfig] = StaleCache(
-    _config_refresh, ttl_s=CACHE_TTL_S, max_stale_s=CACHE_STALE_S, background=_refresher.submit
+    _config_refresh, ttl_s=CACHE_TTL_S, max_stale_s=CACHE_STALE_S, background=_refresher.executor.submit
 )
 
 
