@@ -40,10 +40,10 @@ async def admitted_agent(
         bad, counted = await limiter().check_then_hit(
             bad_request_limit(), "bad:" + client, limit, f"{counter}:a{agent.pk}"
         )
-        refuse_bad(bad)
+        _refuse_bad(bad)
         _refuse(counted, refusal)
         return agent
-    refuse_bad(await limiter().check(bad_request_limit(), "bad:" + client))
+    _refuse_bad(await limiter().check(bad_request_limit(), "bad:" + client))
     if token is None:
         raise HttpError(401, MALFORMED)
     agent = await cached_agent(token, lookup)
@@ -53,7 +53,7 @@ async def admitted_agent(
     return agent
 
 
-def refuse_bad(verdict: Verdict) -> None:
+def _refuse_bad(verdict: Verdict) -> None:
     _refuse(verdict, "too many bad requests from this client; fix them")
 
 
