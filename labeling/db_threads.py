@@ -3,8 +3,10 @@
 channels' `database_sync_to_async` closes the thread's connection around every call unless DB_CONN_MAX_AGE
 keeps it, and that setting is 0 by default. So each call opens a new connection, which on PostgreSQL means a
 new server process: a fork and an authentication, several milliseconds of CPU on both sides. Code on the
-event loop that calls the database many times a second uses these threads instead. That is the ingest fast
-path, for every chunk, and live teleop sessions, for recording, stats and token checks.
+event loop that calls the database many times a second uses these threads instead: the ingest fast path
+(every chunk), live teleop sessions (recording, stats, token checks) and the serving core's settings refresher.
+Raising DB_CONN_MAX_AGE would keep every request thread's connection too; these threads keep theirs whatever
+it is set to, so the default stays as Django has it.
 
 Each thread keeps its connection between calls. A connection the server dropped (a restart) fails its first
 query. It is then closed, and the call runs once more on a fresh one when the caller says the call may be
@@ -52,10 +54,10 @@ class DatabaseThreads:
                     self.prepare()
                 return function(*args)
             except (OperationalError, InterfaceError):
-                if not retry or attempt == 2 or connection.in_atomic_block:
-                    connection.close()
-                    raise
+                again = retry and attempt == 1 and not connection.in_atomic_block
                 connection.close()
+                if not again:
+                    raise
             finally:
                 if connection.errors_occurred:
                     if connection.connection is not None and connection.is_usable():
