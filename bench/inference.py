@@ -27,9 +27,9 @@ of client CPU, bench/reward_client_cpu.py): its 16 clients' CPU runs on the same
 a heavier client would lower the throughput it measures.
 
 The worker runs as the Procfile starts it, with the environment its `inference:` line sets
-(`OMP_WAIT_POLICY=PASSIVE`: torch's idle threads sleep instead of spinning), and the raw forward in this
-process runs under the same settings (applied before torch loads), so both sides pay the same thread
-wake-ups.
+(`OMP_WAIT_POLICY=PASSIVE GOMP_SPINCOUNT=10000`: torch's idle threads spin briefly, then sleep), and the raw
+forward in this process runs under the same settings (applied before torch loads), so both sides pay the
+same thread wake-ups.
 """
 
 from __future__ import annotations

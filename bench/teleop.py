@@ -16,7 +16,7 @@ file in a temporary folder), writes checkpoints to a temporary MEDIA_ROOT, start
 
     .venv/bin/python bench/teleop.py [--threads 1] [--seconds 10] [--clients 5]
 
-The worker runs with the environment the Procfile's `inference:` line sets (`OMP_WAIT_POLICY=PASSIVE`),
+The worker runs with the environment the Procfile's `inference:` line sets (its OpenMP settings),
 and the raw forward in this process under the same settings (applied before torch loads).
 
 Give it a database and Redis db of its own (the default SQLite file does that for the database): another

@@ -5,7 +5,7 @@ Prints windows per second (5 frames x 2 views of 32x32 px per window) for:
      checkpoint in this process, at batch 1 and batch 8, with the worker's torch threads;
   2. greedy generation (8 new tokens) at batch 1 and batch 8, in this process (for reference);
   3. the service: `manage.py inference_worker` started exactly as the Procfile does
-     (`OMP_WAIT_POLICY=PASSIVE`), fed through the web side's `windows_infer` (packing, broker), with
+     (the environment its `inference:` line sets), fed through the web side's `windows_infer` (packing, broker), with
      1 stream sending one window at a time, and 8 concurrent streams sending one window each, round after
      round. Raw and service calls alternate (one raw call, then one service call or round of 8), so both
      see the same state of a shared machine; each rate is the median call's. The mean batch size (windows
@@ -37,10 +37,11 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
-from harness import interleaved, scratch_environment, stop  # noqa: E402
+from harness import interleaved, procfile_env, scratch_environment, stop  # noqa: E402
 
 TMP = scratch_environment("vlm")
-os.environ["OMP_WAIT_POLICY"] = "PASSIVE"  # as the Procfile runs the worker; the raw limit runs under it too
+WORKER_ENV = procfile_env("inference")
+os.environ.update(WORKER_ENV)  # as the Procfile runs the worker; the raw limit runs under it too (before torch loads)
 TARGET = 0.8
 MAX_WAIT_MS = 5.0
 
@@ -121,7 +122,7 @@ def main() -> None:
     requests = [WindowRequest(w, prompt) for w in data]
     n = args.windows
 
-    env = {**os.environ, "OMP_WAIT_POLICY": "PASSIVE"}
+    env = {**os.environ, **WORKER_ENV}
     logs = TMP / "worker.log"
     worker = subprocess.Popen(
         [sys.executable, "manage.py", "inference_worker", "--threads", str(args.threads)]
@@ -170,7 +171,7 @@ def main() -> None:
         print(
             f"tiny Qwen3-VL fixture, {n} windows of 2 views x 5 frames x 32x32, torch threads {args.threads} "
             f"(raw in-process and worker), max_batch_size 8, max_wait_ms {MAX_WAIT_MS:g}, "
-            f"OMP_WAIT_POLICY=PASSIVE, load average {os.getloadavg()[0]:.1f}"
+            f"worker and raw {' '.join(f'{k}={v}' for k, v in WORKER_ENV.items())} (Procfile), load average {os.getloadavg()[0]:.1f}"
         )
         print(f"generation (8 tokens), in process: batch 1 {gen[1]:7.1f} windows/s   batch 8 {gen[8]:7.1f} windows/s")
         print(f"{'scenario (windows/s)':<34} {'service':>9} {'raw limit':>10} {'ratio':>7} {'batch':>6}  target")
