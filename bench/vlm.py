@@ -4,8 +4,8 @@ Prints windows per second (5 frames x 2 views of 32x32 px per window) for:
   1. the limit: label scoring (softmax over the three label tokens, one forward pass) of the deployed
      checkpoint in this process, at batch 1 and batch 8, with the worker's torch threads;
   2. greedy generation (8 new tokens) at batch 1 and batch 8, in this process (for reference);
-  3. the service: `manage.py inference_worker` started exactly as the Procfile does
-     (the environment its `inference:` line sets), fed through the web side's `windows_infer` (packing, broker), with
+  3. the service: `manage.py inference_worker` started exactly as the Procfile does (with the environment
+     its `inference:` line sets), fed through the web side's `windows_infer` (packing, broker), with
      1 stream sending one window at a time, and 8 concurrent streams sending one window each, round after
      round. Raw and service calls alternate (one raw call, then one service call or round of 8), so both
      see the same state of a shared machine; each rate is the median call's. The mean batch size (windows
