@@ -66,13 +66,24 @@ def loads(data: bytes, limits: PickleLimits = DEFAULT_LIMITS) -> Any:
 
 
 def load(handle: io.BufferedIOBase, limits: PickleLimits = DEFAULT_LIMITS) -> Any:
+    start = handle.tell()
+    head = handle.read(8)
+    handle.seek(start)
+    if not head:
+        raise PickleLoadError("not a pickle file: the file is empty")
     try:
         result = RestrictedUnpickler(_BoundedReader(handle), limits).load()
-    except PickleLoadError:
+    except (UnsafePickleError, PickleTooLargeError):
         raise
     except (MemoryError, RecursionError) as exc:
         raise PickleTooLargeError(f"pickle too large to load: {exc.__class__.__name__}") from None
     except Exception as exc:  # truncated files, bad opcodes, wrong argument types...
+        if head[:1] != pickle.PROTO:  # pickles of protocols 0 and 1 (Python 2) are the only others
+            raise PickleLoadError(
+                f"not a pickle file: it starts with {head!r} (a pickle written by Python 3 starts with byte 0x80)"
+            ) from None
+        if isinstance(exc, PickleLoadError):
+            raise
         raise PickleLoadError(f"unreadable pickle: {exc.__class__.__name__}: {exc}") from None
     check_graph(result, limits)
     return result

@@ -114,7 +114,21 @@ def test_numpy_array_constructed_with_object_dtype_is_refused():
 
 
 def test_unreadable_bytes_give_a_clear_error():
-    with pytest.raises(safe_pickle.PickleLoadError, match="unreadable pickle"):
+    with pytest.raises(safe_pickle.PickleLoadError, match="not a pickle file"):
         safe_pickle.loads(b"this is not a pickle")
     with pytest.raises(safe_pickle.PickleLoadError, match="unreadable pickle"):
         safe_pickle.loads(pickle.dumps({"a": np.zeros(100)})[:-40])
+
+
+@pytest.mark.parametrize(
+    "content",
+    [b"episode,step,success\n0,0,1\n" * 20, b"Memo: pick up the red cube\n", b'{"episodes": []}'],
+)
+def test_a_file_that_is_not_a_pickle_says_so_in_plain_words(content):
+    with pytest.raises(safe_pickle.PickleLoadError, match="not a pickle file: it starts with"):
+        safe_pickle.loads(content)
+
+
+def test_an_empty_file_is_not_a_pickle():
+    with pytest.raises(safe_pickle.PickleLoadError, match="the file is empty"):
+        safe_pickle.loads(b"")
