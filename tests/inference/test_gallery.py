@@ -48,6 +48,7 @@ def test_sampled_frames_show_in_the_gallery_and_label_into_the_project(
     assert page.status_code == 200
     html = page.content.decode()
     success_part, fail_part = html.split('id="judged-fail"')
+    assert f">v{frames.first().model_version}<" not in html  # the version stamp is a tooltip, not the tile's text
     for frame in frames:
         assert (f'data-frame="{frame.pk}"' in success_part) == frame.success
         assert (f'data-frame="{frame.pk}"' in fail_part) == (not frame.success)
