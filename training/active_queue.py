@@ -56,6 +56,9 @@ class Ranked:
     reasons: list[str] = field(default_factory=list)
 
 
+SURE_PREFIX = "the model is sure"  # the reason of a value pick with nothing better to say
+
+
 def value_of(c: Candidate, threshold: float = 0.5) -> tuple[float, list[str]]:
     p = float(c.probability)
     uncertainty = 1.0 - abs(2.0 * p - 1.0)
@@ -72,7 +75,7 @@ def value_of(c: Candidate, threshold: float = 0.5) -> tuple[float, list[str]]:
         if gap >= 0.3:
             reasons.append(f"models disagree ({p:.2f} vs {float(c.other_probability):.2f})")
     if not reasons:
-        reasons.append(f"most uncertain left (p={p:.2f})")
+        reasons.append(f"{SURE_PREFIX} (p={p:.2f}); no unlabeled frame is less sure")
     return value, reasons
 
 
@@ -206,7 +209,8 @@ def interleave(
             else:
                 pick = int(rng.choice(np.flatnonzero(free)))
                 reason = "exploration: random pick"
-            by_value[pick].reasons = [reason, *by_value[pick].reasons]
+            kept = [r for r in by_value[pick].reasons if not r.startswith(SURE_PREFIX)]  # chosen for coverage
+            by_value[pick].reasons = [reason, *kept]
         else:
             while not free[next_value]:
                 next_value += 1

@@ -14,6 +14,7 @@ from labeling.models import Project
 
 from .label_queue import label_queue_items, label_queue_next, label_url
 from .models import RetrainPolicy
+from .selectors import label_queue_empty_reason
 from .signals import redeploy_target_check
 
 
@@ -57,7 +58,7 @@ def label_next(request, pk: int):
     access.require_page(request, access.LABEL, project)
     item = label_queue_next(project=project)
     if item is None:
-        messages.info(request, "The labeling queue is empty: train a model, or recompute the queue.")
+        messages.info(request, f"The labeling queue is empty: {label_queue_empty_reason(project=project)}")
         return redirect("label-queue", pk=pk)
     return redirect(label_url(item))
 
@@ -77,6 +78,8 @@ def label_queue(request, pk: int):
             messages.success(request, "Train-to-target settings saved.")
             return redirect("label-queue", pk=pk)
     context = {"project": project, "items": items, "policy": policy, "form": form}
+    if not items:
+        context["empty_reason"] = label_queue_empty_reason(project=project)
     return render(request, "training/label_queue.html", context)
 
 

@@ -148,3 +148,18 @@ def job_history(job_id: int) -> list[dict]:
         {"kind": p.kind, "step": p.step, "epoch": p.epoch, **p.values}
         for p in JobMetric.objects.filter(job_id=job_id).order_by("kind", "step", "pk")
     ]
+
+
+def label_queue_empty_reason(*, project: Project) -> str:
+    """Why the project's labeling queue is empty, in words that say what to do next."""
+    from labeling.selectors import human_labeled_steps
+
+    from .models import ModelKind
+
+    if not Step.objects.filter(episode__project=project).exists():
+        return "Nothing to label yet: this project has no episodes."
+    if not Step.objects.filter(episode__project=project).exclude(pk__in=human_labeled_steps(project=project)).exists():
+        return "Every frame of this project has a human label: nothing is left to queue."
+    if not TrainedModel.objects.filter(project=project, kind=ModelKind.RESNET).exists():
+        return "Nothing queued yet: the queue is ranked by a ResNet model, and this project has none. Train one."
+    return "Nothing queued yet: recompute the queue to rank the unlabeled frames with the newest model."

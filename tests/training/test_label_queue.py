@@ -19,6 +19,13 @@ def test_value_prefers_uncertain_and_disagreeing_frames_and_says_why():
     assert fooled > unsure and "env says fail" in reasons[0]
     split, reasons = value_of(Candidate("e", 3, 0.9, other_probability=0.1))
     assert split > sure and "models disagree" in reasons[-1]
+    assert value_of(Candidate("e", 4, 0.001))[1] == ["the model is sure (p=0.00); no unlabeled frame is less sure"]
+
+
+def test_a_coverage_pick_of_a_frame_the_model_is_sure_of_gives_only_the_coverage_reason():
+    sure = [Candidate("a", i, 0.001) for i in range(4)]
+    picked = rank(sure, limit=4, explore_share=1.0, seed=0)
+    assert all(r.reasons == ["exploration: random pick"] for r in picked)
 
 
 def test_rank_spreads_across_episodes():
@@ -218,3 +225,26 @@ def test_the_retrain_policy_may_only_redeploy_the_projects_own_deployments(proje
     assert member_client(project, "reviewer").post(url, {"retrain_after_labels": 5}).status_code == 403
     assert user_client.post(url, {"retrain_after_labels": 5, "redeploy": ours.name}).status_code == 302
     assert RetrainPolicy.objects.get(project=project).redeploy == ours.name
+
+
+@pytest.mark.django_db
+def test_an_empty_queue_says_why_it_is_empty(project, user_client):
+    from labeling.label_services import Actor, frame_labels_set
+    from labeling.models import FrameLabel, Step
+    from tests.inference.conftest import make_trained_model
+
+    def empty_text() -> str:
+        page = user_client.get(f"/projects/{project.pk}/label-queue").content.decode()
+        return page.split('id="queue-empty">')[1].split("</div>")[0]
+
+    assert "no episodes" in empty_text()
+    episodes = seed_episodes(project, episodes=1, steps=3, windows=False)
+    FrameLabel.objects.filter(episode__in=episodes).delete()
+    assert "has none. Train one" in empty_text()
+    make_trained_model(project, seed=1, bias=0.0)
+    assert "recompute the queue" in empty_text()
+    steps = Step.objects.filter(episode=episodes[0]).order_by("index")
+    frame_labels_set(episode=episodes[0], items=[(s.index, "fail") for s in steps], actor=Actor.of(None))
+    assert "Every frame of this project has a human label" in empty_text()
+    response = user_client.get(f"/projects/{project.pk}/label-next", follow=True)
+    assert b"Every frame of this project has a human label" in response.content
