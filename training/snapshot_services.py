@@ -220,10 +220,14 @@ def _write_files(snapshot: DatasetSnapshot, folder: Path, attempt: int | None = 
     split = plan.split
     problems = missing_classes(split)
     if problems:
-        counts = {name: _counts(getattr(split, name)) for name in ("train", "val")}
+        counts = "; ".join(
+            f"{name} {c['success']} success / {c['fail']} fail"
+            for name, c in ((name, _counts(getattr(split, name))) for name in ("train", "val"))
+        )
         raise SnapshotError(
-            f"cannot build a usable snapshot: {'; '.join(problems)} (split by {plan.mode}: {plan.reason}; "
-            f"counts {counts}). Label both success and fail frames (at least one of each per split), or change "
+            f"Cannot build a usable snapshot: {'; '.join(problems)}.\n"
+            f"Frames: {counts} (split by {plan.mode}{': ' + plan.reason if plan.reason else ''}).\n"
+            f"What to do: label both success and fail frames (at least one of each per split), or change "
             f"split (now {opts.split}), val_split (now {opts.val_split}) or seed (now {opts.seed})."
         )
     frames = _FrameCache()

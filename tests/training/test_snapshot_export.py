@@ -195,6 +195,19 @@ def test_bad_options_and_empty_projects_fail_clearly(project, settings, tmp_path
 
 
 @pytest.mark.django_db
+def test_a_snapshot_without_fail_labels_fails_with_a_reason_counts_and_what_to_do(labeled_project, user_client):
+    FrameLabel.objects.filter(episode__project=labeled_project, value="fail").delete()
+    snapshot = snapshot_create(project=labeled_project)
+    assert snapshot.status == "failed"
+    reason, counts, advice = snapshot.error.splitlines()
+    assert reason.startswith("Cannot build a usable snapshot:") and "has no fail frames" in reason
+    assert counts.startswith("Frames: train ") and " success / 0 fail; val " in counts and "{" not in counts
+    assert advice.startswith("What to do: label both success and fail frames")
+    page = user_client.get(f"/snapshots/{snapshot.pk}/").content.decode()
+    assert "no frames written" in page and " of ?" not in page
+
+
+@pytest.mark.django_db
 def test_build_progress_is_stored_in_steps_and_never_on_a_finished_snapshot(labeled_project):
     snapshot = snapshot_create(project=labeled_project, options={"trend": False}, build=False)
     progress = BuildProgress(snapshot.pk, total=10, every=4, seconds=3600)
