@@ -62,6 +62,8 @@ def test_queue_a_job_watch_curves_and_pick_a_threshold(
     page.screenshot(path=str(screenshot_dir / "training_02_job_running.png"), full_page=True)
     page.wait_for_function("document.getElementById('status').textContent === 'succeeded'", timeout=120_000)
     assert page.locator("#progress-text").inner_text() == "100%"
+    assert page.locator(".messages li", has_text="queued").count() == 0  # the form's notice left with the queue
+    assert page.locator("#cancel-btn").evaluate("b => getComputedStyle(b).cursor") == "not-allowed"
     assert page.locator("#loss-chart canvas").count() == 1
     page.screenshot(path=str(screenshot_dir / "training_03_job_done.png"), full_page=True)
 

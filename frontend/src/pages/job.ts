@@ -98,6 +98,12 @@ function setStatus(state: Partial<State>): void {
   badge.className = `badge ${status}`;
   (document.getElementById("cancel-btn") as HTMLButtonElement).disabled = !["queued", "running"].includes(status);
   (document.getElementById("retry-btn") as HTMLButtonElement).disabled = !["failed", "cancelled"].includes(status);
+  if (status !== "queued") {
+    // the "Job N queued" notice of the form that sent us here is history once the job has moved on
+    document.querySelectorAll<HTMLElement>(".messages li").forEach((li) => {
+      if (/\bqueued\b/.test(li.textContent ?? "")) li.remove();
+    });
+  }
   if (state.error) {
     $("error-panel").hidden = false;
     $("error").textContent = state.error;
