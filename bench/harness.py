@@ -41,6 +41,7 @@ def scratch_environment(name: str) -> Path:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings")
     os.environ.setdefault("DATABASE_URL", f"sqlite:///{scratch / 'bench.sqlite3'}")
     os.environ["MEDIA_ROOT"] = str(scratch / "media")
+    os.environ["RS_RUN_ENV"] = ""  # self-contained: not the settings a running app's run command wrote
     os.environ.setdefault("DEBUG", "0")
     os.environ.setdefault("LOG_LEVEL", "WARNING")
     return scratch

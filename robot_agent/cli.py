@@ -15,10 +15,24 @@ if TYPE_CHECKING:
     from .policies import Policy
 
 POLICIES = ["scripted", "random", "keyboard", "spacemouse", "hold", "replay"]
+RUN_ENV_FILE = Path(__file__).resolve().parent.parent / ".run.env"  # written by scripts/run.sh beside the app
+
+
+def _running_app_url(run_env: Path | None = None) -> str:
+    """The address of the app scripts/run.sh started from this checkout (its RS_HOST and RS_PORT), or the
+    run command's default address. `RS_RUN_ENV` names another settings file, or none when empty."""
+    named = os.environ.get("RS_RUN_ENV")
+    path = run_env or (RUN_ENV_FILE if named is None else Path(named) if named else None)
+    values: dict[str, str] = {}
+    if path is not None and path.is_file():
+        pairs = (line.split("=", 1) for line in path.read_text().splitlines() if "=" in line and line[0] != "#")
+        values = {name.strip(): value.strip() for name, value in pairs}
+    host = values.get("RS_HOST", "127.0.0.1").replace("0.0.0.0", "127.0.0.1")
+    return f"http://{host}:{values.get('RS_PORT', '8000')}"
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--server", default=os.environ.get("RS_SERVER", "http://127.0.0.1:8000"))
+    parser.add_argument("--server", default=os.environ.get("RS_SERVER") or _running_app_url())
     parser.add_argument("--token", default=os.environ.get("RS_AGENT_TOKEN"), help="agent token (or RS_AGENT_TOKEN)")
     parser.add_argument("--project", required=True, help="project name on the server")
     parser.add_argument("--deployment", default="", help="deployment whose model scores the frames (optional)")

@@ -11,7 +11,7 @@ ensure_postgres
 export REDIS_URL="${REDIS_URL:-redis://127.0.0.1:6379/1}"
 ensure_redis
 export DATABASE_URL="${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/reward_studio}"
-export DEBUG=0
+export DEBUG=0 RS_RUN_ENV=""  # not the settings a running app wrote (webapp/run_env.py)
 log "lint (ruff)"
 ruff check .
 ruff format --check . >/dev/null || die "ruff format would change files: run 'ruff format .'"

@@ -17,6 +17,8 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = ROOT / "artifacts"
 CHROMIUM = os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium")
+# Tests and the processes they start never read the settings a running app's scripts/run.sh wrote.
+os.environ["RS_RUN_ENV"] = ""
 # Stored files of a test run go to a scratch folder, shared with the processes the tests start.
 TEST_MEDIA_ROOT = os.environ.setdefault("MEDIA_ROOT", tempfile.mkdtemp(prefix="rs-test-media-"))
 
