@@ -6,12 +6,13 @@ source "$(dirname "$0")/lib.sh"
 
 setup_all
 ensure_redis
+export RS_PORT="${RS_PORT:-8000}" RS_HOST="${RS_HOST:-127.0.0.1}"
+# manage.py and robot_agent beside the app (and below) use these settings, not an earlier run's
+python webapp/run_env.py "$ROOT/.run.env"
 log "migrating the database"
 python manage.py migrate --noinput >/dev/null
-export RS_PORT="${RS_PORT:-8000}" RS_HOST="${RS_HOST:-127.0.0.1}"
 python manage.py setup_demo
 DATA="${RS_DATA_DIR:-$ROOT/data}"
-python webapp/run_env.py "$ROOT/.run.env"  # manage.py and robot_agent beside the app use the same settings
 python scripts/supervisor_conf.py Procfile "$DATA" >"$DATA/supervisord.conf"
 log "starting Reward Studio at http://${RS_HOST/0.0.0.0/127.0.0.1}:${RS_PORT}/  (Ctrl-C stops everything)"
 log "logs: $DATA/logs/<process>.log; status: supervisorctl -c $DATA/supervisord.conf status"
