@@ -72,6 +72,7 @@ class EvaluationSummary(TypedDict):
     pr: PrCurve
     reliability: Reliability
     rl_preview: RewardPreview
+    sanity: list[str]  # why the model may be useless (empty: it passed the sanity check)
 
 
 @dataclass(frozen=True)
@@ -214,6 +215,46 @@ def threshold_sweep(probs, labels, steps: int = 101) -> list[dict]:
     return out
 
 
+MIN_USEFUL_AUC = 0.55  # below it a model ranks success above fail little better than chance
+
+
+def best_accuracy(probs, labels) -> float:
+    """The accuracy at the best threshold: the top k frames by probability called success, for the best k."""
+    p, y = _arrays(probs, labels)
+    if not len(p):
+        return 0.0
+    ranked = y[np.argsort(-p, kind="stable")]
+    true_positives = np.concatenate([[0], np.cumsum(ranked)])
+    called = np.arange(len(p) + 1)
+    negatives = len(p) - int(y.sum())
+    correct = true_positives + (negatives - (called - true_positives))
+    return float(correct.max() / len(p))
+
+
+def sanity_check(probs, labels) -> list[str]:
+    """Why a model may be useless as a reward, in sentences: no threshold beats always giving the majority
+    answer, or its ROC AUC is under MIN_USEFUL_AUC. Empty when it passes (or there is nothing to judge)."""
+    p, y = _arrays(probs, labels)
+    positives = int(y.sum())
+    if not len(p) or positives in (0, len(p)):
+        return []
+    majority = max(positives, len(p) - positives) / len(p)
+    answer = "success" if positives * 2 > len(p) else "fail"
+    problems = []
+    best = best_accuracy(p, y)
+    if best <= majority + 1e-9:
+        problems.append(
+            f"no threshold beats always answering {answer!r}: the best accuracy is {best:.3f}, the share of "
+            f"{answer} frames in validation {majority:.3f}"
+        )
+    auc = roc_curve(p, y)["auc"]
+    if auc < MIN_USEFUL_AUC:
+        problems.append(
+            f"ROC AUC {auc:.2f} is under {MIN_USEFUL_AUC}: it ranks success frames little better than chance"
+        )
+    return problems
+
+
 def evaluate_predictions(probs, labels, threshold: float = 0.5) -> EvaluationSummary:
     return {
         "count": int(len(np.asarray(probs))),
@@ -223,6 +264,7 @@ def evaluate_predictions(probs, labels, threshold: float = 0.5) -> EvaluationSum
         "pr": pr_curve(probs, labels),
         "reliability": reliability(probs, labels),
         "rl_preview": rl_reward_preview(probs, labels, threshold),
+        "sanity": sanity_check(probs, labels),
     }
 
 

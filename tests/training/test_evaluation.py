@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from training.evaluation import (
+    best_accuracy,
     confusion,
     error_order,
     metrics_at,
@@ -12,6 +13,7 @@ from training.evaluation import (
     reliability,
     rl_reward_preview,
     roc_curve,
+    sanity_check,
 )
 
 PROBS = [0.9, 0.8, 0.6, 0.4, 0.3, 0.1]
@@ -55,3 +57,18 @@ def test_rl_preview_reports_what_a_run_receives():
     assert preview["mean_reward_on_success_frames"] == pytest.approx(2 / 3)
     assert preview["mean_reward_on_fail_frames"] == pytest.approx(1 / 3)
     assert preview["false_rewards"] == 1 and preview["missed_rewards"] == 1
+
+
+def test_best_accuracy_is_the_best_threshold_on_the_ranking():
+    assert best_accuracy(PROBS, LABELS) == pytest.approx(5 / 6)  # success above 0.35: one fail frame wrong
+    assert best_accuracy([0.1, 0.2, 0.3], [0, 0, 1]) == 1.0
+
+
+def test_the_sanity_check_flags_a_model_that_says_fail_everywhere_and_passes_a_good_one():
+    # the tour's useless model: 'fail' on every frame, worse ranked than chance
+    useless = sanity_check([0.01, 0.02, 0.03, 0.04, 0.05, 0.02], [1, 1, 0, 0, 0, 0])
+    assert len(useless) == 2
+    assert "no threshold beats always answering 'fail'" in useless[0] and "0.667" in useless[0]
+    assert useless[1].startswith("ROC AUC 0.06 is under 0.55")
+    assert sanity_check(PROBS, LABELS) == []  # AUC 0.89, best accuracy 0.83 against 0.5
+    assert sanity_check([0.9, 0.8], [1, 1]) == []  # one class: nothing to judge

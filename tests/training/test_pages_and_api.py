@@ -7,6 +7,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from training.evaluation import sanity_check
 from training.models import DatasetSnapshot, JobMetric, TrainedModel, TrainingJob
 from training.services import JobError, job_cancel, job_create, job_delete, job_execute, job_retry
 from training.snapshot_services import snapshot_build, snapshot_create
@@ -157,7 +158,9 @@ def test_evaluation_page_and_api_for_a_trained_model(user_client, snapshot):
     assert data["threshold"] == 0.3 and len(data["probabilities"]) == snapshot.stats["val"]["total"]
     assert data["items"][0]["label_url"].startswith(f"/episodes/{data['items'][0]['episode']}/label")
     assert "?step=" in data["items"][0]["label_url"] and data["items"][0]["image"].startswith("/media/frames/")
-    assert set(data["summary"]) >= {"roc", "pr", "reliability", "at_threshold", "rl_preview"}
+    assert set(data["summary"]) >= {"roc", "pr", "reliability", "at_threshold", "rl_preview", "sanity"}
+    # the sanity check judges this model's own validation predictions (tested on its own in test_evaluation.py)
+    assert data["summary"]["sanity"] == sanity_check(data["probabilities"], data["labels"])
     assert user_client.get(f"/api/models/{model.pk}/evaluation?threshold=2").status_code == 400
     other = job_create(project=snapshot.project, snapshot=snapshot, config={**TINY, "seed": 5}, enqueue=False)
     job_execute(job_id=other.pk)

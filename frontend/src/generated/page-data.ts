@@ -165,6 +165,7 @@ export interface EvaluationSummary {
   pr: PrCurve;
   reliability: Reliability;
   rl_preview: RewardPreview;
+  sanity: string[];
 }
 
 /** One validation frame, with the model's probability. */

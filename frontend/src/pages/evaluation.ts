@@ -56,6 +56,17 @@ function plot(el: HTMLElement, title: string, xLabel: string, yLabel: string, xs
   return chart;
 }
 
+/** The sanity check's findings and what to try, or nothing when the model passed it. */
+function sanityNotice(ev: Evaluation): string {
+  if (!ev.summary.sanity.length) return "";
+  const findings = ev.summary.sanity.map((s) => `<li>${esc(s)}</li>`).join("");
+  return `<div class="notice bad" data-sanity="failed" role="alert"><b>This model is unlikely to be a useful reward.</b>
+    <ul>${findings}</ul>
+    <p>What to try: label more episodes with both outcomes; crop to where the task happens (<code>crop</code>, e.g.
+    <code>[0.2, 0.25, 0.5, 0.5]</code>) at the camera's resolution; a higher learning rate (1e-3) with the cosine
+    schedule and more epochs; then compare the new model here.</p></div>`;
+}
+
 function column(ev: Evaluation, index: number): HTMLElement {
   const col = document.createElement("div");
   col.className = "eval-column";
@@ -63,6 +74,7 @@ function column(ev: Evaluation, index: number): HTMLElement {
   col.innerHTML = `
     <div class="panel"><h2>${esc(ev.model.name)}</h2>
       <p class="muted">${ev.summary.count} validation frames (${ev.summary.positives} success) of snapshot #${ev.snapshot.number}</p>
+      ${sanityNotice(ev)}
       <div class="metrics">
         <div class="metric"><b data-metric="accuracy"></b><span>accuracy</span></div>
         <div class="metric"><b data-metric="precision"></b><span>precision</span></div>
