@@ -1,4 +1,5 @@
-"""Server-rendered pages: the deployments list and each deployment's served-frames gallery."""
+"""Server-rendered pages: the deployments list, deploying a trained model, and each deployment's served-frames
+gallery."""
 
 from __future__ import annotations
 
@@ -8,8 +9,12 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
 from labeling import access
+from training.evaluation import sanity_check
+from training.model_evaluation import EvaluationUnavailable, model_predictions
+from training.models import TrainedModel
 
 from . import selectors, services
+from .deploy_form import DeployForm, suggested_name
 from .models import Deployment, ServedFrame
 
 
@@ -54,3 +59,64 @@ def gallery_label(request, name: str, frame_id: int):
     else:
         messages.success(request, f"Frame {frame.pk} labeled {value} and added to {episode.project} as an episode.")
     return redirect("deployment-gallery", name=name)
+
+
+@login_required
+def deploy_model(request, model_id: int):
+    """Deploy a trained model from the app: its metrics beside the settings that apply to its kind, the
+    threshold carried from the evaluation page's slider (`?threshold=`)."""
+    model = get_object_or_404(TrainedModel.objects.select_related("project", "snapshot"), pk=model_id)
+    access.require_page(request, access.DEPLOY_PROJECT, model.project)
+    if request.method == "POST":
+        form = DeployForm(request.POST, trained_model=model)
+        if form.is_valid():
+            try:
+                deployment = services.deployment_create(
+                    name=form.cleaned_data["name"], trained_model=model, **form.settings()
+                )
+            except services.DeploymentError as exc:
+                form.add_error(None, str(exc))
+            else:
+                messages.success(
+                    request,
+                    f"{model.name} deployed as {deployment.name}: the inference workers load it now; "
+                    f"RL workers ask POST /api/deployments/{deployment.name}/rewards.",
+                )
+                return redirect("deployments")
+    else:
+        initial: dict[str, object] = {"name": suggested_name(model)}
+        threshold = _threshold_param(request.GET.get("threshold"))
+        if threshold is not None:
+            initial["threshold"] = threshold
+        form = DeployForm(initial=initial, trained_model=model)
+    context = {"model": model, "form": form, "sanity": _sanity(model), "metrics": _shown_metrics(model.metrics)}
+    return render(request, "inference/deploy.html", context, status=400 if form.errors else 200)
+
+
+def _threshold_param(raw: str | None) -> float | None:
+    try:
+        value = float(raw) if raw is not None else None
+    except ValueError:
+        return None
+    return value if value is not None and 0.0 <= value <= 1.0 else None
+
+
+def _sanity(model: TrainedModel) -> list[str]:
+    """The evaluation's sanity findings for a ResNet model on its own snapshot (none when it cannot be judged)."""
+    if model.kind != "resnet" or model.snapshot is None:
+        return []
+    try:
+        probs, labels = model_predictions(model=model, snapshot=model.snapshot)
+    except (EvaluationUnavailable, OSError, ValueError):
+        return []
+    return sanity_check(probs, labels)
+
+
+def _shown_metrics(metrics: dict) -> list[tuple[str, str]]:
+    """The model's numeric metrics, formatted (`val_acc 0.967`)."""
+    shown = []
+    for name, value in sorted((metrics or {}).items()):
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            continue
+        shown.append((name, f"{value:.3f}" if isinstance(value, float) else str(value)))
+    return shown

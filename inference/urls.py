@@ -11,6 +11,7 @@ urlpatterns = [
     path("api/deployments/<slug:name>/rewards", api.RewardsView.as_view(), name="deployment-rewards"),
     path("api/deployments/<slug:name>/model", api.DeploymentModelView.as_view(), name="deployment-model"),
     path("deployments/", pages.deployment_list, name="deployments"),
+    path("models/<int:model_id>/deploy", pages.deploy_model, name="model-deploy"),
     path("deployments/<slug:name>/gallery", pages.gallery, name="deployment-gallery"),
     path("deployments/<slug:name>/gallery/<int:frame_id>/label", pages.gallery_label, name="deployment-gallery-label"),
     path("", include("inference.teleop.urls")),

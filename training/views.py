@@ -218,6 +218,7 @@ def model_evaluation(request, model_id: int):
             "error": error,
             "page_data": _evaluation_page_data("single", [data] if data else [], model.project),
             "compare_url": reverse("training-compare", args=[model.project_id]),
+            "can_deploy": access.can(request.user, access.DEPLOY_PROJECT, model.project),
         },
         status=200 if data else 400,
     )

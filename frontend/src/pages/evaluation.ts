@@ -127,6 +127,9 @@ function column(ev: Evaluation, index: number): HTMLElement {
 
 function update(threshold: number): void {
   (document.getElementById("threshold-value") as HTMLElement).textContent = threshold.toFixed(2);
+  // the page's "Deploy" link carries the threshold picked here to the deploy form
+  const deploy = document.getElementById("deploy-link") as HTMLAnchorElement | null;
+  if (deploy) deploy.href = `${deploy.href.split("?")[0]}?threshold=${threshold.toFixed(2)}`;
   data.evaluations.forEach((ev, i) => {
     const col = root.querySelectorAll<HTMLElement>(".eval-column")[i];
     const m = atThreshold(ev.probabilities, ev.labels, threshold);

@@ -1,0 +1,81 @@
+"""The in-app "Deploy" form: a trained model under a name, with only the settings that apply to its kind.
+
+The common settings come first; the advanced ones (reward shaping, batching, sampling) are folded on the
+page. The threshold comes from the evaluation page's slider when the deploy link carries one.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+
+from training.models import ModelKind, TrainedModel
+
+from .models import Deployment
+from .services import deployment_field_default
+
+COMMON = ["name", "threshold", "reward_type", "success_reward", "fail_reward", "reward_mode"]
+HISTORY = [
+    "history_size",
+    "min_history_size",
+    "input_interval",
+    "interval_reward",
+    "input_on_done",
+    "history_reward_assign",
+]
+ADVANCED = ["env_reward_weight", "reward_weight", "gt_success_bonus", "max_batch_size", "max_wait_ms", "sample_every"]
+# The reward modes that apply to each model kind: a ResNet scores single frames, a VLM judges windows.
+MODES = {
+    ModelKind.RESNET: [Deployment.RewardMode.PER_STEP, Deployment.RewardMode.TERMINAL],
+    ModelKind.VLM: list(Deployment.RewardMode),
+}
+
+
+class DeployForm(forms.ModelForm):
+    class Meta:
+        model = Deployment
+        fields = [*COMMON, *HISTORY, *ADVANCED]
+        help_texts = {
+            "name": "RL workers ask for rewards by this name (letters, digits, - and _).",
+            "reward_type": "What an RL step receives from the probability.",
+        }
+
+    def __init__(self, *args: Any, trained_model: TrainedModel, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.trained_model = trained_model
+        modes = MODES.get(ModelKind(trained_model.kind), list(Deployment.RewardMode))
+        mode_field = self.fields["reward_mode"]
+        assert isinstance(mode_field, forms.ChoiceField)
+        mode_field.choices = [(m.value, m.label) for m in modes]
+        if trained_model.kind != ModelKind.VLM:
+            for name in HISTORY:
+                del self.fields[name]
+        for name, field in self.fields.items():
+            if name != "name" and not self.is_bound and name not in self.initial:
+                self.initial[name] = deployment_field_default(name)
+            field.widget.attrs.setdefault("id", f"id_{name}")
+
+    def common_fields(self) -> list[forms.BoundField]:
+        return [self[name] for name in COMMON]
+
+    def history_fields(self) -> list[forms.BoundField]:
+        return [self[name] for name in HISTORY if name in self.fields]
+
+    def advanced_fields(self) -> list[forms.BoundField]:
+        return [self[name] for name in ADVANCED]
+
+    def settings(self) -> dict[str, Any]:
+        """The cleaned values as `deployment_create` takes them (the name apart)."""
+        return {name: value for name, value in self.cleaned_data.items() if name != "name"}
+
+
+def suggested_name(trained_model: TrainedModel) -> str:
+    """A free deployment name from the model's name (`PickCube demo resnet #1` gives `pickcube-demo-resnet-1`)."""
+    from django.utils.text import slugify
+
+    base = slugify(trained_model.name)[:80] or f"model-{trained_model.pk}"
+    name, n = base, 2
+    while Deployment.objects.filter(name=name).exists():
+        name, n = f"{base}-{n}", n + 1
+    return name
