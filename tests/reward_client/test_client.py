@@ -13,7 +13,7 @@ import pytest
 import requests
 from PIL import Image
 
-from inference.client import (
+from reward_client import (
     AuthenticationError,
     BadRequestError,
     ConnectionFailed,
@@ -23,8 +23,8 @@ from inference.client import (
     RLinfRewardModel,
     ServiceUnavailable,
 )
-
-from .conftest import ROOT, deploy, direct_probabilities, make_trained_model, random_images
+from tests.conftest import ROOT
+from tests.inference.conftest import deploy, direct_probabilities, make_trained_model, random_images
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
@@ -36,8 +36,8 @@ def rl_token(db):
     return agent_create(name="rl-worker", kind="rl_worker", all_projects=True)[1]
 
 
-def test_client_module_needs_neither_django_nor_torch():
-    code = "import sys; import inference.client; assert 'django' not in sys.modules and 'torch' not in sys.modules"
+def test_client_package_needs_neither_django_nor_torch():
+    code = "import sys; import reward_client; assert 'django' not in sys.modules and 'torch' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True)
 
 
@@ -175,7 +175,8 @@ def test_the_documented_example_runs(project, rl_token, live_server_url, inferen
     out = subprocess.run(
         [
             sys.executable,
-            "inference/examples/reward_client_example.py",
+            "-m",
+            "reward_client.examples.reward_client_example",
             "--url",
             live_server_url,
             "--token",

@@ -1,4 +1,4 @@
-"""The RLinf and DI-engine adapters (inference/rl_adapters.py) against the running app: an ASGI server, a
+"""The RLinf and DI-engine adapters (reward_client/rlinf.py, di_engine.py) against the running app: an ASGI server, a
 Celery worker that trains, and an inference worker that serves.
 
 DI-engine's interface: /work/dieng/ding/reward_model/base_reward_model.py (`estimate`, `train`,
@@ -16,8 +16,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import ROOT
-
-from .conftest import deploy, direct_probabilities, make_trained_model, random_images
+from tests.inference.conftest import deploy, direct_probabilities, make_trained_model, random_images
 
 TINY = {"hidden_dim": 16, "image_size": [3, 32, 32], "epochs": 1, "batch_size": 16, "warmup_steps": 0, "num_threads": 1}
 
@@ -66,8 +65,8 @@ def test_di_engine_adapter_collects_trains_and_estimates_with_the_new_model(
     project, rl_token, live_server_url, celery_worker_process, inference_worker_process
 ):
     from inference.models import Deployment
-    from inference.rl_adapters import DIEngineRewardModel
     from labeling.models import Episode
+    from reward_client import DIEngineRewardModel
 
     first = make_trained_model(project, seed=1)
     deployment = deploy(first, reward_type="soft")
@@ -113,7 +112,7 @@ def test_di_engine_adapter_collects_trains_and_estimates_with_the_new_model(
 
 @pytest.mark.django_db(transaction=True)
 def test_rlinf_adapter_from_rlinf_reward_config(project, rl_token, live_server_url, inference_worker_process):
-    from inference.rl_adapters import RLinfRewardModel
+    from reward_client import RLinfRewardModel
 
     trained = make_trained_model(project, seed=3)
     images = random_images(4, seed=2)
@@ -135,8 +134,7 @@ def test_rlinf_adapter_from_rlinf_reward_config(project, rl_token, live_server_u
 
 def test_adapters_import_without_django_or_torch():
     code = (
-        "import sys; import inference.rl_adapters, inference.client; "
-        "from inference.client import DIEngineRewardModel, RLinfRewardModel, RLinfHistoryRewardModel; "
+        "import sys; from reward_client import DIEngineRewardModel, RLinfRewardModel, RLinfHistoryRewardModel; "
         "bad = [m for m in ('django', 'torch', 'rest_framework') if m in sys.modules]; "
         "assert not bad, bad"
     )
@@ -155,7 +153,7 @@ def test_rlinf_history_variant_scores_rlinf_windows_like_its_api_worker(
 
     from django.core.files.storage import default_storage
 
-    from inference.rl_adapters import RLinfHistoryRewardModel
+    from reward_client import RLinfHistoryRewardModel
     from training.models import TrainedModel
     from training.storage import local_path
     from training.vlm.checkpoint import checkpoint_load
@@ -227,8 +225,7 @@ class _ScriptedService:
 
 
 def test_di_engine_train_waits_for_the_snapshot_build_before_queueing_the_job():
-    from inference.client import RewardServiceError
-    from inference.rl_adapters import DIEngineRewardModel
+    from reward_client import DIEngineRewardModel, RewardServiceError
 
     def adapter(service):
         model = DIEngineRewardModel({"project": 1, "poll_s": 0.01, "train_timeout_s": 5})

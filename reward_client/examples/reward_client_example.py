@@ -1,6 +1,6 @@
 """Rewards for an RL loop from a Reward Studio deployment (needs only numpy and requests).
 
-    python inference/examples/reward_client_example.py --url http://127.0.0.1:8000 \
+    python -m reward_client.examples.reward_client_example --url http://127.0.0.1:8000 \
         --token "$RS_TOKEN" --deployment pick-cube [--envs 8 --steps 20 --size 128]
 
 Create the token with `python manage.py create_agent rl-worker-1 --kind rl_worker` (or in the admin) and
@@ -14,12 +14,10 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from inference.client import DIEngineRewardModel, RewardClient, RewardServiceError, RLinfRewardModel  # noqa: E402
+from reward_client import DIEngineRewardModel, RewardClient, RewardServiceError, RLinfRewardModel
 
 
 def main() -> int:

@@ -1,10 +1,10 @@
 """DI-engine's reward-model lifecycle against Reward Studio (needs numpy, requests, Pillow).
 
-    python inference/examples/di_engine_reward_model_example.py --url http://127.0.0.1:8000 \
+    python -m reward_client.examples.di_engine_reward_model_example --url http://127.0.0.1:8000 \
         --token "$RS_TOKEN" --deployment pick-cube [--train] [--episodes 6 --steps 10]
 
 `DIEngineRewardModel(config, device, tb_logger)` is built the way DI-engine's registry builds reward models
-(with DI-engine installed, `import inference.rl_adapters` registers it as type `reward_studio`). The loop
+(with DI-engine installed, `import reward_client.di_engine` registers it as type `reward_studio`). The loop
 stands in for a collector: synthetic transitions (dark frames, a bright square once the task succeeded)
 are collected (`collect_data` uploads each finished episode to the deployment's project), optionally
 trained on (`train`: snapshot, job, wait, redeploy; needs a Celery training worker), then estimated.
@@ -15,16 +15,14 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from inference.client import RewardServiceError  # noqa: E402
-from inference.rl_adapters import DIEngineRewardModel  # noqa: E402
+from reward_client import RewardServiceError
+from reward_client.di_engine import DIEngineRewardModel
 
 
-def episode(rng, steps: int, size: int) -> list[dict]:
+def episode(rng: np.random.Generator, steps: int, size: int) -> list[dict]:
     out = []
     for t in range(steps):
         success = t >= steps // 2
