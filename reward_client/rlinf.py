@@ -44,8 +44,8 @@ class RLinfRewardModel:
     """RLinf's reward model over a Reward Studio deployment: `compute_reward(observations)` -> rewards [B].
 
     `cfg` is RLinf's `reward` section (or `reward.model`) with a `reward_studio` block. The deployment does
-    the reward semantics (set `reward_type` `thresholded` and `threshold` = RLinf's
-    `reward.model.reward_threshold` for RLinf's ResNet output); `check_deployment` compares them at start.
+    the reward semantics (`reward_type` `thresholded` at RLinf's `reward.model.reward_threshold`, or `soft`
+    where RLinf's config sets none); `check_deployment` compares them at start (with a token).
     `RLinfRewardModel(client)` (a RewardClient) works too.
     """
 
@@ -69,13 +69,19 @@ class RLinfRewardModel:
             self.check_deployment()
 
     def check_deployment(self) -> dict:
-        """The deployment's settings; ValueError where they contradict RLinf's config."""
+        """The deployment's settings; ValueError where its output is not what RLinf's ResNet gives for this
+        config: with `reward.model.reward_threshold` set, the probability zeroed at or below it (reward_type
+        `thresholded` at that threshold); without it, the raw probability (reward_type `soft`)."""
         info = self.client.call("GET", f"/api/deployments/{self.client.deployment}/")
         threshold = cfg_get(self.model_cfg, "reward_threshold")
-        mismatch = (
-            info.get("reward_type") != "thresholded" or abs(float(info["threshold"]) - float(threshold or 0)) > 1e-9
-        )
-        if threshold is not None and mismatch:
+        if threshold is None:
+            if info.get("reward_type") != "soft":
+                raise ValueError(
+                    f"RLinf's ResNet reward without reward.model.reward_threshold is the raw probability: the "
+                    f"deployment {self.client.deployment!r} needs reward_type 'soft', it has {info.get('reward_type')!r} "
+                    "(or set reward_threshold and make it 'thresholded')"
+                )
+        elif info.get("reward_type") != "thresholded" or abs(float(info["threshold"]) - float(threshold)) > 1e-9:
             raise ValueError(
                 f"RLinf's reward.model.reward_threshold={threshold} needs the deployment "
                 f"{self.client.deployment!r} at reward_type 'thresholded' and threshold {threshold}; it has "

@@ -47,7 +47,7 @@ def main() -> int:
         # The same deployment in the shapes RL code already calls.
         rewards = RLinfRewardModel(client).compute_rewards({"main_images": frames})
         print("RLinf-style compute_rewards:", np.round(rewards, 3))
-        data = [{"obs": frame, "reward": np.array([0.0], np.float32), "done": False} for frame in frames]
+        data = [{"next_obs": frame, "reward": np.array([0.0], np.float32), "done": False} for frame in frames]
         print(
             "DI-engine-style estimate:",
             [round(float(item["reward"][0]), 3) for item in DIEngineRewardModel(client).estimate(data)],
