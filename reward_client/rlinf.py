@@ -141,7 +141,9 @@ class RLinfHistoryRewardModel(RLinfRewardModel):
         history = observations.get("history_input")
         if history is None:
             return self._steps(observations)
-        window = next(iter(history.values()))  # RLinf's buffer (e.g. `history_window`)
+        window = next(iter(history.values()), None)  # RLinf's buffer (e.g. `history_window`)
+        if window is None:  # no env due this step (input_interval above 1): every env gets interval_reward
+            window = {"main_images": [[] for _ in range(len(observations.get("main_images", [])))]}
         main = window.get("main_images") or []
         extra = window.get("extra_view_images") or [[] for _ in main]
         n = len(main)

@@ -7,7 +7,8 @@ The config below is RLinf's `reward` section (the keys its env and reward worker
 `reward_studio` block naming the service. `RLinfRewardModel(cfg).compute_reward(obs)` answers what
 RLinf's own `ResNetRewardModel.compute_reward` would: the model output per env, which RLinf's env worker
 then combines as `env_reward_weight * env_reward + reward_weight * output` (so the env reward is not sent).
-With `--threshold`, the deployment must use reward_type `thresholded` at that threshold (checked at start).
+With `--threshold`, the deployment must use reward_type `thresholded` at that threshold, without it `soft`
+(checked at start when a token is given).
 Leave `--token` out from a network the server trusts (`TRUSTED_CIDRS`).
 """
 

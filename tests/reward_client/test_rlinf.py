@@ -154,3 +154,21 @@ def test_rlinf_history_variant_scores_rlinf_windows_like_its_api_worker(
     label_reward = {"positive": 3.0, "negative": -2.0, "unclear": 0.5}
     first, third = (label_reward[LABELS[int(np.argmax(p))]] for p in probs)
     np.testing.assert_allclose(rewards, [first, 0.25 + 10.0, third + 10.0], atol=1e-6)
+
+
+def test_history_variant_gives_interval_reward_when_no_env_is_due():
+    """With input_interval above 1 RLinf's env worker sends an empty `history_input` on most steps; no window
+    is scored (no request is made) and every env gets interval_reward, plus the success bonus."""
+    from reward_client import RLinfHistoryRewardModel
+
+    cfg = {
+        "model": {"model_type": "buffered_vlm", "interval_reward": 0.25, "gt_success_bonus": 2.0},
+        "reward_studio": {"url": "http://127.0.0.1:9", "deployment": "vlm"},  # nothing listens there
+    }
+    observations = {
+        "history_input": {},
+        "main_images": np.zeros((3, 8, 8, 3), np.uint8),
+        "env_infos": {"success": np.array([False, True, False])},
+    }
+    rewards = RLinfHistoryRewardModel(cfg).compute_reward(observations)
+    np.testing.assert_allclose(rewards, [0.25, 2.25, 0.25])
