@@ -250,3 +250,36 @@ def test_the_retrain_gives_up_after_its_timeout():
     model.train()
     time.sleep(0.1)
     assert "did not finish in time" in model.retrain_wait(timeout_s=5)["error"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_documented_di_engine_example_runs(project, rl_token, live_server_url, inference_worker_process):
+    import subprocess
+    import sys
+
+    from labeling.models import Episode
+    from tests.conftest import ROOT
+
+    deployment = deploy(make_trained_model(project, seed=5), reward_type="soft")
+    args = ["--url", live_server_url, "--token", rl_token, "--deployment", deployment.name]
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "reward_client.examples.di_engine_reward_model_example",
+            *args,
+            "--episodes",
+            "2",
+            "--steps",
+            "4",
+            "--size",
+            "32",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    assert "uploaded 2 episodes" in out.stdout and out.stdout.count("estimated rewards:") == 1
+    assert Episode.objects.filter(project=project, metadata__uploaded_by="di-engine").count() == 2
