@@ -120,11 +120,13 @@ def test_adapters_in_rlinf_and_di_engine_shapes(project, rl_token, live_server_u
     rewards = RLinfRewardModel(client).compute_rewards({"main_images": images})
     np.testing.assert_allclose(rewards, p, atol=1e-5)
 
-    data = [{"obs": images[i], "reward": np.array([1.0], np.float32), "done": i == 2, "action": i} for i in range(3)]
+    data = [
+        {"next_obs": images[i], "reward": np.array([1.0], np.float32), "done": i == 2, "action": i} for i in range(3)
+    ]
     out = DIEngineRewardModel(client).estimate(data)
-    assert [item["action"] for item in out] == [0, 1, 2]
+    assert out is data and [item["action"] for item in out] == [0, 1, 2]
     np.testing.assert_allclose([item["reward"][0] for item in out], 1.0 + p, atol=1e-5)
-    assert data[0]["reward"][0] == 1.0  # the caller's items are not modified
+    assert [item["env_reward"][0] for item in data] == [1.0] * 3  # the env reward, kept for the next estimate
 
 
 def test_client_errors_are_clear(project, rl_token, live_server_url, inference_worker_process):
