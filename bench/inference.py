@@ -130,7 +130,7 @@ def main() -> None:
     project, model, deployment, agent, token, folder = setup(args.size, args.max_wait_ms)
 
     from inference.broker import dump_npy
-    from inference.client import RewardClient
+    from reward_client import RewardClient
     from training.resnet.checkpoint import load_checkpoint, predict_proba
 
     raw_model, _ = load_checkpoint(folder, "cpu")

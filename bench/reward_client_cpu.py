@@ -31,7 +31,7 @@ from harness import free_port, wait_for_port  # noqa: E402
 from reward_http import LeanRewardClient  # noqa: E402
 
 from inference.broker import dump_npy  # noqa: E402
-from inference.client import RewardClient  # noqa: E402
+from reward_client import RewardClient  # noqa: E402
 
 STUB_SERVER = """
 import sys

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import requests
 
-from inference.client import BadRequestError, NotFoundError, RewardClient
+from reward_client import BadRequestError, NotFoundError, RewardClient
 
 from .conftest import deploy, direct_probabilities, make_trained_model, random_images
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from django.db import connections
 
-from inference.client import RewardClient
+from reward_client import RewardClient
 
 from .conftest import deploy, direct_probabilities, make_trained_model, random_images
 

@@ -7,7 +7,7 @@ import pytest
 import requests
 from prometheus_client.parser import text_string_to_metric_families
 
-from inference.client import RewardClient
+from reward_client import RewardClient
 
 from .conftest import deploy, make_trained_model, random_images
 

@@ -12,7 +12,7 @@ import uuid
 import pytest
 import requests
 
-from inference.client import RewardClient
+from reward_client import RewardClient
 
 from .conftest import deploy
 
@@ -26,8 +26,9 @@ SIZE = 32
 def weak_model(project, images, labels):
     from django.core.files.storage import default_storage
 
-    from robot_agent.hacking import train_weak_model
     from training.models import TrainedModel
+
+    from .hacking_scenario import train_weak_model
 
     name = f"checkpoints/weak_{uuid.uuid4().hex[:8]}"
     train_weak_model(images, labels, default_storage.path(name))
@@ -55,9 +56,10 @@ def test_a_hovering_policy_raises_the_alarm_and_an_honest_run_stays_quiet(
     from inference.models import DeploymentMonitor, ServedFrame
     from inference.monitor_queue import ALARM_REASON
     from labeling.services import agent_create
-    from robot_agent.hacking import HoverPolicy, RestPolicy, lifted_frames, rl_rollout
     from robot_agent.maniskill_robot import ManiSkillRobot
     from training.label_queue import label_queue_items, label_url
+
+    from .hacking_scenario import HoverPolicy, RestPolicy, lifted_frames, rl_rollout
 
     token = agent_create(name="rl-run", kind="rl_worker", projects=[project])[1]
     robot = ManiSkillRobot(width=SIZE, height=SIZE, max_episode_steps=500)

@@ -8,7 +8,7 @@ import time
 import numpy as np
 import pytest
 
-from inference.client import RewardClient
+from reward_client import RewardClient
 
 from .conftest import deploy, direct_probabilities, make_trained_model, random_images
 

@@ -13,12 +13,16 @@ from graphlib import CycleError, TopologicalSorter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-APPS = ("webapp", "labeling", "training", "inference", "robot_agent", "webhooks")
+APPS = ("webapp", "labeling", "training", "inference", "robot_agent", "reward_client", "webhooks")
+SERVER = {"webapp", "labeling", "training", "inference", "webhooks"}
 
 # app -> the apps it must not import.
 FORBIDDEN: dict[str, set[str]] = {
     "labeling": {"training", "inference"},
     "training": {"inference"},
+    # The client packages run on robots and RL machines, installed without the server.
+    "robot_agent": SERVER,
+    "reward_client": SERVER,
 }
 
 # Cycles tolerated for now (none): an entry must name a cycle that still exists, so none stays allowed by
@@ -28,7 +32,7 @@ KNOWN_CYCLES: set[frozenset[str]] = set()
 
 def app_modules(app: str) -> Iterator[tuple[str, Path]]:
     for path in sorted((ROOT / app).rglob("*.py")):
-        if "migrations" in path.relative_to(ROOT).parts:
+        if {"migrations", "build"} & set(path.relative_to(ROOT).parts):  # `build`: pip's copy of reward_client
             continue
         parts = list(path.relative_to(ROOT).with_suffix("").parts)
         if parts[-1] == "__init__":

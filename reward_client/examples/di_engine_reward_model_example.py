@@ -1,13 +1,14 @@
 """DI-engine's reward-model lifecycle against Reward Studio (needs numpy, requests, Pillow).
 
-    python inference/examples/di_engine_reward_model_example.py --url http://127.0.0.1:8000 \
+    python -m reward_client.examples.di_engine_reward_model_example --url http://127.0.0.1:8000 \
         --token "$RS_TOKEN" --deployment pick-cube [--train] [--episodes 6 --steps 10]
 
 `DIEngineRewardModel(config, device, tb_logger)` is built the way DI-engine's registry builds reward models
-(with DI-engine installed, `import inference.rl_adapters` registers it as type `reward_studio`). The loop
+(with DI-engine installed, `import reward_client.di_engine` registers it as type `reward_studio`). The loop
 stands in for a collector: synthetic transitions (dark frames, a bright square once the task succeeded)
 are collected (`collect_data` uploads each finished episode to the deployment's project), optionally
-trained on (`train`: snapshot, job, wait, redeploy; needs a Celery training worker), then estimated.
+retrained (`retrain_now` + `retrain_wait`: proposals, snapshot, job, then the deployment switches when the
+new model is more accurate; needs a Celery training worker), then estimated on `next_obs`.
 `env_reward` says where the env reward goes, so it is never added twice.
 """
 
@@ -15,31 +16,36 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from inference.client import RewardServiceError  # noqa: E402
-from inference.rl_adapters import DIEngineRewardModel  # noqa: E402
+from reward_client import RewardServiceError
+from reward_client.di_engine import DIEngineRewardModel
 
 
-def episode(rng, steps: int, size: int) -> list[dict]:
-    out = []
-    for t in range(steps):
-        success = t >= steps // 2
-        frame = rng.integers(0, 60, (size, size, 3), dtype=np.uint8)
+def episode(rng: np.random.Generator, steps: int, size: int) -> list[dict]:
+    def frame(success: bool) -> np.ndarray:
+        image = rng.integers(0, 60, (size, size, 3), dtype=np.uint8)
         if success:
-            frame[size // 4 : 3 * size // 4, size // 4 : 3 * size // 4] = (230, 40, 40)
+            image[size // 4 : 3 * size // 4, size // 4 : 3 * size // 4] = (230, 40, 40)
+        return image
+
+    out = []
+    obs = frame(False)
+    for t in range(steps):
+        success = t >= steps // 2  # reached with this transition: its next_obs shows it
+        next_obs = frame(success)
         out.append(
             {
-                "obs": frame,
+                "obs": obs,
+                "next_obs": next_obs,
                 "action": np.zeros(2, np.float32),
                 "reward": np.array([float(success)], np.float32),
                 "done": t == steps - 1,
                 "info": {"success": success},
             }
         )
+        obs = next_obs
     return out
 
 
@@ -69,8 +75,9 @@ def main() -> int:
         for _ in range(args.episodes):
             model.collect_data(episode(rng, args.steps, args.size))
         print(f"uploaded {len(model.uploaded)} episodes to the deployment's project")
-        if args.train:
-            print(f"trained and redeployed: {model.train()}")
+        if args.train:  # in a DI-engine pipeline, train() only starts or advances it and returns at once
+            model.retrain_now()
+            print(f"retrained: {model.retrain_wait(timeout_s=3600)}")
         data = episode(rng, args.steps, args.size)
         estimated = model.estimate(data)
         print("estimated rewards:", [round(float(item["reward"][0]), 3) for item in estimated])

@@ -1,17 +1,16 @@
-"""Python client for RL workers: rewards from a Reward Studio deployment over HTTP.
+"""RewardClient: rewards from a Reward Studio deployment over HTTP, for RL workers.
 
-Needs only numpy, requests and urllib3 (which requests already brings; no Django, no torch); copy this file
-into an RL code base if you like.
+Needs only numpy, requests and urllib3 (no Django, no torch).
 
-    from inference.client import RewardClient
+    from reward_client import RewardClient
     client = RewardClient("http://studio:8000", token, deployment="pick-cube")
     result = client.compute_rewards(images, env_rewards=env_r, dones=dones)   # images: uint8 [B,H,W,3]
     result.rewards, result.probabilities, result.success
 
 `RewardClient("http://studio:8000/api/deployments/pick-cube", token)` works too; `token=None` sends no
-Authorization header (from a network the server trusts, `TRUSTED_CIDRS`). The RLinf and DI-engine
-adapters (`inference/rl_adapters.py`, also importable from here) give the shapes their registries build. Errors are RewardServiceError subclasses carrying the
-HTTP status and the server's message; connection errors and timeouts are retried with backoff first.
+Authorization header (from a network the server trusts, `TRUSTED_CIDRS`). Errors are RewardServiceError
+subclasses (reward_client.errors) carrying the HTTP status and the server's message; connection errors and
+timeouts are retried with backoff first.
 
 `compute_rewards`, the RL loop's hot path, sends through a urllib3 connection pool (kept-alive connections,
 a fraction of a requests.Session's CPU per call); `call()` (any other endpoint) goes through requests. A
@@ -25,7 +24,6 @@ import io
 import json
 import os
 import re
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -37,43 +35,10 @@ import requests
 import urllib3
 from urllib3 import exceptions as urllib3_errors
 
-__all__ = [
-    "AuthenticationError",
-    "BadRequestError",
-    "ConnectionFailed",
-    "NotFoundError",
-    "RewardClient",
-    "RewardResult",
-    "RewardServiceError",
-    "ServiceUnavailable",
-]
+from .arrays import flat, uint8_batch
+from .errors import ConnectionFailed, error_for
 
-
-class RewardServiceError(Exception):
-    def __init__(self, message: str, status: int | None = None):
-        super().__init__(message if status is None else f"HTTP {status}: {message}")
-        self.status = status
-        self.detail = message
-
-
-class AuthenticationError(RewardServiceError):
-    """401/403: missing, unknown or revoked token."""
-
-
-class BadRequestError(RewardServiceError):
-    """400/413/415/429: the request itself is wrong (dtype, shape, flags...)."""
-
-
-class NotFoundError(RewardServiceError):
-    """404: no deployment with that name."""
-
-
-class ServiceUnavailable(RewardServiceError):
-    """503: the deployment is unhealthy or no inference worker answered."""
-
-
-class ConnectionFailed(RewardServiceError):
-    """The server could not be reached, even after retries."""
+__all__ = ["RewardClient", "RewardResult"]
 
 
 @dataclass
@@ -105,7 +70,7 @@ class RewardClient:
         retries: int = 3,
         backoff_s: float = 0.5,
         session: requests.Session | None = None,
-    ):
+    ) -> None:
         base_url = base_url.rstrip("/")
         match = _DEPLOYMENT_URL.match(base_url)
         if deployment is None:
@@ -154,18 +119,18 @@ class RewardClient:
 
         `env_success` (the env's own success flag per image) and `episode_ids` (the RL episode of each
         image) are optional; with them the deployment's reward-hacking monitor compares model and env."""
-        array = _as_uint8_batch(images)
+        array = uint8_batch(images)
         params: dict[str, str] = {}
         if env_rewards is not None:
-            params["env_rewards"] = ",".join(map(repr, _flat(env_rewards, np.float64)))
+            params["env_rewards"] = ",".join(map(repr, flat(env_rewards, np.float64)))
         if dones is not None:
-            params["dones"] = ",".join("1" if v else "0" for v in _flat(dones))
+            params["dones"] = ",".join("1" if v else "0" for v in flat(dones))
         if env_success is not None:
-            params["env_success"] = ",".join("1" if v else "0" for v in _flat(env_success))
+            params["env_success"] = ",".join("1" if v else "0" for v in flat(env_success))
         if stream:
             params["stream"] = stream
         if episode_ids is not None:
-            params["episode_ids"] = ",".join(map(str, _flat(episode_ids)))
+            params["episode_ids"] = ",".join(map(str, flat(episode_ids)))
         buffer = io.BytesIO()
         np.save(buffer, array, allow_pickle=False)
         data = self._post(buffer.getvalue(), params)
@@ -212,9 +177,9 @@ class RewardClient:
             return self._post(body, params)
         if 200 <= response.status < 300:
             return json.loads(response.data) if response.data else {}
-        raise _error_for(response.status, response.data, response.reason)
+        raise error_for(response.status, response.data, response.reason)
 
-    def call(self, method: str, url: str, **kwargs) -> Any:
+    def call(self, method: str, url: str, **kwargs: Any) -> Any:
         """Any request to the service (a path or a full URL), retried on connection errors; the JSON answer,
         or a RewardServiceError for an HTTP error."""
         if url.startswith("/"):
@@ -227,7 +192,7 @@ class RewardClient:
         )
         if 200 <= response.status_code < 300:
             return response.json() if response.content else {}
-        raise _error_for(response.status_code, response.content, response.reason)
+        raise error_for(response.status_code, response.content, response.reason)
 
     def _retrying(self, send: Callable[[], _Response], url: str, errors: tuple[type[Exception], ...]) -> _Response:
         """send()'s answer; connection errors and timeouts retried `retries` times with exponential backoff."""
@@ -259,70 +224,3 @@ def _pool_for(base_url: str) -> urllib3.HTTPConnectionPool:
         bundle = os.environ.get("REQUESTS_CA_BUNDLE") or os.environ.get("CURL_CA_BUNDLE") or requests.certs.where()
         options["ca_cert_dir" if os.path.isdir(bundle) else "ca_certs"] = bundle
     return urllib3.connection_from_url(base_url, **options)
-
-
-def _flat(values: Any, dtype: Any = None) -> list:
-    """A per-image argument (list, numpy array or tensor) as a flat list of Python values."""
-    return np.asarray(_numpy(values), dtype=dtype).reshape(-1).tolist()
-
-
-def _error_for(status: int, content: bytes, reason: str | None) -> RewardServiceError:
-    """The error for an HTTP error answer: its JSON `detail` (or `error.message`), else its text."""
-    try:
-        body = json.loads(content)
-        detail = body.get("detail") or (body.get("error") or {}).get("message") or body
-        detail = str(detail)
-    except (ValueError, AttributeError):
-        detail = content.decode("utf-8", "replace")[:500] or reason or ""
-    if status in (401, 403):
-        return AuthenticationError(detail, status)
-    if status == 404:
-        return NotFoundError(detail, status)
-    if status == 503:
-        return ServiceUnavailable(detail, status)
-    if 400 <= status < 500:
-        return BadRequestError(detail, status)
-    return RewardServiceError(detail, status)
-
-
-def _numpy(value: Any) -> Any:
-    """Tensors (torch or anything with .numpy()) to numpy without importing torch."""
-    if hasattr(value, "detach"):
-        value = value.detach()
-    if hasattr(value, "cpu"):
-        value = value.cpu()
-    if hasattr(value, "numpy"):
-        return value.numpy()
-    return value
-
-
-def _as_uint8_batch(images: Any) -> np.ndarray:
-    array = np.asarray(_numpy(images))
-    if array.ndim == 3:
-        array = array[None]
-    if array.ndim == 4 and array.shape[-1] != 3 and array.shape[1] == 3:  # NCHW -> NHWC
-        array = array.transpose(0, 2, 3, 1)
-    if array.dtype != np.uint8:
-        raise ValueError(f"images must be uint8 [B,H,W,3], got {array.dtype}")
-    if array.ndim != 4 or array.shape[-1] != 3:
-        raise ValueError(f"images must be uint8 [B,H,W,3], got shape {list(array.shape)}")
-    return np.ascontiguousarray(array)
-
-
-def _like_input(values: np.ndarray, template: Any) -> Any:
-    """A torch tensor when the caller passed one (torch is then already imported), else numpy."""
-    if hasattr(template, "detach") and "torch" in sys.modules:
-        return sys.modules["torch"].from_numpy(values)
-    return values
-
-
-_ADAPTERS = ("RLinfRewardModel", "RLinfHistoryRewardModel", "DIEngineRewardModel")
-
-
-def __getattr__(name: str) -> Any:
-    """The adapters live in inference/rl_adapters.py; importing them from here keeps working."""
-    if name in _ADAPTERS:
-        from inference import rl_adapters
-
-        return getattr(rl_adapters, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,6 +1,6 @@
 """Rewards for an RL loop from a Reward Studio deployment (needs only numpy and requests).
 
-    python inference/examples/reward_client_example.py --url http://127.0.0.1:8000 \
+    python -m reward_client.examples.reward_client_example --url http://127.0.0.1:8000 \
         --token "$RS_TOKEN" --deployment pick-cube [--envs 8 --steps 20 --size 128]
 
 Create the token with `python manage.py create_agent rl-worker-1 --kind rl_worker` (or in the admin) and
@@ -14,12 +14,10 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from inference.client import DIEngineRewardModel, RewardClient, RewardServiceError, RLinfRewardModel  # noqa: E402
+from reward_client import DIEngineRewardModel, RewardClient, RewardServiceError, RLinfRewardModel
 
 
 def main() -> int:
@@ -49,7 +47,7 @@ def main() -> int:
         # The same deployment in the shapes RL code already calls.
         rewards = RLinfRewardModel(client).compute_rewards({"main_images": frames})
         print("RLinf-style compute_rewards:", np.round(rewards, 3))
-        data = [{"obs": frame, "reward": np.array([0.0], np.float32), "done": False} for frame in frames]
+        data = [{"next_obs": frame, "reward": np.array([0.0], np.float32), "done": False} for frame in frames]
         print(
             "DI-engine-style estimate:",
             [round(float(item["reward"][0]), 3) for item in DIEngineRewardModel(client).estimate(data)],

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 import requests
 
-from inference.client import (
+from reward_client import (
     AuthenticationError,
     BadRequestError,
     ConnectionFailed,

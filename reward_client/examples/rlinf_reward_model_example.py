@@ -1,13 +1,14 @@
 """RLinf's reward-model call against a Reward Studio deployment (needs numpy, requests, Pillow).
 
-    python inference/examples/rlinf_reward_model_example.py --url http://127.0.0.1:8000 \
+    python -m reward_client.examples.rlinf_reward_model_example --url http://127.0.0.1:8000 \
         --token "$RS_TOKEN" --deployment pick-cube [--threshold 0.5] [--envs 8 --steps 5]
 
 The config below is RLinf's `reward` section (the keys its env and reward workers read) plus a
 `reward_studio` block naming the service. `RLinfRewardModel(cfg).compute_reward(obs)` answers what
 RLinf's own `ResNetRewardModel.compute_reward` would: the model output per env, which RLinf's env worker
 then combines as `env_reward_weight * env_reward + reward_weight * output` (so the env reward is not sent).
-With `--threshold`, the deployment must use reward_type `thresholded` at that threshold (checked at start).
+With `--threshold`, the deployment must use reward_type `thresholded` at that threshold, without it `soft`
+(checked at start when a token is given).
 Leave `--token` out from a network the server trusts (`TRUSTED_CIDRS`).
 """
 
@@ -15,13 +16,11 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from inference.client import RewardServiceError  # noqa: E402
-from inference.rl_adapters import RLinfRewardModel  # noqa: E402
+from reward_client import RewardServiceError
+from reward_client.rlinf import RLinfRewardModel
 
 
 def main() -> int:

@@ -9,7 +9,8 @@
 - `rl_rollout`: an RL worker's loop. Every step's camera frame goes to the reward service with the env's
   success flag and the episode id, as RLinf or DI-engine workers would send them.
 
-Needs ManiSkill (a ManiSkillRobot in pd_ee_delta_pose); used by the monitor's test and its README demo.
+Needs ManiSkill (a ManiSkillRobot in pd_ee_delta_pose); used by the monitor's test and its README demo. It
+lives with the tests, not in robot_agent: `train_weak_model` trains with the server's training.resnet.
 """
 
 from __future__ import annotations
@@ -20,12 +21,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .policies import Policy
-from .robot import Observation
-from .spacemouse import GRIPPER_OPEN
+from robot_agent.policies import Policy
+from robot_agent.robot import Observation
+from robot_agent.spacemouse import GRIPPER_OPEN
 
 if TYPE_CHECKING:
-    from .maniskill_robot import ManiSkillRobot
+    from robot_agent.maniskill_robot import ManiSkillRobot
 
 MAX_STEP_M = 0.1  # pd_ee_delta_pose moves at most this far per unit action
 
@@ -130,7 +131,7 @@ class Rollout:
 def rl_rollout(
     robot: ManiSkillRobot,
     policy: Policy,
-    client: Any,  # inference.client.RewardClient (not imported: this package needs no server code)
+    client: Any,  # a reward_client.RewardClient
     *,
     seed: int,
     steps: int,

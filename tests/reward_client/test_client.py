@@ -13,7 +13,7 @@ import pytest
 import requests
 from PIL import Image
 
-from inference.client import (
+from reward_client import (
     AuthenticationError,
     BadRequestError,
     ConnectionFailed,
@@ -23,8 +23,8 @@ from inference.client import (
     RLinfRewardModel,
     ServiceUnavailable,
 )
-
-from .conftest import ROOT, deploy, direct_probabilities, make_trained_model, random_images
+from tests.conftest import ROOT
+from tests.inference.conftest import deploy, direct_probabilities, make_trained_model, random_images
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
@@ -36,8 +36,8 @@ def rl_token(db):
     return agent_create(name="rl-worker", kind="rl_worker", all_projects=True)[1]
 
 
-def test_client_module_needs_neither_django_nor_torch():
-    code = "import sys; import inference.client; assert 'django' not in sys.modules and 'torch' not in sys.modules"
+def test_client_package_needs_neither_django_nor_torch():
+    code = "import sys; import reward_client; assert 'django' not in sys.modules and 'torch' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True)
 
 
@@ -120,11 +120,13 @@ def test_adapters_in_rlinf_and_di_engine_shapes(project, rl_token, live_server_u
     rewards = RLinfRewardModel(client).compute_rewards({"main_images": images})
     np.testing.assert_allclose(rewards, p, atol=1e-5)
 
-    data = [{"obs": images[i], "reward": np.array([1.0], np.float32), "done": i == 2, "action": i} for i in range(3)]
+    data = [
+        {"next_obs": images[i], "reward": np.array([1.0], np.float32), "done": i == 2, "action": i} for i in range(3)
+    ]
     out = DIEngineRewardModel(client).estimate(data)
-    assert [item["action"] for item in out] == [0, 1, 2]
+    assert out is data and [item["action"] for item in out] == [0, 1, 2]
     np.testing.assert_allclose([item["reward"][0] for item in out], 1.0 + p, atol=1e-5)
-    assert data[0]["reward"][0] == 1.0  # the caller's items are not modified
+    assert [item["env_reward"][0] for item in data] == [1.0] * 3  # the env reward, kept for the next estimate
 
 
 def test_client_errors_are_clear(project, rl_token, live_server_url, inference_worker_process):
@@ -175,7 +177,8 @@ def test_the_documented_example_runs(project, rl_token, live_server_url, inferen
     out = subprocess.run(
         [
             sys.executable,
-            "inference/examples/reward_client_example.py",
+            "-m",
+            "reward_client.examples.reward_client_example",
             "--url",
             live_server_url,
             "--token",

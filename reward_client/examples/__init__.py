@@ -1,0 +1,1 @@
+"""Runnable examples: `python -m reward_client.examples.<name> --help`."""
