@@ -26,6 +26,8 @@ from webhooks.services import webhook_emit_safely
 
 from . import launch
 from .family_parts import RunResult
+from .job_errors import failure_reason
+from .job_limits import job_config_check, paths_confine
 from .job_reporter import JobReporter, push
 from .models import FINISHED_STATUSES, DatasetSnapshot, JobMetric, JobStatus, TrainedModel, TrainingJob
 from .reporting import JobCancelled
@@ -56,9 +58,7 @@ def job_create(
         raise JobError("the snapshot belongs to another project")
     if snapshot.status != DatasetSnapshot.Status.READY:
         raise JobError(f"snapshot #{snapshot.number} is {snapshot.status}, not ready")
-    from .runners import validate_config  # the model families load torch: only where jobs are made or run
-
-    normalised = validate_config(kind, config or {})
+    normalised = job_config_check(kind, config or {})  # paths inside MODEL_DIR, processes within the host
     job = TrainingJob.objects.create(
         project=project,
         snapshot=snapshot,
@@ -182,6 +182,7 @@ def _run(job: TrainingJob, reporter: JobReporter, worker: str) -> RunResult | st
 
         runner = get_runner(job.kind)
         reporter.log(f"{job.kind} job started on {worker} (attempt {attempt} of {settings.TRAINING_MAX_ATTEMPTS})")
+        job.config = paths_confine(job.kind, job.config)  # again here: MODEL_DIR may have changed since
         result = launch.job_run(job, reporter, runner)  # in this process, or under torchrun
         reporter.log("training finished")
         reporter.flush()
@@ -193,13 +194,21 @@ def _run(job: TrainingJob, reporter: JobReporter, worker: str) -> RunResult | st
         return JobStatus.CANCELLED
     except Exception as exc:
         logger.exception("training job %s failed", job_id)
-        reporter.log(f"failed: {exc.__class__.__name__}: {exc}")
+        # users see one line (page, API, WebSocket, webhooks); the traceback stays in the log and the admin
+        reason = failure_reason(exc, prefix_type=not isinstance(exc, launch.JobFailure | ValueError))
+        reporter.log(f"failed: {reason}")
         try:
             reporter.flush()
         except Exception:
             logger.exception("could not flush the reporter of job %s", job_id)
         _transition(
-            job_id, JobStatus.RUNNING, JobStatus.FAILED, attempt=attempt, error=traceback.format_exc(), eta_seconds=None
+            job_id,
+            JobStatus.RUNNING,
+            JobStatus.FAILED,
+            attempt=attempt,
+            error=reason,
+            error_detail=traceback.format_exc(),
+            eta_seconds=None,
         )
         return JobStatus.FAILED
 
@@ -257,6 +266,7 @@ def job_retry(*, job: TrainingJob) -> TrainingJob:
             progress=0.0,
             eta_seconds=None,
             error="",
+            error_detail="",
             log="",
             summary={},
             started_at=None,
