@@ -7,7 +7,6 @@ import logging
 import os
 import shutil
 import socket
-import threading
 import traceback
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
@@ -15,11 +14,12 @@ from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import transaction
 from django.db.models import F, ProtectedError, Q, Value
 from django.db.models.functions import Concat
 from django.utils import timezone
 
+from labeling import job_liveness
 from labeling.models import Project
 from webhooks import events
 from webhooks.services import webhook_emit_safely
@@ -142,7 +142,7 @@ def job_execute(*, job_id: int, worker: str = "") -> str:
     job = TrainingJob.objects.select_related("project", "snapshot").get(pk=job_id)
     attempt = job.attempt
     reporter = JobReporter(job_id, attempt=attempt)
-    with Heartbeat(job_id, attempt=attempt):
+    with job_heartbeat(job_id, attempt=attempt):
         outcome = _run(job, reporter, worker)
     if not isinstance(outcome, RunResult):
         return outcome
@@ -213,35 +213,18 @@ def _run(job: TrainingJob, reporter: JobReporter, worker: str) -> RunResult | st
         return JobStatus.FAILED
 
 
-class Heartbeat:
-    """Keeps a running job's heartbeat fresh from a thread, also while the runner loads data or models
-    for minutes without reporting; it stops with the process, so a killed worker's job goes stale."""
-
-    def __init__(self, job_id: int, *, attempt: int, interval: float | None = None):
-        self.job_id = job_id
-        self.attempt = attempt
-        self.interval = interval if interval is not None else float(settings.TRAINING_HEARTBEAT_SECONDS)
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._beat, name=f"heartbeat-job-{job_id}", daemon=True)
-
-    def __enter__(self) -> Heartbeat:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._stop.set()
-        self._thread.join(timeout=10)
-
-    def _beat(self) -> None:
-        try:
-            while not self._stop.wait(self.interval):
-                TrainingJob.objects.filter(pk=self.job_id, status=JobStatus.RUNNING, attempt=self.attempt).update(
-                    heartbeat_at=timezone.now()
-                )
-        except Exception:
-            logger.exception("heartbeat of job %s stopped", self.job_id)
-        finally:
-            connection.close()
+def job_heartbeat(job_id: int, *, attempt: int, interval: float | None = None) -> job_liveness.Heartbeat:
+    """Keeps a running job's heartbeat fresh from a thread (labeling.job_liveness), also while the runner
+    loads data or models for minutes without reporting; it stops with the process, so a killed worker's job
+    goes stale."""
+    return job_liveness.Heartbeat(
+        TrainingJob,
+        job_id,
+        status=JobStatus.RUNNING,
+        attempt=attempt,
+        field="heartbeat_at",
+        interval=interval if interval is not None else float(settings.TRAINING_HEARTBEAT_SECONDS),
+    )
 
 
 def job_cancel(*, job: TrainingJob) -> TrainingJob:
@@ -322,27 +305,32 @@ def jobs_recover_stale(*, now=None) -> SweepOutcome:
     max_attempts = settings.TRAINING_MAX_ATTEMPTS
     outcome = SweepOutcome([], [], [])
     stale = TrainingJob.objects.filter(status=JobStatus.RUNNING, heartbeat_at__lt=now - stale_after)
-    for job_id, attempt, worker in stale.values_list("pk", "attempt", "worker"):
-        silence = f"no heartbeat from worker {worker or '?'} for over {int(stale_after.total_seconds())} s"
-        if attempt >= max_attempts:
-            reason = f"{silence}; gave up after {attempt} of {max_attempts} attempts (TRAINING_MAX_ATTEMPTS)"
-            if _transition(
-                job_id, JobStatus.RUNNING, JobStatus.FAILED, attempt=attempt, error=reason, eta_seconds=None
-            ):
-                outcome.failed.append(job_id)
-            continue
-        note = f"[{timezone.now():%H:%M:%S}] {silence}: requeued (attempt {attempt} of {max_attempts} lost)\n"
+    workers = dict(stale.values_list("pk", "worker"))
+
+    def silence(job_id: int) -> str:
+        return f"no heartbeat from worker {workers.get(job_id) or '?'} for over {int(stale_after.total_seconds())} s"
+
+    def fail(rows, job_id: int, attempt: int) -> bool:
+        reason = f"{silence(job_id)}; gave up after {attempt} of {max_attempts} attempts (TRAINING_MAX_ATTEMPTS)"
+        return _transition(job_id, JobStatus.RUNNING, JobStatus.FAILED, attempt=attempt, error=reason, eta_seconds=None)
+
+    def requeue(rows, job_id: int, attempt: int) -> bool:
+        note = f"[{timezone.now():%H:%M:%S}] {silence(job_id)}: requeued (attempt {attempt} of {max_attempts} lost)\n"
         with transaction.atomic():
-            if _transition(
+            moved = _transition(
                 job_id,
                 JobStatus.RUNNING,
                 JobStatus.QUEUED,
                 attempt=attempt,
                 log=Concat(F("log"), Value(note)),
                 eta_seconds=None,
-            ):
-                outcome.requeued.append(job_id)
+            )
+            if moved:
                 transaction.on_commit(functools.partial(job_enqueue, job_id=job_id))
+        return moved
+
+    swept = job_liveness.stale_sweep(stale, max_attempts=max_attempts, requeue=requeue, fail=fail)
+    outcome.requeued, outcome.failed = swept.requeued, swept.failed
     waiting = TrainingJob.objects.filter(status=JobStatus.QUEUED, cancel_requested=False).exclude(
         pk__in=outcome.requeued
     )
