@@ -114,6 +114,8 @@ def test_a_path_inside_model_dir_is_taken_relative_to_it_and_a_missing_one_named
         assert made.json()["config"]["pretrained_path"] == "limits-r18.pth"  # shown relative to MODEL_DIR
     finally:
         (model_dir / "limits-r18.pth").unlink()
+    page = user_client.get(f"/projects/{snapshot.project_id}/training/").content.decode()
+    assert '"base_model_path": "qwen3-vl"' in page and str(model_dir) not in page  # the VLM default, relative
 
 
 @pytest.mark.django_db(transaction=True)
