@@ -9,6 +9,7 @@ job row records progress and the summary for the page to show.
 from __future__ import annotations
 
 import contextlib
+import functools
 import resource
 import shutil
 import uuid
@@ -25,6 +26,7 @@ from django.utils import timezone
 
 from .import_services import import_paths
 from .import_sources import ImportSummary, Source, SourceError, safe_file_name
+from .job_liveness import Heartbeat, Sweep, stale_sweep
 from .models import ImportJob, Project
 
 
@@ -66,22 +68,35 @@ def import_job_run(job_id: int) -> ImportJob | None:
     if job is None:
         return None
     claimed = ImportJob.objects.filter(pk=job.pk, status=ImportJob.Status.QUEUED).update(
-        status=ImportJob.Status.RUNNING, done=0, updated_at=timezone.now()
+        status=ImportJob.Status.RUNNING, done=0, updated_at=timezone.now(), attempt=F("attempt") + 1
     )
     if not claimed:
         job.refresh_from_db()
         return job
+    job.refresh_from_db(fields=["attempt"])
     folder = Path(job.folder)
+    # every write of this run is guarded by its attempt: a run the sweep presumed dead cannot end the next one
+    mine = ImportJob.objects.filter(pk=job.pk, status=ImportJob.Status.RUNNING, attempt=job.attempt)
 
     def on_sources(count: int) -> None:
-        ImportJob.objects.filter(pk=job.pk).update(total=count, updated_at=timezone.now())
+        mine.update(total=count, updated_at=timezone.now())
 
     def on_progress(source: Source) -> None:
-        ImportJob.objects.filter(pk=job.pk).update(done=F("done") + 1, updated_at=timezone.now())
+        mine.update(done=F("done") + 1, updated_at=timezone.now())
 
     status, error, summary = ImportJob.Status.FAILED, "", {}
     try:
-        with memory_limit(settings.IMPORT_MAX_MEMORY_BYTES):
+        with (
+            memory_limit(settings.IMPORT_MAX_MEMORY_BYTES),
+            Heartbeat(
+                ImportJob,
+                job.pk,
+                status=ImportJob.Status.RUNNING,
+                attempt=job.attempt,
+                field="updated_at",
+                interval=settings.JOBS_HEARTBEAT_SECONDS,
+            ),
+        ):
             paths = sorted(path for part in sorted(folder.iterdir()) for path in part.iterdir())
             result = import_paths(
                 project=job.project, paths=paths, env_id=job.env_id, on_sources=on_sources, on_progress=on_progress
@@ -97,33 +112,43 @@ def import_job_run(job_id: int) -> ImportJob | None:
         error = f"the import took longer than {settings.IMPORT_TIME_LIMIT_SECONDS} s (IMPORT_TIME_LIMIT_SECONDS)"
     finally:
         now = timezone.now()
-        ImportJob.objects.filter(pk=job.pk).update(
-            status=status, error=error, summary=summary, finished_at=now, updated_at=now
-        )
-        shutil.rmtree(folder, ignore_errors=True)
+        if mine.update(status=status, error=error, summary=summary, finished_at=now, updated_at=now):
+            shutil.rmtree(folder, ignore_errors=True)
     job.refresh_from_db()
     return job
 
 
-def import_jobs_fail_stale(*, now=None) -> list[int]:
-    """Fail running imports whose row has not moved for longer than a task may run (its hard time limit,
-    IMPORT_TIME_LIMIT_SECONDS + 30 s, and a margin): their worker is gone. Their uploads are removed.
-    Queued imports are left alone: their message may wait behind other imports for any time."""
+def import_jobs_recover_stale(*, now=None) -> Sweep:
+    """Requeue running imports whose heartbeat is older than JOBS_STALE_AFTER_SECONDS (their worker died; the
+    next run imports the stored upload again, episodes already in are skipped), or fail them with the
+    reason once JOBS_MAX_ATTEMPTS runs were lost (their uploads are removed then). Queued imports are left
+    alone: their message may wait behind other imports for any time."""
+    from .tasks import run_import_job
+
     now = now or timezone.now()
-    silent = settings.IMPORT_TIME_LIMIT_SECONDS + 60
+    silent = settings.JOBS_STALE_AFTER_SECONDS
     stale = ImportJob.objects.filter(status=ImportJob.Status.RUNNING, updated_at__lt=now - timedelta(seconds=silent))
-    failed = []
-    for job_id, folder in stale.values_list("pk", "folder"):
+
+    def requeue(rows, job_id: int, attempt: int) -> bool:
+        with transaction.atomic():
+            moved = bool(rows.update(status=ImportJob.Status.QUEUED, updated_at=now))
+            if moved:
+                transaction.on_commit(functools.partial(run_import_job.delay, job_id))
+        return moved
+
+    def fail(rows, job_id: int, attempt: int) -> bool:
+        folder = rows.values_list("folder", flat=True).first()
         reason = (
-            f"no worker finished this import: nothing moved for over {silent} s, longer than an import may run "
-            "(IMPORT_TIME_LIMIT_SECONDS); was the ingest worker stopped? Upload the files again."
+            f"its worker stopped (no heartbeat for over {silent} s) in each of {attempt} runs (JOBS_MAX_ATTEMPTS); "
+            "was the ingest worker killed or out of memory? Upload the files again."
         )
-        if stale.filter(pk=job_id).update(
-            status=ImportJob.Status.FAILED, error=reason, finished_at=now, updated_at=now
-        ):
+        if not rows.update(status=ImportJob.Status.FAILED, error=reason, finished_at=now, updated_at=now):
+            return False
+        if folder:
             shutil.rmtree(folder, ignore_errors=True)
-            failed.append(job_id)
-    return failed
+        return True
+
+    return stale_sweep(stale, max_attempts=settings.JOBS_MAX_ATTEMPTS, requeue=requeue, fail=fail)
 
 
 @contextlib.contextmanager

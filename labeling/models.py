@@ -318,8 +318,9 @@ class ImportJob(models.Model):
     done = models.PositiveIntegerField(default=0, help_text="Files handled so far.")
     summary = models.JSONField(default=dict, blank=True)
     error = models.TextField(blank=True, default="")
+    attempt = models.PositiveIntegerField(default=0, help_text="Runs started; a run lost with its worker is requeued.")
     created_at = models.DateTimeField(auto_now_add=True)
-    updated_at = models.DateTimeField(auto_now=True, help_text="Last progress (a stale running job is failed).")
+    updated_at = models.DateTimeField(auto_now=True, help_text="Heartbeat: a running job silent too long is requeued.")
     finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
@@ -354,8 +355,9 @@ class ProposalJob(models.Model):
     done = models.PositiveIntegerField(default=0, help_text="Episodes done so far.")
     summary = models.JSONField(default=dict, blank=True, help_text="Proposals created, updated and removed.")
     error = models.TextField(blank=True, default="")
+    attempt = models.PositiveIntegerField(default=0, help_text="Runs started; a run lost with its worker is requeued.")
     created_at = models.DateTimeField(auto_now_add=True)
-    updated_at = models.DateTimeField(auto_now=True, help_text="Last progress (a stale active job is failed).")
+    updated_at = models.DateTimeField(auto_now=True, help_text="Heartbeat: a running job silent too long is requeued.")
     finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:

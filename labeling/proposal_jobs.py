@@ -9,40 +9,65 @@ while the task finishes is decided by whichever update comes first.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import asdict
 from datetime import timedelta
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import transaction
+from django.db.models import F
 from django.utils import timezone
 
+from .job_liveness import Heartbeat, Sweep, stale_sweep
 from .models import Project, ProposalJob
 from .proposals import GenerateResult, proposals_generate
 
 
-def proposal_jobs_fail_stale(*, project: Project | None = None, now=None) -> list[int]:
-    """Fail active jobs (of `project`, or all) whose row has not moved for longer than a task may run (its
-    hard time limit, PROPOSALS_TIME_LIMIT_SECONDS + 30 s, and a margin): their worker is gone."""
+def proposal_jobs_recover_stale(*, project: Project | None = None, now=None) -> Sweep:
+    """Jobs (of `project`, or all) whose worker is gone: a running job whose heartbeat is older than
+    JOBS_STALE_AFTER_SECONDS is requeued (the next run goes through the project again; proposals are
+    idempotent), or failed with the reason once JOBS_MAX_ATTEMPTS runs were lost; a queued job whose message
+    no worker took for longer than a job may run (PROPOSALS_TIME_LIMIT_SECONDS + 60 s) is failed."""
+    from .tasks import generate_project_proposals
+
     now = now or timezone.now()
-    silent = settings.PROPOSALS_TIME_LIMIT_SECONDS + 60
-    stale = ProposalJob.objects.filter(status__in=ProposalJob.ACTIVE, updated_at__lt=now - timedelta(seconds=silent))
-    if project is not None:
-        stale = stale.filter(project=project)
-    ids = list(stale.values_list("pk", flat=True))
+    silent = settings.JOBS_STALE_AFTER_SECONDS
+    jobs = ProposalJob.objects.all() if project is None else ProposalJob.objects.filter(project=project)
+    stale = jobs.filter(status=ProposalJob.Status.RUNNING, updated_at__lt=now - timedelta(seconds=silent))
+
+    def requeue(rows, job_id: int, attempt: int) -> bool:
+        with transaction.atomic():
+            moved = bool(rows.update(status=ProposalJob.Status.QUEUED, updated_at=now))
+            if moved:
+                transaction.on_commit(functools.partial(generate_project_proposals.delay, job_id))
+        return moved
+
+    def fail(rows, job_id: int, attempt: int) -> bool:
+        reason = (
+            f"its worker stopped (no heartbeat for over {silent} s) in each of {attempt} runs (JOBS_MAX_ATTEMPTS); "
+            "was the ingest worker killed or out of memory?"
+        )
+        return bool(rows.update(status=ProposalJob.Status.FAILED, error=reason, finished_at=now, updated_at=now))
+
+    outcome = stale_sweep(stale, max_attempts=settings.JOBS_MAX_ATTEMPTS, requeue=requeue, fail=fail)
+    waited = settings.PROPOSALS_TIME_LIMIT_SECONDS + 60
+    lost = jobs.filter(status=ProposalJob.Status.QUEUED, updated_at__lt=now - timedelta(seconds=waited))
+    ids = list(lost.values_list("pk", flat=True))
     reason = (
-        f"no worker finished this job: nothing moved for over {silent} s, longer than a job may run "
-        "(PROPOSALS_TIME_LIMIT_SECONDS); was the ingest worker stopped?"
+        f"no worker took this job for over {waited} s, longer than a job may run (PROPOSALS_TIME_LIMIT_SECONDS); "
+        "was the ingest worker stopped?"
     )
-    stale.filter(pk__in=ids).update(status=ProposalJob.Status.FAILED, error=reason, finished_at=now, updated_at=now)
-    return ids
+    lost.filter(pk__in=ids).update(status=ProposalJob.Status.FAILED, error=reason, finished_at=now, updated_at=now)
+    outcome.failed += ids
+    return outcome
 
 
 def proposal_job_start(*, project: Project, user=None) -> tuple[ProposalJob, bool]:
     """The project's active generation job, or a new one queued once the transaction commits; True when new."""
     with transaction.atomic():
         Project.objects.select_for_update().filter(pk=project.pk).first()  # one start at a time per project
-        proposal_jobs_fail_stale(project=project)
+        proposal_jobs_recover_stale(project=project)
         active = ProposalJob.objects.filter(project=project, status__in=ProposalJob.ACTIVE)
         running = active.order_by("-created_at").first()
         if running is not None:
@@ -71,26 +96,36 @@ def proposal_job_run(job_id: int) -> str:
         return "missing"
     total = job.project.episodes.count()
     started = ProposalJob.objects.filter(pk=job.pk, status=ProposalJob.Status.QUEUED).update(
-        status=ProposalJob.Status.RUNNING, total=total, done=0, updated_at=timezone.now()
+        status=ProposalJob.Status.RUNNING, total=total, done=0, updated_at=timezone.now(), attempt=F("attempt") + 1
     )
     if not started:
         return job.status
+    job.refresh_from_db(fields=["attempt"])
+    # this run's writes: only while the job is still running in this run (not cancelled, not requeued)
+    mine = ProposalJob.objects.filter(pk=job.pk, status=ProposalJob.Status.RUNNING, attempt=job.attempt)
 
     def on_episode(result: GenerateResult) -> bool:
-        still_running = ProposalJob.objects.filter(pk=job.pk, status=ProposalJob.Status.RUNNING).update(
-            done=min(result.episodes, total), summary=asdict(result), updated_at=timezone.now()
-        )
+        still_running = mine.update(done=min(result.episodes, total), summary=asdict(result), updated_at=timezone.now())
         return bool(still_running)
 
     status, error = ProposalJob.Status.DONE, ""
     result = GenerateResult()
+    heartbeat = Heartbeat(
+        ProposalJob,
+        job.pk,
+        status=ProposalJob.Status.RUNNING,
+        attempt=job.attempt,
+        field="updated_at",
+        interval=settings.JOBS_HEARTBEAT_SECONDS,
+    )
     try:
-        result = proposals_generate(project=job.project, on_episode=on_episode)
+        with heartbeat:
+            result = proposals_generate(project=job.project, on_episode=on_episode)
     except Exception as exc:
         if exc.__class__.__name__ != "SoftTimeLimitExceeded":
-            ProposalJob.objects.filter(pk=job.pk).update(
+            mine.update(
                 status=ProposalJob.Status.FAILED,
-                error=f"{exc.__class__.__name__}: {exc}",
+                error=f"{exc.__class__.__name__}: {exc}".splitlines()[0][:500],
                 finished_at=timezone.now(),
             )
             raise
@@ -100,7 +135,7 @@ def proposal_job_run(job_id: int) -> str:
     fields = {"status": status, "error": error, "finished_at": now, "updated_at": now}
     if status == ProposalJob.Status.DONE:
         fields.update(done=result.episodes, total=max(total, result.episodes), summary=asdict(result))
-    ended = ProposalJob.objects.filter(pk=job.pk, status=ProposalJob.Status.RUNNING).update(**fields)
+    ended = mine.update(**fields)
     if not ended and status == ProposalJob.Status.DONE:  # cancelled meanwhile: keep what the episodes done did
         ProposalJob.objects.filter(pk=job.pk).update(done=min(result.episodes, total), summary=asdict(result))
     job.refresh_from_db()

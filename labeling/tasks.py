@@ -50,8 +50,9 @@ def generate_project_proposals(job_id: int) -> str:
 
 @shared_task
 def fail_stale_jobs() -> dict:
-    """Scheduled by beat (webapp/celery.py) on the default queue: import and proposal jobs whose worker is gone."""
-    from .import_jobs import import_jobs_fail_stale
-    from .proposal_jobs import proposal_jobs_fail_stale
+    """Scheduled by beat (webapp/celery.py) on the default queue: import and proposal jobs whose worker is gone
+    are requeued, or failed once they lost JOBS_MAX_ATTEMPTS runs (labeling.job_liveness)."""
+    from .import_jobs import import_jobs_recover_stale
+    from .proposal_jobs import proposal_jobs_recover_stale
 
-    return {"imports": import_jobs_fail_stale(), "proposals": proposal_jobs_fail_stale()}
+    return {"imports": import_jobs_recover_stale().as_dict(), "proposals": proposal_jobs_recover_stale().as_dict()}

@@ -21,6 +21,8 @@ CHROMIUM = os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium")
 os.environ["RS_RUN_ENV"] = ""
 # Stored files of a test run go to a scratch folder, shared with the processes the tests start.
 TEST_MEDIA_ROOT = os.environ.setdefault("MEDIA_ROOT", tempfile.mkdtemp(prefix="rs-test-media-"))
+# Model files a job may name (MODEL_DIR) likewise: jobs' paths are confined to it, in every process.
+TEST_MODEL_DIR = os.environ.setdefault("MODEL_DIR", tempfile.mkdtemp(prefix="rs-test-models-"))
 
 
 @pytest.fixture(autouse=True, scope="session")
@@ -28,6 +30,7 @@ def _test_media_root():
     from django.conf import settings
 
     settings.MEDIA_ROOT = TEST_MEDIA_ROOT
+    settings.MODEL_DIR = Path(TEST_MODEL_DIR).resolve()
     yield
 
 
@@ -389,8 +392,9 @@ def login(page, base_url: str, username: str, password: str) -> None:
 
 
 @pytest.fixture(scope="session")
-def vlm_fixture_dir(tmp_path_factory) -> Path:
-    """A tiny random-weight Qwen3-VL saved with save_pretrained (loads like a downloaded model folder)."""
+def vlm_fixture_dir() -> Path:
+    """A tiny random-weight Qwen3-VL saved with save_pretrained (loads like a downloaded model folder), in
+    the session's MODEL_DIR."""
     from training.vlm.fixture import build_tiny_qwen3_vl
 
-    return build_tiny_qwen3_vl(tmp_path_factory.mktemp("qwen3-vl-tiny"))
+    return build_tiny_qwen3_vl(Path(tempfile.mkdtemp(prefix="qwen3-vl-tiny-", dir=TEST_MODEL_DIR)))

@@ -77,6 +77,7 @@ class TrainingJobAdmin(NoAddMixin, admin.ModelAdmin):
         "summary",
         "log",
         "error",
+        "error_detail",
         "attempt",
         "celery_task_id",
         "worker",

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 from django import forms
+from django.conf import settings
 
 from .datasets.options import SPLIT_MODES, SnapshotOptions
 from .models import DatasetSnapshot, ModelKind
@@ -167,6 +168,15 @@ class JobForm(forms.Form):
         snapshot = self.fields["snapshot"]
         assert isinstance(snapshot, forms.ModelChoiceField)
         snapshot.queryset = DatasetSnapshot.objects.filter(project=project, status="ready").order_by("-number")
+
+    def clean_processes(self) -> int | None:
+        from .job_limits import host_processes_limit, processes_error
+
+        value = self.cleaned_data.get("processes")
+        error = processes_error(value, host_processes_limit(), configured=settings.TRAINING_MAX_PROCESSES > 0)
+        if error:
+            raise forms.ValidationError(error)
+        return value
 
     def clean_crop(self) -> list[float]:
         text = (self.cleaned_data.get("crop") or "").strip()

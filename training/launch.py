@@ -31,12 +31,21 @@ from .reporting import JobCancelled
 
 RESULT_FILE = "result.json"
 LOG_FILE = "torchrun.log"
+JOINED_SUFFIX = ".joined"  # rank_<N>.joined: rank N is in the process group (every node has joined)
 STOP_GRACE_SECONDS = 60.0  # after a cancel request, ranks that still run are stopped after this long
 POLL_SECONDS = 0.5
 
 
-class DistributedJobFailed(RuntimeError):
+class JobFailure(RuntimeError):
+    """A job failed for a reason its message gives in full (its first line is what users see)."""
+
+
+class DistributedJobFailed(JobFailure):
     """A rank (or torchrun itself) failed; the message names the rank and its error."""
+
+
+class RendezvousTimedOut(JobFailure):
+    """Not every node (or process) joined the job within TRAINING_RENDEZVOUS_TIMEOUT_SECONDS."""
 
 
 def job_run(job, reporter, runner: Callable[..., RunResult]) -> RunResult:
@@ -49,10 +58,17 @@ def job_run(job, reporter, runner: Callable[..., RunResult]) -> RunResult:
 
 
 def torchrun_command(
-    spread: DistributedSettings, *, job_id: int, attempt: int, out_dir: Path, node_rank: int = 0
+    spread: DistributedSettings,
+    *,
+    job_id: int,
+    attempt: int,
+    out_dir: Path,
+    node_rank: int = 0,
+    rendezvous_timeout: int = 600,
 ) -> list[str]:
     """torchrun's command line for one node of the job. One node rendezvouses on a free local port; several
-    meet at master_addr:master_port (static rendezvous: node 0 is the master)."""
+    meet at master_addr:master_port (static rendezvous: node 0 is the master), waiting for each other at most
+    `rendezvous_timeout` seconds."""
     command = [sys.executable, "-m", "torch.distributed.run", f"--nproc-per-node={spread.processes}"]
     if spread.nodes == 1:
         command.append("--standalone")
@@ -62,6 +78,7 @@ def torchrun_command(
             f"--node-rank={node_rank}",
             f"--master-addr={spread.master_addr}",
             f"--master-port={spread.master_port}",
+            f"--rdzv-conf=timeout={rendezvous_timeout}",
         ]
     command += ["--max-restarts=0", "-m", "training.rank_main", str(job_id), f"--attempt={attempt}"]
     return command + [f"--out={out_dir}"]
@@ -89,47 +106,83 @@ def torchrun_start(command: list[str], out_dir: Path) -> subprocess.Popen:
 def _run_distributed(job, reporter, spread: DistributedSettings) -> RunResult:
     out_dir = Path(tempfile.mkdtemp(prefix=f"rs-job{job.pk}-ranks-"))
     try:
-        command = torchrun_command(spread, job_id=job.pk, attempt=job.attempt, out_dir=out_dir)
+        timeout = int(settings.TRAINING_RENDEZVOUS_TIMEOUT_SECONDS)
+        command = torchrun_command(
+            spread, job_id=job.pk, attempt=job.attempt, out_dir=out_dir, rendezvous_timeout=timeout
+        )
         reporter.log(
             f"data-parallel: {spread.processes} process(es) per node x {spread.nodes} node(s) under torchrun"
             + (f", master {spread.master_addr}:{spread.master_port}" if spread.nodes > 1 else "")
+            + f"; waiting at most {timeout} s for every {'node' if spread.nodes > 1 else 'process'} to join"
         )
         reporter.flush()  # rank 0 appends to the same log from its own process
         process = torchrun_start(command, out_dir)
-        stopped = _wait(process, reporter)
-        return outcome_read(out_dir, process.returncode, world_size=spread.world_size, stopped=stopped)
+        waited = _wait(process, reporter, out_dir, rendezvous_timeout=timeout)
+        if waited == "rendezvous":
+            raise RendezvousTimedOut(rendezvous_failure(spread, job_id=job.pk, timeout=timeout))
+        return outcome_read(out_dir, process.returncode, world_size=spread.world_size, stopped=waited == "cancelled")
     finally:
         shutil.rmtree(out_dir, ignore_errors=True)
 
 
-def _wait(process: subprocess.Popen, reporter) -> bool:
-    """Wait for torchrun; True when it was stopped here because ranks outlived a cancel request."""
+def rendezvous_failure(spread: DistributedSettings, *, job_id: int, timeout: int) -> str:
+    """The one-line reason of a job whose ranks never all joined."""
+    if spread.nodes > 1:
+        return (
+            f"not all {spread.nodes} nodes joined within {timeout} s (TRAINING_RENDEZVOUS_TIMEOUT_SECONDS): run "
+            f"`manage.py training_node {job_id} --node-rank N` on each other machine (N = 1..{spread.nodes - 1}) "
+            "while the job waits"
+        )
+    return (
+        f"its {spread.processes} processes did not all start within {timeout} s (TRAINING_RENDEZVOUS_TIMEOUT_SECONDS)"
+    )
+
+
+def joined(out_dir: Path) -> bool:
+    """Whether this node's ranks are in the process group (so every node has joined)."""
+    return any(out_dir.glob(f"rank_*{JOINED_SUFFIX}"))
+
+
+def _wait(process: subprocess.Popen, reporter, out_dir: Path, *, rendezvous_timeout: float) -> str:
+    """Wait for torchrun: "ended" when it ended by itself; "cancelled" when it was stopped here because the
+    job was cancelled (at once while still at the rendezvous, else when ranks outlived the grace period);
+    "rendezvous" when it was stopped because not every node joined in time."""
+    started = time.monotonic()
     cancel_seen: float | None = None
     while process.poll() is None:
         time.sleep(POLL_SECONDS)
+        now = time.monotonic()
+        ranks_in = joined(out_dir)
         if cancel_seen is None and reporter.should_cancel():
-            cancel_seen = time.monotonic()
-        if cancel_seen is not None and time.monotonic() - cancel_seen > STOP_GRACE_SECONDS:
-            process.terminate()  # torchrun passes it on to every rank
-            try:
-                process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
-            return True
-    return False
+            cancel_seen = now
+        if cancel_seen is not None and (not ranks_in or now - cancel_seen > STOP_GRACE_SECONDS):
+            _stop(process)
+            return "cancelled"
+        if not ranks_in and now - started > rendezvous_timeout:
+            _stop(process)
+            return "rendezvous"
+    return "ended"
+
+
+def _stop(process: subprocess.Popen) -> None:
+    process.terminate()  # torchrun passes it on to every rank
+    try:
+        process.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
 
 
 def outcome_read(out_dir: Path, returncode: int | None, *, world_size: int, stopped: bool = False) -> RunResult:
     """Rank 0's result, or JobCancelled, or DistributedJobFailed naming the rank that failed and why."""
     if stopped:
-        raise JobCancelled(f"the ranks did not stop within {STOP_GRACE_SECONDS:.0f} s of the cancel request")
+        raise JobCancelled("its processes were stopped after the cancel request")
     failure = failure_message(out_dir, returncode, world_size=world_size)
     if failure:
         raise DistributedJobFailed(failure)
     result_file = out_dir / RESULT_FILE
     if not result_file.exists():
-        raise DistributedJobFailed(f"rank 0 left no result; torchrun said:\n{_log_tail(out_dir)}")
+        raise DistributedJobFailed(f"rank 0 left no result\ntorchrun said:\n{_log_tail(out_dir)}")
     outcome = json.loads(result_file.read_text())
     if outcome["status"] == "cancelled":
         raise JobCancelled(outcome.get("message", ""))
@@ -156,7 +209,7 @@ def failure_message(out_dir: Path, returncode: int | None, *, world_size: int) -
             f"failed or died; see that node's output): {first['error']}"
         )
     if returncode != 0:
-        return f"a training process died (torchrun exit code {returncode}); torchrun said:\n{_log_tail(out_dir)}"
+        return f"a training process died (torchrun exit code {returncode})\ntorchrun said:\n{_log_tail(out_dir)}"
     return None
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-MAX_PROCESSES = 64  # per node
+MAX_PROCESSES = 64  # per node: what a config may say at all; the host's own limit is processes_limit()
 MAX_NODES = 64
 DEFAULT_MASTER_PORT = 29500
 
@@ -53,3 +53,18 @@ def settings_errors(processes: Any, nodes: Any, master_addr: Any, master_port: A
     if not isinstance(master_port, int) or isinstance(master_port, bool) or not 1024 <= master_port <= 65535:
         errors.append(f"master_port must be an integer between 1024 and 65535, got {master_port!r}")
     return errors
+
+
+def processes_limit(configured: int, gpus: int) -> int:
+    """Processes per node this host allows: the admin's `configured` number when set (> 0), else one per GPU
+    (one process on a host without GPUs)."""
+    return min(configured, MAX_PROCESSES) if configured > 0 else max(1, gpus)
+
+
+def processes_error(processes: Any, limit: int, *, configured: bool) -> str | None:
+    """Why `processes` is more than this host allows (None when it is not)."""
+    if not isinstance(processes, int) or isinstance(processes, bool) or processes <= limit:
+        return None
+    where = "as TRAINING_MAX_PROCESSES says" if configured else "one per GPU"
+    allow = "" if configured else "; an admin may allow more with TRAINING_MAX_PROCESSES"
+    return f"processes must be at most {limit} per node on this host ({where}), got {processes}{allow}"

@@ -37,6 +37,7 @@ def main(argv: list[str] | None = None) -> int:
     from django.db import connection
 
     from training import distributed, runners
+    from training.job_limits import paths_confine
     from training.job_reporter import JobReporter
     from training.models import TrainingJob
     from training.reporting import JobCancelled, MemoryReporter
@@ -45,7 +46,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         job = TrainingJob.objects.select_related("project", "snapshot").get(pk=args.job_id)
         job.attempt = args.attempt
+        job.config = paths_confine(job.kind, job.config)  # stored relative to MODEL_DIR
         info = distributed.init(str(job.config.get("device", "auto")))
+        _write(args.out / f"rank_{rank}.joined", {"rank": rank})  # every node is in: launch stops waiting
         runner = runners.get_runner(job.kind)
         inner = JobReporter(job.pk, attempt=args.attempt) if info.main else MemoryReporter()
         reporter = distributed.RankReporter(inner)

@@ -7,7 +7,6 @@ import logging
 import os
 import shutil
 import socket
-import threading
 import traceback
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
@@ -15,17 +14,20 @@ from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import transaction
 from django.db.models import F, ProtectedError, Q, Value
 from django.db.models.functions import Concat
 from django.utils import timezone
 
+from labeling import job_liveness
 from labeling.models import Project
 from webhooks import events
 from webhooks.services import webhook_emit_safely
 
 from . import launch
 from .family_parts import RunResult
+from .job_errors import failure_reason
+from .job_limits import job_config_check, paths_confine
 from .job_reporter import JobReporter, push
 from .models import FINISHED_STATUSES, DatasetSnapshot, JobMetric, JobStatus, TrainedModel, TrainingJob
 from .reporting import JobCancelled
@@ -56,9 +58,7 @@ def job_create(
         raise JobError("the snapshot belongs to another project")
     if snapshot.status != DatasetSnapshot.Status.READY:
         raise JobError(f"snapshot #{snapshot.number} is {snapshot.status}, not ready")
-    from .runners import validate_config  # the model families load torch: only where jobs are made or run
-
-    normalised = validate_config(kind, config or {})
+    normalised = job_config_check(kind, config or {})  # paths inside MODEL_DIR, processes within the host
     job = TrainingJob.objects.create(
         project=project,
         snapshot=snapshot,
@@ -142,7 +142,7 @@ def job_execute(*, job_id: int, worker: str = "") -> str:
     job = TrainingJob.objects.select_related("project", "snapshot").get(pk=job_id)
     attempt = job.attempt
     reporter = JobReporter(job_id, attempt=attempt)
-    with Heartbeat(job_id, attempt=attempt):
+    with job_heartbeat(job_id, attempt=attempt):
         outcome = _run(job, reporter, worker)
     if not isinstance(outcome, RunResult):
         return outcome
@@ -182,6 +182,7 @@ def _run(job: TrainingJob, reporter: JobReporter, worker: str) -> RunResult | st
 
         runner = get_runner(job.kind)
         reporter.log(f"{job.kind} job started on {worker} (attempt {attempt} of {settings.TRAINING_MAX_ATTEMPTS})")
+        job.config = paths_confine(job.kind, job.config)  # again here: MODEL_DIR may have changed since
         result = launch.job_run(job, reporter, runner)  # in this process, or under torchrun
         reporter.log("training finished")
         reporter.flush()
@@ -193,46 +194,37 @@ def _run(job: TrainingJob, reporter: JobReporter, worker: str) -> RunResult | st
         return JobStatus.CANCELLED
     except Exception as exc:
         logger.exception("training job %s failed", job_id)
-        reporter.log(f"failed: {exc.__class__.__name__}: {exc}")
+        # users see one line (page, API, WebSocket, webhooks); the traceback stays in the log and the admin
+        reason = failure_reason(exc, prefix_type=not isinstance(exc, launch.JobFailure | ValueError))
+        reporter.log(f"failed: {reason}")
         try:
             reporter.flush()
         except Exception:
             logger.exception("could not flush the reporter of job %s", job_id)
         _transition(
-            job_id, JobStatus.RUNNING, JobStatus.FAILED, attempt=attempt, error=traceback.format_exc(), eta_seconds=None
+            job_id,
+            JobStatus.RUNNING,
+            JobStatus.FAILED,
+            attempt=attempt,
+            error=reason,
+            error_detail=traceback.format_exc(),
+            eta_seconds=None,
         )
         return JobStatus.FAILED
 
 
-class Heartbeat:
-    """Keeps a running job's heartbeat fresh from a thread, also while the runner loads data or models
-    for minutes without reporting; it stops with the process, so a killed worker's job goes stale."""
-
-    def __init__(self, job_id: int, *, attempt: int, interval: float | None = None):
-        self.job_id = job_id
-        self.attempt = attempt
-        self.interval = interval if interval is not None else float(settings.TRAINING_HEARTBEAT_SECONDS)
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._beat, name=f"heartbeat-job-{job_id}", daemon=True)
-
-    def __enter__(self) -> Heartbeat:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._stop.set()
-        self._thread.join(timeout=10)
-
-    def _beat(self) -> None:
-        try:
-            while not self._stop.wait(self.interval):
-                TrainingJob.objects.filter(pk=self.job_id, status=JobStatus.RUNNING, attempt=self.attempt).update(
-                    heartbeat_at=timezone.now()
-                )
-        except Exception:
-            logger.exception("heartbeat of job %s stopped", self.job_id)
-        finally:
-            connection.close()
+def job_heartbeat(job_id: int, *, attempt: int, interval: float | None = None) -> job_liveness.Heartbeat:
+    """Keeps a running job's heartbeat fresh from a thread (labeling.job_liveness), also while the runner
+    loads data or models for minutes without reporting; it stops with the process, so a killed worker's job
+    goes stale."""
+    return job_liveness.Heartbeat(
+        TrainingJob,
+        job_id,
+        status=JobStatus.RUNNING,
+        attempt=attempt,
+        field="heartbeat_at",
+        interval=interval if interval is not None else float(settings.TRAINING_HEARTBEAT_SECONDS),
+    )
 
 
 def job_cancel(*, job: TrainingJob) -> TrainingJob:
@@ -257,6 +249,7 @@ def job_retry(*, job: TrainingJob) -> TrainingJob:
             progress=0.0,
             eta_seconds=None,
             error="",
+            error_detail="",
             log="",
             summary={},
             started_at=None,
@@ -312,27 +305,32 @@ def jobs_recover_stale(*, now=None) -> SweepOutcome:
     max_attempts = settings.TRAINING_MAX_ATTEMPTS
     outcome = SweepOutcome([], [], [])
     stale = TrainingJob.objects.filter(status=JobStatus.RUNNING, heartbeat_at__lt=now - stale_after)
-    for job_id, attempt, worker in stale.values_list("pk", "attempt", "worker"):
-        silence = f"no heartbeat from worker {worker or '?'} for over {int(stale_after.total_seconds())} s"
-        if attempt >= max_attempts:
-            reason = f"{silence}; gave up after {attempt} of {max_attempts} attempts (TRAINING_MAX_ATTEMPTS)"
-            if _transition(
-                job_id, JobStatus.RUNNING, JobStatus.FAILED, attempt=attempt, error=reason, eta_seconds=None
-            ):
-                outcome.failed.append(job_id)
-            continue
-        note = f"[{timezone.now():%H:%M:%S}] {silence}: requeued (attempt {attempt} of {max_attempts} lost)\n"
+    workers = dict(stale.values_list("pk", "worker"))
+
+    def silence(job_id: int) -> str:
+        return f"no heartbeat from worker {workers.get(job_id) or '?'} for over {int(stale_after.total_seconds())} s"
+
+    def fail(rows, job_id: int, attempt: int) -> bool:
+        reason = f"{silence(job_id)}; gave up after {attempt} of {max_attempts} attempts (TRAINING_MAX_ATTEMPTS)"
+        return _transition(job_id, JobStatus.RUNNING, JobStatus.FAILED, attempt=attempt, error=reason, eta_seconds=None)
+
+    def requeue(rows, job_id: int, attempt: int) -> bool:
+        note = f"[{timezone.now():%H:%M:%S}] {silence(job_id)}: requeued (attempt {attempt} of {max_attempts} lost)\n"
         with transaction.atomic():
-            if _transition(
+            moved = _transition(
                 job_id,
                 JobStatus.RUNNING,
                 JobStatus.QUEUED,
                 attempt=attempt,
                 log=Concat(F("log"), Value(note)),
                 eta_seconds=None,
-            ):
-                outcome.requeued.append(job_id)
+            )
+            if moved:
                 transaction.on_commit(functools.partial(job_enqueue, job_id=job_id))
+        return moved
+
+    swept = job_liveness.stale_sweep(stale, max_attempts=max_attempts, requeue=requeue, fail=fail)
+    outcome.requeued, outcome.failed = swept.requeued, swept.failed
     waiting = TrainingJob.objects.filter(status=JobStatus.QUEUED, cancel_requested=False).exclude(
         pk__in=outcome.requeued
     )

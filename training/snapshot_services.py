@@ -9,7 +9,6 @@ import logging
 import os
 import shutil
 import time
-import traceback
 import zipfile
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
@@ -33,6 +32,7 @@ from .datasets.binary_split import missing_classes, plan_split
 from .datasets.options import SnapshotOptions
 from .datasets.rlinf_binary import FrameRef, payload_metadata, realworld_metadata, write_payload
 from .datasets.trend import TrendOptions, split_windows, write_trend_dataset
+from .job_errors import failure_reason
 from .models import DatasetSnapshot
 from .storage import local_path
 
@@ -163,10 +163,9 @@ def snapshot_build(*, snapshot_id: int) -> str:
         return _status_or_deleted(snapshot_id, folder)
     except Exception as exc:
         shutil.rmtree(folder, ignore_errors=True)
-        message = str(exc) if isinstance(exc, SnapshotError) else f"{exc.__class__.__name__}: {exc}"
+        message = str(exc) if isinstance(exc, SnapshotError) else failure_reason(exc)  # one line for users
         if not isinstance(exc, SnapshotError):
-            logger.exception("snapshot %s failed", snapshot_id)
-            message += "\n" + traceback.format_exc()
+            logger.exception("snapshot %s failed", snapshot_id)  # the traceback: in the worker's log only
         if not mine.update(status=DatasetSnapshot.Status.FAILED, error=message, finished_at=timezone.now()):
             return _status_or_deleted(snapshot_id, folder)
         return DatasetSnapshot.Status.FAILED

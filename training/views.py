@@ -20,6 +20,7 @@ from webapp.file_streaming import stream_response
 from . import runners, selectors, services
 from .families import FAMILIES
 from .forms import JobForm, SnapshotForm
+from .job_limits import paths_relative
 from .label_efficiency import label_efficiency_data, measure_command
 from .model_evaluation import EvaluationUnavailable, evaluation_data
 from .models import DatasetSnapshot, ModelKind, TrainedModel, TrainingJob
@@ -45,7 +46,10 @@ def _project(request, pk: int, perm=access.TRAINING_VIEW) -> Project:
 
 
 def _training_page(request, project, snapshot_form, job_form, status=200):
-    defaults: dict[str, dict[str, Any] | None] = {kind: runners.default_config(kind) for kind in FAMILIES}
+    defaults: dict[str, dict[str, Any] | None] = {
+        kind: paths_relative(kind, runners.default_config(kind))
+        for kind in FAMILIES  # no server path shown
+    }
     return render(
         request,
         "training/project_training.html",

@@ -255,9 +255,21 @@ TRAINING_SWEEP_SECONDS = env_int("TRAINING_SWEEP_SECONDS", 60, minimum=1)
 # Snapshot builds survive their workers too: a build silent this long is requeued, at most this many builds.
 SNAPSHOT_STALE_AFTER_SECONDS = env_int("SNAPSHOT_STALE_AFTER_SECONDS", 300, minimum=2)
 SNAPSHOT_MAX_ATTEMPTS = env_int("SNAPSHOT_MAX_ATTEMPTS", 3, minimum=1)
+# Import and proposal jobs: a running job keeps a heartbeat; one silent this long is requeued (at most
+# JOBS_MAX_ATTEMPTS runs), then failed with the reason.
+JOBS_HEARTBEAT_SECONDS = env_int("JOBS_HEARTBEAT_SECONDS", 20, minimum=1)
+JOBS_STALE_AFTER_SECONDS = env_int("JOBS_STALE_AFTER_SECONDS", 180, minimum=2)
+JOBS_MAX_ATTEMPTS = env_int("JOBS_MAX_ATTEMPTS", 3, minimum=1)
+# Training jobs within the machine: processes per node at most this (0: the host's GPUs, one without any);
+# a multi-node job whose nodes have not all joined this long after it started fails with the reason.
+TRAINING_MAX_PROCESSES = env_int("TRAINING_MAX_PROCESSES", 0, minimum=0)
+TRAINING_RENDEZVOUS_TIMEOUT_SECONDS = env_int("TRAINING_RENDEZVOUS_TIMEOUT_SECONDS", 300, minimum=5)
 
 # Where model weights may be read from (pretrained backbones, VLM base folders): local paths only.
 MODEL_DIR = env_path("MODEL_DIR", DATA_DIR / "models")
+
+# celery beat keeps its schedule in the data folder (the Procfile and the systemd unit pass no --schedule).
+CELERY_BEAT_SCHEDULE_FILENAME = str(DATA_DIR / "celerybeat-schedule")
 
 LOGGING = {
     "version": 1,

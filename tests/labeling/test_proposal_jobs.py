@@ -105,14 +105,21 @@ def test_a_job_cancelled_while_queued_never_runs(user_client, project):
     assert not FrameLabel.objects.filter(project=project).exists()
 
 
-def test_a_stale_active_job_is_failed_and_a_new_one_starts(user_client, project, settings):
+def test_a_stale_running_job_is_requeued_then_failed_after_its_last_attempt_and_a_new_one_starts(
+    user_client, project, settings
+):
     job_id = start(user_client, project).json()["id"]
-    long_ago = timezone.now() - timedelta(seconds=settings.PROPOSALS_TIME_LIMIT_SECONDS + 120)
-    ProposalJob.objects.filter(pk=job_id).update(status="running", updated_at=long_ago)
+    long_ago = timezone.now() - timedelta(seconds=settings.JOBS_STALE_AFTER_SECONDS + 60)
+    ProposalJob.objects.filter(pk=job_id).update(status="running", updated_at=long_ago, attempt=1)
+    again = start(user_client, project)  # its worker died: the job is requeued, not started twice
+    assert again.status_code == 200 and again.json()["id"] == job_id
+    assert ProposalJob.objects.get(pk=job_id).status == "queued"
+    attempts = settings.JOBS_MAX_ATTEMPTS
+    ProposalJob.objects.filter(pk=job_id).update(status="running", updated_at=long_ago, attempt=attempts)
     fresh = start(user_client, project)
     assert fresh.status_code == 202 and fresh.json()["id"] != job_id
     stale = ProposalJob.objects.get(pk=job_id)
-    assert stale.status == "failed" and "no worker finished this job" in stale.error
+    assert stale.status == "failed" and f"in each of {attempts} runs (JOBS_MAX_ATTEMPTS)" in stale.error
 
 
 def test_agents_with_the_labels_scope_start_jobs_and_annotators_cannot_cancel(

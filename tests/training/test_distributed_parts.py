@@ -219,7 +219,8 @@ def ready_snapshot(labeled_project):
 
 
 @pytest.mark.django_db
-def test_api_takes_the_distributed_fields_in_config_and_refuses_bad_ones(user_client, ready_snapshot):
+def test_api_takes_the_distributed_fields_in_config_and_refuses_bad_ones(user_client, ready_snapshot, settings):
+    settings.TRAINING_MAX_PROCESSES = 2  # an admin allows two processes per node on any host
     url = f"/api/projects/{ready_snapshot.project_id}/jobs"
     body = {"snapshot": ready_snapshot.number, "config": {"epochs": 1, "processes": 0}}
     bad = user_client.post(url, body, content_type="application/json")
@@ -237,8 +238,10 @@ def test_api_takes_the_distributed_fields_in_config_and_refuses_bad_ones(user_cl
 
 
 @pytest.mark.django_db
-def test_job_form_shows_the_distributed_fields_and_passes_them_on(user_client, ready_snapshot):
+def test_job_form_shows_the_distributed_fields_and_passes_them_on(user_client, ready_snapshot, settings):
     from training.models import TrainingJob
+
+    settings.TRAINING_MAX_PROCESSES = 2
 
     project = ready_snapshot.project
     page = user_client.get(f"/projects/{project.pk}/training/")

@@ -31,6 +31,12 @@ from .test_training_job import SMALL, wait_for
 TWO_RANKS = {**SMALL, "processes": 2, "batch_size": 8, "epochs": 3}
 
 
+@pytest.fixture(autouse=True)
+def _two_processes_allowed(settings):
+    """Two gloo processes per node on any host (by default a CPU host allows one: TRAINING_MAX_PROCESSES)."""
+    settings.TRAINING_MAX_PROCESSES = 2
+
+
 def rank_processes(job_id: int) -> dict[int, int]:
     """{rank: pid} of the job's rank processes running on this machine (read from /proc)."""
     found = {}

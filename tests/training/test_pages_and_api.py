@@ -273,7 +273,7 @@ def test_a_job_failed_by_the_sweep_while_running_registers_no_model(snapshot, mo
 
 
 def test_heartbeat_thread_refreshes_a_running_job(transactional_db, labeled_project):
-    from training.services import Heartbeat
+    from training.services import job_heartbeat
 
     snapshot = snapshot_create(
         project=labeled_project, options={"val_split": 0.34, "trend": False, "png_folders": False}
@@ -283,10 +283,10 @@ def test_heartbeat_thread_refreshes_a_running_job(transactional_db, labeled_proj
     TrainingJob.objects.filter(pk=job.pk).update(status="running", heartbeat_at=old, attempt=2)
     import time
 
-    with Heartbeat(job.pk, attempt=1, interval=0.05):  # a run that lost its job to a requeue: no heartbeat
+    with job_heartbeat(job.pk, attempt=1, interval=0.05):  # a run that lost its job to a requeue: no heartbeat
         time.sleep(0.3)
     assert TrainingJob.objects.get(pk=job.pk).heartbeat_at == old
-    with Heartbeat(job.pk, attempt=2, interval=0.05):
+    with job_heartbeat(job.pk, attempt=2, interval=0.05):
         time.sleep(0.5)
     assert TrainingJob.objects.get(pk=job.pk).heartbeat_at > old + timedelta(minutes=4)
 

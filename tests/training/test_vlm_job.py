@@ -127,11 +127,12 @@ def test_vlm_job_fine_tunes_the_fixture_through_a_celery_worker(
 
 
 @pytest.mark.django_db
-def test_vlm_job_with_a_missing_model_folder_is_refused_before_queueing(project, tmp_path):
+def test_vlm_job_with_a_missing_model_folder_is_refused_before_queueing(project, settings):
     from training.services import job_create
     from training.snapshot_services import snapshot_create
 
     seed_episodes(project, episodes=2, steps=6, size=32)
     snapshot = snapshot_create(project=project, options={"png_folders": False, "seed": 1})
-    with pytest.raises(ValueError, match="does not exist: download a Qwen3-VL model"):
-        job_create(project=project, snapshot=snapshot, kind="vlm", config={"base_model_path": str(tmp_path / "none")})
+    missing = str(settings.MODEL_DIR / "none")
+    with pytest.raises(ValueError, match="'none' is not a folder in the model folder: download a Qwen3-VL model"):
+        job_create(project=project, snapshot=snapshot, kind="vlm", config={"base_model_path": missing})

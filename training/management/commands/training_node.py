@@ -11,6 +11,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from training.launch import failure_message, torchrun_command, torchrun_start
@@ -44,6 +45,7 @@ class Command(BaseCommand):
                 attempt=row.attempt,
                 out_dir=out_dir,
                 node_rank=node_rank,
+                rendezvous_timeout=settings.TRAINING_RENDEZVOUS_TIMEOUT_SECONDS,
             )
             self.stdout.write(
                 f"node {node_rank} of {spread.nodes}: {spread.processes} rank(s), meeting node 0 at "
