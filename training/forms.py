@@ -163,6 +163,20 @@ class JobForm(forms.Form):
         "save_rlinf_layout",
     )
 
+    # What most jobs change; the rest of the fields are folded on the page.
+    COMMON_FIELDS = ("snapshot", "kind", "name", "image_height", "image_width", "crop", "lr", "epochs", "schedule")
+    PARALLEL_FIELDS = ("processes", "nodes", "master_addr", "master_port")
+
+    def common_fields(self) -> list[forms.BoundField]:
+        return [self[name] for name in self.COMMON_FIELDS]
+
+    def parallel_fields(self) -> list[forms.BoundField]:
+        return [self[name] for name in self.PARALLEL_FIELDS]
+
+    def advanced_fields(self) -> list[forms.BoundField]:
+        shown = {*self.COMMON_FIELDS, *self.PARALLEL_FIELDS, "config_json"}
+        return [field for field in self if field.name not in shown]
+
     def __init__(self, *args, project, **kwargs):
         super().__init__(*args, **kwargs)
         snapshot = self.fields["snapshot"]
@@ -182,8 +196,8 @@ class JobForm(forms.Form):
         text = (self.cleaned_data.get("crop") or "").strip()
         if not text:
             return []
-        try:
-            box = [float(part) for part in text.replace(",", " ").split()]
+        try:  # "0.2, 0.25, 0.5, 0.5" or the README's and the API's "[0.2, 0.25, 0.5, 0.5]"
+            box = [float(part) for part in text.strip("[]() ").replace(",", " ").split()]
         except ValueError:
             raise forms.ValidationError("crop: four numbers, top, left, height, width (fractions)") from None
         try:

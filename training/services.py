@@ -43,6 +43,18 @@ class JobError(ValueError):
 # ---- jobs -------------------------------------------------------------------------------------------
 
 
+def default_job_name(kind: str, snapshot_number: int) -> str:
+    return f"{kind} on snapshot #{snapshot_number}"
+
+
+def model_name(job: TrainingJob, trainer_name: str) -> str:
+    """The trained model's name: the job's own name when a person gave it one (with the job number, the number
+    the pages link by), else what the trainer suggests."""
+    if job.name and job.name != default_job_name(job.kind, job.snapshot.number if job.snapshot else 0):
+        return f"{job.name} (job {job.pk})"
+    return trainer_name or f"{job.project.name} {job.kind} job {job.pk}"
+
+
 def job_create(
     *,
     project: Project,
@@ -63,7 +75,7 @@ def job_create(
         project=project,
         snapshot=snapshot,
         kind=kind,
-        name=name or f"{kind} on snapshot #{snapshot.number}",
+        name=name or default_job_name(kind, snapshot.number),
         config=normalised,
         created_by=created_by,
     )
@@ -165,7 +177,7 @@ def job_execute(*, job_id: int, worker: str = "") -> str:
             job=job,
             snapshot=job.snapshot,
             kind=job.kind,
-            name=result.name or f"{job.project.name} {job.kind} job {job.pk}",
+            name=model_name(job, result.name),
             checkpoint_path=result.checkpoint_path,
             config=result.config or job.config,
             metrics=result.metrics,

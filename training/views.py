@@ -14,7 +14,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from labeling import access
-from labeling.models import Project
+from labeling.models import Frame, Project
 from webapp.file_streaming import stream_response
 
 from . import runners, selectors, services
@@ -25,6 +25,7 @@ from .label_efficiency import label_efficiency_data, measure_command
 from .model_evaluation import EvaluationUnavailable, evaluation_data
 from .models import DatasetSnapshot, ModelKind, TrainedModel, TrainingJob
 from .page_data import EvaluationPageData, JobPageData, TrainingPageData
+from .presets import PRESETS
 from .services import JobError
 from .snapshot_services import SnapshotError, snapshot_archive_stream, snapshot_delete, snapshot_start
 from .storage import local_path
@@ -36,7 +37,36 @@ from .vlm.evaluation import trend_evaluation_rows
 def project_training(request, pk: int):
     """Snapshots, jobs and models of a project, with the forms that create them."""
     project = _project(request, pk)
-    return _training_page(request, project, SnapshotForm(project=project), JobForm(project=project))
+    job_form = JobForm(project=project, initial=_job_form_initial(request, project))
+    return _training_page(request, project, SnapshotForm(project=project), job_form)
+
+
+def _job_form_initial(request, project: Project) -> dict[str, Any]:
+    """The job form's starting values: a preset (`?preset=pickcube`) or an earlier ResNet job's config to change
+    (`?from_job=N`, "Train again with changes"); the defaults otherwise."""
+    preset = PRESETS.get(request.GET.get("preset", ""))
+    if preset is not None:
+        camera = (project.camera_views or ["main"])[0]
+        frame = Frame.objects.filter(step__episode__project=project, camera=camera).only("width").first()
+        return preset.form_initial(frame.width if frame else None)
+    job_id = request.GET.get("from_job", "")
+    job = TrainingJob.objects.filter(project=project, pk=int(job_id)).first() if job_id.isdigit() else None
+    if job is None or job.kind != "resnet":
+        return {}
+    config = dict(job.config)
+    size = config.pop("image_size", None) or [3, 128, 128]
+    initial = {name: config[name] for name in JobForm.RESNET_FIELDS if name in config}
+    initial.update(
+        snapshot=job.snapshot_id,
+        name=f"{job.name} (changed)",
+        image_height=size[1],
+        image_width=size[2],
+        crop=", ".join(str(v) for v in config.get("crop") or []),
+        hidden_dim=config.get("hidden_dim") or 0,
+        pretrained_path=config.get("pretrained_path", ""),
+        **{name: config[name] for name in JobForm.PARALLEL_FIELDS if name in config},
+    )
+    return initial
 
 
 def _project(request, pk: int, perm=access.TRAINING_VIEW) -> Project:
@@ -61,6 +91,7 @@ def _training_page(request, project, snapshot_form, job_form, status=200):
             "snapshot_form": snapshot_form,
             "job_form": job_form,
             "page_data": TrainingPageData(project=project.pk, default_configs=defaults),
+            "presets": PRESETS,
         },
         status=status,
     )

@@ -120,6 +120,49 @@ def test_job_form_sets_the_crop_schedule_and_kept_model(user_client, snapshot):
     config = TrainingJob.objects.get().config
     assert config["crop"] == [0.2, 0.25, 0.5, 0.5] and config["schedule"] == "cosine"
     assert config["select"] == "last" and config["bn_recalibrate"] is True
+    # the README's and the API's notation too
+    assert user_client.post(url, {**base, **extra, "crop": "[0.2, 0.25, 0.5, 0.5]"}).status_code == 302
+    assert TrainingJob.objects.order_by("-pk").first().config["crop"] == [0.2, 0.25, 0.5, 0.5]
+
+
+@pytest.mark.django_db
+def test_the_job_form_folds_what_most_jobs_keep_and_shows_help_and_presets(user_client, snapshot):
+    project = snapshot.project  # frames of 32 px (seed_episodes)
+    html = user_client.get(f"/projects/{project.pk}/training/").content.decode()
+    common, advanced = html.split('<details id="job-advanced"')
+    advanced, parallel = advanced.split('<details id="job-parallel"')
+    assert 'name="lr"' in common and 'name="crop"' in common and 'name="dropout"' not in common
+    assert 'name="dropout"' in advanced and 'name="weight_decay"' in advanced and 'name="nodes"' not in advanced
+    assert 'name="nodes"' in parallel and 'name="master_port"' in parallel
+    assert "Early stopping on val_loss; 0 = off." in html  # help shown, not only in a tooltip
+    assert 'data-preset="pickcube"' in html and 'data-preset="defaults"' in html
+
+    form = user_client.get(f"/projects/{project.pk}/training/?preset=pickcube").context["job_form"]
+    assert form.initial["crop"] == "0.2, 0.25, 0.5, 0.5" and form.initial["lr"] == 1e-3
+    assert form.initial["image_height"] == form.initial["image_width"] == 16  # half of a 32 px camera, at least 16
+    assert form.initial["schedule"] == "cosine" and form.initial["select"] == "last"
+    assert user_client.get(f"/projects/{project.pk}/training/?preset=nope").context["job_form"].initial == {}
+
+
+@pytest.mark.django_db
+def test_train_again_with_changes_fills_the_form_with_the_jobs_config_and_names_carry_to_models(user_client, snapshot):
+    job = job_create(
+        project=snapshot.project,
+        snapshot=snapshot,
+        config={**TINY, "crop": [0.1, 0.1, 0.8, 0.8], "lr": 3e-3},
+        name="wide crop",
+        enqueue=False,
+    )
+    assert b"Train again with changes" in user_client.get(f"/jobs/{job.pk}/").content
+    form = user_client.get(f"/projects/{snapshot.project.pk}/training/?from_job={job.pk}").context["job_form"]
+    assert form.initial["snapshot"] == snapshot.pk and form.initial["name"] == "wide crop (changed)"
+    assert form.initial["crop"] == "0.1, 0.1, 0.8, 0.8" and form.initial["lr"] == 3e-3
+    assert form.initial["image_height"] == 32 and form.initial["hidden_dim"] == 16
+    job_execute(job_id=job.pk)
+    assert TrainedModel.objects.get(job=job).name == f"wide crop (job {job.pk})"
+    unnamed = job_create(project=snapshot.project, snapshot=snapshot, config=TINY, enqueue=False)
+    job_execute(job_id=unnamed.pk)
+    assert TrainedModel.objects.get(job=unnamed).name == f"{snapshot.project.name} resnet #{unnamed.pk}"
 
 
 @pytest.mark.django_db

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from labeling.models import Frame, Project
+from training.presets import WORKSPACE_CROP, workspace_input_size
 
 from .episode_cache import cache_path, episode_load, render_missing, render_workers
 from .pickcube import DEMO_TASK, LIFTED, Writer, demo_episodes, progress_bar, seed_pickcube_episodes
@@ -21,16 +22,10 @@ if TYPE_CHECKING:
     from training.models import DatasetSnapshot, TrainedModel
 
 CAMERA = "main"  # the camera the teleop dashboard scores
-# The main camera's workspace (where the cube rests, the gripper closing on it, the start of the lift)
-# as [top, left, height, width] fractions: the model sees only this part of every frame (ResNetConfig.crop,
-# in training and serving alike) at the camera's own resolution, so a 128 px camera gives the ~6 px cube
-# a 64 px model input at the cost of a 64 px frame.
-WORKSPACE_CROP = [0.2, 0.25, 0.5, 0.5]
-
-
-def model_input_size(camera_size: int) -> int:
-    """The model's input side: the workspace crop at the camera's resolution (one pixel per pixel)."""
-    return max(16, round(camera_size * WORKSPACE_CROP[2]))
+# The model sees only the main camera's workspace (training.presets.WORKSPACE_CROP, in training and serving
+# alike) at the camera's own resolution, so a 128 px camera gives the ~6 px cube a 64 px model input at the
+# cost of a 64 px frame. The training page's "PickCube workspace" preset is this recipe.
+model_input_size = workspace_input_size
 
 
 # About every other labeled frame of each episode (neighbours are near copies; this halves the CPU time),

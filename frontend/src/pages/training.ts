@@ -14,6 +14,10 @@ function sync(): void {
   if (!kind || !json) return;
   const isResnet = kind.value === "resnet";
   for (const el of resnetOnly) el.hidden = !isResnet;
+  for (const id of ["job-presets", "job-advanced", "job-parallel"]) {
+    const el = document.getElementById(id);
+    if (el) el.hidden = !isResnet; // ResNet presets and settings; other kinds send a JSON config
+  }
   const box = document.getElementById("config-json");
   if (box) box.hidden = isResnet;
   if (!isResnet && !json.value.trim()) {
