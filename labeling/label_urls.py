@@ -5,6 +5,7 @@ from django.urls import path
 from . import episode_api, label_api, pages
 
 urlpatterns = [
+    path("projects/new/", pages.project_new, name="project-new"),
     path("projects/<int:pk>/", pages.project_detail, name="project-detail"),
     path("projects/<int:pk>/labeling-settings/", pages.project_settings, name="project-labeling-settings"),
     path("projects/<int:pk>/members/", pages.project_members, name="project-members"),

@@ -193,3 +193,44 @@ def project_members(request, pk: int):
     services.membership_set(project=project, user=user, role=None if role == "remove" else role)
     messages.success(request, f"{user.get_username()}: {'removed' if role == 'remove' else role}.")
     return redirect("project-detail", pk=pk)
+
+
+class ProjectCreateForm(forms.Form):
+    name = forms.CharField(max_length=200, help_text="Shown on every page; unique.")
+    task_description = forms.CharField(
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 2}),
+        label="Task",
+        help_text='What success means, e.g. "Pick up the red cube and lift it." (used in VLM prompts).',
+    )
+    cameras = forms.CharField(
+        initial="main",
+        help_text="Camera names, separated by commas (e.g. main, extra): the names agents send frames under. "
+        "The first is the default view.",
+    )
+
+    def clean_cameras(self) -> list[str]:
+        try:
+            return services.camera_views_parse(self.cleaned_data["cameras"])
+        except ValueError as exc:
+            raise forms.ValidationError(str(exc)) from None
+
+
+@login_required
+def project_new(request):
+    """Any signed-in person may start a project; they become its manager."""
+    form = ProjectCreateForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        try:
+            project = services.project_create(
+                name=form.cleaned_data["name"].strip(),
+                task_description=form.cleaned_data["task_description"].strip(),
+                camera_views=form.cleaned_data["cameras"],
+                creator=request.user,
+            )
+        except ValueError as exc:
+            form.add_error("name", str(exc))
+        else:
+            messages.success(request, f"Project {project.name} created: send episodes from an agent or import files.")
+            return redirect("project-detail", pk=project.pk)
+    return render(request, "labeling/project_new.html", {"form": form}, status=400 if form.errors else 200)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import uuid as uuid_lib
 import weakref
 from collections.abc import Callable
@@ -59,6 +60,36 @@ def agent_create(
         agent.projects.set(projects or [])
         agent.deployments.set(deployments or [])
     return agent, token
+
+
+CAMERA_NAME = re.compile(r"^[A-Za-z0-9_-]{1,32}$")
+MAX_CAMERAS = 8
+
+
+def camera_views_parse(text: str) -> list[str]:
+    """Camera names from `main, extra` (commas or spaces): 1 to MAX_CAMERAS distinct names of letters, digits,
+    - and _; the first is the one the binary dataset and the teleop dashboard use by default."""
+    names = [part for part in text.replace(",", " ").split() if part]
+    if not names:
+        raise ValueError("name at least one camera, e.g. main")
+    if len(names) > MAX_CAMERAS:
+        raise ValueError(f"at most {MAX_CAMERAS} cameras")
+    bad = [name for name in names if not CAMERA_NAME.match(name)]
+    if bad:
+        raise ValueError(f"camera names are letters, digits, - and _ (at most 32): {', '.join(bad)}")
+    if len(set(names)) != len(names):
+        raise ValueError("each camera once")
+    return names
+
+
+@transaction.atomic
+def project_create(*, name: str, task_description: str, camera_views: list[str], creator) -> Project:
+    """A new project with its creator as manager (people see only the projects they belong to)."""
+    if Project.objects.filter(name=name).exists():
+        raise ValueError(f"a project named {name!r} already exists")
+    project = Project.objects.create(name=name, task_description=task_description, camera_views=camera_views)
+    Membership.objects.create(project=project, user=creator, role=Membership.Role.MANAGER)
+    return project
 
 
 def membership_set(*, project: Project, user, role: str | None) -> Membership | None:

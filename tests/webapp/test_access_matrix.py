@@ -74,6 +74,7 @@ MANAGERS = _people("manager")
 
 MATRIX: dict[str, list[Case]] = {
     "": [Case("GET", "/", set(PEOPLE), page=True)],
+    "projects/new/": [Case("GET", "/projects/new/", set(PEOPLE), page=True)],
     "media/<path:path>": [Case("GET", "/media/{frame_path}", VIEWERS, page=True)],
     # -- labeling ------------------------------------------------------------------------------------
     "api/episodes": [
@@ -156,6 +157,10 @@ MATRIX: dict[str, list[Case]] = {
     "jobs/<int:job_id>/<str:action>": [Case("POST", "/jobs/{job}/cancel", MANAGERS, page=True)],
     "models/<int:model_id>/evaluation": [Case("GET", "/models/{model}/evaluation", VIEWERS, page=True)],
     "models/<int:model_id>/vlm-evaluation": [Case("GET", "/models/{vlm_model}/vlm-evaluation", VIEWERS, page=True)],
+    "models/<int:model_id>/deploy": [
+        Case("GET", "/models/{model}/deploy", MANAGERS, page=True),
+        Case("POST", "/models/{model}/deploy", MANAGERS, page=True, body={"name": ""}),
+    ],
     "api/projects/<int:pk>/snapshots": [
         Case("GET", "/api/projects/{project}/snapshots", VIEWERS | {"training"}),
         Case("POST", "/api/projects/{project}/snapshots", MANAGERS | {"training"}, body={"options": "none"}),
