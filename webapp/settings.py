@@ -320,3 +320,13 @@ AXES_VERBOSE = False
 
 # Error pages shown with DEBUG on never print connection strings (a wrong Host header shows this page).
 DEFAULT_EXCEPTION_REPORTER_FILTER = "webapp.debug_filter.SettingsFilter"
+
+# Bounded parsers (README "Request and import limits"): how deeply any JSON the app reads may nest (API bodies,
+# fast paths, chunk headers, WebSocket messages), a step chunk's header (binary, or a multipart chunk's `steps`
+# field), and each free-form object stored as JSON (a step's `info`, an episode's `metadata`).
+JSON_MAX_DEPTH = env_int("JSON_MAX_DEPTH", 64, minimum=8)
+CHUNK_HEADER_MAX_BYTES = env_int("CHUNK_HEADER_MAX_BYTES", 2 * 1024 * 1024, minimum=1024)
+JSON_FIELD_MAX_BYTES = env_int("JSON_FIELD_MAX_BYTES", 64 * 1024, minimum=256)
+# A teleop session still marked live whose socket wrote nothing for this long (a live one writes every second)
+# is closed at the next hello and when a web process starts (inference.teleop.services.sessions_close_stale).
+TELEOP_STALE_AFTER_S = env_int("TELEOP_STALE_AFTER_S", 60, minimum=5)
