@@ -239,15 +239,15 @@ class TeleopAgentConsumer(Guarded, AsyncWebsocketConsumer):
             return
         self.session_id = session.pk
         self.deployment_name = session.deployment_name
+        cameras = session.cameras or ["main"]
+        self.main_camera = "main" if "main" in cameras else cameras[0]
+        await self.send(json.dumps({"type": "session", "session": session.pk, "dashboard": f"/teleop/{session.pk}/"}))
         if self.deployment_name and access.REWARDS.scope not in (self.agent.scopes or []):
             self.deployment_name = ""  # scoring is a reward request: the token needs the rewards scope
             await self.reply_error(
                 f"frames are recorded but not scored: scoring with deployment {session.deployment_name!r} "
                 f"needs the '{access.REWARDS.scope}' scope on this token"
             )
-        cameras = session.cameras or ["main"]
-        self.main_camera = "main" if "main" in cameras else cameras[0]
-        await self.send(json.dumps({"type": "session", "session": session.pk, "dashboard": f"/teleop/{session.pk}/"}))
         await self.broadcast({"type": "status", "live": True, **self.status()})
         self.ticker = self.start_task(self.tick())
 
