@@ -1,6 +1,8 @@
 """What `/healthz` and the metrics scrape read: database, Redis, inference workers and deployments.
 
 Each check answers `{"ok": bool, ...}` and never raises: a failing dependency is a result, not a crash.
+`health_summary` is what anonymous callers get: each part's `ok`, nothing that names a project, deployment or
+host.
 """
 
 from __future__ import annotations
@@ -86,3 +88,10 @@ def health_report() -> dict:
         workers = {"ok": False, "alive": [], "error": "Redis is unreachable"}
     ok = database["ok"] and redis_check["ok"] and workers["ok"] and all(d["ok"] for d in deployments)
     return {"ok": ok, "database": database, "redis": redis_check, "workers": workers, "deployments": deployments}
+
+
+def health_summary(report: dict) -> dict:
+    """The report without names, errors or hosts: `{"ok", "database": {"ok"}, ..., "deployments": {"ok"}}`."""
+    deployments = report.get("deployments") or []
+    parts = {name: {"ok": bool(report[name]["ok"])} for name in ("database", "redis", "workers")}
+    return {"ok": bool(report["ok"]), **parts, "deployments": {"ok": all(d["ok"] for d in deployments)}}

@@ -330,3 +330,6 @@ JSON_FIELD_MAX_BYTES = env_int("JSON_FIELD_MAX_BYTES", 64 * 1024, minimum=256)
 # A teleop session still marked live whose socket wrote nothing for this long (a live one writes every second)
 # is closed at the next hello and when a web process starts (inference.teleop.services.sessions_close_stale).
 TELEOP_STALE_AFTER_S = env_int("TELEOP_STALE_AFTER_S", 60, minimum=5)
+# Webhook URLs resolving to loopback, link-local, private or reserved addresses are refused in the admin
+# unless this is on (webhooks.targets).
+WEBHOOK_ALLOW_PRIVATE_TARGETS = env_bool("WEBHOOK_ALLOW_PRIVATE_TARGETS", False)
