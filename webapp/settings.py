@@ -70,6 +70,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "webapp.context_processors.processes_down",
             ],
         },
     },
@@ -224,6 +225,7 @@ CELERY_TASK_ROUTES = {
     "training.tasks.recompute_label_queue": {"queue": CELERY_QUEUE_DEFAULT},
     "training.tasks.after_training_job": {"queue": CELERY_QUEUE_DEFAULT},
     "training.tasks.retrain_sweep": {"queue": CELERY_QUEUE_DEFAULT},
+    "webapp.heartbeat": {"queue": CELERY_QUEUE_DEFAULT},
 }
 CELERY_TASK_SERIALIZER = "json"
 CELERY_RESULT_SERIALIZER = "json"
@@ -245,6 +247,10 @@ RS_PORT = env_int("RS_PORT", 8000, minimum=1)
 INFERENCE_METRICS_PORT = env_int("INFERENCE_METRICS_PORT", 9101, minimum=0)
 INFERENCE_METRICS_HOST = env_str("INFERENCE_METRICS_HOST", "127.0.0.1")
 METRICS_TOKEN = env_str("METRICS_TOKEN", "")
+# Celery workers and beat stamp a heartbeat in Redis this often; /healthz reads a process as down after 3 missed.
+HEARTBEAT_SECONDS = env_int("HEARTBEAT_SECONDS", 10, minimum=1)
+# The "process down" banner on every page reads Redis at most this often per web process.
+HEALTH_BANNER_CACHE_SECONDS = env_int("HEALTH_BANNER_CACHE_SECONDS", 5, minimum=0)
 
 # Training jobs survive their workers: resume checkpoints, heartbeats, requeue with bounded attempts.
 TRAINING_CHECKPOINT_SECONDS = env_int("TRAINING_CHECKPOINT_SECONDS", 300, minimum=0)

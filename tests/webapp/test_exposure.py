@@ -30,8 +30,9 @@ def test_anonymous_healthz_says_booleans_only_and_the_token_gets_details(client,
     settings.METRICS_TOKEN = "s3cret"
     anonymous = client.get("/healthz")
     assert anonymous.status_code == 503
-    assert set(anonymous.json()) == {"ok", *PARTS} and anonymous.json()["deployments"] == {"ok": False}
+    assert set(anonymous.json()) == {"ok", *PARTS, "processes"} and anonymous.json()["deployments"] == {"ok": False}
     assert all(set(anonymous.json()[part]) == {"ok"} for part in PARTS)
+    assert all(isinstance(up, bool) for up in anonymous.json()["processes"].values())  # up/down per process kind
     assert b"secret-arm" not in anonymous.content and b"boom" not in anonymous.content
     detailed = client.get("/healthz", HTTP_AUTHORIZATION="Bearer s3cret").json()
     assert {d["name"]: d["error"] for d in detailed["deployments"]} == {"secret-arm": "boom at /srv/x"}
