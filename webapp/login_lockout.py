@@ -47,7 +47,7 @@ def username_wait_s(username: str | None, *, since, now) -> float:
 
 class ProgressiveLockoutHandler(AxesDatabaseHandler):
     def is_locked(self, request, credentials: dict | None = None) -> bool:
-        if not settings.AXES_LOCK_OUT_AT_FAILURE:
+        if not getattr(settings, "AXES_LOCK_OUT_AT_FAILURE", True):  # set by axes.conf
             return False
         username = get_client_username(request, credentials)
         now = timezone.now()
