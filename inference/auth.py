@@ -139,11 +139,15 @@ class TrustedNetworkScheme(OpenApiAuthenticationExtension):
         return {"type": "http", "scheme": "bearer", "description": "None needed from networks in TRUSTED_CIDRS."}
 
 
-# The deployments' reward, chat and health endpoints: a token, else a trusted network, else a session. The
-# hot rewards endpoint caches tokens (REWARDS_AUTHENTICATION).
+# The deployments' reward and chat endpoints and `/health` (exactly what README's TRUSTED_CIDRS row lists): a
+# token, else a logged-in person (judged as themselves: a person who is no member of the deployment's project
+# does not become a trusted client by calling from a trusted network), else a trusted network. The hot rewards
+# endpoint caches tokens (REWARDS_AUTHENTICATION).
 DEPLOYMENT_AUTHENTICATION: list[type[BaseAuthentication]] = [
     AgentTokenAuthentication,
-    TrustedNetworkAuthentication,
     SessionAuthentication,
+    TrustedNetworkAuthentication,
 ]
-REWARDS_AUTHENTICATION = [CachedAgentTokenAuthentication, TrustedNetworkAuthentication, SessionAuthentication]
+REWARDS_AUTHENTICATION = [CachedAgentTokenAuthentication, SessionAuthentication, TrustedNetworkAuthentication]
+# A deployment's monitor and health data (names, errors, rates): a token or a person, never a bare address.
+MONITOR_AUTHENTICATION: list[type[BaseAuthentication]] = [CachedAgentTokenAuthentication, SessionAuthentication]

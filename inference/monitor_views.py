@@ -15,7 +15,7 @@ from rest_framework.views import APIView
 from labeling import access
 
 from . import monitor_selectors, monitor_store
-from .auth import REWARDS_AUTHENTICATION
+from .auth import MONITOR_AUTHENTICATION
 from .models import Deployment, DeploymentMonitor
 
 
@@ -42,9 +42,9 @@ def _visible(request, name: str) -> Deployment:
 
 class DeploymentHealthView(APIView):
     """Health and reward-hacking alarm of a deployment: an RL run polls it and stops itself on an alarm
-    (with its rewards token, or from a trusted network like the rewards endpoint)."""
+    (with its rewards token; a trusted network's tokenless requests do not reach it: README, TRUSTED_CIDRS)."""
 
-    authentication_classes = REWARDS_AUTHENTICATION
+    authentication_classes = MONITOR_AUTHENTICATION
 
     @extend_schema(
         operation_id="deployment_health",
@@ -72,7 +72,7 @@ class DeploymentHealthView(APIView):
 
 
 class DeploymentMonitorView(APIView):
-    authentication_classes = REWARDS_AUTHENTICATION
+    authentication_classes = MONITOR_AUTHENTICATION
 
     @extend_schema(
         operation_id="deployment_monitor",

@@ -59,6 +59,11 @@ def check_settings(values: dict) -> None:
         raise DeploymentError("max_wait_ms must be between 0 and 1000")
 
 
+def name_taken_message(name: str) -> str:
+    """Names and aliases are unique site-wide; the refusal names no deployment, which may be another project's."""
+    return f"the name {name!r} is taken (deployment names and aliases are unique across all projects)"
+
+
 def check_aliases(aliases: object, *, name: str, exclude_pk: int | None = None) -> list[str]:
     """Aliases as stored: distinct strings, unique (case-insensitively) among all names and aliases."""
     if not isinstance(aliases, list) or not all(isinstance(a, str) for a in aliases):
@@ -68,14 +73,13 @@ def check_aliases(aliases: object, *, name: str, exclude_pk: int | None = None) 
         raise DeploymentError(f"at most {MAX_ALIASES} aliases of at most 200 characters")
     if len({a.lower() for a in cleaned}) != len(cleaned):
         raise DeploymentError("aliases must differ from each other (case-insensitively)")
-    taken = {}
+    taken: set[str] = set()
     others = Deployment.objects.all() if exclude_pk is None else Deployment.objects.exclude(pk=exclude_pk)
     for row_name, row_aliases in others.values_list("name", "aliases"):
-        for taken_name in [row_name, *(row_aliases or [])]:
-            taken[taken_name.lower()] = row_name
+        taken.update(n.lower() for n in [row_name, *(row_aliases or [])])
     for alias in [name, *cleaned]:
         if alias.lower() in taken:
-            raise DeploymentError(f"{alias!r} already names deployment {taken[alias.lower()]!r}")
+            raise DeploymentError(name_taken_message(alias))
     return cleaned
 
 
@@ -92,7 +96,7 @@ def deployment_create(*, name: str, trained_model: TrainedModel, **values) -> De
     if unknown:
         raise DeploymentError(f"unknown deployment field(s): {', '.join(sorted(unknown))}")
     if Deployment.objects.filter(name=name).exists():
-        raise DeploymentError(f"a deployment named {name!r} already exists")
+        raise DeploymentError(name_taken_message(name))
     defaults = {f: deployment_field_default(f) for f in SETTING_FIELDS}
     check_settings({**defaults, **values})
     if values.get("project") is None:

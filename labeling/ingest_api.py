@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
 
 from django.conf import settings
 from django.shortcuts import get_object_or_404
@@ -16,6 +15,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from robot_agent.chunk_format import CONTENT_TYPE as CHUNK_CONTENT_TYPE
+from webapp.json_limits import JSONTooDeep, loads_bounded
 from webapp.parsers import BoundedJSONParser, RequestTooLarge
 
 from . import access, services
@@ -161,10 +161,7 @@ class StepChunkView(APIView):
         raw_steps = request.data.get("steps")
         multipart = request.content_type.startswith("multipart/")
         if multipart and isinstance(raw_steps, str):
-            try:
-                raw_steps = json.loads(raw_steps)
-            except json.JSONDecodeError as exc:
-                raise ValidationError({"steps": [f"not valid JSON: {exc}"]}) from None
+            raw_steps = _multipart_steps(raw_steps)
         if not isinstance(raw_steps, list) or not raw_steps:
             raise ValidationError({"steps": ["a non-empty list of steps is required"]})
         if len(raw_steps) > settings.INGEST_MAX_STEPS_PER_CHUNK:
@@ -230,6 +227,22 @@ class StepChunkView(APIView):
             return check_image(raw, **limits)
         except ImageError as exc:
             raise ValidationError({"steps": [f"step {index}: images.{camera}: {exc}"]}) from None
+
+
+def _multipart_steps(text: str):
+    """A multipart chunk's `steps` field: its header, held to the binary header's limits (size, then depth)
+    before it is parsed."""
+    limit = settings.CHUNK_HEADER_MAX_BYTES
+    if len(text) > limit:  # characters: at least as many bytes
+        raise RequestTooLarge(
+            f"steps field of {len(text)} characters; the limit is {limit} bytes (CHUNK_HEADER_MAX_BYTES)"
+        )
+    try:
+        return loads_bounded(text, max_depth=settings.JSON_MAX_DEPTH, what="steps field")
+    except JSONTooDeep as exc:
+        raise ValidationError({"steps": [str(exc)]}) from None
+    except ValueError as exc:
+        raise ValidationError({"steps": [f"not valid JSON: {exc}"]}) from None
 
 
 def _first(messages) -> str:

@@ -2,12 +2,23 @@
 
 from __future__ import annotations
 
+from django.conf import settings
 from rest_framework import serializers
+
+from webapp.json_limits import size_of
 
 from .models import Episode, Frame
 
 MAX_STEP_INDEX = 2**31 - 1  # the database column's range: larger indices are refused, not a 500
 MAX_ACTION_SIZE = 1024
+
+
+def json_field_size_check(value) -> None:
+    """A free-form object stored as JSON (a step's info, an episode's metadata) within JSON_FIELD_MAX_BYTES."""
+    limit = settings.JSON_FIELD_MAX_BYTES
+    size = size_of(value)
+    if size > limit:
+        raise serializers.ValidationError(f"{size} bytes as JSON; the limit is {limit} bytes (JSON_FIELD_MAX_BYTES)")
 
 
 class EpisodeCreateSerializer(serializers.Serializer):
@@ -18,7 +29,7 @@ class EpisodeCreateSerializer(serializers.Serializer):
         choices=Episode.Source.choices, default=Episode.Source.SIM
     )
     env_id = serializers.CharField(max_length=100, required=False, allow_blank=True, default="")
-    metadata = serializers.DictField(required=False, default=dict)
+    metadata = serializers.DictField(required=False, default=dict, validators=[json_field_size_check])
 
 
 class EpisodeSerializer(serializers.ModelSerializer):
@@ -58,7 +69,7 @@ class StepSerializer(serializers.Serializer):
     truncated = serializers.BooleanField(required=False, default=False)
     success = serializers.BooleanField(required=False, default=False, help_text="The env's per-step success flag.")
     score = serializers.FloatField(required=False, allow_null=True, default=None, help_text="Trend score (gae).")
-    info = serializers.DictField(required=False, default=dict)
+    info = serializers.DictField(required=False, default=dict, validators=[json_field_size_check])
     images = serializers.DictField(
         child=serializers.CharField(max_length=64 * 1024 * 1024),
         required=False,
@@ -80,4 +91,4 @@ class AppendResultSerializer(serializers.Serializer):
 
 class FinishSerializer(serializers.Serializer):
     success = serializers.BooleanField(required=False, allow_null=True, default=None)
-    metadata = serializers.DictField(required=False, default=dict)
+    metadata = serializers.DictField(required=False, default=dict, validators=[json_field_size_check])

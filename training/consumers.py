@@ -1,4 +1,5 @@
-"""The job page's WebSocket: on connect the curves so far, then live events from the job's group."""
+"""The job page's WebSocket: on connect the curves so far, then live events from the job's group. Messages from
+the page are ignored unparsed; a handler that fails ends the socket through its cleanup (webapp.ws_guard)."""
 
 from __future__ import annotations
 
@@ -6,11 +7,12 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from labeling import access
+from webapp.ws_guard import Guarded
 
 from .job_reporter import job_group
 
 
-class JobConsumer(AsyncJsonWebsocketConsumer):
+class JobConsumer(Guarded, AsyncJsonWebsocketConsumer):
     async def connect(self):
         actor = access.actor_of_scope(self.scope)
         if actor is None or not actor.is_authenticated:
@@ -32,6 +34,9 @@ class JobConsumer(AsyncJsonWebsocketConsumer):
     async def disconnect(self, code):
         if hasattr(self, "job_id"):
             await self.channel_layer.group_discard(job_group(self.job_id), self.channel_name)
+
+    async def receive(self, text_data=None, bytes_data=None, **kwargs):
+        pass  # the page only listens: what it sends is not even parsed
 
     async def job_event(self, event):
         await self.send_json(event["message"])

@@ -3,10 +3,10 @@ including how many processes and machines train it."""
 
 from __future__ import annotations
 
-import json
-
 from django import forms
 from django.conf import settings
+
+from webapp.json_limits import JSONTooDeep, loads_bounded
 
 from .datasets.options import SPLIT_MODES, SnapshotOptions
 from .models import DatasetSnapshot, ModelKind
@@ -211,8 +211,10 @@ class JobForm(forms.Form):
         if data["kind"] != ModelKind.RESNET:
             text = (data.get("config_json") or "").strip() or "{}"
             try:
-                value = json.loads(text)
-            except json.JSONDecodeError as exc:
+                value = loads_bounded(text, max_depth=settings.JSON_MAX_DEPTH, what="config")
+            except JSONTooDeep as exc:
+                raise forms.ValidationError(str(exc)) from None
+            except ValueError as exc:
                 raise forms.ValidationError(f"config is not valid JSON: {exc}") from None
             if not isinstance(value, dict):
                 raise forms.ValidationError("config must be a JSON object")

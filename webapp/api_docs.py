@@ -3,10 +3,14 @@
 Redoc's page template asks Google for fonts and its bundle shows a logo from Redocly's CDN; our template
 drops the fonts and a Content-Security-Policy keeps images and fonts on this host, so an air-gapped
 browser makes no outside request and waits on none.
+
+OPTIONS gets a plain answer naming the allowed methods: DRF's own OPTIONS answer is rendered by the view's
+HTML renderer, which has no template for it (a 500).
 """
 
 from __future__ import annotations
 
+from django.http import HttpResponse
 from drf_spectacular.views import SpectacularRedocView, SpectacularSwaggerView
 
 LOCAL_ONLY_CSP = "img-src 'self' data: blob:; font-src 'self' data:"
@@ -17,12 +21,19 @@ def _local_only(response):
     return response
 
 
-class SwaggerDocsView(SpectacularSwaggerView):
+class _PlainOptions:
+    def options(self, request, *args, **kwargs):
+        response = HttpResponse(status=204)
+        response["Allow"] = "GET, HEAD, OPTIONS"
+        return response
+
+
+class SwaggerDocsView(_PlainOptions, SpectacularSwaggerView):
     def get(self, request, *args, **kwargs):
         return _local_only(super().get(request, *args, **kwargs))
 
 
-class RedocDocsView(SpectacularRedocView):
+class RedocDocsView(_PlainOptions, SpectacularRedocView):
     template_name = "api_docs/redoc.html"
 
     def get(self, request, *args, **kwargs):

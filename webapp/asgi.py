@@ -52,6 +52,32 @@ def _warn_about_redis_memory() -> None:
 _warn_about_redis_memory()
 
 
+def _close_stale_teleop_sessions() -> None:
+    """At start, in a thread (uvicorn loads the app inside its event loop): teleop sessions a dead process
+    left marked live are closed (inference.teleop.services.sessions_close_stale)."""
+    import logging
+    import threading
+
+    from django.db import connection
+
+    from inference.teleop.services import sessions_close_stale
+
+    def sweep() -> None:
+        try:
+            closed = sessions_close_stale()
+            if closed:
+                logging.getLogger("webapp").warning("closed %d teleop sessions left live by a stopped process", closed)
+        except Exception:
+            logging.getLogger("webapp").exception("closing stale teleop sessions failed")
+        finally:
+            connection.close()
+
+    threading.Thread(target=sweep, name="teleop-stale-sweep", daemon=True).start()
+
+
+_close_stale_teleop_sessions()
+
+
 def _forwarded_allow_ips() -> list[str]:
     from django.conf import settings
 

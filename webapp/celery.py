@@ -3,15 +3,80 @@ settings (CELERY_TASK_ROUTES); the periodic schedule that `celery beat` sends li
 
 from __future__ import annotations
 
+import functools
+import logging
 import os
 
-from celery import Celery
+from celery import Celery, bootsteps
+from celery.signals import before_task_publish
+
+from .heartbeats import BEAT_TASK, beat_stamp, heartbeat_ttl, queues_stamp
+
+logger = logging.getLogger(__name__)
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings")
 
 app = Celery("webapp")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+
+
+@functools.cache
+def _heartbeat_redis():
+    import redis
+    from django.conf import settings
+
+    return redis.Redis.from_url(settings.REDIS_URL, socket_timeout=2, socket_connect_timeout=2)
+
+
+class QueueHeartbeat(bootsteps.StartStopStep):
+    """Each worker stamps the queues it consumes every HEARTBEAT_SECONDS from its own event loop, so a worker
+    that died or hangs reads as down on /healthz (webapp.heartbeats)."""
+
+    requires = ("celery.worker.consumer.tasks:Tasks",)
+
+    def __init__(self, parent, **kwargs):
+        super().__init__(parent, **kwargs)
+        self.tref = None
+
+    def start(self, parent):
+        from django.conf import settings
+
+        interval = float(settings.HEARTBEAT_SECONDS)
+        queues = sorted(parent.app.amqp.queues.consume_from)
+        client = _heartbeat_redis()
+
+        def stamp():
+            try:
+                queues_stamp(client, queues, heartbeat_ttl(interval))
+            except Exception as exc:  # Redis away: the key expires and /healthz says so
+                logger.warning("heartbeat not written: %s", exc)
+
+        stamp()
+        self.tref = parent.timer.call_repeatedly(interval, stamp)
+
+    def stop(self, parent):
+        if self.tref is not None:
+            parent.timer.cancel(self.tref)
+            self.tref = None
+
+
+app.steps["consumer"].add(QueueHeartbeat)
+
+
+@app.task(name=BEAT_TASK, ignore_result=True)
+def heartbeat() -> None:
+    """Sent by beat every HEARTBEAT_SECONDS; sending it is the heartbeat."""
+
+
+@before_task_publish.connect(sender=BEAT_TASK, weak=False)
+def _beat_sends_heartbeat(**_kwargs) -> None:
+    from django.conf import settings
+
+    try:
+        beat_stamp(_heartbeat_redis(), heartbeat_ttl(float(settings.HEARTBEAT_SECONDS)))
+    except Exception as exc:
+        logger.warning("beat heartbeat not written: %s", exc)
 
 
 def beat_schedule() -> dict:
@@ -27,6 +92,12 @@ def beat_schedule() -> dict:
         "labeling-fail-stale-jobs": {"task": "labeling.tasks.fail_stale_jobs", "schedule": sweep},
         # train-to-target loops: projects with enough new labels get a fresh snapshot and a job
         "training-retrain-sweep": {"task": "training.tasks.retrain_sweep", "schedule": 30.0},
+        # beat stamps its heartbeat when it sends this (webapp.heartbeats); the worker that gets it does nothing
+        "beat-heartbeat": {
+            "task": BEAT_TASK,
+            "schedule": float(settings.HEARTBEAT_SECONDS),
+            "options": {"expires": float(settings.HEARTBEAT_SECONDS)},
+        },
     }
 
 

@@ -1,6 +1,9 @@
-"""What `/healthz` and the metrics scrape read: database, Redis, inference workers and deployments.
+"""What `/healthz` and the metrics scrape read: database, Redis, inference workers, deployments and which
+Procfile processes are up (webapp.heartbeats).
 
 Each check answers `{"ok": bool, ...}` and never raises: a failing dependency is a result, not a crash.
+`health_summary` is what anonymous callers get: each part's `ok`, nothing that names a project, deployment or
+host.
 """
 
 from __future__ import annotations
@@ -11,6 +14,8 @@ import time
 from django.db import connection
 
 from inference.broker import QUEUE_PREFIX, WORKER_ALIVE_S, WORKERS_KEY
+
+from .heartbeats import PROCESS_KINDS, processes_up
 
 CELERY_QUEUES = ("ingest", "training", "inference", "default")
 
@@ -71,11 +76,23 @@ def queue_depths(redis, deployments: list[str]) -> dict[str, int]:
     return dict(zip(names, pipe.execute(), strict=True))
 
 
+def check_processes(redis) -> dict:
+    """`{"ok", "web", "worker", "training", "beat", "inference"}`: each Procfile process kind up or down."""
+    try:
+        up = processes_up(redis) if redis is not None else None
+    except Exception:
+        up = None
+    if up is None:  # Redis unreachable: no heartbeat can be read
+        up = {kind: kind == "web" for kind in PROCESS_KINDS}
+    return {"ok": all(up.values()), **up}
+
+
 def health_report() -> dict:
     """The whole picture; `ok` is false when any part is (the web answers 503 then)."""
     database = check_database()
     redis = _redis()
     redis_check = check_redis(redis)
+    processes = check_processes(redis if redis_check["ok"] else None)
     deployments = deployment_states() if database["ok"] else []
     workers: dict = {"ok": True, "alive": []}
     if redis_check["ok"]:
@@ -84,5 +101,27 @@ def health_report() -> dict:
             workers = {"ok": False, "alive": [], "error": "deployments exist but no inference worker is alive"}
     else:
         workers = {"ok": False, "alive": [], "error": "Redis is unreachable"}
-    ok = database["ok"] and redis_check["ok"] and workers["ok"] and all(d["ok"] for d in deployments)
-    return {"ok": ok, "database": database, "redis": redis_check, "workers": workers, "deployments": deployments}
+    ok = database["ok"] and redis_check["ok"] and workers["ok"] and processes["ok"]
+    ok = ok and all(d["ok"] for d in deployments)
+    return {
+        "ok": ok,
+        "database": database,
+        "redis": redis_check,
+        "workers": workers,
+        "deployments": deployments,
+        "processes": processes,
+    }
+
+
+def health_summary(report: dict) -> dict:
+    """The report without names, errors or hosts: `{"ok", "database": {"ok"}, ..., "deployments": {"ok"},
+    "processes": {"ok", "web", "worker", ...}}` (booleans only)."""
+    deployments = report.get("deployments") or []
+    parts = {name: {"ok": bool(report[name]["ok"])} for name in ("database", "redis", "workers")}
+    processes = {key: bool(value) for key, value in report["processes"].items()}
+    return {
+        "ok": bool(report["ok"]),
+        **parts,
+        "deployments": {"ok": all(d["ok"] for d in deployments)},
+        "processes": processes,
+    }

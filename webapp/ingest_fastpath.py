@@ -26,7 +26,6 @@ core's token cache and limits; webapp/asgi.py puts it in front of Django for eve
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 import threading
@@ -52,6 +51,7 @@ from robot_agent.chunk_format import CONTENT_TYPE
 from webapp import metrics
 from webapp.asgi_http import HttpError, declared_length, header_map, read_body, respond_json
 from webapp.errors import exception_handler
+from webapp.parsers import json_body
 
 UUID = r"(?P<uuid>[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})"  # as Django's <uuid:>
 JSON = "application/json"
@@ -138,10 +138,12 @@ async def _json_body(receive, headers: dict):
     limit = settings.MAX_JSON_BODY_BYTES
     declared_length(headers, limit, "MAX_JSON_BODY_BYTES")
     raw = await read_body(receive, limit, "MAX_JSON_BODY_BYTES")
+    if not raw:
+        return {}
     try:
-        return json.loads(raw) if raw else {}
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise HttpError(400, f"JSON parse error - {exc}") from None
+        return json_body(raw)  # as DRF's parser: within JSON_MAX_DEPTH, no NaN
+    except exceptions.ParseError as exc:
+        raise HttpError(400, str(exc.detail)) from None
 
 
 @lru_cache(maxsize=1)

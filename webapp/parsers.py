@@ -1,12 +1,14 @@
-"""Request parsers with size limits: a body over its limit gets a 413 naming the setting, unread and unparsed."""
+"""Request parsers with size and depth limits: a body over its size limit gets a 413 naming the setting,
+unread and unparsed; JSON nested deeper than JSON_MAX_DEPTH gets a 400, unparsed (webapp.json_limits)."""
 
 from __future__ import annotations
 
-import io
-
 from django.conf import settings
 from rest_framework import exceptions, status
-from rest_framework.parsers import JSONParser
+from rest_framework.parsers import JSONParser, get_encoding  # type: ignore[attr-defined]  # (DRF 3.16+; not in the stubs)
+from rest_framework.utils.json import strict_constant
+
+from .json_limits import JSONTooDeep, loads_bounded
 
 
 class RequestTooLarge(exceptions.APIException):
@@ -16,7 +18,8 @@ class RequestTooLarge(exceptions.APIException):
 
 
 class BoundedJSONParser(JSONParser):
-    """JSON bodies up to `MAX_JSON_BODY_BYTES`; a longer body is refused before it is read or parsed."""
+    """JSON bodies up to `MAX_JSON_BODY_BYTES` and `JSON_MAX_DEPTH` levels; a longer body is refused before it
+    is read, a deeper one before it is parsed."""
 
     def parse(self, stream, media_type=None, parser_context=None):
         limit = settings.MAX_JSON_BODY_BYTES
@@ -27,4 +30,18 @@ class BoundedJSONParser(JSONParser):
         raw = stream.read(limit + 1) if stream is not None else b""
         if len(raw) > limit:
             raise RequestTooLarge(f"JSON body larger than {limit} bytes (MAX_JSON_BODY_BYTES)")
-        return super().parse(io.BytesIO(raw), media_type, parser_context)
+        try:
+            text = raw.decode(get_encoding(parser_context or {}))
+        except (UnicodeDecodeError, LookupError) as exc:
+            raise exceptions.ParseError(f"JSON parse error - {exc}") from None
+        return json_body(text)
+
+
+def json_body(raw: bytes | str):
+    """A request body's JSON, as DRF's JSONParser reads it (no NaN or Infinity) within JSON_MAX_DEPTH;
+    ParseError (400) saying what is wrong."""
+    try:
+        return loads_bounded(raw, max_depth=settings.JSON_MAX_DEPTH, what="JSON body", parse_constant=strict_constant)
+    except ValueError as exc:  # JSONTooDeep, JSONDecodeError, UnicodeDecodeError
+        detail = str(exc) if isinstance(exc, JSONTooDeep) else f"JSON parse error - {exc}"
+        raise exceptions.ParseError(detail) from None

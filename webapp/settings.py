@@ -70,6 +70,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "webapp.context_processors.processes_down",
             ],
         },
     },
@@ -224,6 +225,7 @@ CELERY_TASK_ROUTES = {
     "training.tasks.recompute_label_queue": {"queue": CELERY_QUEUE_DEFAULT},
     "training.tasks.after_training_job": {"queue": CELERY_QUEUE_DEFAULT},
     "training.tasks.retrain_sweep": {"queue": CELERY_QUEUE_DEFAULT},
+    "webapp.heartbeat": {"queue": CELERY_QUEUE_DEFAULT},
 }
 CELERY_TASK_SERIALIZER = "json"
 CELERY_RESULT_SERIALIZER = "json"
@@ -245,6 +247,10 @@ RS_PORT = env_int("RS_PORT", 8000, minimum=1)
 INFERENCE_METRICS_PORT = env_int("INFERENCE_METRICS_PORT", 9101, minimum=0)
 INFERENCE_METRICS_HOST = env_str("INFERENCE_METRICS_HOST", "127.0.0.1")
 METRICS_TOKEN = env_str("METRICS_TOKEN", "")
+# Celery workers and beat stamp a heartbeat in Redis this often; /healthz reads a process as down after 3 missed.
+HEARTBEAT_SECONDS = env_int("HEARTBEAT_SECONDS", 10, minimum=1)
+# The "process down" banner on every page reads Redis at most this often per web process.
+HEALTH_BANNER_CACHE_SECONDS = env_int("HEALTH_BANNER_CACHE_SECONDS", 5, minimum=0)
 
 # Training jobs survive their workers: resume checkpoints, heartbeats, requeue with bounded attempts.
 TRAINING_CHECKPOINT_SECONDS = env_int("TRAINING_CHECKPOINT_SECONDS", 300, minimum=0)
@@ -321,14 +327,32 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
 
-# Login throttling (django-axes): LOGIN_FAILURE_LIMIT failed logins for one username from one address lock
-# that pair out for LOGIN_COOLOFF_MINUTES.
+# Login throttling (django-axes, webapp/login_lockout.py): failures count per username whatever the address;
+# at LOGIN_FAILURE_LIMIT the username waits LOGIN_FIRST_DELAY_SECONDS after its last failure, doubling with each
+# further failure up to LOGIN_COOLOFF_MINUTES. Failures are remembered a day, forgotten at a successful login.
 AUTHENTICATION_BACKENDS = ["webapp.auth_backends.LoginThrottleBackend", "django.contrib.auth.backends.ModelBackend"]
+AXES_HANDLER = "webapp.login_lockout.ProgressiveLockoutHandler"
 AXES_FAILURE_LIMIT = env_int("LOGIN_FAILURE_LIMIT", 5, minimum=1)
-AXES_COOLOFF_TIME = timedelta(minutes=env_int("LOGIN_COOLOFF_MINUTES", 15, minimum=1))
-AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+LOGIN_FIRST_DELAY_SECONDS = env_int("LOGIN_FIRST_DELAY_SECONDS", 30, minimum=1)
+LOGIN_COOLOFF_MINUTES = env_int("LOGIN_COOLOFF_MINUTES", 15, minimum=1)
+AXES_COOLOFF_TIME = timedelta(days=1)
+AXES_LOCKOUT_PARAMETERS = ["username"]
+AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
 AXES_RESET_ON_SUCCESS = True
 AXES_VERBOSE = False
 
 # Error pages shown with DEBUG on never print connection strings (a wrong Host header shows this page).
 DEFAULT_EXCEPTION_REPORTER_FILTER = "webapp.debug_filter.SettingsFilter"
+
+# Bounded parsers (README "Request and import limits"): how deeply any JSON the app reads may nest (API bodies,
+# fast paths, chunk headers, WebSocket messages), a step chunk's header (binary, or a multipart chunk's `steps`
+# field), and each free-form object stored as JSON (a step's `info`, an episode's `metadata`).
+JSON_MAX_DEPTH = env_int("JSON_MAX_DEPTH", 64, minimum=8)
+CHUNK_HEADER_MAX_BYTES = env_int("CHUNK_HEADER_MAX_BYTES", 2 * 1024 * 1024, minimum=1024)
+JSON_FIELD_MAX_BYTES = env_int("JSON_FIELD_MAX_BYTES", 64 * 1024, minimum=256)
+# A teleop session still marked live whose socket wrote nothing for this long (a live one writes every second)
+# is closed at the next hello and when a web process starts (inference.teleop.services.sessions_close_stale).
+TELEOP_STALE_AFTER_S = env_int("TELEOP_STALE_AFTER_S", 60, minimum=5)
+# Webhook URLs resolving to loopback, link-local, private or reserved addresses are refused in the admin
+# unless this is on (webhooks.targets).
+WEBHOOK_ALLOW_PRIVATE_TARGETS = env_bool("WEBHOOK_ALLOW_PRIVATE_TARGETS", False)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hmac
+import ipaddress
 import mimetypes
 from urllib.parse import quote
 
@@ -17,7 +18,7 @@ from labeling import access
 from labeling.label_selectors import project_list_with_counts
 
 from .file_streaming import file_response
-from .health import health_report
+from .health import health_report, health_summary
 from .metrics_state import StateCollector
 
 
@@ -27,21 +28,41 @@ def home(request):
     return render(request, "home.html", {"projects": projects})
 
 
+def _monitoring_caller(request) -> bool:
+    """Whether the caller may read names, errors and hosts: `Bearer <METRICS_TOKEN>` or a site admin."""
+    token = settings.METRICS_TOKEN
+    if token and hmac.compare_digest(request.headers.get("Authorization", ""), f"Bearer {token}"):
+        return True
+    return access.is_site_admin(request.user)
+
+
 def healthz(request):
-    """Database, Redis, inference workers and each deployment; 200 when all are fine, else 503."""
+    """Database, Redis, inference workers and deployments; 200 when all are fine, else 503. Anyone gets each
+    part's `ok`; the details (deployment names and errors, worker ids) need METRICS_TOKEN or a site admin."""
     report = health_report()
-    return JsonResponse(report, status=200 if report["ok"] else 503)
+    status = 200 if report["ok"] else 503
+    if _monitoring_caller(request):
+        return JsonResponse(report, status=status)
+    return JsonResponse(health_summary(report), status=status)
 
 
 def metrics(request):
-    """Prometheus metrics of this web process plus state read from the database and Redis."""
-    token = settings.METRICS_TOKEN
-    if token and not hmac.compare_digest(request.headers.get("Authorization", ""), f"Bearer {token}"):
+    """Prometheus metrics of this web process plus state read from the database and Redis. They name
+    deployments and queues: `Bearer <METRICS_TOKEN>` or a site admin; with no METRICS_TOKEN set, also a
+    scraper on this machine (loopback)."""
+    if not _monitoring_caller(request) and (settings.METRICS_TOKEN or not _loopback(request)):
         return HttpResponse("metrics need `Authorization: Bearer <METRICS_TOKEN>`", status=401)
     state = CollectorRegistry(auto_describe=False)
     state.register(StateCollector())
     body = generate_latest(REGISTRY) + generate_latest(state)
     return HttpResponse(body, content_type=CONTENT_TYPE_LATEST)
+
+
+def _loopback(request) -> bool:
+    try:
+        return ipaddress.ip_address(request.META.get("REMOTE_ADDR", "")).is_loopback
+    except ValueError:
+        return False
 
 
 SMALL_FILE_BYTES = 4 * 1024 * 1024

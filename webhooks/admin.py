@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from django import forms
+from django.conf import settings
 from django.contrib import admin, messages
 
 from .events import EVENTS
 from .models import Webhook, WebhookDelivery
 from .services import delivery_retry
+from .targets import TargetRefused, target_check
 
 
 class WebhookForm(forms.ModelForm):
@@ -16,6 +18,14 @@ class WebhookForm(forms.ModelForm):
     class Meta:
         model = Webhook
         fields = ["project", "url", "events", "active", "description", "secret"]
+
+    def clean_url(self) -> str:
+        url = self.cleaned_data["url"]
+        try:
+            target_check(url, allow_private=settings.WEBHOOK_ALLOW_PRIVATE_TARGETS)
+        except TargetRefused as exc:
+            raise forms.ValidationError(str(exc)) from None
+        return url
 
 
 class DeliveryInline(admin.TabularInline):

@@ -12,6 +12,13 @@ a worker thread, never on the event loop; a frame whose image is bad is skipped 
 (`bad_frames`) while its neighbours are kept; the agent's token is re-checked every TELEOP_TOKEN_CHECK_S
 seconds and a revoked token's socket is closed (code 4401).
 
+Robust: every value of a message is checked before it is used (step headers by `step_header.step_read`,
+text messages within TELEOP_TEXT_MAX_BYTES and JSON_MAX_DEPTH); a bad one is a warning to the agent. A
+handler that raises anyway is logged and answered with a warning (webapp.ws_guard); an exception anywhere
+else ends the socket through `disconnect()`, which stops the tasks and closes the session whatever fails
+on the way. Sessions a dead process left live are closed by `services.sessions_close_stale`.
+Scoring frames needs the token's `rewards` scope (without it the session records without scores).
+
 Steps are recorded in groups (FLUSH_EVERY) between frames: while a frame is being scored, its recording
 waits for the result (`record_now`), so the database write does not hold the frame's result back.
 """
@@ -24,7 +31,6 @@ import json
 import logging
 import time
 from functools import lru_cache
-from typing import Any
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer, AsyncWebsocketConsumer
@@ -34,11 +40,14 @@ from labeling import access
 from labeling.db_threads import DatabaseThreads
 from labeling.images import CheckedImage, ImageError, check_image
 from labeling.models import Agent
-from robot_agent.protocol import ProtocolError, decode_image, unpack_step
+from robot_agent.protocol import ProtocolError, decode_image
 from webapp import metrics
+from webapp.json_limits import loads_bounded
+from webapp.ws_guard import Guarded
 
 from . import services
 from .latest import LatestFrameSlot
+from .step_header import MAX_STEP_INDEX, Step, step_read
 from .stream_stats import StreamStats
 
 log = logging.getLogger(__name__)
@@ -56,6 +65,7 @@ FLUSH_EVERY = 10  # steps recorded together; while a frame is being scored, up t
 FLUSH_LIMIT = 3 * FLUSH_EVERY
 TICK_S = 1.0
 MIME = {"jpeg": "image/jpeg", "png": "image/png"}
+TEXT_MAX_CHARS = 64 * 1024  # hello, episode_start/end, label and bye are a few hundred bytes
 
 
 def group_name(session_id: int) -> str:
@@ -84,7 +94,7 @@ def agent_active(agent_id: int) -> bool:
     return Agent.objects.filter(pk=agent_id, is_active=True).exists()
 
 
-class TeleopAgentConsumer(AsyncWebsocketConsumer):
+class TeleopAgentConsumer(Guarded, AsyncWebsocketConsumer):
     async def connect(self):
         self.agent = self.scope.get("agent")
         if self.agent is None:
@@ -123,8 +133,10 @@ class TeleopAgentConsumer(AsyncWebsocketConsumer):
         watcher = getattr(self, "watcher", None)
         if watcher is not None and watcher is not asyncio.current_task():
             watcher.cancel()
-        await self.end_session()  # waits for flushes in flight (flush lock), then stores the rest
-        await self.cancel_tasks()
+        try:
+            await self.end_session()  # waits for flushes in flight (flush lock), then stores the rest
+        finally:
+            await self.cancel_tasks()
 
     async def cancel_tasks(self):
         current = asyncio.current_task()
@@ -152,19 +164,30 @@ class TeleopAgentConsumer(AsyncWebsocketConsumer):
                 return
 
     async def end_session(self):
-        """Stop inference, store what is buffered, mark the session not live (once)."""
+        """Stop inference, store what is buffered, mark the session not live (once). Each part runs whatever
+        the one before it raised; the session is closed in any case."""
         if getattr(self, "session_id", None) is None or self.ended:
             return
         self.ended = True
         if self.ticker is not None and self.ticker is not asyncio.current_task():
             self.ticker.cancel()
-        await self.slot.close()
-        await self.flush()
-        await self.save_stats()
-        await database_sync_to_async(services.session_close)(session_id=self.session_id)
+        try:
+            for part in (self.slot.close, self.flush, self.save_stats):
+                try:
+                    await part()
+                except asyncio.CancelledError:
+                    raise
+                except Exception:
+                    log.exception("teleop session %s: %s at its end failed", self.session_id, part.__name__)
+        finally:
+            await database_sync_to_async(services.session_close)(session_id=self.session_id)
         await self.broadcast({"type": "status", "live": False, **self.status()})
 
     # -- messages from the agent ----------------------------------------------------------------
+    async def receive_failed(self, message: dict) -> None:
+        """A message whose handling raised (logged by webapp.ws_guard): the agent is told, the stream goes on."""
+        await self.reply_error("the server could not handle that message (see its log); the stream goes on")
+
     async def receive(self, text_data=None, bytes_data=None):
         if bytes_data is not None:
             if self.session_id is None:
@@ -172,10 +195,16 @@ class TeleopAgentConsumer(AsyncWebsocketConsumer):
                 return
             await self.on_step(bytes_data)
             return
+        if text_data is None or len(text_data) > TEXT_MAX_CHARS:
+            await self.reply_error(f"text messages are at most {TEXT_MAX_CHARS} characters")
+            return
         try:
-            message = json.loads(text_data)
-            kind = message["type"]
-        except (ValueError, TypeError, KeyError):
+            message = loads_bounded(text_data, max_depth=settings.JSON_MAX_DEPTH, what="message")
+        except ValueError as exc:  # not JSON, or too deep
+            await self.reply_error(f"text messages must be JSON objects with a 'type': {exc}")
+            return
+        kind = message.get("type") if isinstance(message, dict) else None
+        if not isinstance(kind, str):
             await self.reply_error("text messages must be JSON objects with a 'type'")
             return
         if kind == "hello":
@@ -213,6 +242,12 @@ class TeleopAgentConsumer(AsyncWebsocketConsumer):
         cameras = session.cameras or ["main"]
         self.main_camera = "main" if "main" in cameras else cameras[0]
         await self.send(json.dumps({"type": "session", "session": session.pk, "dashboard": f"/teleop/{session.pk}/"}))
+        if self.deployment_name and access.REWARDS.scope not in (self.agent.scopes or []):
+            self.deployment_name = ""  # scoring is a reward request: the token needs the rewards scope
+            await self.reply_error(
+                f"frames are recorded but not scored: scoring with deployment {session.deployment_name!r} "
+                f"needs the '{access.REWARDS.scope}' scope on this token"
+            )
         await self.broadcast({"type": "status", "live": True, **self.status()})
         self.ticker = self.start_task(self.tick())
 
@@ -256,63 +291,69 @@ class TeleopAgentConsumer(AsyncWebsocketConsumer):
         await self.flush()
         try:
             index = int(message["index"])
+            if not 0 <= index <= MAX_STEP_INDEX:
+                raise ValueError(f"index must be from 0 to {MAX_STEP_INDEX}")
             await database_sync_to_async(services.teleop_label)(
                 session_id=self.session_id,
                 episode_uuid=str(message["episode"]),
                 index=index,
                 value=str(message.get("value")),
             )
-        except (KeyError, TypeError, ValueError) as exc:
+        except services.TeleopError as exc:
+            await self.reply_error(str(exc))
+            return
+        except (KeyError, TypeError, ValueError, OverflowError) as exc:
             await self.reply_error(f"label needs episode, index and value: {exc}")
             return
         await self.broadcast(
-            {"type": "label", "episode": str(message["episode"]), "index": index, "value": message["value"]}
+            {"type": "label", "episode": str(message["episode"]), "index": index, "value": str(message["value"])}
         )
 
     async def on_step(self, raw: bytes):
         try:
-            header, images = unpack_step(raw)
+            step = step_read(raw, max_depth=settings.JSON_MAX_DEPTH, max_info_bytes=settings.JSON_FIELD_MAX_BYTES)
         except ProtocolError as exc:
-            await self.reply_error(str(exc))
+            self.stats.bad_frame()
+            await self.warn(f"step skipped: {exc}")
             return
+        images = step.images
         try:
             checked = await asyncio.to_thread(frames_check, images)
         except ImageError as exc:
             self.stats.bad_frame()
-            await self.warn(f"step {header['index']} skipped: {exc}")
+            await self.warn(f"step {step.index} skipped: {exc}")
             return
         self.stats.step_received()
         metrics.teleop_steps.inc()
         # Inference first: the frame's trip to the model does not wait for the broadcast or the recording.
         has_model = self.deployment_name and self.main_camera in images
-        if has_model and self.slot.submit((header, images[self.main_camera])):
+        if has_model and self.slot.submit((step, images[self.main_camera])):
             self.stats.frame_dropped()
             metrics.teleop_dropped_frames.inc()
-        fmt: dict[Any, str] = {i.get("camera"): i.get("format", "jpeg") for i in header.get("images", [])}
         await self.broadcast(
             {
                 "type": "frame",
-                "episode": header["episode"],
-                "index": header["index"],
-                "reward": header.get("reward"),
-                "success": header.get("success"),
-                "sent_at": header.get("sent_at"),
+                "episode": step.episode,
+                "index": step.index,
+                "reward": step.reward,
+                "success": step.success,
+                "sent_at": step.sent_at,
                 "images": {
-                    camera: f"data:{MIME.get(fmt.get(camera, 'jpeg'), 'image/jpeg')};base64,{base64.b64encode(data).decode()}"
+                    camera: f"data:{MIME.get(step.formats.get(camera, 'jpeg'), 'image/jpeg')};base64,{base64.b64encode(data).decode()}"
                     for camera, data in images.items()
                 },
             }
         )
         self.buffer.append(
             services.RecordedStep(
-                episode=str(header["episode"]),
-                index=header["index"],
-                action=list(header.get("action") or []),
-                reward=float(header.get("reward") or 0.0),
-                success=bool(header.get("success")),
-                terminated=bool(header.get("terminated")),
-                truncated=bool(header.get("truncated")),
-                info=header.get("info") or {},
+                episode=step.episode,
+                index=step.index,
+                action=step.action,
+                reward=step.reward,
+                success=step.success,
+                terminated=step.terminated,
+                truncated=step.truncated,
+                info=step.info,
                 images=checked,
             )
         )
@@ -323,14 +364,12 @@ class TeleopAgentConsumer(AsyncWebsocketConsumer):
     async def infer(self, item):
         from .scoring import DeploymentNotFound, DeploymentUnavailable, score_frame
 
-        header, data = item
+        step: Step
+        step, data = item
         image = await asyncio.to_thread(decode_image, data)
         try:
             score = await score_frame(
-                self.deployment_name,
-                image,
-                env_reward=float(header.get("reward") or 0),
-                stream=f"teleop-{self.session_id}",
+                self.deployment_name, image, env_reward=step.reward, stream=f"teleop-{self.session_id}"
             )
         except (DeploymentNotFound, DeploymentUnavailable) as exc:
             await self.warn(str(exc))
@@ -338,13 +377,13 @@ class TeleopAgentConsumer(AsyncWebsocketConsumer):
         self.stats.scored(inference_ms=score.inference_ms, probability=score.probability)
         result = {
             "type": "result",
-            "episode": header["episode"],
-            "index": header["index"],
+            "episode": step.episode,
+            "index": step.index,
             "probability": score.probability,
             "success": score.success,
             "reward": score.reward,
             "threshold": score.threshold,
-            "sent_at": header.get("sent_at"),
+            "sent_at": step.sent_at,
             "inference_ms": score.inference_ms,
             "dropped": self.slot.dropped,
         }
@@ -409,7 +448,7 @@ class TeleopAgentConsumer(AsyncWebsocketConsumer):
         await self.broadcast({"type": "warning", "message": message})
 
 
-class TeleopDashboardConsumer(AsyncJsonWebsocketConsumer):
+class TeleopDashboardConsumer(Guarded, AsyncJsonWebsocketConsumer):
     async def connect(self):
         user = self.scope.get("user")
         if user is None or not user.is_authenticated:
@@ -434,8 +473,8 @@ class TeleopDashboardConsumer(AsyncJsonWebsocketConsumer):
         if session_id is not None:
             await self.channel_layer.group_discard(group_name(session_id), self.channel_name)
 
-    async def receive_json(self, content, **kwargs):
-        pass  # viewers only listen
+    async def receive(self, text_data=None, bytes_data=None, **kwargs):
+        pass  # viewers only listen: what they send is not even parsed
 
     async def teleop_event(self, event):
         await self.send_json(event["data"])

@@ -6,9 +6,11 @@ labeling app's own ingest services, so a recorded session is an ordinary episode
 
 from __future__ import annotations
 
+import math
 import uuid as uuid_lib
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import timedelta
 
 from django.conf import settings
 from django.db import transaction
@@ -57,10 +59,22 @@ def session_viewer_access(*, user, session_id: int) -> int:
     return 404 if project_id is None else access.check(user, access.VIEW, project_id)
 
 
+def sessions_close_stale(*, now=None) -> int:
+    """Close the sessions still marked live whose socket has not been heard of for TELEOP_STALE_AFTER_S (a
+    live socket writes `last_seen_at` every second): their process died or restarted. How many were closed."""
+    now = now or timezone.now()
+    cutoff = now - timedelta(seconds=settings.TELEOP_STALE_AFTER_S)
+    return TeleopSession.objects.filter(is_live=True, last_seen_at__lt=cutoff).update(is_live=False, ended_at=now)
+
+
 def session_open(*, agent: Agent, hello: dict) -> TeleopSession:
-    """A new session for this agent, or the one it names when resuming after a reconnect."""
+    """A new session for this agent, or the one it names when resuming after a reconnect. Bad values raise
+    TeleopError saying which."""
+    sessions_close_stale()
     resume = hello.get("session")
     if resume is not None:
+        if isinstance(resume, bool) or not isinstance(resume, int) or not 0 < resume < 2**63:
+            raise TeleopError("session must be the id of a session of this agent")
         session = TeleopSession.objects.filter(pk=resume, agent=agent).first()
         if session is not None and access.agent_sees_project(agent, session.project_id):
             TeleopSession.objects.filter(pk=session.pk).update(is_live=True, ended_at=None, last_seen_at=timezone.now())
@@ -73,14 +87,18 @@ def session_open(*, agent: Agent, hello: dict) -> TeleopSession:
     deployment = str(hello.get("deployment") or "")
     if deployment and not _agent_sees_deployment(agent, deployment):
         raise TeleopError(f"no deployment named {deployment!r}")
-    cameras = [str(c) for c in hello.get("cameras") or []]
+    cameras = hello.get("cameras") or []
+    if not isinstance(cameras, list) or not all(isinstance(c, str) for c in cameras) or len(cameras) > 16:
+        raise TeleopError("cameras must be a list of the project's camera names")
     unknown = sorted(set(cameras) - set(project.camera_views))
     if unknown:
         raise TeleopError(f"camera {unknown[0]!r} is not one of the project's cameras {project.camera_views}")
     try:
         hz = float(hello.get("hz") or 10.0)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         raise TeleopError("hz must be a number") from None
+    if not (math.isfinite(hz) and 0 < hz <= 10_000):
+        raise TeleopError("hz must be a number above 0 and at most 10000")
     return TeleopSession.objects.create(
         agent=agent,
         project=project,

@@ -91,17 +91,19 @@ def test_healthz_reports_each_part_and_turns_503(project, live_server_url, infer
     deployment = deploy(make_trained_model(project, seed=42))
     deployment_set_health(name=deployment.name, version=deployment.version, error="")
     healthy = requests.get(f"{live_server_url}/healthz", timeout=30)
-    assert healthy.status_code == 200, healthy.text
+    parts = ("database", "redis", "workers", "deployments")
     body = healthy.json()
-    assert body["ok"] and body["database"]["ok"] and body["redis"]["ok"]
-    assert body["workers"]["alive"]
-    assert {"name": deployment.name, "ok": True, "status": "healthy", "error": ""} in body["deployments"]
+    assert {part: body[part] for part in parts} == {part: {"ok": True} for part in parts}  # anonymous: booleans
+    processes = body["processes"]
+    assert processes["web"] and processes["inference"], processes
+    # beat may not run here (tests/webapp/test_process_health.py covers it): the status follows the processes
+    assert healthy.status_code == (200 if processes["ok"] else 503) and body["ok"] == processes["ok"]
 
     deployment_set_health(name=deployment.name, version=None, error="model failed to load: boom")
     sick = requests.get(f"{live_server_url}/healthz", timeout=30)
     assert sick.status_code == 503
-    states = {d["name"]: d for d in sick.json()["deployments"]}
-    assert states[deployment.name]["ok"] is False and "boom" in states[deployment.name]["error"]
+    assert sick.json()["deployments"] == {"ok": False} and sick.json()["workers"] == {"ok": True}
+    assert deployment.name not in sick.text and "boom" not in sick.text
 
 
 def test_metrics_token_guards_the_endpoint(client, settings):

@@ -21,6 +21,7 @@ EXPECTED = {
     "training.tasks.recompute_label_queue": "default",
     "training.tasks.after_training_job": "default",
     "training.tasks.retrain_sweep": "default",
+    "webapp.heartbeat": "default",
 }
 
 
@@ -42,7 +43,7 @@ SWEEPS = {"training-recover-stale-jobs", "training-recover-stale-snapshots", "la
 def test_beat_sends_the_sweeps_to_the_default_queue():
     app.loader.import_default_modules()
     schedule = app.conf.beat_schedule
-    assert set(schedule) == SWEEPS | {"training-retrain-sweep"}
+    assert set(schedule) == SWEEPS | {"training-retrain-sweep", "beat-heartbeat"}
     for name in SWEEPS:
         entry = schedule[name]
         assert entry["task"] in app.tasks

@@ -163,3 +163,38 @@ def demo_live_check(
             probs = scorer.score(played.images[CAMERA])
             checks.append(seed_check(seed, probs, deployment.threshold, played.lift_step))
     return checks
+
+
+# What the demo's own commands do with its token: the printed robot_agent run records episodes (ingest), streams
+# a live session (teleop) and scores it (rewards); an RL worker asks for rewards. Nothing else, and only there.
+DEMO_AGENT_NAME = "demo-agent"
+DEMO_AGENT_SCOPES = ["ingest", "teleop", "rewards"]
+
+
+def demo_agent_token(*, project: Project, token_file: Path) -> Path:
+    """The demo agent's token file, the token limited to DEMO_AGENT_SCOPES on `project` (and its deployments).
+
+    A token that matches this database's demo agent is kept (its grants narrowed to this project); otherwise
+    a new one is written, so the printed command always works against this database."""
+    from labeling.models import Agent
+    from labeling.services import agent_create, agent_rotate_token
+    from labeling.tokens import hash_token
+
+    token = token_file.read_text().strip() if token_file.exists() else ""
+    agent = Agent.objects.filter(name=DEMO_AGENT_NAME).first()
+    if agent is None:
+        agent, token = agent_create(
+            name=DEMO_AGENT_NAME, kind=Agent.Kind.SIM, scopes=DEMO_AGENT_SCOPES, projects=[project]
+        )
+    elif not token or agent.token_hash != hash_token(token):
+        token = agent_rotate_token(agent=agent)
+    else:
+        token = ""  # the file is right as it is
+    Agent.objects.filter(pk=agent.pk).update(scopes=DEMO_AGENT_SCOPES, all_projects=False)
+    agent.projects.set([project])
+    agent.deployments.clear()
+    if token:
+        token_file.parent.mkdir(parents=True, exist_ok=True)
+        token_file.write_text(token)
+        token_file.chmod(0o600)
+    return token_file

@@ -15,14 +15,12 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from labeling.access import ALL_SCOPES
-from labeling.models import Agent
-from labeling.services import agent_create
 from webapp.addresses import app_url
 from webapp.demo.episode_cache import FIRST_SEED
 from webapp.demo.report import live_lines
 from webapp.demo.services import (
     DemoError,
+    demo_agent_token,
     demo_deploy,
     demo_live_check,
     demo_model_train,
@@ -80,7 +78,7 @@ class Command(BaseCommand):
                 self.stdout.write(f"played and scored in {time.monotonic() - t0:.0f} s")
         except DemoError as exc:
             raise CommandError(str(exc)) from None
-        token_file = self.agent_token_file()
+        token_file = self.agent_token_file(project)
         self.stdout.write(
             "Start the server and an inference worker (the README's run command does both), then:\n"
             f'  .venv/bin/python -m robot_agent run --server {app_url("")} --token "$(cat {token_file})" '
@@ -97,26 +95,8 @@ class Command(BaseCommand):
             self.stdout.write(line)
         self.stdout.write(f"wall time: {time.monotonic() - started:.0f} s")
 
-    def agent_token_file(self) -> Path:
-        """The demo agent's token file (shared with setup_demo); a token that does not match this database's
-        demo agent is replaced, so the printed command always works against this database."""
+    def agent_token_file(self, project) -> Path:
+        """The demo agent's token file (shared with setup_demo), its token limited to the demo project."""
         from django.conf import settings
 
-        from labeling.services import agent_rotate_token
-        from labeling.tokens import hash_token
-
-        token_file = settings.DATA_DIR / "demo_agent_token.txt"
-        token = token_file.read_text().strip() if token_file.exists() else ""
-        agent = Agent.objects.filter(name="demo-agent").first()
-        if agent is not None and token and agent.token_hash == hash_token(token):
-            return token_file
-        if agent is not None:
-            token = agent_rotate_token(agent=agent)
-        else:
-            _, token = agent_create(
-                name="demo-agent", kind=Agent.Kind.SIM, scopes=ALL_SCOPES, all_projects=True
-            )  # the demo's one token serves the robot agent and RL workers alike
-        token_file.parent.mkdir(parents=True, exist_ok=True)
-        token_file.write_text(token)
-        token_file.chmod(0o600)
-        return token_file
+        return demo_agent_token(project=project, token_file=settings.DATA_DIR / "demo_agent_token.txt")

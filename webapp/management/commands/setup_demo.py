@@ -9,11 +9,9 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
 
-from labeling.access import ALL_SCOPES
-from labeling.models import Agent
-from labeling.services import agent_create
 from webapp.addresses import app_url
 from webapp.demo.pickcube import seed_demo_project
+from webapp.demo.services import demo_agent_token
 
 
 class Command(BaseCommand):
@@ -38,16 +36,9 @@ class Command(BaseCommand):
             password_file.chmod(0o600)
         password = password_file.read_text().strip() if password_file.exists() else "(set earlier; see the admin)"
 
-        seed_demo_project(episodes=episodes, size=size, stdout=self.stdout, placeholder=placeholder)
-
-        token_file = data / "demo_agent_token.txt"
-        if not Agent.objects.filter(name="demo-agent").exists() or not token_file.exists():
-            Agent.objects.filter(name="demo-agent").delete()
-            _, token = agent_create(
-                name="demo-agent", kind=Agent.Kind.SIM, scopes=ALL_SCOPES, all_projects=True
-            )  # the demo's one token serves the robot agent and RL workers alike
-            token_file.write_text(token)
-            token_file.chmod(0o600)
+        project = seed_demo_project(episodes=episodes, size=size, stdout=self.stdout, placeholder=placeholder)
+        # the demo's one token serves the robot agent and RL workers alike: their scopes, on the demo project
+        token_file = demo_agent_token(project=project, token_file=data / "demo_agent_token.txt")
         self.stdout.write(
             self.style.SUCCESS(
                 f"\n  Reward Studio: {app_url()}\n  Log in as: admin / {password}\n"
