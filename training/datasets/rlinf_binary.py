@@ -193,8 +193,9 @@ def write_payload(
     torch.save(payload, str(path))
 
 
-def read_payload(path: str | Path) -> dict[str, Any]:
-    """A payload written by us (or RLinf) read without unpickling code: tensors, lists, dicts, scalars only."""
+def read_payload(path: str | Path, *, mmap: bool = False) -> dict[str, Any]:
+    """A payload written by us (or RLinf) read without unpickling code: tensors, lists, dicts, scalars only.
+    With `mmap`, its tensors are mapped from the file rather than read into memory (torch.save's zip format)."""
     import torch
 
-    return torch.load(str(path), map_location="cpu", weights_only=True)
+    return torch.load(str(path), map_location="cpu", weights_only=True, mmap=mmap)
