@@ -106,3 +106,28 @@ def test_a_snapshot_leaves_out_frames_that_will_not_decode_and_lists_them(projec
     payload_frames = sum(len(read_payload(folder / name)["labels"]) for name in ("train.pt", "val.pt"))
     assert payload_frames == snapshot.stats["train"]["total"] + snapshot.stats["val"]["total"]
     assert snapshot.stats["trend"]["num_train_samples"] > 0  # the windows over the broken extra frame are left out
+
+
+def test_a_snapshot_build_holds_the_budget_of_decoded_frames_not_the_split(project, user, settings):
+    from training.datasets.rlinf_binary import read_payload
+    from training.snapshot_services import snapshot_create
+    from training.storage import local_path
+
+    size = 256
+    seed_episodes(project, episodes=6, steps=10, size=size, windows=False)
+    frame_bytes = size * size * 3
+    settings.BACKGROUND_DECODE_PIXELS = 4 * size * size  # the frame cache: four frames
+    options = {"fail_success_ratio": 0.0, "val_split": 0.34, "trend": False, "png_folders": False}
+    snapshot_create(project=project, options=options, created_by=user)  # first build: imports, torch set-up
+    tracemalloc.start()
+    snapshot = snapshot_create(project=project, options=options, created_by=user)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert snapshot.status == "ready", snapshot.error
+    folder = local_path(snapshot.folder)
+    train, val = read_payload(folder / "train.pt"), read_payload(folder / "val.pt")
+    assert len(train["images"]) + len(val["images"]) == 60 and not list(folder.glob("*.frames"))
+    assert all(image.shape == (size, size, 3) for image in train["images"])
+    # every frame held (as before: the cache kept 4,096 frames and the payload a copy of each) is 60 frames'
+    # worth twice; the cache's four, one frame being decoded and its file stay far below
+    assert peak < 10 * frame_bytes, f"peak {peak / 2**20:.1f} MiB for 60 frames of {size}x{size}"
