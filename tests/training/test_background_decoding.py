@@ -131,3 +131,26 @@ def test_a_snapshot_build_holds_the_budget_of_decoded_frames_not_the_split(proje
     # every frame held (as before: the cache kept 4,096 frames and the payload a copy of each) is 60 frames'
     # worth twice; the cache's four, one frame being decoded and its file stay far below
     assert peak < 10 * frame_bytes, f"peak {peak / 2**20:.1f} MiB for 60 frames of {size}x{size}"
+
+
+def test_a_served_frame_that_will_not_decode_is_left_out_of_an_alarm_and_refused_a_label(project):
+    from django.utils import timezone
+
+    from inference.monitor_queue import alarm_frames_enqueue
+    from inference.services import DeploymentError, served_frame_create, served_frame_label
+    from tests.inference.conftest import deploy, make_trained_model, random_images
+
+    deployment = deploy(make_trained_model(project))
+    served = [
+        served_frame_create(deployment_id=deployment.pk, image=image, probability=0.9, success=True, model_version=1)
+        for image in random_images(3)
+    ]
+    with open(default_storage.path(served[1].image.name), "wb") as handle:
+        handle.write(broken_png("corrupt stream", 32, 32))
+    episode = alarm_frames_enqueue(
+        deployment_id=deployment.pk, frame_ids=[f.pk for f in served], raised_at=timezone.now()
+    )
+    assert episode is not None and episode.metadata["served_frames"] == 2  # the alarm's other frames still go
+    assert [s.info["served_frame"] for s in episode.steps.order_by("index")] == [served[0].pk, served[2].pk]
+    with pytest.raises(DeploymentError, match="cannot be labeled: undecodable image: "):
+        served_frame_label(frame=served[1], value="success")
