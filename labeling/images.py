@@ -46,14 +46,16 @@ class CheckedImage:
     height: int
 
 
-def check_image(raw: bytes, *, max_side: int, max_pixels: int) -> CheckedImage:
+def check_image(raw: bytes, *, max_side: int, max_pixels: int, inflate: bool = True) -> CheckedImage:
+    """`raw` validated for storing. `inflate=False` leaves a PNG's image data unchecked, for callers that
+    decode it at once (decode_rgb refuses data that will not decode, and reads no more than the IHDR's size)."""
     if not raw:
         raise ImageError("empty image")
     if raw.startswith(NPY_MAGIC):
         array = _load_npy(raw)
         return encode_array(array, max_side=max_side, max_pixels=max_pixels)
     if raw.startswith(PNG_SIGNATURE):
-        width, height = check_png(raw, max_side=max_side, max_pixels=max_pixels)
+        width, height = check_png(raw, max_side=max_side, max_pixels=max_pixels, inflate=inflate)
         return CheckedImage(bytes(raw), ".png", width, height)
     return _check_encoded(raw, max_side=max_side, max_pixels=max_pixels)
 
@@ -71,11 +73,12 @@ def png_size(raw: bytes) -> tuple[int, int]:
     return width, height
 
 
-def check_png(raw: bytes, *, max_side: int, max_pixels: int) -> tuple[int, int]:
+def check_png(raw: bytes, *, max_side: int, max_pixels: int, inflate: bool = True) -> tuple[int, int]:
     """(width, height) of a well-formed 8- or 16-bit RGB PNG within the size limits.
 
     Walks every chunk: lengths stay inside the file, every CRC matches, no unknown critical chunk, at
-    least one IDAT, and IEND ends the file. Then inflates the image data (check_png_data)."""
+    least one IDAT, and IEND ends the file. Then (unless `inflate` is off) inflates the image data
+    (check_png_data)."""
     width, height = png_size(raw)
     _check_size(width, height, max_side=max_side, max_pixels=max_pixels)
     _, _, depth, colour, compression, filtering, interlace = _IHDR.unpack_from(raw, 16)
@@ -105,7 +108,8 @@ def check_png(raw: bytes, *, max_side: int, max_pixels: int) -> tuple[int, int]:
         raise ImageError("undecodable image: PNG file has no image data (IDAT)")
     if offset != size:
         raise ImageError(f"undecodable image: {size - offset} bytes after the PNG's IEND chunk")
-    check_png_data(idat, png_rows(width, height, 3 * depth // 8, interlaced=interlace == 1))
+    if inflate:
+        check_png_data(idat, png_rows(width, height, 3 * depth // 8, interlaced=interlace == 1))
     return width, height
 
 
