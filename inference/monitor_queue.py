@@ -16,7 +16,7 @@ from datetime import datetime
 from django.conf import settings
 from django.db import transaction
 
-from labeling.images import check_image
+from labeling.images import ImageError, check_image
 from labeling.models import Episode, Project, Step
 from labeling.services import StepInput, episode_create, episode_finish, steps_append
 from training.label_queue import label_queue_push
@@ -46,10 +46,18 @@ def alarm_frames_enqueue(*, deployment_id: int, frame_ids: list[int], raised_at:
     if not frames:
         return None
     camera = project.camera_views[0] if project.camera_views else "main"
-    steps = []
-    for index, frame in enumerate(frames):
-        with frame.image.open("rb") as handle:
-            image = check_image(handle.read(), max_side=settings.MAX_IMAGE_SIDE, max_pixels=settings.MAX_IMAGE_PIXELS)
+    steps: list[StepInput] = []
+    kept: list[ServedFrame] = []
+    for frame in frames:
+        try:
+            with frame.image.open("rb") as handle:
+                raw = handle.read()
+            image = check_image(raw, max_side=settings.MAX_IMAGE_SIDE, max_pixels=settings.MAX_IMAGE_PIXELS)
+        except (ImageError, OSError) as exc:  # a damaged or missing file: the alarm's other frames still go
+            log.warning("monitor alarm of %s: served frame %s skipped: %s", deployment.name, frame.pk, exc)
+            continue
+        index = len(kept)
+        kept.append(frame)
         info = {
             "served_frame": frame.pk,
             "probability": frame.probability,
@@ -58,6 +66,9 @@ def alarm_frames_enqueue(*, deployment_id: int, frame_ids: list[int], raised_at:
             "episode_step": frame.episode_step,
         }
         steps.append(StepInput(index=index, success=bool(frame.env_success), info=info, images={camera: image}))
+    if not kept:
+        return None
+    frames = kept
     with transaction.atomic():
         episode, _ = episode_create(
             project=project,

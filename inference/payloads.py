@@ -125,7 +125,8 @@ def images_from_base64(
     batch = np.empty((len(raws), budget.sizes[0][1], budget.sizes[0][0], 3), dtype=np.uint8)
     for i, raw in enumerate(raws):
         try:
-            array = decode_rgb(check_image(raw, max_side=max_side, max_pixels=max_pixels).data)
+            # decoded at once: the decoder refuses data that will not inflate, so check_image need not inflate it
+            array = decode_rgb(check_image(raw, max_side=max_side, max_pixels=max_pixels, inflate=False).data)
         except (ImageError, ValueError) as exc:
             raise PayloadError(f"images[{i}]: {exc}") from None
         if array.shape != batch.shape[1:]:

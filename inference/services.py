@@ -12,7 +12,7 @@ from django.db import transaction
 from django.db.models import F, Field, Value
 from django.db.models.functions import Greatest
 
-from labeling.images import check_image, encode_array
+from labeling.images import ImageError, check_image, encode_array
 from labeling.label_services import Actor, frame_labels_set
 from labeling.models import Episode, Project
 from labeling.services import StepInput, episode_create, episode_finish, steps_append
@@ -194,9 +194,14 @@ def served_frame_label(*, frame: ServedFrame, value: str, user: AbstractBaseUser
     if value not in ("success", "fail"):
         raise DeploymentError("label must be success or fail")
     camera = project.camera_views[0] if project.camera_views else "main"
-    with frame.image.open("rb") as handle:
-        data = handle.read()
-    image = check_image(data, max_side=settings.MAX_IMAGE_SIDE, max_pixels=settings.MAX_IMAGE_PIXELS)
+    try:
+        with frame.image.open("rb") as handle:
+            data = handle.read()
+        image = check_image(data, max_side=settings.MAX_IMAGE_SIDE, max_pixels=settings.MAX_IMAGE_PIXELS)
+    except ImageError as exc:
+        raise DeploymentError(f"served frame {frame.pk} cannot be labeled: {exc}") from None
+    except OSError as exc:
+        raise DeploymentError(f"served frame {frame.pk} cannot be labeled: its file cannot be read ({exc})") from None
     with transaction.atomic():
         episode, _ = episode_create(
             project=project,

@@ -1,20 +1,25 @@
-"""Pixel budgets read from image headers, so a request's decoded size is known before any pixel is decoded.
+"""Pixel budgets: for requests, read from image headers before any pixel is decoded; for background
+work, on the frames it holds decoded at once.
 
 A 12 KB PNG can decode to 12 MiB, and a request can carry many images: every image's header (PNG
 IHDR, JPEG SOF, `.npy` header) is read first, each image and the request's total are checked against
-their limits, and only then are pixels decoded. No Django imports.
+their limits, and only then are pixels decoded. Background tasks (the label queue, evaluation) go
+through FrameBatches: one stored frame decoded at a time, shrunk to the size the task uses right away,
+and handed on in batches of at most a budget of pixels; a frame that will not decode is skipped with
+its reason instead of failing the task. No Django imports.
 """
 
 from __future__ import annotations
 
 import io
 import warnings
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
 from PIL import Image, UnidentifiedImageError
 
-from .images import NPY_MAGIC, PNG_SIGNATURE, ImageError, png_size
+from .images import NPY_MAGIC, PNG_SIGNATURE, ImageError, decode_rgb, png_size
 
 
 class ImageTooLarge(ImageError):
@@ -92,3 +97,49 @@ class PixelBudget:
             )
         self.sizes.append((width, height))
         return width, height
+
+
+@dataclass(frozen=True)
+class SkippedFrame:
+    """A stored frame a task left out, and why (it cannot be read or will not decode)."""
+
+    name: str
+    reason: str
+
+
+@dataclass
+class FrameBatches:
+    """Stored frames decoded one at a time and shrunk right after decoding (`shrink`: to the size the task
+    uses them at), handed out in batches holding at most `budget_pixels` shrunk pixels (a single frame
+    larger than that is a batch alone). A task going through it holds one full-size frame and one batch
+    at most, whatever the number or size of the frames. Frames that cannot be read or decoded are left out
+    and listed in `skipped` with the reason."""
+
+    budget_pixels: int
+    skipped: list[SkippedFrame] = field(default_factory=list)
+
+    def batches(
+        self, names: Iterable[str], read: Callable[[str], bytes], shrink: Callable[[np.ndarray], np.ndarray]
+    ) -> Iterator[tuple[list[int], list[np.ndarray]]]:
+        """(positions in `names` of the frames kept, their shrunk arrays) per batch, in order."""
+        kept: list[int] = []
+        arrays: list[np.ndarray] = []
+        held = 0
+        for position, name in enumerate(names):
+            try:
+                small = shrink(decode_rgb(read(name)))
+            except ImageError as exc:
+                self.skipped.append(SkippedFrame(name, str(exc)))
+                continue
+            except OSError as exc:
+                self.skipped.append(SkippedFrame(name, f"unreadable file: {exc.__class__.__name__}: {exc}"))
+                continue
+            pixels = int(small.shape[0]) * int(small.shape[1])
+            if arrays and held + pixels > self.budget_pixels:
+                yield kept, arrays
+                kept, arrays, held = [], [], 0
+            kept.append(position)
+            arrays.append(small)
+            held += pixels
+        if arrays:
+            yield kept, arrays

@@ -3,8 +3,10 @@
 Accepts PNG/JPEG bytes or a raw uint8 HWC array serialised as `.npy`. Pillow's decompression-bomb
 guard is set from our own pixel limit, headers are checked before pixels are decoded, and every
 problem raises ImageError with a message fit for a 4xx response. PNGs are checked chunk by chunk
-from their bytes alone (signature, IHDR size and colour type, every CRC, IEND last) without inflating
-the pixels or opening them with Pillow; JPEGs are decoded.
+from their bytes alone (signature, IHDR size and colour type, every CRC, IEND last), then their
+compressed data is inflated piece by piece and thrown away (never more than 64 KiB of it in memory): it
+must inflate to exactly the size the IHDR declares, and every row must start with a known filter type,
+so a PNG whose chunks are valid but whose pixels will not decode is refused at ingest. JPEGs are decoded.
 """
 
 from __future__ import annotations
@@ -25,6 +27,9 @@ _CHUNK = struct.Struct(">I4s")
 _IHDR = struct.Struct(">IIBBBBB")
 _PNG_CRITICAL = {b"IHDR", b"PLTE", b"IDAT", b"IEND"}
 _PNG_RGB = 2  # IHDR colour type of truecolour without alpha
+_PNG_FILTERS = 5  # filter types 0-4 (none, sub, up, average, Paeth) start every row
+_ADAM7 = ((0, 0, 8, 8), (4, 0, 8, 8), (0, 4, 4, 8), (2, 0, 4, 4), (0, 2, 2, 4), (1, 0, 2, 2), (0, 1, 1, 2))
+_INFLATE_PIECE = 64 * 1024  # bytes inflated at a time while checking a PNG's data
 
 
 class ImageError(ValueError):
@@ -41,15 +46,16 @@ class CheckedImage:
     height: int
 
 
-def check_image(raw: bytes, *, max_side: int, max_pixels: int) -> CheckedImage:
+def check_image(raw: bytes, *, max_side: int, max_pixels: int, inflate: bool = True) -> CheckedImage:
+    """`raw` validated for storing. `inflate=False` leaves a PNG's image data unchecked, for callers that
+    decode it at once (decode_rgb refuses data that will not decode, and reads no more than the IHDR's size)."""
     if not raw:
         raise ImageError("empty image")
     if raw.startswith(NPY_MAGIC):
         array = _load_npy(raw)
         return encode_array(array, max_side=max_side, max_pixels=max_pixels)
     if raw.startswith(PNG_SIGNATURE):
-        width, height = check_png(raw)
-        _check_size(width, height, max_side=max_side, max_pixels=max_pixels)
+        width, height = check_png(raw, max_side=max_side, max_pixels=max_pixels, inflate=inflate)
         return CheckedImage(bytes(raw), ".png", width, height)
     return _check_encoded(raw, max_side=max_side, max_pixels=max_pixels)
 
@@ -67,18 +73,20 @@ def png_size(raw: bytes) -> tuple[int, int]:
     return width, height
 
 
-def check_png(raw: bytes) -> tuple[int, int]:
-    """(width, height) of a well-formed 8- or 16-bit RGB PNG, checked without inflating any pixel.
+def check_png(raw: bytes, *, max_side: int, max_pixels: int, inflate: bool = True) -> tuple[int, int]:
+    """(width, height) of a well-formed 8- or 16-bit RGB PNG within the size limits.
 
     Walks every chunk: lengths stay inside the file, every CRC matches, no unknown critical chunk, at
-    least one IDAT, and IEND ends the file."""
+    least one IDAT, and IEND ends the file. Then (unless `inflate` is off) inflates the image data
+    (check_png_data)."""
     width, height = png_size(raw)
+    _check_size(width, height, max_side=max_side, max_pixels=max_pixels)
     _, _, depth, colour, compression, filtering, interlace = _IHDR.unpack_from(raw, 16)
     if colour != _PNG_RGB or depth not in (8, 16):
         raise ImageError(f"image must be RGB with 3 channels, got PNG colour type {colour} at {depth} bits")
     if compression or filtering or interlace > 1:
         raise ImageError("undecodable image: unknown PNG compression, filter or interlace method")
-    view, offset, size, idat = memoryview(raw), 8, len(raw), False
+    view, offset, size, idat = memoryview(raw), 8, len(raw), []
     while True:
         if offset + 12 > size:
             raise ImageError("undecodable image: PNG file is truncated (no IEND chunk)")
@@ -91,7 +99,8 @@ def check_png(raw: bytes) -> tuple[int, int]:
             raise ImageError(f"undecodable image: PNG chunk {kind.decode('latin-1')!r} fails its CRC check")
         if kind[0] & 0x20 == 0 and kind not in _PNG_CRITICAL:
             raise ImageError(f"undecodable image: unknown critical PNG chunk {kind.decode('latin-1')!r}")
-        idat |= kind == b"IDAT"
+        if kind == b"IDAT":
+            idat.append(view[offset + 8 : end])
         offset = end + 4
         if kind == b"IEND":
             break
@@ -99,7 +108,72 @@ def check_png(raw: bytes) -> tuple[int, int]:
         raise ImageError("undecodable image: PNG file has no image data (IDAT)")
     if offset != size:
         raise ImageError(f"undecodable image: {size - offset} bytes after the PNG's IEND chunk")
+    if inflate:
+        check_png_data(idat, png_rows(width, height, 3 * depth // 8, interlaced=interlace == 1))
     return width, height
+
+
+def png_rows(width: int, height: int, pixel_bytes: int, *, interlaced: bool) -> list[tuple[int, int]]:
+    """(rows, bytes per row including its filter byte) of each pass of a PNG's inflated data: one pass,
+    or Adam7's seven (passes with no pixel left out, as the PNG specification says)."""
+    if not interlaced:
+        return [(height, 1 + width * pixel_bytes)]
+    passes = []
+    for x0, y0, dx, dy in _ADAM7:
+        columns, rows = (width - x0 + dx - 1) // dx, (height - y0 + dy - 1) // dy
+        if columns > 0 and rows > 0:
+            passes.append((rows, 1 + columns * pixel_bytes))
+    return passes
+
+
+def check_png_data(idat: list[memoryview], passes: list[tuple[int, int]]) -> None:
+    """The concatenated IDAT chunks must be one zlib stream that inflates to exactly the bytes `passes`
+    (png_rows) declare, each row starting with a filter type 0-4. Inflated in pieces of at most
+    _INFLATE_PIECE bytes that are dropped once checked, so a bomb costs no memory."""
+    expected = sum(rows * stride for rows, stride in passes)
+    offsets = np.cumsum([0] + [rows * stride for rows, stride in passes])[:-1]
+    starts = np.concatenate(
+        [np.arange(rows, dtype=np.int64) * stride + base for (rows, stride), base in zip(passes, offsets, strict=True)]
+    )
+    inflater = zlib.decompressobj()
+    done = 0
+    try:
+        for data in idat:
+            pending: bytes | memoryview = data
+            while pending and not inflater.eof:
+                piece = inflater.decompress(pending, min(_INFLATE_PIECE, expected + 1 - done))
+                pending = inflater.unconsumed_tail
+                done = _check_rows(piece, done, starts, expected)
+        while not inflater.eof and done <= expected:
+            piece = inflater.decompress(b"", min(_INFLATE_PIECE, expected + 1 - done))
+            if not piece:
+                break
+            done = _check_rows(piece, done, starts, expected)
+    except zlib.error as exc:
+        raise ImageError(f"undecodable image: the PNG's compressed image data is corrupt ({exc})") from None
+    if not inflater.eof:
+        raise ImageError(f"undecodable image: the PNG's image data ends early ({done} of {expected} bytes inflated)")
+    if done != expected:
+        raise ImageError(
+            f"undecodable image: the PNG's image data inflates to {done} bytes, its header says {expected}"
+        )
+
+
+def _check_rows(piece: bytes, done: int, starts: np.ndarray, expected: int) -> int:
+    """Checks the filter bytes that fall in `piece` (inflated bytes done..); returns the new count."""
+    end = done + len(piece)
+    if end > expected:
+        raise ImageError(
+            f"undecodable image: the PNG's image data inflates to more than the {expected} bytes its header says"
+        )
+    lo, hi = np.searchsorted(starts, [done, end])
+    if hi > lo:
+        filters = np.frombuffer(piece, dtype=np.uint8)[starts[lo:hi] - done]
+        bad = np.flatnonzero(filters >= _PNG_FILTERS)
+        if bad.size:
+            row, kind = int(lo + bad[0]), int(filters[bad[0]])
+            raise ImageError(f"undecodable image: PNG row {row} (of all passes) has unknown filter type {kind}")
+    return end
 
 
 def encode_array(array: np.ndarray, *, max_side: int, max_pixels: int) -> CheckedImage:
@@ -116,9 +190,17 @@ def encode_array(array: np.ndarray, *, max_side: int, max_pixels: int) -> Checke
 
 
 def decode_rgb(raw: bytes) -> np.ndarray:
-    """Stored frame bytes (already validated) to a uint8 HxWx3 array."""
-    with Image.open(io.BytesIO(raw)) as image:
-        return np.asarray(image.convert("RGB"))
+    """Stored or checked PNG/JPEG bytes to a uint8 HxWx3 array; ImageError naming the problem when they
+    will not decode (a frame stored before ingest inflated PNG data, or a file damaged since)."""
+    try:
+        with Image.open(io.BytesIO(raw), formats=list(ALLOWED_FORMATS)) as image:
+            return np.asarray(image if image.mode == "RGB" else image.convert("RGB"))
+    except Image.DecompressionBombError:
+        raise ImageError("image rejected as a decompression bomb") from None
+    except UnidentifiedImageError:
+        raise ImageError("undecodable image: not a PNG or JPEG file") from None
+    except Exception as exc:  # Pillow raises many types for corrupt data (OSError, SyntaxError, zlib.error...)
+        raise ImageError(f"undecodable image: {exc.__class__.__name__}: {exc}") from None
 
 
 def _load_npy(raw: bytes) -> np.ndarray:

@@ -368,7 +368,7 @@ def _folder_image(raw: bytes) -> CheckedImage:
     """PNG/JPEG bytes kept as they are; other modes (RGBA, grayscale) converted to RGB PNG."""
     limits = {"max_side": settings.MAX_IMAGE_SIDE, "max_pixels": settings.MAX_IMAGE_PIXELS}
     try:
-        return check_image(raw, **limits)
+        return check_image(raw, max_side=limits["max_side"], max_pixels=limits["max_pixels"])
     except ImageError as exc:
         if "must be RGB" not in str(exc):
             raise

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
+from django.conf import settings
 from django.core.files.storage import default_storage
 from django.urls import reverse
 
@@ -39,16 +41,28 @@ def model_predictions(*, model: TrainedModel, snapshot: DatasetSnapshot) -> tupl
     if cached.exists():
         data = json.loads(cached.read_text())
         return np.asarray(data["probabilities"]), np.asarray(data["labels"])
-    from .resnet.checkpoint import load_checkpoint
-    from .resnet.model import predict_proba
-    from .resnet.train import stack_images
-
-    net, config = load_checkpoint(folder)
-    val = read_payload(local_path(snapshot.folder) / "val.pt")
-    probs = predict_proba(net, stack_images(val["images"], config.image_size).numpy())
+    val = read_payload(local_path(snapshot.folder) / "val.pt", mmap=True)  # frames stay on disk until scored
+    probs = _predictions_within_budget(folder, val["images"])
     labels = np.asarray(val["labels"], dtype=np.int64)
     cached.write_text(json.dumps({"probabilities": [float(p) for p in probs], "labels": labels.tolist()}))
     return probs.astype(np.float64), labels
+
+
+def _predictions_within_budget(checkpoint: Path, images) -> np.ndarray:
+    """The checkpoint's probabilities for a payload's frames, each cut and resized to the model's input on
+    its own (input_frame) and scored a batch of settings.BACKGROUND_DECODE_PIXELS at a time."""
+    from .resnet.checkpoint import load_checkpoint
+    from .resnet.model import input_frame, predict_proba, uncropped
+
+    net, config = load_checkpoint(checkpoint)
+    net = uncropped(net)
+    per_frame = config.image_size[1] * config.image_size[2]
+    step = max(1, settings.BACKGROUND_DECODE_PIXELS // per_frame)
+    probabilities = [np.zeros(0, dtype=np.float32)]
+    for start in range(0, len(images), step):
+        batch = np.stack([input_frame(np.asarray(image), config) for image in images[start : start + step]])
+        probabilities.append(predict_proba(net, batch, batch_size=64))
+    return np.concatenate(probabilities)
 
 
 def val_items(*, snapshot: DatasetSnapshot) -> list[ValFrame]:

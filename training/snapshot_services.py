@@ -22,7 +22,7 @@ from django.db import transaction
 from django.db.models import F, Max, Q
 from django.utils import timezone
 
-from labeling.images import decode_rgb, encode_array
+from labeling.images import PNG_SIGNATURE, ImageError, check_png, decode_rgb, encode_array
 from labeling.models import Project
 from webhooks import events
 from webhooks.services import webhook_emit_safely
@@ -189,12 +189,14 @@ def _status_or_deleted(snapshot_id: int, folder: Path) -> str:
 
 
 class _FrameCache:
-    """Decoded frames by storage name, the most recently used `size` of them: a trend window shares frames
-    with its neighbours (each frame is read once per window), but a project's frames need not fit in memory."""
+    """Decoded frames by storage name, the most recently used of them up to `budget_pixels` (at least one):
+    a trend window shares frames with its neighbours (each frame is read once per window), but a project's
+    frames need not fit in memory."""
 
-    def __init__(self, size: int = 4096):
-        self.size = size
-        self._cache: OrderedDict[str, object] = OrderedDict()
+    def __init__(self, budget_pixels: int):
+        self.budget_pixels = budget_pixels
+        self.held = 0
+        self._cache: OrderedDict[str, Any] = OrderedDict()
 
     def load(self, name: str):
         if name in self._cache:
@@ -203,15 +205,59 @@ class _FrameCache:
         with default_storage.open(name, "rb") as fh:
             array = decode_rgb(fh.read())
         self._cache[name] = array
-        if len(self._cache) > self.size:
-            self._cache.popitem(last=False)
+        self.held += _pixels(array)
+        while self.held > self.budget_pixels and len(self._cache) > 1:
+            self.held -= _pixels(self._cache.popitem(last=False)[1])
         return array
+
+
+def _pixels(array) -> int:
+    return int(array.shape[0]) * int(array.shape[1])
+
+
+def _undecodable(names: list[str], skipped: dict[str, str], tick: Callable[[str], None]) -> set[str]:
+    """The `names` of stored frames that cannot be read or will not decode, their reasons added to
+    `skipped` (names already there are not checked again). PNGs are checked by inflating their data
+    (check_png, cheaper than decoding), JPEGs by decoding them; each is logged."""
+    for name in names:
+        if name in skipped:
+            continue
+        tick(name)
+        try:
+            with default_storage.open(name, "rb") as fh:
+                raw = fh.read()
+            if raw.startswith(PNG_SIGNATURE):
+                check_png(raw, max_side=1 << 16, max_pixels=1 << 34)  # stored frames passed ingest's size limits
+            else:
+                decode_rgb(raw)
+        except ImageError as exc:
+            skipped[name] = str(exc)
+        except OSError as exc:
+            skipped[name] = f"unreadable file: {exc.__class__.__name__}: {exc}"
+        else:
+            skipped[name] = ""
+            continue
+        logger.warning("snapshot: frame %s skipped: %s", name, skipped[name])
+    return {name for name in names if skipped[name]}
+
+
+def _skipped_stats(skipped: dict[str, str], limit: int = 20) -> dict:
+    bad = [{"frame": name, "reason": reason} for name, reason in skipped.items() if reason]
+    return {"count": len(bad), "frames": bad[:limit]}
 
 
 def _write_files(snapshot: DatasetSnapshot, folder: Path, attempt: int | None = None) -> dict:
     project = snapshot.project
     opts = SnapshotOptions.from_dict(snapshot.options)
     episodes, manifest = selectors.labeled_frames(project=project, sources=opts.sources, camera=opts.camera)
+    checking = BuildProgress(snapshot.pk, 0, attempt=attempt)  # keeps the heartbeat; the total comes later
+    skipped: dict[str, str] = {}
+    names = [ref.image for ep in episodes for ref in ep]
+    broken = _undecodable(names, skipped, checking.counting(lambda name: None, count=False))
+    if broken:
+        by_frame = {(ref.episode, ref.step): ref.image for ep in episodes for ref in ep}
+        episodes = [kept for ep in episodes if (kept := [ref for ref in ep if ref.image not in broken])]
+        manifest = [row for row in manifest if by_frame[(row["episode"], row["step"])] not in broken]
     if not episodes:
         raise SnapshotError(f"no labeled frames from sources {opts.sources} with camera {opts.camera!r}")
     binary = opts.binary()
@@ -229,7 +275,7 @@ def _write_files(snapshot: DatasetSnapshot, folder: Path, attempt: int | None = 
             f"What to do: label both success and fail frames (at least one of each per split), or change "
             f"split (now {opts.split}), val_split (now {opts.val_split}) or seed (now {opts.seed})."
         )
-    frames = _FrameCache()
+    frames = _FrameCache(settings.BACKGROUND_DECODE_PIXELS)
     total = (len(split.train) + len(split.val)) * (2 if opts.png_folders else 1)
     progress = BuildProgress(snapshot.pk, total, attempt=attempt)
 
@@ -270,7 +316,12 @@ def _write_files(snapshot: DatasetSnapshot, folder: Path, attempt: int | None = 
         "camera": opts.camera,
     }
     if opts.trend:
-        stats["trend"] = _write_trend(snapshot, folder / "trend", opts, progress.counting(frames.load, count=False))
+        load_name = progress.counting(frames.load, count=False)
+        beat = progress.counting(lambda name: None, count=False)
+        stats["trend"] = _write_trend(
+            snapshot, folder / "trend", opts, load_name, lambda names: _undecodable(names, skipped, beat)
+        )
+    stats["skipped_frames"] = _skipped_stats(skipped)
     (folder / "snapshot.json").write_text(
         json.dumps(
             {
@@ -313,7 +364,13 @@ def _write_png_folders(
             target.write_bytes(encode_array(array, max_side=1 << 15, max_pixels=1 << 30).data)
 
 
-def _write_trend(snapshot: DatasetSnapshot, folder: Path, opts: SnapshotOptions, load: Callable[[str], Any]) -> dict:
+def _write_trend(
+    snapshot: DatasetSnapshot,
+    folder: Path,
+    opts: SnapshotOptions,
+    load: Callable[[str], Any],
+    undecodable: Callable[[list[str]], set[str]],
+) -> dict:
     from training.vlm.prompt import prompt_render
 
     project = snapshot.project
@@ -322,6 +379,8 @@ def _write_trend(snapshot: DatasetSnapshot, folder: Path, opts: SnapshotOptions,
         return {"skipped": "the project has fewer than two cameras"}
     views = (cameras[0], cameras[1])
     windows, score_name = selectors.labeled_windows(project=project, sources=opts.sources, views=views)
+    broken = undecodable([name for w in windows for name in (*w.main_images, *w.extra_images)])
+    windows = [w for w in windows if broken.isdisjoint(w.main_images) and broken.isdisjoint(w.extra_images)]
     trend_opts = TrendOptions(
         window_size=project.window_size,
         stride=project.trend_stride,

@@ -53,13 +53,17 @@ def build_snapshot(snapshot_id: int) -> str:
 
 
 @shared_task(name="training.tasks.recompute_label_queue")
-def recompute_label_queue(project_id: int) -> int:
+def recompute_label_queue(project_id: int) -> dict:
+    """{"ranked": frames queued, "skipped": [{"frame": storage name, "reason": why it will not decode}]}."""
     from labeling.models import Project
 
-    from .label_queue import label_queue_recompute
+    from .label_queue import label_queue_rank
 
     project = Project.objects.filter(pk=project_id).first()
-    return label_queue_recompute(project=project) if project else 0
+    if project is None:
+        return {"ranked": 0, "skipped": []}
+    result = label_queue_rank(project=project)
+    return {"ranked": result.ranked, "skipped": [{"frame": s.name, "reason": s.reason} for s in result.skipped]}
 
 
 @shared_task(name="training.tasks.after_training_job")

@@ -135,6 +135,10 @@ INGEST_WRITER_THREADS = env_int(
     "INGEST_WRITER_THREADS", 1 if DATABASES["default"]["ENGINE"].endswith("sqlite3") else 4, minimum=1
 )
 DECODE_CONCURRENCY = env_int("DECODE_CONCURRENCY", 2, minimum=1)
+# Pixels a background task (label-queue recompute, model evaluation, a snapshot's frame cache) holds
+# decoded at once, at the size it uses them (labeling.image_budget.FrameBatches); one full-size frame is
+# decoded at a time on top of it.
+BACKGROUND_DECODE_PIXELS = env_int("BACKGROUND_DECODE_PIXELS", 16 * 1024 * 1024, minimum=256)
 # Percent of the labeling queue picked for coverage (frames unlike any labeled one) rather than value.
 LABEL_QUEUE_EXPLORE_PERCENT = min(100, env_int("LABEL_QUEUE_EXPLORE_PERCENT", 50, minimum=0))
 DECODE_WAIT_SECONDS = env_int("DECODE_WAIT_SECONDS", 30, minimum=1)

@@ -114,8 +114,8 @@ def image_decode(text: object, where: str):
         text = text.split(",", 1)[1] if "," in text else ""
     try:
         raw = base64.b64decode(text, validate=True)
-        checked = check_image(raw, max_side=settings.MAX_IMAGE_SIDE, max_pixels=settings.MAX_IMAGE_PIXELS)
-        return decode_rgb(checked.data)
+        limits = {"max_side": settings.MAX_IMAGE_SIDE, "max_pixels": settings.MAX_IMAGE_PIXELS}
+        return decode_rgb(check_image(raw, **limits, inflate=False).data)  # the decoder refuses bad data itself
     except (binascii.Error, ValueError) as exc:
         raise BadRequest(f"{where}: {exc}") from None
     except ImageError as exc:

@@ -3,6 +3,7 @@ API permissions; the bad-request limiter isolates a flooding client."""
 
 from __future__ import annotations
 
+import base64
 import io
 
 import numpy as np
@@ -107,6 +108,17 @@ def test_json_body_needs_base64_images(agent_client, deployment):
     assert response.status_code == 400 and "empty batch" in response.json()["detail"]
     response = agent_client.post(url, {"pictures": []}, format="json")
     assert response.status_code == 400 and "'images' list" in response.json()["detail"]
+
+
+def test_a_png_whose_image_data_will_not_inflate_is_a_400_not_a_500(agent_client, deployment):
+    from tests.labeling.broken_pngs import broken_png
+
+    url = f"/api/deployments/{deployment.name}/rewards"
+    broken = base64.b64encode(broken_png("corrupt stream", 32, 32)).decode()
+    response = agent_client.post(url, {"images": [broken]}, format="json")
+    assert response.status_code == 400, response.content
+    assert response.json()["detail"].startswith("images[0]: undecodable image: "), response.json()
+    assert broker().redis.llen(queue_key(deployment.name)) == 0
 
 
 def test_unhealthy_deployment_answers_503_with_its_error(agent_client, deployment):

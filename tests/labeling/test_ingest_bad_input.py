@@ -14,6 +14,7 @@ from rest_framework.test import APIClient
 
 from labeling.models import Episode, Frame, Step
 
+from .broken_pngs import broken_png
 from .ingest_helpers import multipart_chunk, npy_bytes, png_bytes, step_rows
 
 pytestmark = pytest.mark.django_db
@@ -58,6 +59,8 @@ def huge_npy() -> bytes:
 BAD_FRAMES = {
     "undecodable bytes": (b"\x89PNG\r\n\x1a\nnot really a png", "undecodable"),
     "truncated PNG": (png_bytes(1)[:60], "undecodable"),
+    "PNG with valid chunks and corrupt image data": (broken_png("corrupt stream"), "compressed image data is corrupt"),
+    "PNG whose image data is one byte short": (broken_png("too few bytes"), "inflates to 1167 bytes, its header"),
     "grayscale": (png_bytes(1, mode="L"), "3 channels"),
     "RGBA": (png_bytes(1, mode="RGBA"), "3 channels"),
     "decompression bomb": (bomb_png(), "image is 4000x4000; the limit is 2048 px a side"),  # from IHDR alone

@@ -21,6 +21,7 @@ from labeling.services import agent_create
 from robot_agent.chunk_format import CONTENT_TYPE, encode_chunk
 from robot_agent.uploader import IngestClient, UploadError
 
+from .broken_pngs import broken_png
 from .ingest_helpers import npy_bytes, png_bytes, step_rows
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -196,6 +197,8 @@ def bad_png(kind: str) -> bytes:
         return good[: len(good) // 2]
     if kind == "trailing":
         return good + b"junk"
+    if kind == "broken data":
+        return broken_png("corrupt stream")
     buffer = io.BytesIO()
     if kind == "huge":
         Image.new("RGB", (4000, 4000)).save(buffer, format="PNG")  # a few KB that would decode to 48 MB
@@ -210,6 +213,7 @@ BAD_IMAGES = {
     "crc": "CRC",
     "truncated": "truncated",
     "trailing": "after the PNG's IEND",
+    "broken data": "compressed image data is corrupt",
     "huge": "limit is 2048 px a side",
     "rgba": "3 channels",
     "gray": "3 channels",

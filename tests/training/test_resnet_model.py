@@ -15,9 +15,11 @@ from training.resnet.config import ConfigError, ResNetConfig
 from training.resnet.model import (
     RewardResNet,
     clean_state_dict,
+    input_frame,
     load_pretrained_backbone,
     predict_proba,
     predict_proba_and_features,
+    uncropped,
 )
 from training.synthetic import make_scene, make_scenes
 
@@ -82,6 +84,18 @@ def test_checkpoint_reloads_with_identical_probabilities_and_rlinf_layout(tmp_pa
     rlinf = torch.load(tmp_path / "actor/model_state_dict/full_weights.pt", weights_only=True)
     fresh = RewardResNet(config)
     fresh.load_state_dict(clean_state_dict({f"module.{k}": v for k, v in rlinf.items()} | {"mean": torch.zeros(3)}))
+
+
+@pytest.mark.parametrize("crop", [[], [0.1, 0.2, 0.5, 0.6]], ids=["whole", "cropped"])
+def test_frames_kept_at_the_models_input_size_score_as_the_whole_frames_do(crop):
+    # background scoring keeps input_frame's small copy of each frame and scores it with the uncropped model
+    model = RewardResNet(small_config(crop=crop)).eval()
+    frames = np.random.default_rng(1).integers(0, 256, size=(3, 90, 120, 3), dtype=np.uint8)
+    small = np.stack([input_frame(frame, model.config) for frame in frames])
+    assert small.shape == (3, 32, 32, 3) and small.dtype == np.uint8
+    whole = predict_proba(model, frames)
+    np.testing.assert_allclose(predict_proba(uncropped(model), small), whole, atol=2e-3)
+    assert model.config.crop == [] and small_config(crop=crop).crop == crop  # only that model changed
 
 
 def test_features_are_what_the_head_sees_and_probabilities_match_predict_proba():

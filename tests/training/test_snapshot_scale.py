@@ -66,7 +66,8 @@ def test_a_snapshot_not_ready_is_not_downloaded(user_client, labeled_project):
 
 def test_the_build_keeps_a_bounded_number_of_decoded_frames():
     """A snapshot of a large project must not hold every decoded frame at once: the cache keeps the most
-    recently used ones (what neighbouring trend windows share) and decodes others again when asked."""
+    recently used ones (what neighbouring trend windows share) within a pixel budget and decodes others
+    again when asked."""
     import numpy as np
     from django.core.files.base import ContentFile
     from django.core.files.storage import default_storage
@@ -79,11 +80,12 @@ def test_the_build_keeps_a_bounded_number_of_decoded_frames():
         array = np.full((4, 4, 3), 40 * i, dtype=np.uint8)
         data = encode_array(array, max_side=64, max_pixels=4096).data
         names.append(default_storage.save(f"frames/cache-test/{i}.png", ContentFile(data)))
-    cache = _FrameCache(size=2)
+    cache = _FrameCache(budget_pixels=2 * 4 * 4)  # BACKGROUND_DECODE_PIXELS: two of these frames
     first = [cache.load(name) for name in names]
     assert len(cache._cache) == 2 and names[0] not in cache._cache
     assert cache.load(names[1]) is first[1]  # still cached
     again = cache.load(names[0])  # evicted: decoded again, same pixels
     assert again is not first[0] and np.array_equal(again, first[0]) and len(cache._cache) == 2
+    assert cache.held == 2 * 4 * 4
     for name in names:
         default_storage.delete(name)

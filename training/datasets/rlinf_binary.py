@@ -180,21 +180,41 @@ def payload_metadata(options: BinaryOptions, *, raw_data_path: str, num_train: i
 def write_payload(
     path: str | Path, frames: Sequence[FrameRef], load: Callable[[FrameRef], np.ndarray], metadata: dict[str, Any]
 ) -> None:
-    """`torch.save({"images": [uint8 HxWx3 tensors], "labels": [1/0], "metadata": ...})` as RLinf reads it."""
+    """`torch.save({"images": [uint8 HxWx3 tensors], "labels": [1/0], "metadata": ...})` as RLinf reads it.
+
+    Each frame is appended to a scratch file next to `path` as soon as it is loaded, and the payload is
+    saved from a memory map of that file (the images are views of one storage), so a build holds one
+    decoded frame at a time, not the split: a project's frames need not fit in memory."""
     import torch  # here, not at the top: the web process's pages import this module's frame references
 
-    images = []
-    for ref in frames:
-        array = load(ref)
-        if array.dtype != np.uint8 or array.ndim != 3 or array.shape[2] != 3:
-            raise ValueError(f"frame {ref.episode}#{ref.step} is not uint8 HxWx3")
-        images.append(torch.from_numpy(np.array(array, dtype=np.uint8, copy=True)))
-    payload = {"images": images, "labels": [int(ref.label) for ref in frames], "metadata": metadata}
-    torch.save(payload, str(path))
+    path = Path(path)
+    scratch = path.with_name(f"{path.name}.frames")
+    shapes = []
+    try:
+        with scratch.open("wb") as out:
+            for ref in frames:
+                array = load(ref)
+                if array.dtype != np.uint8 or array.ndim != 3 or array.shape[2] != 3:
+                    raise ValueError(f"frame {ref.episode}#{ref.step} is not uint8 HxWx3")
+                out.write(np.ascontiguousarray(array).data)
+                shapes.append(array.shape)
+        images = []
+        if shapes:
+            flat = torch.from_file(str(scratch), shared=True, size=scratch.stat().st_size, dtype=torch.uint8)
+            offset = 0
+            for shape in shapes:
+                count = shape[0] * shape[1] * shape[2]
+                images.append(flat[offset : offset + count].view(shape))
+                offset += count
+        payload = {"images": images, "labels": [int(ref.label) for ref in frames], "metadata": metadata}
+        torch.save(payload, str(path))
+    finally:
+        scratch.unlink(missing_ok=True)
 
 
-def read_payload(path: str | Path) -> dict[str, Any]:
-    """A payload written by us (or RLinf) read without unpickling code: tensors, lists, dicts, scalars only."""
+def read_payload(path: str | Path, *, mmap: bool = False) -> dict[str, Any]:
+    """A payload written by us (or RLinf) read without unpickling code: tensors, lists, dicts, scalars only.
+    With `mmap`, its tensors are mapped from the file rather than read into memory (torch.save's zip format)."""
     import torch
 
-    return torch.load(str(path), map_location="cpu", weights_only=True)
+    return torch.load(str(path), map_location="cpu", weights_only=True, mmap=mmap)

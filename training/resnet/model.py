@@ -6,6 +6,9 @@ the head, and nothing else (mean/std are non-persistent buffers), so RLinf loads
 
 from __future__ import annotations
 
+import dataclasses
+import warnings
+
 import numpy as np
 import torch
 import torchvision
@@ -165,3 +168,25 @@ def predict_proba(model: RewardResNet, images: np.ndarray, *, batch_size: int = 
             batch = torch.from_numpy(np.ascontiguousarray(images[start : start + batch_size]))
             outputs.append(torch.sigmoid(model(batch).float()).cpu().numpy())
     return np.concatenate(outputs).astype(np.float32, copy=False)
+
+
+def input_frame(image: np.ndarray, config: ResNetConfig) -> np.ndarray:
+    """One uint8 HxWx3 frame as the model takes it in: `config.crop` cut out and resized to `image_size`
+    (bilinear, as preprocess does), rounded back to uint8 (within half a level of what preprocess feeds
+    the network). Background scoring keeps these instead of whole frames; score them with `uncropped`."""
+    with warnings.catch_warnings():  # a decoded frame is read-only, and only read here
+        warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+        x = torch.from_numpy(np.ascontiguousarray(image)).permute(2, 0, 1).unsqueeze(0)
+    if config.crop:
+        x = crop_box(x, config.crop)
+    height, width = config.image_size[1:]
+    if tuple(x.shape[-2:]) != (height, width):
+        x = F.interpolate(x.float(), size=(height, width), mode="bilinear", align_corners=False)
+        x = x.round_().clamp_(0, 255).to(torch.uint8)
+    return x[0].permute(1, 2, 0).contiguous().numpy()
+
+
+def uncropped(model: RewardResNet) -> RewardResNet:
+    """`model`, changed to score frames that input_frame already cut out (its crop is not applied twice)."""
+    model.config = dataclasses.replace(model.config, crop=[])
+    return model

@@ -12,6 +12,7 @@ import pytest
 import requests
 from PIL import Image
 
+from tests.labeling.broken_pngs import broken_png
 from training.vlm.labels import LABELS
 from training.vlm.parse import label_parse
 
@@ -288,6 +289,9 @@ def test_bad_vlm_requests_get_clear_4xx(project, vlm_model, rl_token, live_serve
     assert post(url, None, {"windows": [window]}).status_code == 401
     bad = post(url, rl_token, {"windows": [{**window, "main": ["not base64!"]}]})
     assert bad.status_code == 400 and "windows[0].main[0]" in bad.json()["detail"]
+    broken = base64.b64encode(broken_png("corrupt stream", 32, 32)).decode()  # valid chunks, corrupt data
+    bad = post(url, rl_token, {"windows": [{**window, "main": [broken] + window["main"][1:]}]})
+    assert bad.status_code == 400 and bad.json()["detail"].startswith("windows[0].main[0]: undecodable image: ")
     neither = post(url, rl_token, {})
     assert neither.status_code == 400 and "either" in neither.json()["detail"]
     assert (
