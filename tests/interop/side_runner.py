@@ -66,7 +66,29 @@ def vlm_lora_probabilities(args: dict) -> dict:
     }
 
 
-COMMANDS = {"versions": versions, "vlm_lora_probabilities": vlm_lora_probabilities}
+def history_windows(args: dict) -> dict:
+    """RLinf's HistoryManager fed `dones` ([steps][envs]) with one history buffer of `settings`: the number of
+    entries in each env's window at each step (0: no window)."""
+    from omegaconf import OmegaConf
+    from rlinf.workers.env.history_manager import HistoryManager
+
+    dones = args["dones"]
+    buffer = {**args["settings"], "history_keys": ["main_images"]}
+    cfg = OmegaConf.create({"model": {"history_buffers": {"history_window": buffer}}})
+    manager = HistoryManager(cfg, num_envs=len(dones[0]))
+    lengths = []
+    for step, step_dones in enumerate(dones):
+        manager.append_to_history_entries({"main_images": torch.full((len(step_dones), 1), step)})
+        _, length = manager.build_history_input(torch.tensor(step_dones))
+        lengths.append(length.get("history_window", [0] * len(step_dones)))
+    return {"lengths": lengths}
+
+
+COMMANDS = {
+    "versions": versions,
+    "vlm_lora_probabilities": vlm_lora_probabilities,
+    "history_windows": history_windows,
+}
 
 
 def main() -> None:
