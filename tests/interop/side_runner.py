@@ -84,10 +84,88 @@ def history_windows(args: dict) -> dict:
     return {"lengths": lengths}
 
 
+def _digest(array) -> str:
+    import hashlib
+
+    return hashlib.sha256(np.ascontiguousarray(np.asarray(array, dtype=np.uint8)).tobytes()).hexdigest()[:16]
+
+
+def resnet_files(args: dict) -> dict:
+    """RLinf's RewardBinaryDataset reads `train.pt`/`val.pt`; RLinf's ResNetRewardModel loads each weights file
+    in `weights` strictly (its own `_load_model`) and scores the val images with `compute_reward`, as its
+    reward worker does."""
+    from omegaconf import OmegaConf
+    from rlinf.data.datasets.reward_model import RewardBinaryDataset
+    from rlinf.models.embodiment.reward import get_reward_model_class
+
+    splits = {}
+    for name, path in args["payloads"].items():
+        dataset = RewardBinaryDataset(path)
+        items = [dataset[i] for i in range(len(dataset))]
+        splits[name] = {
+            "count": len(dataset),
+            "labels": [int(label.item()) for _, label in items],
+            "digests": [_digest(image.numpy()) for image, _ in items],
+            "shapes": sorted({tuple(image.shape) for image, _ in items}),
+        }
+    images = torch.stack(RewardBinaryDataset(args["payloads"]["val"]).images)
+    probabilities = {}
+    for name, path in args["weights"].items():
+        cfg = OmegaConf.create({**args["model"], "model_path": path, "pretrained": False, "precision": "fp32"})
+        model = get_reward_model_class("resnet")(cfg).eval()
+        probabilities[name] = model.compute_reward({"main_images": images}).tolist()
+    return {"splits": splits, "probabilities": probabilities}
+
+
+def trend_dataset(args: dict) -> dict:
+    """RLinf 0.3.0's VLM trend SFT dataset (`QwenTrendProgressSFTDataset`, rlinf/data/datasets/vlm.py) over a
+    manifest, from a working directory that is not the trend folder (paths resolve through `data_root`): each
+    sample's answer, question, frames and the prompt tokens its processor builds."""
+    import os
+
+    from omegaconf import OmegaConf
+    from rlinf.data.datasets.vlm import QwenTrendProgressSFTDataset
+    from transformers import AutoTokenizer
+
+    cfg = OmegaConf.create(
+        {
+            "data": {
+                "use_chat_template": True,
+                "image_keys": [],
+                "prompt_key": "question",
+                "answer_key": "answer",
+                "max_prompt_length": 4096,
+                "data_root": args["data_root"],
+            },
+            "actor": {"model": {"model_path": args["model_path"]}},
+        }
+    )
+    os.chdir(args["cwd"])
+    dataset = QwenTrendProgressSFTDataset(args["manifest"], cfg, AutoTokenizer.from_pretrained(args["model_path"]))
+    samples = []
+    for index in range(len(dataset)):
+        question, answer, videos, _ = dataset._parse_raw_record(dataset._records[index], index, dataset._data_root)
+        item = dataset[index]
+        prompt_length = int(item.label_mask.sum())
+        samples.append(
+            {
+                "question": question,
+                "answer": item.answer,
+                "main": [_digest(frame) for frame in videos[0]],
+                "extra": [_digest(frame) for frame in videos[1]],
+                "prompt_ids": item.prompt[:prompt_length].tolist(),
+                "video_grid": item.multi_modal_inputs["video_grid_thw"].tolist(),
+            }
+        )
+    return {"count": len(dataset), "samples": samples}
+
+
 COMMANDS = {
     "versions": versions,
     "vlm_lora_probabilities": vlm_lora_probabilities,
     "history_windows": history_windows,
+    "resnet_files": resnet_files,
+    "trend_dataset": trend_dataset,
 }
 
 
