@@ -38,6 +38,10 @@ class Deployment(models.Model):
         SOFT = "soft", "Soft (the probability)"
         THRESHOLDED = "thresholded", "Thresholded probability (RLinf: 0 at or below threshold)"
 
+    class ChatPrompt(models.TextChoices):
+        TRAINED = "trained", "The prompt the model was trained on (a request's text is only compared)"
+        REQUEST = "request", "The request's text (the trained prompt when it sends none)"
+
     class Status(models.TextChoices):
         LOADING = "loading", "Loading"
         HEALTHY = "healthy", "Healthy"
@@ -80,6 +84,12 @@ class Deployment(models.Model):
         default=list,
         blank=True,
         help_text="Other names the chat endpoint accepts as `model` (case-insensitive), e.g. Qwen3-VL-4B-Instruct.",
+    )
+    chat_prompt = models.CharField(
+        max_length=10,
+        choices=ChatPrompt.choices,
+        default=ChatPrompt.TRAINED,
+        help_text="Which prompt a chat request is judged with; a request whose text differs is reported either way.",
     )
     # Dynamic batching in the inference workers.
     max_batch_size = models.PositiveIntegerField(default=64)

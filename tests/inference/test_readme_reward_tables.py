@@ -36,8 +36,10 @@ def test_every_deployment_field_in_the_table_is_a_writable_field_of_the_api():
     assert {"reward_mode", "reward_type", "threshold", "min_history_size", "input_interval"} <= named & writable
     from inference.models import Deployment
 
-    # the column's other names are values of reward_type, or the model's label_rewards
-    assert named - writable <= {*Deployment.RewardType.values, "label_rewards"}, named - writable
+    # the column's other names are values of reward_type or chat_prompt, or the model's label_rewards
+    values = {*Deployment.RewardType.values, *Deployment.ChatPrompt.values, "label_rewards"}
+    assert named - writable <= values, named - writable
+    assert set(Deployment.ChatPrompt.values) <= named, "the README names every chat_prompt value"
 
 
 def test_the_vlm_request_modes_the_readme_names_are_the_ones_the_api_accepts():
