@@ -18,9 +18,10 @@ class DeploymentForm(forms.ModelForm):
             "max_wait_ms",
             "sample_every",
             "aliases",
+            "chat_prompt",
         ]
 
-    OPTIONAL = ("gt_success_bonus", "aliases")  # left out of a form, they keep their defaults
+    OPTIONAL = ("gt_success_bonus", "aliases", "chat_prompt")  # left out of a form, they keep their defaults
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -31,7 +32,7 @@ class DeploymentForm(forms.ModelForm):
         super().clean()
         data = self.cleaned_data
         for name in self.OPTIONAL:
-            if data.get(name) is None:
+            if data.get(name) in (None, ""):
                 data[name] = services.deployment_field_default(name)
         values = {f: data[f] for f in (*services.SETTING_FIELDS, "max_batch_size", "max_wait_ms") if f in data}
         try:

@@ -248,6 +248,7 @@ class DeploymentSerializer(serializers.ModelSerializer):
             "project",
             *services.SETTING_FIELDS,
             "aliases",
+            "chat_prompt",
             "max_batch_size",
             "max_wait_ms",
             "sample_every",

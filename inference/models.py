@@ -38,6 +38,10 @@ class Deployment(models.Model):
         SOFT = "soft", "Soft (the probability)"
         THRESHOLDED = "thresholded", "Thresholded probability (RLinf: 0 at or below threshold)"
 
+    class ChatPrompt(models.TextChoices):
+        TRAINED = "trained", "The prompt the model was trained on (a request's text is only compared)"
+        REQUEST = "request", "The request's text (the trained prompt when it sends none)"
+
     class Status(models.TextChoices):
         LOADING = "loading", "Loading"
         HEALTHY = "healthy", "Healthy"
@@ -60,8 +64,12 @@ class Deployment(models.Model):
     env_reward_weight = models.FloatField(default=0.0)
     reward_weight = models.FloatField(default=1.0)
     history_size = models.PositiveIntegerField(default=5)
-    min_history_size = models.PositiveIntegerField(default=1)
-    input_interval = models.PositiveIntegerField(default=1, help_text="0: unset, i.e. history_size (RLinf).")
+    # Defaults that never fail a run: no window shorter than 2 steps (a Qwen3-VL video needs two frames, its
+    # temporal patch) and RLinf's unset interval (= history_size, its history manager's default).
+    min_history_size = models.PositiveIntegerField(
+        default=2, help_text="Steps a stream must hold before a window, and the shortest window ever scored."
+    )
+    input_interval = models.PositiveIntegerField(default=0, help_text="0: unset, i.e. history_size (RLinf).")
     interval_reward = models.FloatField(default=0.0, help_text="Reward of steps the history buffer does not score.")
     input_on_done = models.BooleanField(
         default=False, help_text="Also score the steps since the last window on a done step (RLinf)."
@@ -76,6 +84,12 @@ class Deployment(models.Model):
         default=list,
         blank=True,
         help_text="Other names the chat endpoint accepts as `model` (case-insensitive), e.g. Qwen3-VL-4B-Instruct.",
+    )
+    chat_prompt = models.CharField(
+        max_length=10,
+        choices=ChatPrompt.choices,
+        default=ChatPrompt.TRAINED,
+        help_text="Which prompt a chat request is judged with; a request whose text differs is reported either way.",
     )
     # Dynamic batching in the inference workers.
     max_batch_size = models.PositiveIntegerField(default=64)

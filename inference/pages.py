@@ -16,17 +16,19 @@ from training.models import TrainedModel
 from . import selectors, services
 from .deploy_form import DeployForm, suggested_name
 from .models import Deployment, ServedFrame
+from .vlm.prompt_notes import prompt_mismatch_notes
 
 
 @login_required
 def deployment_list(request):
+    deployments = list(selectors.deployment_list().filter(access.visible_deployment_filter(request.user)))
+    notes = prompt_mismatch_notes([d.pk for d in deployments if d.trained_model.kind == "vlm"])
+    for deployment in deployments:
+        deployment.prompt_note = notes.get(deployment.pk)  # type: ignore[attr-defined]
     return render(
         request,
         "inference/deployment_list.html",
-        {
-            "deployments": selectors.deployment_list().filter(access.visible_deployment_filter(request.user)),
-            "workers": selectors.workers_alive(),
-        },
+        {"deployments": deployments, "workers": selectors.workers_alive()},
     )
 
 

@@ -40,7 +40,7 @@ SETTING_FIELDS = (
     "history_reward_assign",
     "gt_success_bonus",
 )
-OTHER_FIELDS = ("max_batch_size", "max_wait_ms", "sample_every", "project", "aliases")
+OTHER_FIELDS = ("max_batch_size", "max_wait_ms", "sample_every", "project", "aliases", "chat_prompt")
 MAX_ALIASES = 20
 
 

@@ -34,6 +34,8 @@ class SnapshotOut(serializers.ModelSerializer):
             "frames_total",
             "options",
             "stats",
+            "shared_episodes",
+            "split_warning",
             "error",
             "created_by",
             "created_at",
@@ -44,6 +46,12 @@ class SnapshotOut(serializers.ModelSerializer):
         ]
 
     progress = serializers.FloatField(read_only=True, help_text="0..1 while building; 1 once ready.")
+    shared_episodes = serializers.IntegerField(
+        read_only=True, help_text="Episodes with frames in both train and val (a frame split); 0 when none."
+    )
+    split_warning = serializers.CharField(
+        read_only=True, help_text="Says that validation shares episodes with training ('' when it does not)."
+    )
     url = serializers.SerializerMethodField(help_text="Poll this (GET) until status is ready or failed.")
     page_url = serializers.SerializerMethodField(help_text="The snapshot's page, with a live progress bar.")
 

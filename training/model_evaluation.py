@@ -107,7 +107,13 @@ def evaluation_data(
     items: list[EvaluationItem] = [{**frame, "probability": float(p)} for frame, p in zip(frames, probs, strict=True)]
     return {
         "model": {"id": model.pk, "name": model.name, "kind": model.kind, "metrics": model.metrics},
-        "snapshot": {"id": snapshot.pk, "number": snapshot.number},
+        "snapshot": {
+            "id": snapshot.pk,
+            "number": snapshot.number,
+            "split": str(snapshot.stats.get("split", "")),
+            "shared_episodes": snapshot.shared_episodes,
+            "split_warning": snapshot.split_warning,
+        },
         "threshold": threshold,
         "probabilities": [float(p) for p in probs],
         "labels": [int(v) for v in labels],

@@ -13,6 +13,8 @@ from django.db import models
 
 from labeling.models import Project
 
+from .datasets.binary_split import split_leak
+
 
 class ImmutableError(RuntimeError):
     """A written snapshot was about to change."""
@@ -72,6 +74,16 @@ class DatasetSnapshot(models.Model):
     @property
     def percent(self) -> int:
         return round(100 * self.progress)
+
+    @property
+    def shared_episodes(self) -> int:
+        """Episodes with frames in both train and val (a frame split's leak)."""
+        return split_leak(self.stats)[0]
+
+    @property
+    def split_warning(self) -> str:
+        """The sentence that says validation shares episodes with training ('' when it does not)."""
+        return split_leak(self.stats)[1]
 
 
 class JobStatus(models.TextChoices):

@@ -46,8 +46,13 @@ class EvaluationModel(TypedDict):
 
 
 class EvaluationSnapshot(TypedDict):
+    """The snapshot evaluated on: how it split, and (warning, '' if none) whether val shares episodes with train."""
+
     id: int
     number: int
+    split: str
+    shared_episodes: int
+    split_warning: str
 
 
 class ValFrame(TypedDict):

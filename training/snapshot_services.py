@@ -28,7 +28,7 @@ from webhooks import events
 from webhooks.services import webhook_emit_safely
 
 from . import selectors
-from .datasets.binary_split import missing_classes, plan_split
+from .datasets.binary_split import leak_warning, missing_classes, plan_split, shared_episodes
 from .datasets.options import SnapshotOptions
 from .datasets.rlinf_binary import FrameRef, payload_metadata, realworld_metadata, write_payload
 from .datasets.trend import TrendOptions, split_windows, write_trend_dataset
@@ -302,6 +302,7 @@ def _write_files(snapshot: DatasetSnapshot, folder: Path, attempt: int | None = 
     if opts.png_folders:
         _write_png_folders(folder, split.train + split.val, splits_by_key, frames, progress)
 
+    shared = shared_episodes(split.train_episodes, split.val_episodes)
     stats = {
         "episodes": len(episodes),
         "labeled_frames": sum(len(ep) for ep in episodes),
@@ -312,6 +313,8 @@ def _write_files(snapshot: DatasetSnapshot, folder: Path, attempt: int | None = 
         "val_episodes": split.val_episodes,
         "split": plan.mode,
         "split_reason": plan.reason,
+        "shared_episodes": len(shared),
+        "split_warning": leak_warning(len(shared), len(split.val_episodes)),
         "sources": sorted({r.source for ep in episodes for r in ep}),
         "camera": opts.camera,
     }

@@ -42,6 +42,8 @@ from training.vlm.rewards import trend_reward
 from training.vlm.wire import MAX_IMAGES, MAX_NEW_TOKENS, WindowRequest
 from webapp.parsers import BoundedJSONParser
 
+from .chat_prompt import chat_prompt_pick
+from .prompt_notes import prompt_mismatch_note
 from .serving import (
     REWARD_MODES,
     NotAVLMDeployment,
@@ -504,7 +506,10 @@ class ChatCompletionsView(APIView):
             "`model` names the deployment (its name or an alias, case-insensitively). Concurrent requests are "
             "batched by the inference workers; `usage` counts the prompt's and the completion's tokens. The "
             "user message holds the window's frames as base64 `image_url` "
-            "parts (main view, then extra view) and the prompt as text (none: the model's trained prompt). "
+            "parts (main view, then extra view) and the prompt as text. The deployment's `chat_prompt` says which "
+            "prompt judges it: `trained` (default: the model's trained prompt, the text only compared) or `request` "
+            "(the request's text when it sends one); `reward_studio.prompt` says which, and whether the request's "
+            "task text differs from the trained one. "
             "Greedy decoding with `max_tokens` (default 16); `temperature` is accepted and ignored. The "
             "response adds `reward_studio` with label probabilities, the parsed label and its reward."
         ),
@@ -524,7 +529,16 @@ class ChatCompletionsView(APIView):
         deployment = _deployment(request, name)  # who may ask it, before any image is read
         images, prompt = chat_window(data["messages"])  # counted and size-checked before decoding
         max_tokens = data.get("max_completion_tokens") or data.get("max_tokens") or 16
-        window = WindowRequest(images, prompt or deployment.prompt, generate=True, max_new_tokens=max_tokens)
+        pick = chat_prompt_pick(
+            prompt,
+            trained=deployment.prompt,
+            use=deployment.chat_prompt,
+            template=deployment.prompt_template,
+            trained_task=deployment.task,
+            window_size=deployment.window_size,
+        )
+        prompt_mismatch_note(deployment.config.id, pick)
+        window = WindowRequest(images, pick.prompt, generate=True, max_new_tokens=max_tokens)
         try:
             result = async_to_sync(windows_infer)(deployment.config, [window])[0]
         except DeploymentUnavailable as exc:
@@ -556,6 +570,7 @@ class ChatCompletionsView(APIView):
                     "probabilities": result["probabilities"],
                     "reward": trend_reward(label, config=deployment.reward),
                     "version": deployment.config.version,
+                    "prompt": pick.report(),
                 },
             }
         )

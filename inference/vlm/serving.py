@@ -52,21 +52,38 @@ class VLMDeployment:
     config: DeploymentConfig
     prompt: str
     reward: TrendRewardConfig
+    chat_prompt: str = "trained"  # Deployment.chat_prompt: which prompt a chat request is judged with
+    prompt_template: str | None = None
+    task: str = ""
+    window_size: int = 5
 
 
-def _model_prompt_and_reward(deployment_id: int) -> tuple[str, dict] | None:
-    """The served model's prompt (its own, else its project's rendered template) and stored reward mapping."""
+@dataclass
+class _ModelPrompt:
+    prompt: str
+    reward: dict
+    chat_prompt: str
+    prompt_template: str | None
+    task: str
+    window_size: int
+
+
+def _model_prompt_and_reward(deployment_id: int) -> _ModelPrompt | None:
+    """The served model's prompt (its own, else its project's rendered template), the template and task it
+    renders, the deployment's chat_prompt setting and the model's stored reward mapping."""
     from inference.models import Deployment
 
     row = Deployment.objects.select_related("trained_model__project").filter(pk=deployment_id).first()
     if row is None:
         return None
     model = row.trained_model
-    prompt = (model.config or {}).get("prompt")
-    if not prompt:
-        project = model.project
-        prompt = prompt_render(project.prompt_template, task=project.task_description, window_size=project.window_size)
-    return prompt, dict((model.config or {}).get("reward") or {})
+    stored = model.config or {}
+    project = model.project
+    template = stored.get("prompt_template") or project.prompt_template
+    task = str(stored.get("task") or project.task_description)
+    window_size = int(stored.get("window_size") or project.window_size)
+    prompt = stored.get("prompt") or prompt_render(template, task=task, window_size=window_size)
+    return _ModelPrompt(prompt, dict(stored.get("reward") or {}), row.chat_prompt, template, task, window_size)
 
 
 async def vlm_deployment(
@@ -79,14 +96,22 @@ async def vlm_deployment(
     found = await orm_call(_model_prompt_and_reward, config.id)
     if found is None:
         raise DeploymentNotFound(f"no deployment named {name!r}")
-    prompt, stored = found
+    stored = found.reward
     if label_rewards:
         stored["label_rewards"] = {**(stored.get("label_rewards") or {}), **label_rewards}
     if config.reward.gt_success_bonus:
         stored["gt_success_bonus"] = config.reward.gt_success_bonus
     if gt_success_bonus is not None:
         stored["gt_success_bonus"] = gt_success_bonus
-    return VLMDeployment(config=config, prompt=prompt, reward=TrendRewardConfig.from_dict(stored))
+    return VLMDeployment(
+        config=config,
+        prompt=found.prompt,
+        reward=TrendRewardConfig.from_dict(stored),
+        chat_prompt=found.chat_prompt,
+        prompt_template=found.prompt_template,
+        task=found.task,
+        window_size=found.window_size,
+    )
 
 
 async def _windows_send(key: tuple[DeploymentConfig, float | None], records: list[bytes]) -> list[dict]:

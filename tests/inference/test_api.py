@@ -225,6 +225,7 @@ def test_admin_deploys_and_switching_the_model_bumps_the_version(admin_user, cli
     }
     assert client.post("/admin/inference/deployment/add/", form).status_code == 302
     deployment = Deployment.objects.get(name="from-admin")
+    assert deployment.chat_prompt == "trained"  # left out of the form: the default, not ''
     first_version = deployment.version
     assert deployment.threshold == 0.6 and deployment.project == project
     bad = client.post(f"/admin/inference/deployment/{deployment.pk}/change/", {**form, "min_history_size": "9"})

@@ -5,6 +5,9 @@
 - `auto`: by episode when that leaves both classes in both splits; otherwise by frame. So a project of a
   single episode, or of imported `success/` + `failure/` folders only (one all-success and one all-fail
   episode), still gets both classes in train and val.
+A frame split puts neighbouring frames of one episode in train and in val, so validation accuracy
+overstates how a model does on new episodes: `split_leak` counts the shared episodes and words the warning
+that the snapshot's stats, its page and the evaluation page carry.
 Frames of an imported RLinf `train.pt` / `val.pt` payload keep the split they came from (`pinned`).
 """
 
@@ -65,6 +68,32 @@ def plan_split(
         if ref.episode not in episodes_of:
             episodes_of.append(ref.episode)
     return plan
+
+
+def shared_episodes(train_episodes: Sequence[str], val_episodes: Sequence[str]) -> list[str]:
+    """Episodes with frames in both train and val, in val's order."""
+    train = set(train_episodes)
+    return [episode for episode in val_episodes if episode in train]
+
+
+def leak_warning(shared: int, val_episodes: int) -> str:
+    """The sentence a page shows when validation shares episodes with training ('' when it does not)."""
+    if not shared:
+        return ""
+    return (
+        f"Validation shares {shared} of its {val_episodes} episode(s) with training (split by frame): "
+        "neighbouring frames of one episode sit in both, so validation accuracy overstates how the model does "
+        "on new episodes. Label both classes in more episodes, or split by episode."
+    )
+
+
+def split_leak(stats: dict) -> tuple[int, str]:
+    """(shared episodes, warning) of a snapshot's stats; from its episode lists where older stats lack them."""
+    if "shared_episodes" in stats:
+        return int(stats["shared_episodes"]), str(stats.get("split_warning", ""))
+    val = list(stats.get("val_episodes") or [])
+    shared = len(shared_episodes(stats.get("train_episodes") or [], val))
+    return shared, leak_warning(shared, len(val))
 
 
 def payload_split_of(file_name: str) -> str | None:

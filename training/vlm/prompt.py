@@ -6,6 +6,7 @@ live with the project model in labeling/prompts.py, which needs no Django either
 
 from __future__ import annotations
 
+import re
 import string
 
 from labeling.prompts import DEFAULT_PROMPT_TEMPLATE
@@ -28,3 +29,19 @@ def prompt_render(template: str | None, *, task: str, window_size: int) -> str:
     template = template or DEFAULT_PROMPT_TEMPLATE
     template_check(template)
     return template.format(task=task.strip() or "the task", window_size=int(window_size))
+
+
+def prompt_task(template: str | None, prompt: str, *, window_size: int) -> str | None:
+    """The task text `prompt` was rendered with under `template` (None when the prompt does not fit it)."""
+    template = template or DEFAULT_PROMPT_TEMPLATE
+    template_check(template)
+    pattern, seen = "", False
+    for literal, name, _, _ in string.Formatter().parse(template):
+        pattern += re.escape(literal.replace("{{", "{").replace("}}", "}"))
+        if name == "task":
+            pattern += "(?P=task)" if seen else "(?P<task>.*?)"
+            seen = True
+        elif name == "window_size":
+            pattern += re.escape(str(int(window_size)))
+    found = re.fullmatch(pattern, prompt.strip(), flags=re.DOTALL) if seen else None
+    return found.group("task") if found else None

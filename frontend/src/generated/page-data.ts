@@ -103,9 +103,13 @@ export interface EvaluationModel {
   metrics: Record<string, unknown>;
 }
 
+/** The snapshot evaluated on: how it split, and (warning, '' if none) whether val shares episodes with train. */
 export interface EvaluationSnapshot {
   id: number;
   number: number;
+  split: string;
+  shared_episodes: number;
+  split_warning: string;
 }
 
 export interface ConfusionCounts {

@@ -75,6 +75,7 @@ function column(ev: Evaluation, index: number): HTMLElement {
     <div class="panel"><h2>${esc(ev.model.name)}</h2>
       <p class="muted">${ev.summary.count} validation frames (${ev.summary.positives} success) of snapshot #${ev.snapshot.number}</p>
       ${sanityNotice(ev)}
+      ${ev.snapshot.split_warning ? `<p class="error split-warning">${esc(ev.snapshot.split_warning)}</p>` : ""}
       <div class="metrics">
         <div class="metric"><b data-metric="accuracy"></b><span>accuracy</span></div>
         <div class="metric"><b data-metric="precision"></b><span>precision</span></div>
