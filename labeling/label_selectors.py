@@ -70,10 +70,22 @@ def project_list_with_counts() -> QuerySet[Project]:
 
 
 def project_open_proposals(*, project: Project) -> dict[str, int]:
+    """Open proposals that still need a decision (no human label on their step or window), and how many more
+    a human label already settles (`settled_frames`, `settled_windows`: the human label wins)."""
     open_ = {"source": LabelSource.PROPOSAL, "status": ProposalStatus.OPEN, "project": project}
+    human_frame = FrameLabel.objects.filter(step=OuterRef("step"), source=LabelSource.HUMAN)
+    human_window = WindowLabel.objects.filter(
+        episode=OuterRef("episode"), start=OuterRef("start"), end=OuterRef("end"), source=LabelSource.HUMAN
+    )
+    frames = FrameLabel.objects.filter(**open_).annotate(settled=Exists(human_frame))
+    windows = WindowLabel.objects.filter(**open_).annotate(settled=Exists(human_window))
+    settled_frames = frames.filter(settled=True).count()
+    settled_windows = windows.filter(settled=True).count()
     return {
-        "frames": FrameLabel.objects.filter(**open_).count(),
-        "windows": WindowLabel.objects.filter(**open_).count(),
+        "frames": frames.count() - settled_frames,
+        "windows": windows.count() - settled_windows,
+        "settled_frames": settled_frames,
+        "settled_windows": settled_windows,
     }
 
 

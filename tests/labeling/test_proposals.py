@@ -208,3 +208,26 @@ def test_concurrent_generation_of_one_episode_neither_fails_nor_duplicates(proje
     assert sum(r.frames_created for r in results) in (0, 30)
     assert FrameLabel.objects.filter(episode=episode, source="proposal").count() == 30
     assert WindowLabel.objects.filter(episode=episode, source="proposal").count() == 26
+
+
+def test_the_open_count_leaves_out_proposals_a_human_label_already_settles(user_client, project):
+    from labeling.label_selectors import project_open_proposals
+
+    episode = episode_with_frames(project=project, num_steps=10, size=16, success_from=8)
+    generate_all(user_client, project)
+    before = project_open_proposals(project=project)
+    assert before["frames"] == 10 and before["settled_frames"] == 0
+    user_client.put(
+        f"/api/episodes/{episode.uuid}/frame-labels", {"start": 6, "end": 9, "value": "success"}, "application/json"
+    )
+    after = project_open_proposals(project=project)
+    assert after["frames"] == 6 and after["settled_frames"] == 4  # steps 6-9 carry a human label now
+    window = WindowLabel.objects.filter(episode=episode, source="proposal").first()
+    WindowLabel.objects.create(
+        project=project, episode=episode, start=window.start, end=window.end, value=window.value, source="human"
+    )
+    assert project_open_proposals(project=project)["settled_windows"] == 1
+    page = user_client.get(f"/projects/{project.pk}/").content.decode()
+    assert '<b id="open-frames">6</b>' in page and "4 frame and 1 window proposals more" in page
+    progress = user_client.get(f"/api/projects/{project.pk}/progress").json()
+    assert progress["open_proposals"]["frames"] == 6 and progress["open_proposals"]["settled_frames"] == 4
