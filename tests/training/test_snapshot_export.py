@@ -208,6 +208,15 @@ def test_a_snapshot_without_fail_labels_fails_with_a_reason_counts_and_what_to_d
 
 
 @pytest.mark.django_db
+def test_a_ready_snapshot_counts_image_writes_and_says_why_they_are_twice_its_frames(labeled_project, user_client):
+    snapshot = snapshot_create(project=labeled_project, options={"png_folders": True, "trend": False})
+    assert snapshot.status == "ready"
+    frames = snapshot.stats["train"]["total"] + snapshot.stats["val"]["total"]
+    page = user_client.get(f"/snapshots/{snapshot.pk}/").content.decode()
+    assert f"{2 * frames} of {2 * frames} image writes (each frame goes to train.pt or val.pt and to its PNG" in page
+
+
+@pytest.mark.django_db
 def test_build_progress_is_stored_in_steps_and_never_on_a_finished_snapshot(labeled_project):
     snapshot = snapshot_create(project=labeled_project, options={"trend": False}, build=False)
     progress = BuildProgress(snapshot.pk, total=10, every=4, seconds=3600)
