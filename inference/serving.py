@@ -193,6 +193,8 @@ def queue_bounds() -> QueueBounds:
         max_queue=settings.INFERENCE_QUEUE_MAX,
         queue_ttl_s=settings.INFERENCE_QUEUE_TTL_S,
         max_per_client=settings.INFERENCE_CLIENT_QUEUE_MAX,
+        max_queue_bytes=settings.INFERENCE_QUEUE_MAX_BYTES,
+        max_client_bytes=settings.INFERENCE_CLIENT_QUEUE_MAX_BYTES,
     )
 
 
