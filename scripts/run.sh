@@ -6,6 +6,7 @@ source "$(dirname "$0")/lib.sh"
 
 setup_all
 ensure_redis
+require_redis_maxmemory
 log "migrating the database"
 python manage.py migrate --noinput >/dev/null
 export RS_PORT="${RS_PORT:-8000}" RS_HOST="${RS_HOST:-127.0.0.1}"
