@@ -12,33 +12,50 @@ once with an error reply naming it, which the web side turns into a 503. The que
 counts, decremented by the worker as it pops) expires `queue_ttl_s` after the last push, so a queue
 nobody serves does not stay in Redis.
 
-Message layout: 4-byte big-endian header length, JSON header, then the payload: a `.npy` array
-(uint8, first axis = items), read with `allow_pickle=False`.
+Payloads live in Redis under their own keys (`rs:inf:p:<id>`), written with a plain SET in the same
+round trip as the push; the queue itself holds only small headers, and the Lua script that checks room
+moves ids, never payload bytes (a payload passed as a script argument is copied into Lua and again into
+the list: a 1 GB Redis peaked at 2.39 GB). Byte budgets beside the counts: a deployment's queue holds
+at most `max_queue_bytes` of payloads, and one client at most `max_client_bytes` of them.
+
+A push that Redis refuses (at its `maxmemory`, policy noeviction: OOM) is answered at once with a
+BrokerError (a 503), not after the reply timeout. Pipelines that carry payloads never let redis-py raise
+on a failed command: its error message renders every argument of the command through `textwrap`, which
+for a 150 MB payload held the web process's event loop for minutes (pages included); `pipeline_run`
+checks the replies itself.
+
+Message layout: 4-byte big-endian header length, JSON header, then the payload when it travels inline
+(tests, old messages): a `.npy` array (uint8, first axis = items), read with `allow_pickle=False`. A
+header with `payload_key` has its payload under that key; `items` and `pixels` let a worker form a
+batch (INFERENCE_BATCH_MAX_PIXELS) before reading any payload.
 """
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
+import math
 import struct
 import time
 import uuid
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import Any
 
 import numpy as np
-from redis.exceptions import RedisError
+from redis.exceptions import OutOfMemoryError, RedisError
 
-from .npy_header import npy_array
+from .npy_header import npy_array, npy_header
 
 QUEUE_PREFIX = "rs:inf:q:"
 REPLY_PREFIX = "rs:inf:r:"
+PAYLOAD_PREFIX = "rs:inf:p:"
 SHARE_PREFIX = "rs:inf:share:"
 WORKERS_KEY = "rs:inf:workers"
 SAMPLE_COUNTER_PREFIX = "rs:inf:served:"
 HISTORY_PREFIX = "rs:inf:hist:"
 REPLY_TTL_S = 60
+LARGE_PAYLOAD_BYTES = 1024 * 1024  # payloads this large are written from a thread (`payload_redis_from_url`)
 WORKER_ALIVE_S = 30.0  # a worker's heartbeat is this fresh while it runs (loading a model included)
 _HEADER_LEN = struct.Struct(">I")
 
@@ -79,11 +96,30 @@ class InferenceRequest:
     client: str = ""  # who asks (e.g. "a12" for agent 12): counted against its share of the queue
     id: str = field(default_factory=lambda: uuid.uuid4().hex)
     enqueued_at: float = field(default_factory=time.time)
+    payload_key: str = ""  # where the payload is when it does not travel inline
+    nbytes: int = -1  # payload bytes (counted against the byte budgets)
+    items: int = -1  # items in the payload (first axis); -1: read from the payload
+    pixels: int = -1  # uint8 RGB pixels in it (bytes / 3); -1: read from the payload
+    attempts: int = 0  # times a worker took it and died before answering
+    message: bytes = field(default=b"", repr=False, compare=False)  # the queue message it was decoded from
     _array: np.ndarray | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.nbytes < 0 and self.payload:
+            self.nbytes = len(self.payload)
 
     @property
     def reply_key(self) -> str:
         return REPLY_PREFIX + self.id
+
+    def describe_payload(self) -> None:
+        """Fill `items` and `pixels` from the payload's `.npy` header, without reading (or copying) its data:
+        on the event loop, `array` (a writable copy) held a web process's pages for seconds per 154 MB payload.
+        A payload in another `.npy` form is read by numpy."""
+        header = npy_header(self.payload)
+        shape = header.shape if header is not None else self.array.shape
+        self.items = max(1, int(shape[0])) if shape else 1
+        self.pixels = max(1, math.prod(shape) // 3)
 
     @property
     def array(self) -> np.ndarray:
@@ -91,7 +127,8 @@ class InferenceRequest:
             self._array = load_npy(self.payload)
         return self._array
 
-    def encode(self) -> bytes:
+    def encode(self, *, inline: bool = True) -> bytes:
+        """The queue message; with `inline=False` only the header (the payload is under `payload_key`)."""
         header = {
             "id": self.id,
             "deployment": self.deployment,
@@ -101,9 +138,15 @@ class InferenceRequest:
             "max_wait_ms": self.max_wait_ms,
             "enqueued_at": self.enqueued_at,
             "client": self.client,
+            "nbytes": self.nbytes,
+            "items": self.items,
+            "pixels": self.pixels,
+            "attempts": self.attempts,
         }
+        if not inline:
+            header["payload_key"] = self.payload_key
         raw = json.dumps(header).encode()
-        return _HEADER_LEN.pack(len(raw)) + raw + self.payload
+        return _HEADER_LEN.pack(len(raw)) + raw + (self.payload if inline else b"")
 
     @classmethod
     def decode(cls, message: bytes) -> InferenceRequest:
@@ -120,6 +163,12 @@ class InferenceRequest:
                 id=str(header["id"]),
                 enqueued_at=float(header["enqueued_at"]),
                 client=str(header.get("client") or ""),
+                payload_key=str(header.get("payload_key") or ""),
+                nbytes=int(header.get("nbytes", -1)),
+                items=int(header.get("items", -1)),
+                pixels=int(header.get("pixels", -1)),
+                attempts=int(header.get("attempts", 0)),
+                message=bytes(message),
             )
         except (struct.error, ValueError, KeyError, TypeError) as exc:
             raise MessageError(f"malformed inference request: {exc}") from None
@@ -185,25 +234,36 @@ def _request(deployment: str, version: int, payload: bytes, timeout: float, max_
     )
 
 
-# Push if the queue has room, else put the "full" reply where the caller waits: one round trip either way.
+# The payload was SET under KEYS[4] just before (same round trip). Push its header if the queue and the
+# client's share have room, counting requests and bytes; else drop the payload and say why (a negative code).
+# ARGV: header, max queue, ttl s, client, max per client, payload bytes, max client bytes, max queue bytes.
 _PUSH_IF_ROOM = """
-local function refuse(message)
-  redis.call('RPUSH', KEYS[2], message)
-  redis.call('EXPIRE', KEYS[2], ARGV[5])
-  return -1
+local function refuse(code)
+  redis.call('DEL', KEYS[4])
+  return code
 end
-if redis.call('LLEN', KEYS[1]) >= tonumber(ARGV[2]) then return refuse(ARGV[4]) end
-if ARGV[6] ~= '' and tonumber(redis.call('HGET', KEYS[3], ARGV[6]) or '0') >= tonumber(ARGV[7]) then
-  return refuse(ARGV[8])
+if redis.call('EXISTS', KEYS[4]) == 0 then return refuse(-4) end
+local nbytes = tonumber(ARGV[6])
+if redis.call('LLEN', KEYS[1]) >= tonumber(ARGV[2]) then return refuse(-1) end
+if ARGV[4] ~= '' then
+  if tonumber(redis.call('HGET', KEYS[3], ARGV[4]) or '0') >= tonumber(ARGV[5]) then return refuse(-2) end
+  if tonumber(redis.call('HGET', KEYS[3], ARGV[4] .. '*b') or '0') + nbytes > tonumber(ARGV[7]) then
+    return refuse(-5)
+  end
 end
+if tonumber(redis.call('HGET', KEYS[3], '*b') or '0') + nbytes > tonumber(ARGV[8]) then return refuse(-3) end
 local n = redis.call('LPUSH', KEYS[1], ARGV[1])
 redis.call('EXPIRE', KEYS[1], ARGV[3])
-if ARGV[6] ~= '' then
-  redis.call('HINCRBY', KEYS[3], ARGV[6], 1)
-  redis.call('EXPIRE', KEYS[3], ARGV[3])
+redis.call('HINCRBY', KEYS[3], '*b', nbytes)
+if ARGV[4] ~= '' then
+  redis.call('HINCRBY', KEYS[3], ARGV[4], 1)
+  redis.call('HINCRBY', KEYS[3], ARGV[4] .. '*b', nbytes)
 end
+redis.call('EXPIRE', KEYS[3], ARGV[3])
 return n
 """
+
+MiB = 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -211,6 +271,8 @@ class QueueBounds:
     max_queue: int = 1000  # requests waiting per deployment
     queue_ttl_s: int = 120  # the queue key expires this long after its last push
     max_per_client: int = 250  # requests one client may have waiting per deployment
+    max_queue_bytes: int = 512 * MiB  # payload bytes waiting per deployment
+    max_client_bytes: int = 256 * MiB  # payload bytes one client may have waiting per deployment
 
 
 def queue_full_message(deployment: str, max_queue: int) -> str:
@@ -227,35 +289,47 @@ def share_full_message(deployment: str, max_per_client: int) -> str:
     )
 
 
-@lru_cache(maxsize=256)
-def _refusals(deployment: str, bounds: QueueBounds) -> tuple[bytes, bytes]:
-    """The encoded "queue full" and "client share full" replies (built once per deployment and bounds)."""
-    return (
-        Reply(None, queue_full_message(deployment, bounds.max_queue)).encode(),
-        Reply(None, share_full_message(deployment, bounds.max_per_client)).encode(),
-    )
+def refusal_message(code: int, deployment: str, bounds: QueueBounds, nbytes: int) -> str:
+    """Why the push script refused a request (its negative return code)."""
+    if code == -1:
+        return queue_full_message(deployment, bounds.max_queue)
+    if code == -2:
+        return share_full_message(deployment, bounds.max_per_client)
+    if code == -3:
+        return (
+            f"the inference queue of deployment {deployment!r} holds its most payload bytes "
+            f"({bounds.max_queue_bytes} bytes, INFERENCE_QUEUE_MAX_BYTES; this request has {nbytes}): "
+            "the workers are behind; retry shortly"
+        )
+    if code == -5:
+        return (
+            f"this client's requests waiting for deployment {deployment!r} would exceed "
+            f"{bounds.max_client_bytes} payload bytes (INFERENCE_CLIENT_QUEUE_MAX_BYTES; this request has "
+            f"{nbytes}): wait for their answers, or send fewer or smaller images"
+        )
+    return REDIS_REFUSED
 
 
-def _push_and_wait(pipe, request: InferenceRequest, timeout: float, bounds: QueueBounds):
-    """Queue the request (if its queue has room) and wait for its reply in one round trip."""
-    full, share_full = _refusals(request.deployment, bounds)
-    pipe.eval(
-        _PUSH_IF_ROOM,
-        3,
-        queue_key(request.deployment),
-        request.reply_key,
-        share_key(request.deployment),
-        request.encode(),
-        bounds.max_queue,
-        bounds.queue_ttl_s,
-        full,
-        REPLY_TTL_S,
-        request.client,
-        bounds.max_per_client,
-        share_full,
-    )
-    pipe.blpop([request.reply_key], timeout=timeout)
-    return pipe
+REDIS_REFUSED = (
+    "Redis refused to store the request (it is at its maxmemory; see the README's Redis settings): "
+    "retry shortly, and raise Redis' maxmemory or lower the inference byte budgets if this persists"
+)
+
+
+class RedisRefused(BrokerError):
+    """Redis refused a write (out of memory or another command error): answered at once."""
+
+
+def pipeline_run(results: list[Any]) -> list[Any]:
+    """The replies of `pipe.execute(raise_on_error=False)`, raising RedisRefused for the first failed
+    command without rendering its arguments (redis-py's own annotation would `textwrap` every payload)."""
+    for result in results:
+        if isinstance(result, RedisError):
+            first_line = str(result.args[0] if result.args else result).splitlines()[0][:200]
+            if isinstance(result, OutOfMemoryError):
+                raise RedisRefused(REDIS_REFUSED)
+            raise RedisRefused(f"Redis refused a command: {result.__class__.__name__}: {first_line}")
+    return results
 
 
 def _reply(got, deployment: str, timeout: float) -> Reply:
@@ -283,6 +357,22 @@ def redis_from_url(url: str, *, asyncio: bool = False):
     return redis.Redis.from_url(url, socket_timeout=None, socket_keepalive=True, retry=Retry(NoBackoff(), 1))
 
 
+def payload_redis_from_url(url: str):
+    """A blocking Redis client for writing large payloads from a thread. Its commands are packed by
+    redis-py's pure-Python packer, which sends a large argument as it is (socket `sendall`, the GIL
+    released); the hiredis packer copies every argument into one buffer while holding the GIL. On the event
+    loop, redis.asyncio copies a payload twice (asyncio's `writelines` joins, its transport buffers): three
+    154 MB payloads sent to a full Redis held a web process's event loop, pages included, for 8 s
+    (bench: 0.07 s from a thread with this client)."""
+    import redis
+    from redis._parsers.encoders import Encoder
+    from redis.connection import PythonRespSerializer
+
+    packer = PythonRespSerializer(6000, Encoder("utf-8", "strict", False).encode)
+    pool = redis.ConnectionPool.from_url(url, socket_keepalive=True, command_packer=packer)
+    return redis.Redis(connection_pool=pool)
+
+
 class BrokerClient:
     """Web side, blocking Redis (redis-py) for sync reads. Thread-safe: each call borrows a pooled
     connection. Requests are submitted only through AsyncBrokerClient (sync code: `async_to_sync`)."""
@@ -294,9 +384,10 @@ class BrokerClient:
 class AsyncBrokerClient:
     """Web side, asyncio (redis.asyncio), for consumers and async views."""
 
-    def __init__(self, redis, bounds: QueueBounds | None = None):
+    def __init__(self, redis, bounds: QueueBounds | None = None, payload_redis=None):
         self.redis = redis
         self.bounds = bounds or QueueBounds()
+        self.payload_redis = payload_redis  # blocking, `payload_redis_from_url`: writes large payloads
 
     async def submit(
         self,
@@ -309,15 +400,64 @@ class AsyncBrokerClient:
         max_wait_ms: float = 2.0,
         client: str = "",
     ) -> Reply:
+        """Store the payload, queue its header if there is room (one round trip), then wait for the
+        reply. A refusal (no room, a byte budget, Redis out of memory) is answered at once: a Reply with
+        the reason as its error, or a BrokerError. A payload of LARGE_PAYLOAD_BYTES or more is written
+        from a thread (`payload_redis`), so the event loop never copies it."""
         request = _request(deployment, version, payload, timeout, max_batch_size, max_wait_ms)
         request.client = client
+        request.payload_key = PAYLOAD_PREFIX + request.id
+        request.describe_payload()
+        bounds = self.bounds
+        ttl_s = int(timeout) + REPLY_TTL_S  # the payload outlives every wait for its reply
         try:
-            got = (
-                await _push_and_wait(self.redis.pipeline(transaction=False), request, timeout, self.bounds).execute()
-            )[1]
+            if self.payload_redis is not None and len(payload) >= LARGE_PAYLOAD_BYTES:
+                stored, code = await asyncio.to_thread(_store_and_push_sync, self.payload_redis, request, bounds, ttl_s)
+            else:
+                pipe = self.redis.pipeline(transaction=False)
+                _store_and_push(pipe, request, bounds, ttl_s)
+                stored, code = await pipe.execute(raise_on_error=False)
+            if isinstance(code, RedisError) and stored is True:  # stored, then refused: do not keep it
+                await self.redis.delete(request.payload_key)
+            code = pipeline_run([stored, code])[1]
+            if code < 0:
+                if code == -4:
+                    raise RedisRefused(REDIS_REFUSED)
+                return Reply(None, refusal_message(code, deployment, bounds, request.nbytes))
+            got = await self.redis.blpop([request.reply_key], timeout=timeout)
+        except RedisRefused:
+            raise
         except RedisError as exc:
-            raise BrokerError(f"Redis is unavailable: {exc}") from None
+            raise BrokerError(f"Redis is unavailable: {exc.__class__.__name__}") from None
         return _reply(got, deployment, timeout)
+
+
+def _store_and_push(pipe, request: InferenceRequest, bounds: QueueBounds, ttl_s: int) -> None:
+    """Queue on `pipe` (sync or asyncio) the SET of the request's payload and the push of its header."""
+    pipe.set(request.payload_key, request.payload, ex=ttl_s)
+    pipe.eval(
+        _PUSH_IF_ROOM,
+        4,
+        queue_key(request.deployment),
+        request.reply_key,
+        share_key(request.deployment),
+        request.payload_key,
+        request.encode(inline=False),
+        bounds.max_queue,
+        bounds.queue_ttl_s,
+        request.client,
+        bounds.max_per_client,
+        request.nbytes,
+        bounds.max_client_bytes,
+        bounds.max_queue_bytes,
+    )
+
+
+def _store_and_push_sync(redis, request: InferenceRequest, bounds: QueueBounds, ttl_s: int) -> list[Any]:
+    """`_store_and_push` in one round trip on a blocking client (run in a thread)."""
+    pipe = redis.pipeline(transaction=False)
+    _store_and_push(pipe, request, bounds, ttl_s)
+    return pipe.execute(raise_on_error=False)
 
 
 _RELEASE = """
@@ -334,8 +474,12 @@ def shares_release(redis, deployment: str, requests: list[InferenceRequest]) -> 
     pipeline (the worker queues the release with its batch's replies: no round trip of its own)."""
     counts: dict[str, int] = {}
     for request in requests:
+        nbytes = max(0, request.nbytes) if request.payload_key else 0  # inline messages were not counted
+        counts["*b"] = counts.get("*b", 0) + nbytes
         if request.client:
             counts[request.client] = counts.get(request.client, 0) + 1
+            counts[request.client + "*b"] = counts.get(request.client + "*b", 0) + nbytes
+    counts = {k: n for k, n in counts.items() if n}
     if counts:
         args = [x for client, n in counts.items() for x in (client, n)]
         redis.eval(_RELEASE, 1, share_key(deployment), *args)

@@ -33,6 +33,7 @@ from .broker import (
     QueueBounds,
     any_worker_alive,
     dump_npy,
+    payload_redis_from_url,
     redis_from_url,
 )
 from .orm_calls import orm_call
@@ -193,6 +194,8 @@ def queue_bounds() -> QueueBounds:
         max_queue=settings.INFERENCE_QUEUE_MAX,
         queue_ttl_s=settings.INFERENCE_QUEUE_TTL_S,
         max_per_client=settings.INFERENCE_CLIENT_QUEUE_MAX,
+        max_queue_bytes=settings.INFERENCE_QUEUE_MAX_BYTES,
+        max_client_bytes=settings.INFERENCE_CLIENT_QUEUE_MAX_BYTES,
     )
 
 
@@ -208,6 +211,17 @@ def broker() -> BrokerClient:
     return _sync_client
 
 
+_payload_redis = None
+
+
+def payload_redis():
+    """The blocking client that writes large payloads from threads (one pool per process)."""
+    global _payload_redis
+    if _payload_redis is None:
+        _payload_redis = payload_redis_from_url(settings.REDIS_URL)
+    return _payload_redis
+
+
 def abroker() -> AsyncBrokerClient:
     """This event loop's broker client (a web process has one loop; `async_to_sync` outside ASGI makes a
     loop per call, whose client is dropped once that loop is closed)."""
@@ -217,7 +231,7 @@ def abroker() -> AsyncBrokerClient:
         for closed in [other for other in _async_clients if other.is_closed()]:
             del _async_clients[closed]
         client = _async_clients[loop] = AsyncBrokerClient(
-            redis_from_url(settings.REDIS_URL, asyncio=True), queue_bounds()
+            redis_from_url(settings.REDIS_URL, asyncio=True), queue_bounds(), payload_redis()
         )
     return client
 

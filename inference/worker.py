@@ -11,6 +11,16 @@ recorded) come in as callables, wired by `manage.py inference_worker`.
 - Popped requests stop counting against their clients' queue shares when the batch's replies are sent
   (in the same round trip), so no Redis call stands between the pop and the forward pass.
 - Requests whose deadline passed (the caller gave up) are skipped rather than scored.
+- Batches stay within `max_batch_pixels` (INFERENCE_BATCH_MAX_PIXELS) as well as the deployment's
+  `max_batch_size`: the worker forms a batch from the requests' headers, puts back what does not fit, and
+  only then reads the chosen requests' payloads (stored apart from the queue, `inference.broker`).
+- Nothing is lost when a worker dies (kill -9 included): every request it takes is kept in its held list
+  (`rs:inf:held:<worker>`) until its reply is sent, and while it lives a thread keeps its alive key
+  (`rs:inf:alive:<worker>`, ALIVE_TTL_S) fresh. Every worker, each second and when it starts, reclaims
+  the held list of a worker whose alive key expired: each request goes back to the oldest end of its
+  queue, once; a request whose worker died twice while holding it is answered with that reason (a 503),
+  so that one poisonous request cannot kill every worker in turn. The one gap: a request BLMPOP handed
+  to a worker that dies before its next Redis command (the hold, microseconds later) is lost.
 - BLMPOP wakes the worker the moment a request arrives and takes what else is queued in the same round
   trip. Blocking timeouts have Redis' `hz` resolution (100 ms), so the short batching wait (`max_wait_ms`)
   polls with non-blocking RPOP instead.
@@ -30,12 +40,21 @@ from dataclasses import dataclass, field
 from typing import cast
 
 from redis import Redis
+from redis.exceptions import RedisError
 
 from training.family_parts import Scorer
 from webapp import metrics
 
 from .batching import Batcher, BatchPolicy, score_requests
-from .broker import WORKERS_KEY, InferenceRequest, MessageError, Reply, queue_key, replies_queue, shares_release
+from .broker import (
+    WORKERS_KEY,
+    InferenceRequest,
+    MessageError,
+    Reply,
+    queue_key,
+    replies_queue,
+    shares_release,
+)
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +63,22 @@ ReportHealth = Callable[[str, int | None, str], None]  # (deployment, version, e
 ListDeployments = Callable[[], list[str]]
 
 POLL_INTERVAL_S = 0.0002
+HELD_PREFIX = "rs:inf:held:"  # a worker's requests taken and not yet answered
+ALIVE_PREFIX = "rs:inf:alive:"  # exists while the worker's process lives
+HOLDERS_KEY = "rs:inf:holders"  # workers that may hold requests
+ALIVE_TTL_S = 3.0
+MAX_ATTEMPTS = 2  # workers that may die holding one request before it is answered with an error
+DIED_TWICE = (
+    "the inference workers serving this request died twice while holding it (killed, or out of memory?): "
+    "it is not retried again; see the inference worker's log"
+)
+
+# Move up to ARGV[1] requests from the queue to the worker's held list: what the worker pops is held atomically.
+_POP_AND_HOLD = """
+local taken = redis.call('RPOP', KEYS[1], ARGV[1])
+if taken then redis.call('RPUSH', KEYS[2], unpack(taken)) end
+return taken
+"""
 
 
 @dataclass
@@ -55,20 +90,23 @@ class LoadedModel:
 
 
 class RedisQueue:
-    """One deployment's request list as a batching Source."""
+    """One deployment's request list as a batching Source; what it pops goes to the worker's held list."""
 
-    def __init__(self, redis, deployment: str):
+    def __init__(self, redis, deployment: str, held_key: str):
         self.redis = redis
         self.key = queue_key(deployment)
+        self.held_key = held_key
+
+    def _pop(self, count: int) -> list[bytes]:
+        return self.redis.eval(_POP_AND_HOLD, 2, self.key, self.held_key, count) or []
 
     def pop_now(self, max_count: int) -> list[InferenceRequest]:
-        return [r for r in map(decode_request, self.redis.rpop(self.key, max_count) or []) if r is not None]
+        return [r for r in map(decode_request, self._pop(max_count)) if r is not None]
 
     def pop_wait(self, timeout_s: float) -> InferenceRequest | None:
         deadline = time.monotonic() + timeout_s
         while True:
-            message = self.redis.rpop(self.key)
-            if message is not None:
+            for message in self._pop(1):
                 request = decode_request(message)
                 if request is not None:
                     return request
@@ -87,6 +125,7 @@ class InferenceWorker:
     refresh_s: float = 1.0
     wake_count: int = 64  # requests taken at once when woken (larger batches are scored in chunks)
     retry_failed_s: float = 5.0
+    max_batch_pixels: int = 0  # uint8 RGB pixels per batch (0: no cap)
     models: dict[str, LoadedModel] = field(default_factory=dict)
     batchers: dict[str, Batcher] = field(default_factory=dict)
     served: int = 0  # requests answered
@@ -98,9 +137,16 @@ class InferenceWorker:
     _waiting: tuple[bytes, list[bytes]] | None = None  # taken with the last replies: the next call serves them
     _released: list[tuple[str, list[InferenceRequest]]] = field(default_factory=list)  # shares to give back
 
+    @property
+    def held_key(self) -> str:
+        return HELD_PREFIX + self.worker_id
+
     def run(self, stop: threading.Event | None = None) -> None:
         stop = stop or threading.Event()
         log.info("inference worker %s started", self.worker_id)
+        beating = threading.Thread(target=self._stay_alive, args=(stop,), name="alive", daemon=True)
+        self._stay_alive_once()
+        beating.start()
         while not stop.is_set():
             try:
                 self.poll_once(timeout_s=1.0)
@@ -111,13 +157,32 @@ class InferenceWorker:
         pipe = self.redis.pipeline(transaction=False)
         self._release_shares(pipe)
         pipe.hdel(WORKERS_KEY, self.worker_id)
+        pipe.delete(self.held_key, ALIVE_PREFIX + self.worker_id)
+        pipe.srem(HOLDERS_KEY, self.worker_id)
         pipe.execute()
+        beating.join(5)
+
+    def _stay_alive_once(self) -> None:
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.set(ALIVE_PREFIX + self.worker_id, "1", px=int(ALIVE_TTL_S * 1000))
+        pipe.sadd(HOLDERS_KEY, self.worker_id)
+        pipe.execute()
+
+    def _stay_alive(self, stop: threading.Event) -> None:
+        """The alive key, refreshed three times per ALIVE_TTL_S on its own thread (model loads and long
+        forward passes included), until the worker stops."""
+        while not stop.wait(ALIVE_TTL_S / 3):
+            try:
+                self._stay_alive_once()
+            except Exception as exc:  # Redis away for a moment: the next beat tries again
+                log.warning("could not refresh the alive key: %s", exc)
 
     def poll_once(self, timeout_s: float = 1.0) -> int:
         """Wait for one request, serve its batch; the number of requests answered. The batch's replies go
         out in the same round trip as the wait for the next request, which the next call serves."""
         if time.monotonic() - self._refreshed_at > self.refresh_s or not self._deployments:
             self._refresh()
+            requests_reclaim(self.redis, self.worker_id)
         if not self._deployments:
             time.sleep(min(timeout_s, 0.5))
             return 0
@@ -147,21 +212,34 @@ class InferenceWorker:
         pipe = self.redis.pipeline(transaction=False)
         replies_queue(pipe, replies)
         self._release_shares(pipe)
+        pipe.delete(self.held_key)  # answered (the replies are in this round trip) or given up on
         pipe.blmpop(max(1, int(timeout_s)), len(keys), *keys, direction="RIGHT", count=self.wake_count)
-        got = pipe.execute()[-1]
-        return cast(tuple[bytes, list[bytes]], got) if got else None  # a bytes client: the stubs allow str too
+        got = cast(tuple[bytes, list[bytes]] | None, pipe.execute()[-1])  # a bytes client: the stubs allow str
+        if got:
+            pipe = self.redis.pipeline(transaction=False)
+            pipe.rpush(self.held_key, *got[1])
+            pipe.sadd(HOLDERS_KEY, self.worker_id)
+            pipe.execute()
+        return got
 
     def _release_shares(self, pipe) -> None:
-        """Queue the release of the served requests' client shares (sent with the replies, one round trip)."""
+        """Queue the release of the served requests' client shares and payloads (sent with the replies,
+        one round trip)."""
         for deployment, requests in self._released:
             shares_release(pipe, deployment, requests)
+            payloads = [r.payload_key for r in requests if r.payload_key]
+            if payloads:
+                pipe.delete(*payloads)
         self._released.clear()
 
     def _give_back_waiting(self) -> None:
         """Requests taken for the next call go back to the (oldest) end of their queue when the worker stops."""
         if self._waiting:
             key, messages = self._waiting
-            self.redis.rpush(key, *reversed(messages))
+            pipe = self.redis.pipeline(transaction=True)
+            pipe.rpush(key, *reversed(messages))
+            pipe.delete(self.held_key)
+            pipe.execute()
             self._waiting = None
 
     def serve(self, deployment: str, messages: list[bytes]) -> list[tuple[InferenceRequest, Reply]]:
@@ -173,9 +251,20 @@ class InferenceWorker:
         policy = BatchPolicy(max(1, first.max_batch_size), max(0.0, first.max_wait_ms))
         batcher = self.batchers.get(deployment)
         if batcher is None or batcher.policy != policy:
-            batcher = self.batchers[deployment] = Batcher(policy, size=_item_count)
+            batcher = self.batchers[deployment] = Batcher(
+                policy, size=_item_count, pixels=_pixel_count, max_pixels=self.max_batch_pixels
+            )
         drained = len(messages) < self.wake_count  # BLMPOP took everything that was queued
-        requests = batcher.collect(first, RedisQueue(self.redis, deployment), decoded[1:], drained=drained)
+        source = RedisQueue(self.redis, deployment, self.held_key)
+        requests, over = batcher.collect_within(first, source, decoded[1:], drained=drained)
+        if over:  # past the pixel cap: back to the oldest end of the queue, in order, and no longer held
+            over_messages = [r.message or r.encode(inline=not r.payload_key) for r in over]
+            pipe = self.redis.pipeline(transaction=True)
+            pipe.rpush(source.key, *reversed(over_messages))
+            for message in over_messages:
+                pipe.lrem(self.held_key, 1, message)  # type: ignore[arg-type]  # bytes are fine
+            pipe.execute()
+        self._payloads_read(requests)
         self._released.append((deployment, requests))  # sent with the replies, not before the forward
         now = time.time()
         live = [r for r in requests if r.deadline > now]
@@ -186,6 +275,13 @@ class InferenceWorker:
         self.items += sum(_item_count(r) for r in live)
         self.batches += 1
         return replies
+
+    def _payloads_read(self, requests: list[InferenceRequest]) -> None:
+        """Read the payloads stored apart (one round trip); a missing one (expired) fails its request only."""
+        stored = [r for r in requests if r.payload_key and not r.payload]
+        if stored:
+            for request, payload in zip(stored, self.redis.mget([r.payload_key for r in stored]), strict=True):
+                request.payload = cast(bytes, payload) or b""  # a bytes client
 
     def _answer(
         self, deployment: str, requests: list[InferenceRequest], policy: BatchPolicy
@@ -207,7 +303,8 @@ class InferenceWorker:
                 replies.append((request, Reply(None, f"unreadable images: {exc}", model.version, self.worker_id)))
         try:
             started = time.monotonic()
-            results = score_requests([r.array for r in good], model.scorer.score, policy.max_batch_size)
+            arrays = [r.array for r in good]
+            results = score_requests(arrays, model.scorer.score, policy.max_batch_size, self.max_batch_pixels)
             items = sum(_item_count(r) for r in good)
             series.batch_seconds.observe(time.monotonic() - started)
             series.batch_size.observe(items)
@@ -265,7 +362,10 @@ class InferenceWorker:
             "batches": self.batches,
             "models": {name: m.version for name, m in self.models.items() if m.scorer is not None},
         }
-        self.redis.hset(WORKERS_KEY, self.worker_id, json.dumps(heartbeat))
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.hset(WORKERS_KEY, self.worker_id, json.dumps(heartbeat))
+        pipe.set(ALIVE_PREFIX + self.worker_id, "1", px=int(ALIVE_TTL_S * 1000))
+        pipe.execute()
 
 
 def decode_request(message: bytes) -> InferenceRequest | None:
@@ -277,8 +377,55 @@ def decode_request(message: bytes) -> InferenceRequest | None:
 
 
 def _item_count(request: InferenceRequest) -> int:
-    """Items in a request (decoding its array once; a bad payload counts as one and fails later)."""
+    """Items in a request: from its header, else its array (a bad payload counts as one and fails later)."""
+    if request.items >= 0:
+        return max(1, request.items)
     try:
         return max(1, int(request.array.shape[0])) if request.array.ndim else 1
     except (ValueError, OSError, EOFError):
         return 1
+
+
+def _pixel_count(request: InferenceRequest) -> int:
+    """uint8 RGB pixels in a request (bytes / 3): from its header, else its payload's size."""
+    return request.pixels if request.pixels >= 0 else max(1, len(request.payload) // 3)
+
+
+def requests_reclaim(redis, reclaimer: str) -> int:
+    """Requests held by workers whose alive key expired (killed, or stopped without cleaning up) go back
+    to their queues, oldest end, once; a second time they are answered with DIED_TWICE. Returns how many
+    were handled. Several reclaimers may run at once: RENAME hands a held list to exactly one."""
+    handled = 0
+    for raw in redis.smembers(HOLDERS_KEY):
+        holder = raw.decode() if isinstance(raw, bytes) else str(raw)
+        if holder == reclaimer or redis.exists(ALIVE_PREFIX + holder):
+            continue
+        claimed = f"{HELD_PREFIX}reclaim:{reclaimer}:{holder}"
+        try:
+            redis.rename(HELD_PREFIX + holder, claimed)
+        except RedisError:  # nothing held, or another worker took it first
+            redis.srem(HOLDERS_KEY, holder)
+            continue
+        pipe = redis.pipeline(transaction=True)
+        for message in redis.lrange(claimed, 0, -1):
+            request = decode_request(message)
+            if request is None or request.deadline <= time.time():
+                if request is not None:
+                    shares_release(pipe, request.deployment, [request])
+                continue
+            handled += 1
+            if request.attempts + 1 >= MAX_ATTEMPTS:
+                log.warning("request %s: its workers died twice while holding it; answered with an error", request.id)
+                replies_queue(pipe, [(request, Reply(None, DIED_TWICE, request.version, reclaimer))])
+                shares_release(pipe, request.deployment, [request])
+                if request.payload_key:
+                    pipe.delete(request.payload_key)
+            else:
+                request.attempts += 1
+                pipe.rpush(queue_key(request.deployment), request.encode(inline=not request.payload_key))
+        pipe.delete(claimed)
+        pipe.srem(HOLDERS_KEY, holder)
+        pipe.execute()
+        if handled:
+            log.warning("took back %d requests held by the dead inference worker %s", handled, holder)
+    return handled

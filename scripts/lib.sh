@@ -130,3 +130,12 @@ ensure_interop_env() {
   fi
   ln -sfn "$env" "$ROOT/.interop"
 }
+
+require_redis_maxmemory() {
+  # The run command refuses a Redis without maxmemory: one flood could take all of the machine's memory.
+  local maxmemory
+  maxmemory="$(python -c 'import os, redis; print(redis.Redis.from_url(os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")).config_get("maxmemory").get("maxmemory", "0"))' 2>/dev/null || echo unknown)"
+  if [ "$maxmemory" = "0" ]; then
+    die "the Redis at $(redis_url) has no maxmemory: set one, e.g. redis-cli CONFIG SET maxmemory 1gb; redis-cli CONFIG SET maxmemory-policy noeviction (and the same in redis.conf), then run again"
+  fi
+}

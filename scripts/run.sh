@@ -6,6 +6,7 @@ source "$(dirname "$0")/lib.sh"
 
 setup_all
 ensure_redis
+require_redis_maxmemory
 export RS_PORT="${RS_PORT:-8000}" RS_HOST="${RS_HOST:-127.0.0.1}"
 # manage.py and robot_agent beside the app (and below) use these settings, not an earlier run's
 python webapp/run_env.py "$ROOT/.run.env"

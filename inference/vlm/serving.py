@@ -10,8 +10,12 @@ HistoryManager counting (`inference.rewards.history_window`: `count % input_inte
 step where the env reports success), then the deployment's combine formula
 `env_reward_weight * env_reward + reward_weight * model_output`, with `history_reward_assign` info.
 Buffers are bounded: a client (agent or person, as authenticated) keeps at most VLM_MAX_STREAMS live streams
-per deployment (more answer 429) and a stream's buffer expires VLM_STREAM_TTL_S after its last step, so
-invented stream names cannot fill Redis. Redis is the broker's asyncio client; ORM reads go through
+per deployment (more answer 429) holding at most VLM_CLIENT_BUFFER_MAX_BYTES of frames (a step that would
+take the client past it answers 429 before anything is written: the bytes each stream keeps are counted
+exactly, from a list of its records' sizes kept beside it), and a stream's buffer expires
+VLM_STREAM_TTL_S after its last step, so invented stream names or huge frames cannot fill Redis. The
+pipelines that carry frames never let redis-py raise (its error message renders every argument:
+`inference.broker.pipeline_run`), so a Redis that refuses writes answers a 503 at once. Redis is the broker's asyncio client; ORM reads go through
 `inference.orm_calls.orm_call`.
 """
 
@@ -24,11 +28,18 @@ from typing import Any
 import numpy as np
 from django.conf import settings
 
-from inference.broker import dump_npy
+from inference.broker import BrokerError, dump_npy, pipeline_run
 from inference.coalesce import Coalescer
 from inference.orm_calls import orm_call
 from inference.rewards import RewardSettings, combine, compute_rewards, history_window
-from inference.serving import DeploymentConfig, DeploymentNotFound, abroker, deployment_config, infer_payload
+from inference.serving import (
+    DeploymentConfig,
+    DeploymentNotFound,
+    DeploymentUnavailable,
+    abroker,
+    deployment_config,
+    infer_payload,
+)
 from training.vlm.labels import LABELS
 from training.vlm.prompt import prompt_render
 from training.vlm.rewards import TrendRewardConfig, trend_reward
@@ -36,6 +47,7 @@ from training.vlm.wire import WindowRequest, pad_records, record_pack, unpack_wi
 
 HISTORY_PREFIX = "rs:vlm:hist:"
 STREAMS_PREFIX = "rs:vlm:streams:"
+BYTES_PREFIX = "rs:vlm:bytes:"  # hash per client and deployment: stream -> bytes its buffer holds
 REWARD_MODES = ("history_vlm", "buffered_vlm")
 
 
@@ -44,7 +56,7 @@ class NotAVLMDeployment(ValueError):
 
 
 class TooManyStreams(ValueError):
-    """The client already keeps the most streams it may on this deployment (a 429)."""
+    """The client already keeps the most streams (or buffered bytes) it may on this deployment (a 429)."""
 
 
 @dataclass
@@ -185,24 +197,48 @@ def _streams_key(deployment: VLMDeployment, client: str) -> str:
     return f"{STREAMS_PREFIX}{deployment.config.name}:{deployment.config.id}:{client}"
 
 
+def _bytes_key(deployment: VLMDeployment, client: str) -> str:
+    return f"{BYTES_PREFIX}{deployment.config.name}:{deployment.config.id}:{client}"
+
+
+def _step_bytes(step: StreamStep) -> int:
+    return sum(int(getattr(frames, "nbytes", 0)) for frames in (step.main, step.extra))
+
+
 async def streams_admit(redis, deployment: VLMDeployment, client: str, steps: list[StreamStep]) -> None:
     """Record the steps' streams as live for `client` (a sorted set scored by last use); raise
-    TooManyStreams when new names would take the client past VLM_MAX_STREAMS live streams."""
+    TooManyStreams when new names would take the client past VLM_MAX_STREAMS live streams, or the steps'
+    frames past VLM_CLIENT_BUFFER_MAX_BYTES of buffers (counting what its live streams hold now)."""
     key, ttl, most = _streams_key(deployment, client), settings.VLM_STREAM_TTL_S, settings.VLM_MAX_STREAMS
+    bytes_key, budget = _bytes_key(deployment, client), settings.VLM_CLIENT_BUFFER_MAX_BYTES
     names = sorted({step.stream for step in steps})
     now = time.time()
     pipe = redis.pipeline(transaction=False)
+    pipe.zrangebyscore(key, "-inf", now - ttl)
     pipe.zremrangebyscore(key, "-inf", now - ttl)
     pipe.zmscore(key, names)
     pipe.zcard(key)
-    _, scores, live = await pipe.execute()
+    pipe.hgetall(bytes_key)
+    stale, _, scores, live, held = await pipe.execute()
     new = sum(1 for score in scores if score is None)
     if live + new > most:
         raise TooManyStreams(
             f"this client already has {live} live streams on deployment {deployment.config.name!r} and may keep "
             f"at most {most} (VLM_MAX_STREAMS); finish streams with done=true or reuse their names"
         )
+    gone = {name.decode() if isinstance(name, bytes) else str(name) for name in stale}
+    buffered = sum(int(v) for k, v in held.items() if (k.decode() if isinstance(k, bytes) else str(k)) not in gone)
+    # a step that ends its stream is always let through: its buffer is freed within this request
+    incoming = sum(_step_bytes(step) for step in steps if not step.done)
+    if buffered + incoming > budget:
+        raise TooManyStreams(
+            f"this client's step buffers on deployment {deployment.config.name!r} hold {buffered} bytes and these "
+            f"steps bring {incoming} more, past {budget} bytes (VLM_CLIENT_BUFFER_MAX_BYTES): finish streams "
+            "with done=true, or send smaller or fewer frames"
+        )
     pipe = redis.pipeline(transaction=False)
+    if gone:
+        pipe.hdel(bytes_key, *gone)
     pipe.zadd(key, dict.fromkeys(names, now))
     done = [step.stream for step in steps if step.done]
     if done:
@@ -211,36 +247,53 @@ async def streams_admit(redis, deployment: VLMDeployment, client: str, steps: li
     await pipe.execute()
 
 
-async def _push_group(redis, keys: list[str], steps: list[StreamStep], reward: RewardSettings, ttl: int) -> None:
+async def _push_group(
+    redis, keys: list[str], steps: list[StreamStep], reward: RewardSettings, ttl: int, bytes_key: str
+) -> None:
     """Buffer a group of steps of distinct streams in two round trips: push and count every step, then
     read back the windows of the steps that get scored and clear the streams that are done. Like RLinf's
-    HistoryManager, a stream holds up to `history_size + 1` steps when its window is built."""
+    HistoryManager, a stream holds up to `history_size + 1` steps when its window is built. Each stream's
+    record sizes are kept in a list beside it (`<key>:sz`), so the bytes it holds are known exactly."""
     if not steps:
         return
-    pipe = redis.pipeline(transaction=True)
-    count_at = []  # position of each step's INCR reply
+    keep = reward.history_size + 1
+    pipe = redis.pipeline(transaction=False)
+    count_at, sizes_at = [], []  # position of each step's INCR and size-list replies
     for key, step in zip(keys, steps, strict=True):
         if step.reset:
-            pipe.delete(key, key + ":n")
-        pipe.rpush(key, record_pack(WindowRequest([step.main, step.extra])))
-        pipe.ltrim(key, -(reward.history_size + 1), -1)
+            pipe.delete(key, key + ":n", key + ":sz")
+        record = record_pack(WindowRequest([step.main, step.extra]))
+        pipe.rpush(key, record)
+        pipe.ltrim(key, -keep, -1)
         pipe.incr(key + ":n")
         count_at.append(len(pipe.command_stack) - 1)
-        pipe.expire(key, ttl)
-        pipe.expire(key + ":n", ttl)
-    replies = await pipe.execute()
+        pipe.rpush(key + ":sz", len(record))
+        pipe.ltrim(key + ":sz", -keep, -1)
+        pipe.lrange(key + ":sz", 0, -1)
+        sizes_at.append(len(pipe.command_stack) - 1)
+        for suffix in ("", ":n", ":sz"):
+            pipe.expire(key + suffix, ttl)
+    replies = pipeline_run(await pipe.execute(raise_on_error=False))
     for step, at in zip(steps, count_at, strict=True):
         step.count = int(replies[at])
         step.window_size = history_window(step.count, step.done, reward)
-    pipe = redis.pipeline(transaction=True)
+    pipe = redis.pipeline(transaction=False)
     reads = [step for step in steps if step.window_size]
     for key, step in zip(keys, steps, strict=True):
         if step.window_size:
             pipe.lrange(key, -step.window_size, -1)
     for key, step in zip(keys, steps, strict=True):
         if step.done:
-            pipe.delete(key, key + ":n")
-    results = await pipe.execute()
+            pipe.delete(key, key + ":n", key + ":sz")
+    held = {step.stream: sum(int(n) for n in replies[at]) for step, at in zip(steps, sizes_at, strict=True)}
+    finished = [step.stream for step in steps if step.done]
+    kept = {name: n for name, n in held.items() if name not in finished}
+    if kept:
+        pipe.hset(bytes_key, mapping=kept)
+    if finished:
+        pipe.hdel(bytes_key, *finished)
+    pipe.expire(bytes_key, ttl)
+    results = pipeline_run(await pipe.execute(raise_on_error=False))
     for step, records in zip(reads, results, strict=False):
         step.window = [unpack_window(np.frombuffer(raw, dtype=np.uint8)).images for raw in records]
 
@@ -265,7 +318,10 @@ async def stream_rewards(
     for step in [*steps, None]:
         if step is None or step.stream in {s.stream for s in group}:
             keys = [_stream_key(deployment, client, s.stream) for s in group]
-            await _push_group(redis, keys, group, reward, settings.VLM_STREAM_TTL_S)
+            try:
+                await _push_group(redis, keys, group, reward, settings.VLM_STREAM_TTL_S, _bytes_key(deployment, client))
+            except BrokerError as exc:  # Redis refused the frames (at its maxmemory): a 503 at once
+                raise DeploymentUnavailable(str(exc)) from None
             group = []
         if step is not None:
             group.append(step)

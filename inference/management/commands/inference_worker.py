@@ -103,6 +103,7 @@ class Command(BaseCommand):
             load_model=load_model,
             report_health=report_health,
             list_deployments=list_deployments,
+            max_batch_pixels=settings.INFERENCE_BATCH_MAX_PIXELS,
         )
         stop = threading.Event()
         for sig in (signal.SIGTERM, signal.SIGINT):
