@@ -49,7 +49,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
-from harness import interleaved, procfile_env, scratch_environment, start_web, stop, timed  # noqa: E402
+from harness import interleaved, parse_args, procfile_env, scratch_environment, start_web, stop, timed  # noqa: E402
 from reward_http import LeanRewardClient  # noqa: E402
 
 TMP = scratch_environment("inference")
@@ -121,7 +121,7 @@ def main() -> None:
     )
     parser.add_argument("--max-wait-ms", type=float, default=2.0, help="the deployment's batching wait")
     parser.add_argument("--size", type=int, default=128, help="image side (the targets are for 128)")
-    args = parser.parse_args()
+    args = parse_args(parser, requests=8, batches=2, clients=2, rounds=1, size=32)
 
     import torch
 
