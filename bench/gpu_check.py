@@ -44,8 +44,8 @@ sys.path.append(str(ROOT / "bench"))  # after the root: bench/inference.py must 
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
-
 from harness import parse_args  # noqa: E402
+
 from training import distributed  # noqa: E402
 from training.families import scorer_load  # noqa: E402
 from training.family_parts import ModelSpec  # noqa: E402

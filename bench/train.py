@@ -35,9 +35,9 @@ sys.path.append(str(Path(__file__).resolve().parent))  # after the root: bench/i
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
+from harness import parse_args  # noqa: E402
 from torch.nn import functional as F  # noqa: E402
 
-from harness import parse_args  # noqa: E402
 from training.reporting import MemoryReporter  # noqa: E402
 from training.resnet.config import ResNetConfig  # noqa: E402
 from training.resnet.model import RewardResNet  # noqa: E402
