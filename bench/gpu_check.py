@@ -17,7 +17,8 @@ DRF, Channels, Celery or ManiSkill; it imports only the Django-free family folde
    scorer on packed windows: device (bf16, as served) vs CPU (fp32), and device fp32 vs CPU fp32.
 
 Exit status 0 when every required check passed. `--device cpu` runs the same checks on the CPU (device
-vs CPU comparisons are then trivial). Tolerances: `--atol` (fp32 probabilities), `--atol-bf16`.
+vs CPU comparisons are then trivial); `--smoke` runs them all on the CPU at the smallest sizes that still
+pass, on one thread (what the test suite runs). Tolerances: `--atol` (fp32 probabilities), `--atol-bf16`.
 
     PYTHONUNBUFFERED=1 python3 bench/gpu_check.py [--device auto|cuda|cpu] [--skip-vlm] [--skip-ddp]
 """

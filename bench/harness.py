@@ -94,6 +94,23 @@ def start_web(log: Path, env: dict[str, str] | None = None, app: str | None = No
     return proc, f"http://127.0.0.1:{port}"
 
 
+def wait_for_inference_worker(proc: subprocess.Popen, timeout: float = 300.0) -> None:
+    """Until the inference worker `proc` (`manage.py inference_worker`, started here) wrote its first heartbeat:
+    on a busy machine its start (torch, Django) can outlast the 30 s a reward request waits for a worker."""
+    from django.conf import settings
+
+    from inference.broker import WORKERS_KEY, redis_from_url
+
+    redis = redis_from_url(settings.REDIS_URL)
+    deadline = time.monotonic() + timeout
+    while not any(key.decode().endswith(f":{proc.pid}") for key in redis.hkeys(WORKERS_KEY)):
+        if proc.poll() is not None:
+            raise RuntimeError(f"inference worker exited at start with code {proc.returncode}")
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"no heartbeat from the inference worker after {timeout}s")
+        time.sleep(0.2)
+
+
 def stop(*procs: subprocess.Popen, timeout: float = 15.0) -> None:
     """Stop started processes: terminate all, then kill any still running after `timeout` seconds."""
     for proc in procs:

@@ -49,7 +49,16 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
-from harness import interleaved, parse_args, procfile_env, scratch_environment, start_web, stop, timed  # noqa: E402
+from harness import (  # noqa: E402
+    interleaved,
+    parse_args,
+    procfile_env,
+    scratch_environment,
+    start_web,
+    stop,
+    timed,
+    wait_for_inference_worker,
+)
 from reward_http import LeanRewardClient  # noqa: E402
 
 TMP = scratch_environment("inference")
@@ -151,6 +160,7 @@ def main() -> None:
         stderr=subprocess.STDOUT,
     )
     try:
+        wait_for_inference_worker(worker)
         client = RewardClient(url, token, deployment.name)
         lean = LeanRewardClient(url, token, deployment.name)
         for _ in range(5):  # warm up: model loaded, connections open

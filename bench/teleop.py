@@ -40,7 +40,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
-from harness import parse_args, procfile_env, scratch_environment, start_web, stop  # noqa: E402
+from harness import parse_args, procfile_env, scratch_environment, start_web, stop, wait_for_inference_worker  # noqa: E402
 
 TMP = scratch_environment("teleop")
 WORKER_ENV = procfile_env("inference")
@@ -206,6 +206,7 @@ def main() -> None:
         cwd=ROOT, env={**env, **WORKER_ENV}, stdout=open(TMP / "logs" / "worker.log", "w"), stderr=subprocess.STDOUT,  # noqa: SIM115
     )  # fmt: skip
     try:
+        wait_for_inference_worker(worker)
         name128, folder128 = deployments[128]
         name224, folder224 = deployments[224]
         print(

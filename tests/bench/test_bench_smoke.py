@@ -162,7 +162,7 @@ def test_reward_client_cpu(bench_env):
 @pytest.mark.django_db(transaction=True)
 def test_scale(postgres_env):
     out = smoke("scale", postgres_env)
-    assert re.search(r"^measure\s+1,000\s+limit$", out, re.MULTILINE), out
+    assert re.search(r"^measure\s+2,000\s+limit$", out, re.MULTILINE), out
     assert_rows(
         out,
         "project page  ",
