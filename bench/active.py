@@ -50,8 +50,10 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.append(str(Path(__file__).resolve().parent))  # after the root: bench/inference.py must not hide the package
 
 import numpy as np  # noqa: E402
+from harness import parse_args  # noqa: E402
 
 from training.active_queue import COVERAGE_KINDS, EXPLORE_SHARE, NEIGHBOUR_STEPS  # noqa: E402
 
@@ -402,7 +404,7 @@ def main() -> None:
     parser.add_argument("--json", default="")
     parser.add_argument("--project", default="", help="store the result as this project's label efficiency")
     parser.add_argument("--cache", default="", help="npz file: reuse the collected episodes (written when missing)")
-    args = parser.parse_args()
+    args = parse_args(parser, episodes=1, val_episodes=1, size=16, max_steps=80, seeds=1, rounds=2, steps=3)
 
     import torch
 

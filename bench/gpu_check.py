@@ -17,7 +17,8 @@ DRF, Channels, Celery or ManiSkill; it imports only the Django-free family folde
    scorer on packed windows: device (bf16, as served) vs CPU (fp32), and device fp32 vs CPU fp32.
 
 Exit status 0 when every required check passed. `--device cpu` runs the same checks on the CPU (device
-vs CPU comparisons are then trivial). Tolerances: `--atol` (fp32 probabilities), `--atol-bf16`.
+vs CPU comparisons are then trivial); `--smoke` runs them all on the CPU at the smallest sizes that still
+pass, on one thread (what the test suite runs). Tolerances: `--atol` (fp32 probabilities), `--atol-bf16`.
 
     PYTHONUNBUFFERED=1 python3 bench/gpu_check.py [--device auto|cuda|cpu] [--skip-vlm] [--skip-ddp]
 """
@@ -40,9 +41,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.append(str(ROOT / "bench"))  # after the root: bench/inference.py must not hide the package
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
+from harness import parse_args  # noqa: E402
 
 from training import distributed  # noqa: E402
 from training.families import scorer_load  # noqa: E402
@@ -78,6 +81,7 @@ class Sizes:
 SIZES = {
     "cuda": Sizes(64, 1024, 128, 4, 32, 128, 2048, 64, 256, 1.0),
     "cpu": Sizes(32, 128, 64, 3, 32, 32, 128, 32, 64, 0.5),
+    "smoke": Sizes(16, 64, 32, 3, 16, 16, 32, 16, 32, 0.1),  # --smoke: every check on one CPU thread, in seconds
 }
 
 
@@ -384,7 +388,7 @@ def check_vlm(checks: Checks, device: torch.device, work: Path, atol: float, ato
 
 def third_party_modules() -> list[str]:
     roots = {name.split(".")[0] for name in sys.modules}
-    local = {"training", "labeling", "bench_train", "__main__"}
+    local = {"training", "labeling", "bench_train", "harness", "__main__"}
     return sorted(r for r in roots - set(sys.stdlib_module_names) - local if not r.startswith("_"))
 
 
@@ -397,11 +401,13 @@ def main() -> int:
     parser.add_argument("--atol-bf16", type=float, default=5e-2, help="VLM probabilities served in bf16 vs CPU fp32")
     parser.add_argument("--skip-vlm", action="store_true")
     parser.add_argument("--skip-ddp", action="store_true")
-    args = parser.parse_args()
+    args = parse_args(parser, device="cpu")
 
     started = time.perf_counter()
     device = pick_device(args.device)
-    sizes = SIZES[device.type]
+    sizes = SIZES["smoke" if args.smoke else device.type]
+    if args.smoke:
+        torch.set_num_threads(1)  # the test suite's machine is small and shared: one thread wastes no CPU waiting
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
     print(
         f"gpu_check: device {device} ({name}), python {sys.version.split()[0]}, torch {torch.__version__} "

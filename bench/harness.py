@@ -1,7 +1,9 @@
-"""Shared bench plumbing: a scratch environment, a free local port, the Procfile's processes, waiting for a server."""
+"""Shared bench plumbing: a scratch environment, a free local port, the Procfile's processes, waiting for a server,
+and the `--smoke` size every bench takes."""
 
 from __future__ import annotations
 
+import argparse
 import os
 import shlex
 import socket
@@ -14,6 +16,23 @@ from functools import partial
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def parse_args(parser: argparse.ArgumentParser, **smoke: object) -> argparse.Namespace:
+    """The bench's options, with `--smoke`: the given sizes (an option's name: its smoke value), the smallest
+    that still run every part end to end in seconds. The test suite runs each bench so (tests/bench); its
+    figures mean nothing. An option given on the command line keeps its value."""
+    sizes = " ".join(f"--{name.replace('_', '-')} {value}" for name, value in smoke.items() if value is not True)
+    flags = " ".join(f"--{name.replace('_', '-')}" for name, value in smoke.items() if value is True)
+    parser.add_argument(
+        "--smoke", action="store_true", help=f"a run of seconds that checks the bench works: {sizes} {flags}".strip()
+    )
+    args = parser.parse_args()
+    if args.smoke:
+        for name, value in smoke.items():
+            if getattr(args, name) == parser.get_default(name):
+                setattr(args, name, value)
+    return args
 
 
 def free_port() -> int:
@@ -74,6 +93,23 @@ def start_web(log: Path, env: dict[str, str] | None = None, app: str | None = No
     )
     wait_for_port(port, proc)
     return proc, f"http://127.0.0.1:{port}"
+
+
+def wait_for_inference_worker(proc: subprocess.Popen, timeout: float = 300.0) -> None:
+    """Until the inference worker `proc` (`manage.py inference_worker`, started here) wrote its first heartbeat:
+    on a busy machine its start (torch, Django) can outlast the 30 s a reward request waits for a worker."""
+    from django.conf import settings
+
+    from inference.broker import WORKERS_KEY, redis_from_url
+
+    redis = redis_from_url(settings.REDIS_URL)
+    deadline = time.monotonic() + timeout
+    while not any(key.decode().endswith(f":{proc.pid}") for key in redis.hkeys(WORKERS_KEY)):
+        if proc.poll() is not None:
+            raise RuntimeError(f"inference worker exited at start with code {proc.returncode}")
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"no heartbeat from the inference worker after {timeout}s")
+        time.sleep(0.2)
 
 
 def stop(*procs: subprocess.Popen, timeout: float = 15.0) -> None:

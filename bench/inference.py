@@ -49,7 +49,16 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
-from harness import interleaved, procfile_env, scratch_environment, start_web, stop, timed  # noqa: E402
+from harness import (  # noqa: E402
+    interleaved,
+    parse_args,
+    procfile_env,
+    scratch_environment,
+    start_web,
+    stop,
+    timed,
+    wait_for_inference_worker,
+)
 from reward_http import LeanRewardClient  # noqa: E402
 
 TMP = scratch_environment("inference")
@@ -121,7 +130,7 @@ def main() -> None:
     )
     parser.add_argument("--max-wait-ms", type=float, default=2.0, help="the deployment's batching wait")
     parser.add_argument("--size", type=int, default=128, help="image side (the targets are for 128)")
-    args = parser.parse_args()
+    args = parse_args(parser, requests=8, batches=2, clients=2, rounds=1, size=32)
 
     import torch
 
@@ -151,6 +160,7 @@ def main() -> None:
         stderr=subprocess.STDOUT,
     )
     try:
+        wait_for_inference_worker(worker)
         client = RewardClient(url, token, deployment.name)
         lean = LeanRewardClient(url, token, deployment.name)
         for _ in range(5):  # warm up: model loaded, connections open

@@ -51,7 +51,7 @@ from PIL import Image
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
-from harness import procfile_line, scratch_environment, start_web, stop  # noqa: E402
+from harness import parse_args, procfile_line, scratch_environment, start_web, stop  # noqa: E402
 
 from robot_agent.uploader import IngestClient  # noqa: E402
 from training.synthetic import make_scene  # noqa: E402
@@ -360,7 +360,7 @@ def main() -> None:
     parser.add_argument("--uploaders", type=int, default=2, help="agents uploading at once in the throughput part")
     parser.add_argument("--concurrent", type=int, default=50, help="agents uploading at once in the second part")
     parser.add_argument("--format", choices=["binary", "multipart", "both"], default="both")
-    args = parser.parse_args()
+    args = parse_args(parser, episodes=1, uploaders=1, concurrent=3)
     formats = {"binary": [True], "multipart": [False], "both": [True, False]}[args.format]
 
     setup = None

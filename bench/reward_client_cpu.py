@@ -27,7 +27,7 @@ import requests
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
 sys.path.insert(0, str(ROOT))  # before bench/, whose inference.py would hide the inference package
-from harness import free_port, wait_for_port  # noqa: E402
+from harness import free_port, parse_args, wait_for_port  # noqa: E402
 from reward_http import LeanRewardClient  # noqa: E402
 
 from inference.broker import dump_npy  # noqa: E402
@@ -75,7 +75,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--requests", type=int, default=500)
     parser.add_argument("--size", type=int, default=128, help="image side of the single-image requests")
-    args = parser.parse_args()
+    args = parse_args(parser, requests=20, size=32)
 
     port = free_port()
     server = subprocess.Popen([sys.executable, "-c", STUB_SERVER, str(port)])

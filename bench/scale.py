@@ -50,7 +50,7 @@ from typing import TYPE_CHECKING
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
-from harness import procfile_line, scratch_environment, start_web, stop  # noqa: E402
+from harness import parse_args, procfile_line, scratch_environment, start_web, stop  # noqa: E402
 
 if TYPE_CHECKING:
     from labeling.models import Project
@@ -447,7 +447,8 @@ def main() -> None:
     parser.add_argument("--keep", action="store_true", help="leave the seeded projects in the database")
     parser.add_argument("--reuse", action="store_true", help="measure the projects a --keep run left (implies --keep)")
     parser.add_argument("--measures", default=",".join(MEASURES), help=f"a subset of {', '.join(MEASURES)}")
-    args = parser.parse_args()
+    # 2,000 frames: the least whose fully labeled episodes include a successful one (a snapshot needs both)
+    args = parse_args(parser, sizes="2000", repeats=1, raw_frames=50)
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
     measures = {m.strip() for m in args.measures.split(",") if m.strip()}
     if measures - set(MEASURES):

@@ -40,7 +40,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
-from harness import procfile_env, scratch_environment, start_web, stop  # noqa: E402
+from harness import parse_args, procfile_env, scratch_environment, start_web, stop, wait_for_inference_worker  # noqa: E402
 
 TMP = scratch_environment("teleop")
 WORKER_ENV = procfile_env("inference")
@@ -192,7 +192,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1, help="torch threads for raw and worker")
     parser.add_argument("--seconds", type=float, default=10.0, help="stream length per scenario")
     parser.add_argument("--clients", type=int, default=5)
-    args = parser.parse_args()
+    args = parse_args(parser, seconds=1.5, clients=2)
 
     import torch
 
@@ -206,6 +206,7 @@ def main() -> None:
         cwd=ROOT, env={**env, **WORKER_ENV}, stdout=open(TMP / "logs" / "worker.log", "w"), stderr=subprocess.STDOUT,  # noqa: SIM115
     )  # fmt: skip
     try:
+        wait_for_inference_worker(worker)
         name128, folder128 = deployments[128]
         name224, folder224 = deployments[224]
         print(

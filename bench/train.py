@@ -31,9 +31,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.append(str(Path(__file__).resolve().parent))  # after the root: bench/inference.py must not hide the package
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
+from harness import parse_args  # noqa: E402
 from torch.nn import functional as F  # noqa: E402
 
 from training.reporting import MemoryReporter  # noqa: E402
@@ -123,7 +125,7 @@ def main() -> None:
     parser.add_argument(
         "--augment", action="store_true", help="Also time the project loop with random-crop augmentation."
     )
-    args = parser.parse_args()
+    args = parse_args(parser, size=16, n=32, val=8, batch=16, epochs=1, repeats=1, threads=1)
 
     torch.set_num_threads(args.threads)
     device = pick_device(args.device)

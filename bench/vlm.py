@@ -37,7 +37,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
-from harness import interleaved, procfile_env, scratch_environment, stop  # noqa: E402
+from harness import interleaved, parse_args, procfile_env, scratch_environment, stop, wait_for_inference_worker  # noqa: E402
 
 TMP = scratch_environment("vlm")
 WORKER_ENV = procfile_env("inference")
@@ -100,7 +100,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1, help="torch threads, raw and worker alike")
     parser.add_argument("--windows", type=int, default=200, help="windows per measurement")
     parser.add_argument("--repeats", type=int, default=3, help="runs of the whole comparison; the median counts")
-    args = parser.parse_args()
+    args = parse_args(parser, windows=8, repeats=1)
 
     import torch
 
@@ -134,6 +134,7 @@ def main() -> None:
     )
     suffix = f":{worker.pid}"
     try:
+        wait_for_inference_worker(worker)
         config = asyncio.run(deployment_config(deployment.name))
 
         loop = asyncio.new_event_loop()  # one loop for every service call, as a web process has

@@ -1,9 +1,12 @@
 """A tiny random-weight Qwen3-VL (model, tokenizer, processor) built in code and saved to a folder.
 
 It loads through the same `from_pretrained(folder)` path as a downloaded Qwen3-VL-4B-Instruct, so tests,
-benchmarks and demos exercise the real code path without any download. Facts and pitfalls:
-`/work/shared/reference/vlm-fixture.md` (mrope_section must fit head_dim, the vision `out_hidden_size`
-must equal the text hidden size, deepstack indexes must exist in the tiny vision tower).
+benchmarks and demos exercise the real code path without any download: a BPE tokenizer trained here on a
+few sentences plus Qwen's special tokens and the three labels as single tokens, a 2-layer text model
+(hidden 64, head_dim 16) and a depth-2 vision tower (hidden 32, patch 16, merge 2), about 216k parameters.
+Pitfalls a tiny config meets, each of which runs silently wrong or fails with a misleading message:
+`mrope_section` must fit head_dim ([4, 2, 2] for 16), the vision `out_hidden_size` must equal the text
+hidden size, and `deepstack_visual_indexes` must name layers the tiny vision tower has.
 """
 
 from __future__ import annotations

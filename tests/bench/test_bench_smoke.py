@@ -1,0 +1,198 @@
+"""Every bench in bench/ runs end to end at its `--smoke` size, started as a user starts it (this Python, the
+script's path, the repository as working directory), exits 0 and prints its table. Nothing is timed here: a
+bench's figures are for people, and a smoke run's mean nothing; what is checked is that the bench still runs
+against today's code (bench/labeling.py once timed out for weeks, unnoticed, after roles landed).
+
+Benches that migrate a database of their own get a copy of one SQLite file migrated once for the session (the
+same database they make by default, without paying for the migrations each time); bench/labeling.py and
+bench/scale.py measure PostgreSQL and get the test database."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT
+
+BENCH = ROOT / "bench"
+# Modules the benches import, not benches themselves: harness.py's plumbing, and reward_http.py's lean RL
+# client (run by bench/inference.py and bench/reward_client_cpu.py).
+LIBRARIES = {"harness.py", "reward_http.py"}
+TIMEOUT_S = 540  # under pytest's 600 s: a hung bench fails with its output instead of a bare timeout
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="session")
+def migrated_sqlite(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("bench-db") / "migrated.sqlite3"
+    env = {**os.environ, "DATABASE_URL": f"sqlite:///{path}", "DJANGO_SETTINGS_MODULE": "webapp.settings"}
+    subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, env=env, check=True, timeout=TIMEOUT_S)
+    return path
+
+
+@pytest.fixture
+def bench_env(tmp_path, migrated_sqlite) -> dict[str, str]:
+    """A bench's environment: a copy of the migrated SQLite database, scratch folders under this test's
+    tmp_path, this session's Redis."""
+    database = tmp_path / "bench.sqlite3"
+    shutil.copyfile(migrated_sqlite, database)
+    env = {key: value for key, value in os.environ.items() if key not in ("MEDIA_ROOT", "DATABASE_URL")}
+    return {**env, "DATABASE_URL": f"sqlite:///{database}", "TMPDIR": str(tmp_path), "PYTHONUNBUFFERED": "1"}
+
+
+@pytest.fixture
+def postgres_env(tmp_path, process_env) -> dict[str, str]:
+    """A bench's environment on the test database (PostgreSQL); the test needs django_db(transaction=True)."""
+    return {**process_env, "TMPDIR": str(tmp_path), "MEDIA_ROOT": str(tmp_path / "media")}
+
+
+def smoke(name: str, env: dict[str, str]) -> str:
+    """bench/<name>.py --smoke's standard output, once it exited 0."""
+    proc = subprocess.run(
+        [sys.executable, str(BENCH / f"{name}.py"), "--smoke"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+    )
+    assert proc.returncode == 0, (
+        f"bench/{name}.py --smoke exited {proc.returncode}\n--- stdout\n{proc.stdout[-4000:]}\n"
+        f"--- stderr\n{proc.stderr[-4000:]}"
+    )
+    return proc.stdout
+
+
+def assert_rows(output: str, *rows: str) -> None:
+    """Each row (a regular expression for the start of a line) is printed with a figure after it."""
+    for row in rows:
+        assert re.search(rf"^\s*{row}.*?\d", output, re.MULTILINE), f"no row {row!r} in:\n{output}"
+
+
+def test_every_bench_has_a_smoke_size_and_a_test_here():
+    benches = {p.stem for p in BENCH.glob("*.py") if p.name not in LIBRARIES}
+    tested = {name.removeprefix("test_") for name in globals() if name.startswith("test_")}
+    assert benches <= tested, f"benches without a smoke test: {sorted(benches - tested)}"
+    for name in benches:
+        text = (BENCH / f"{name}.py").read_text()
+        assert "parse_args(parser" in text and '__name__ == "__main__"' in text, f"bench/{name}.py takes no --smoke"
+    for name in LIBRARIES:
+        assert '__name__ == "__main__"' not in (BENCH / name).read_text(), f"bench/{name} runs: give it a smoke test"
+
+
+def test_active(bench_env):
+    """A ManiSkill PickCube render (one pool and one held-out episode of 16x16 frames), then the ranked and
+    random orders over two rounds."""
+    out = smoke("active", bench_env)
+    assert re.search(r"^pool \d+ frames \([1-9]\d* success\), val \d+ \([1-9]\d* success\)", out, re.MULTILINE), out
+    assert_rows(out, r"ranked seed 0: 4\(", r"random seed 0: 4\(", "ranked: labels to reach", "random: labels to reach")
+
+
+def test_gpu_check(bench_env):
+    """On the CPU: training, the loop beside a bare one, serving, two gloo ranks under torchrun, the VLM fixture."""
+    out = smoke("gpu_check", bench_env)
+    for check in (
+        "resnet.loss_falls",
+        "resnet.device_matches_cpu",
+        "resnet.loop_throughput",
+        "serving.resnet_device_matches_cpu",
+        "ddp.gloo_cpu_world2",
+        "vlm.served_matches_cpu",
+        "vlm.fp32_matches_cpu",
+        "no_django",
+    ):
+        assert f"PASS {check}:" in out, f"{check} did not pass:\n{out}"
+    assert re.search(r"^gpu_check: PASS \(8/8 checks passed\)", out, re.MULTILINE), out
+
+
+def test_inference(bench_env):
+    out = smoke("inference", bench_env)
+    assert re.search(r"^scenario\s+service\s+raw limit\s+ratio\s+target$", out, re.MULTILINE), out
+    assert_rows(
+        out,
+        r"1\. batch of 64 via REST \(images/s\)",
+        r"2\. one client, median latency \(ms\)",
+        "same, lean http.client worker, reference",
+        r"3\. 2 clients, single images \(images/s\)",
+        "latency p50",
+    )
+
+
+def test_ingest(bench_env):
+    out = smoke("ingest", bench_env)
+    assert "database: sqlite" in out
+    for kind in ("binary", "multipart"):
+        assert f"\n{kind} chunks (25 steps x 2 cameras" in out, out
+    assert_rows(out, r"1 agents x 1 episodes\s+\d+ frames/s \| raw disk write", r"3 concurrent agents, retried chunks")
+    assert len(re.findall(r"^\s+errors: 0 \(target 0\); duplicates: 0 \(target 0\)$", out, re.MULTILINE)) == 2, out
+
+
+@pytest.mark.django_db(transaction=True)
+def test_labeling(postgres_env):
+    """The labeling page in Chromium as an annotator of the seeded project (since roles, a user without a
+    membership got a 404 and the bench timed out)."""
+    out = smoke("labeling", postgres_env)
+    assert_rows(
+        out,
+        r"time to interactive \(20 steps x 2 views\)",
+        r"key press -> next frame drawn \(median\)",
+        r"key press -> next frame painted \(median\)",
+        r"save one label, round trip \(median\)",
+    )
+    from labeling.models import Project
+
+    assert not Project.objects.filter(name="Bench labeling").exists(), "the bench left its project behind"
+
+
+def test_reward_client_cpu(bench_env):
+    out = smoke("reward_client_cpu", bench_env)
+    assert re.search(r"^client\s+CPU µs/request\s+median ms$", out, re.MULTILINE), out
+    assert_rows(
+        out, r"RewardClient\.compute_rewards", r"RewardClient\(session=requests\.Session\(\)\)", "LeanRewardClient"
+    )
+
+
+@pytest.mark.django_db(transaction=True)
+def test_scale(postgres_env):
+    out = smoke("scale", postgres_env)
+    assert re.search(r"^measure\s+2,000\s+limit$", out, re.MULTILINE), out
+    assert_rows(
+        out,
+        "project page  ",
+        "episode list API, filtered",
+        "labeling payload API",
+        r"proposal generation \(per frame\)",
+        r"snapshot build \(per frame written\)",
+        "snapshot download, first byte",
+    )
+
+
+def test_teleop(bench_env):
+    out = smoke("teleop", bench_env)
+    assert_rows(out, "10 Hz, ResNet18 128x128", "20 Hz, ResNet18 128x128", "overload", "client 1: frames", "scored")
+    assert "worst p95" in out and "dropped frames (reported by the server)" in out, out
+
+
+def test_train(bench_env):
+    out = smoke("train", bench_env)
+    assert_rows(out, "bare PyTorch loop", "Reward Studio loop", "loop ratio", "Reward Studio job", "job / bare loop")
+
+
+def test_vlm(bench_env):
+    out = smoke("vlm", bench_env)
+    assert re.search(r"^scenario \(windows/s\)\s+service\s+raw limit\s+ratio\s+batch\s+target$", out, re.MULTILINE)
+    assert_rows(
+        out,
+        r"generation \(8 tokens\), in process: batch 1",
+        r"1 stream\(s\) vs raw batch 1, run 1",
+        r"8 stream\(s\) vs raw batch 8, run 1",
+        r"median run, 1 stream\(s\)",
+        r"median run, 8 stream\(s\)",
+    )
