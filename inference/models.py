@@ -60,8 +60,12 @@ class Deployment(models.Model):
     env_reward_weight = models.FloatField(default=0.0)
     reward_weight = models.FloatField(default=1.0)
     history_size = models.PositiveIntegerField(default=5)
-    min_history_size = models.PositiveIntegerField(default=1)
-    input_interval = models.PositiveIntegerField(default=1, help_text="0: unset, i.e. history_size (RLinf).")
+    # Defaults that never fail a run: no window shorter than 2 steps (a Qwen3-VL video needs two frames, its
+    # temporal patch) and RLinf's unset interval (= history_size, its history manager's default).
+    min_history_size = models.PositiveIntegerField(
+        default=2, help_text="Steps a stream must hold before a window, and the shortest window ever scored."
+    )
+    input_interval = models.PositiveIntegerField(default=0, help_text="0: unset, i.e. history_size (RLinf).")
     interval_reward = models.FloatField(default=0.0, help_text="Reward of steps the history buffer does not score.")
     input_on_done = models.BooleanField(
         default=False, help_text="Also score the steps since the last window on a done step (RLinf)."

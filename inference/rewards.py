@@ -21,7 +21,9 @@ Reward modes decide which items the model scores (RLinf's `reward.reward_mode`):
   built. A window is scored when at least `min_history_size` entries are held and
   `count % input_interval == 0` (an unset interval, 0 here, means `history_size`): it covers the last
   `history_size` entries. Otherwise, on a done step with `input_on_done`, the window covers the
-  `count % input_interval` entries since the last scored window. A done step clears the stream.
+  `count % input_interval` entries since the last scored window, unless that is shorter than
+  `min_history_size` (such a step gets `interval_reward`, as RLinf's steps without a window do: a video model
+  cannot take one frame). A done step clears the stream.
   With `history_reward_assign` (RLinf's env worker, `assign_history_reward`) the window's
   `reward_weight * model_output` is also added to the window's earlier steps: the item says how many
   (`assign_previous`) and how much (`assign_reward`), since those rewards were already returned.
@@ -137,7 +139,9 @@ def history_window(count: int, done: bool, settings: RewardSettings) -> int:
     if count % interval == 0:
         return min(held, settings.history_size)
     if done and settings.input_on_done:
-        return min(held, count % interval)
+        window = min(held, count % interval)
+        # never shorter than the model takes (a video model needs 2 frames): interval_reward instead
+        return window if window >= settings.min_history_size else 0
     return 0
 
 

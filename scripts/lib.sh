@@ -105,3 +105,28 @@ setup_all() {
   ensure_venv
   ensure_frontend
 }
+
+interop_hash() { cat requirements-interop.txt requirements.lock | sha256sum | cut -c1-16; }
+
+ensure_interop_env() {
+  # The side environment for tests/interop: RLinf's and DI-engine's released packages (requirements-interop.txt,
+  # installed with --no-deps), built once and cached. The main virtualenv's site-packages follow its own on
+  # sys.path (a .pth file), so torch and the shared libraries are not downloaded twice while the versions
+  # pinned here (peft 0.11.1, transformers 4.57.6) take precedence.
+  local home env main_site
+  home="${RS_VENV_HOME:-$HOME/.cache/reward-studio}"
+  env="$home/interop-$(interop_hash)"
+  if [ ! -f "$env/.rs-complete" ]; then
+    [ -x "$ROOT/.venv/bin/python" ] || ensure_venv
+    log "creating the interop environment $env (RLinf and DI-engine releases: a minute once)"
+    rm -rf "$env"; mkdir -p "$home"
+    "$ROOT/.venv/bin/python" -m venv --without-pip "$env"
+    main_site="$("$ROOT/.venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+    "$ROOT/.venv/bin/python" -m pip --python "$env/bin/python" install -q --no-deps -r requirements-interop.txt
+    echo "$main_site" > "$("$env/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/zz-main-venv.pth"
+    "$env/bin/python" -c 'import peft, transformers, torch, rlinf, ding; assert peft.__version__ == "0.11.1", peft.__version__' \
+      || die "the interop environment $env does not import (see above)"
+    touch "$env/.rs-complete"
+  fi
+  ln -sfn "$env" "$ROOT/.interop"
+}

@@ -6,6 +6,7 @@
 source "$(dirname "$0")/lib.sh"
 
 setup_all
+ensure_interop_env  # RLinf's and DI-engine's releases for tests/interop
 apt_install chromium
 ensure_postgres
 export REDIS_URL="${REDIS_URL:-redis://127.0.0.1:6379/1}"

@@ -5,7 +5,10 @@ A checkpoint folder holds:
 - `vlm.json`: what rebuilds the scorer (base model folder, prompt template, task, window size, labels,
   LoRA settings, step, metrics);
 - optionally RLinf's `checkpoints/best_model/actor/model_state_dict/full_weights.pt`, a flat state dict of
-  the `lora_` tensors only.
+  the `lora_` tensors only, keyed as peft's `get_peft_model_state_dict` writes them (no adapter name:
+  `...q_proj.lora_A.weight`). RLinf's VLM reward model hands them to `set_peft_model_state_dict`, which inserts
+  the adapter name itself; keys from `model.state_dict()` (`...lora_A.default.weight`) would get it twice, be
+  ignored by its `strict=False` load and leave RLinf scoring with the untrained base model.
 A folder that is itself a Hugging Face model (has `config.json`, no `vlm.json`) loads as a base model.
 """
 
@@ -47,7 +50,19 @@ def base_load(path: str | Path, *, device: str = "auto", bf16: bool = True):
 
 
 def lora_state_dict(model) -> dict[str, torch.Tensor]:
-    return {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items() if "lora_" in k}
+    """The adapter's `lora_` tensors in peft's saved-adapter key format (what RLinf's loader expects)."""
+    from peft import get_peft_model_state_dict
+
+    state = get_peft_model_state_dict(model, save_embedding_layers=False)
+    return {k: v.detach().cpu().contiguous() for k, v in state.items() if "lora_" in k}
+
+
+def _without_adapter_name(key: str, adapter: str = "default") -> str:
+    """`...lora_A.default.weight` (a `model.state_dict()` key, as exports before the fix wrote them) ->
+    `...lora_A.weight`."""
+    for part in ("lora_A", "lora_B"):
+        key = key.replace(f".{part}.{adapter}.", f".{part}.")
+    return key
 
 
 def checkpoint_save(model, folder: str | Path, *, meta: dict, full_weights: bool = False) -> Path:
@@ -104,13 +119,17 @@ def checkpoint_load(folder: str | Path, *, base_model_path: str | None = None, d
 
 
 def full_weights_load(model, path: str | Path) -> None:
-    """Load RLinf-style `full_weights.pt` (lora_ keys) into a PEFT model built with the same LoRA config."""
+    """Load RLinf-style `full_weights.pt` (lora_ keys) into a PEFT model built with the same LoRA config.
+    Files written before the key fix (adapter name in the keys) load too."""
+    from peft import set_peft_model_state_dict
+
     state = torch.load(path, map_location="cpu", weights_only=True)
     bad = [k for k in state if "lora_" not in k]
     if bad:
         raise ValueError(f"full_weights.pt holds non-LoRA keys, e.g. {bad[:3]}")
+    state = {_without_adapter_name(k): v for k, v in state.items()}
     expected = set(lora_state_dict(model))
     missing, unexpected = expected - set(state), set(state) - expected
     if missing or unexpected:
         raise ValueError(f"LoRA keys do not match: missing {sorted(missing)[:3]}, unexpected {sorted(unexpected)[:3]}")
-    model.load_state_dict(state, strict=False)
+    set_peft_model_state_dict(model, state)

@@ -18,7 +18,9 @@ DEVICES = ("auto", "cpu", "cuda")
 LORA_INITS = ("gaussian", "default")
 
 # RLinf's LoRA targets (`rlinf/models/__init__.py`, the `LoraConfig` built when `is_lora`): the vision
-# tower, the projector, the language model and `lm_head`. Names the model lacks are skipped at wrap time.
+# tower, the language model and `lm_head`. Names the model lacks are skipped at wrap time, and so is a name that
+# also names a layer RLinf's peft 0.11.1 cannot wrap (`proj`: Qwen3-VL's `patch_embed.proj` is a Conv3d; see
+# train.py `lora_targets`).
 RLINF_LORA_TARGETS = (
     "proj",
     "qkv",

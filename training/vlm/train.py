@@ -47,11 +47,20 @@ def lr_lambda(config: VLMTrainConfig):
     return factor
 
 
+# What peft 0.11.1 (RLinf 0.3.0's pin) can put a LoRA on. RLinf's loader rebuilds `target_modules` from the last
+# name of each `full_weights.pt` key, so one name shared by a Linear and a Conv3d (Qwen3-VL's vision `attn.proj`
+# and `patch_embed.proj`) makes it raise "Target module Conv3d(...) is not supported" for the whole adapter.
+RLINF_WRAPPABLE = (torch.nn.Linear, torch.nn.Embedding, torch.nn.Conv2d)
+
+
 def lora_targets(model, wanted: list[str]) -> list[str]:
     """The wanted names that match a module of this model (RLinf's list also names projector layers some
-    Qwen3-VL sizes lack); ValueError when none does, so a typo cannot train nothing."""
-    leaves = {name.rsplit(".", 1)[-1] for name, _ in model.named_modules()}
-    present = [name for name in wanted if name in leaves]
+    Qwen3-VL sizes lack), less any name that also names a layer RLinf's peft cannot wrap (so the adapter
+    loads in RLinf); ValueError when none is left, so a typo cannot train nothing."""
+    kinds: dict[str, set[bool]] = {}
+    for name, module in model.named_modules():
+        kinds.setdefault(name.rsplit(".", 1)[-1], set()).add(isinstance(module, RLINF_WRAPPABLE))
+    present = [name for name in wanted if kinds.get(name) == {True}]
     if not present:
         raise ValueError(f"no module of the model is named any of target_modules {wanted}")
     return present

@@ -1,0 +1,42 @@
+"""Helpers for the interop tests: run RLinf's released code in the side environment (tests/interop/side_runner.py)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SIDE_PYTHON = ROOT / ".interop" / "bin" / "python"
+RUNNER = Path(__file__).with_name("side_runner.py")
+
+
+def side_run(command: str, timeout: float = 300, **args) -> dict:
+    """`side_runner.py COMMAND` in the interop environment with `args` as JSON; its JSON answer."""
+    if not SIDE_PYTHON.is_file():
+        pytest.fail(
+            f"the interop environment ({SIDE_PYTHON.parent.parent}) is missing: run scripts/test.sh once "
+            "(it builds it from requirements-interop.txt), or `source scripts/lib.sh; ensure_interop_env`"
+        )
+    done = subprocess.run(
+        [str(SIDE_PYTHON), str(RUNNER), command],
+        input=json.dumps(args, default=str),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd="/",  # nothing of the project on sys.path
+        env={"PATH": "/usr/bin:/bin", "HOME": str(Path.home()), "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"},
+    )
+    if done.returncode != 0:
+        raise AssertionError(f"side_runner {command} failed ({done.returncode}):\n{done.stderr[-4000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="session")
+def hub_qwen3_vl(vlm_fixture_dir, tmp_path_factory) -> Path:
+    """The tiny Qwen3-VL in the hub's folder layout, which both transformers 4.57 (RLinf) and 5.24 read."""
+    from .hub_layout import hub_layout_copy
+
+    return hub_layout_copy(vlm_fixture_dir, tmp_path_factory.mktemp("hub") / "qwen3-vl-tiny")
