@@ -46,6 +46,30 @@ def uint8_batch(images: Any) -> np.ndarray:
     return np.ascontiguousarray(array)
 
 
+def uint8_images(images: Any, scale: float | str = "auto") -> np.ndarray:
+    """uint8 [B,H,W,3] from uint8 or float images, channels last or first (a single image is a batch of one).
+
+    Float images are multiplied by `scale`, rounded and clipped to 0..255; `scale="auto"` takes a batch whose
+    values all lie in [0, 1] (DI-engine's image envs) as [0, 1] (scale 255) and any other as 0..255."""
+    array = np.asarray(to_numpy(images))
+    if array.ndim == 3:
+        array = array[None]
+    if array.ndim == 4 and array.shape[-1] != 3 and array.shape[1] == 3:  # NCHW -> NHWC
+        array = array.transpose(0, 2, 3, 1)
+    if array.dtype != np.uint8:
+        if not (np.issubdtype(array.dtype, np.floating) or np.issubdtype(array.dtype, np.integer)):
+            raise ValueError(f"images must be uint8 or float [B,H,W,3], got {array.dtype}")
+        if scale == "auto":
+            unit = np.issubdtype(array.dtype, np.floating) and array.size and array.min() >= 0.0 and array.max() <= 1.0
+            factor = 255.0 if unit else 1.0
+        else:
+            factor = float(scale)
+        array = np.clip(np.rint(array.astype(np.float64) * factor), 0, 255).astype(np.uint8)
+    if array.ndim != 4 or array.shape[-1] != 3:
+        raise ValueError(f"images must be [B,H,W,3] or [B,3,H,W], got shape {list(array.shape)}")
+    return np.ascontiguousarray(array)
+
+
 def uint8_frame(frame: Any) -> np.ndarray:
     """One [H,W,3] frame ([1,H,W,3] accepted; other dtypes clipped to uint8)."""
     array = np.asarray(to_numpy(frame))

@@ -6,6 +6,8 @@ The contract is di-engine 0.5.3's: `ding/reward_model/base_reward_model.py`, the
 end) and the middleware `reward_estimator` (`ding/framework/middleware/functional/enhancer.py`: ignores what
 `estimate` returns; the batch must change in place).
 
+- Frames may be uint8 or float (DI-engine's collector hands float32 tensors over), channels last or first;
+  `image_scale` says how floats map to 0..255 (auto: a batch in [0, 1] is scaled by 255).
 - `estimate(batch)` scores each transition's `next_obs` (the reward belongs to the state reached: the
   terminal success frame is scored), sets `reward` in place and returns the same list. The env reward is
   kept in `env_reward` the first time, so a transition sampled again is not combined twice.
@@ -36,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from .arrays import like_input, png_base64, scalar, to_numpy, uint8_frame
+from .arrays import like_input, png_base64, scalar, to_numpy, uint8_images
 from .client import RewardClient
 from .config import cfg_get
 from .errors import RewardServiceError
@@ -68,6 +70,7 @@ class DIEngineRewardModel:
         obs_key="next_obs",  # the frame a transition's reward is for
         image_key="main_images",
         camera="main",
+        image_scale="auto",  # float frames times this are 0..255; auto: 255 for frames in [0, 1], else 1
         env_reward="service",  # where the env reward goes: service | local | ignore (never added twice)
         estimate_batch=256,  # images per reward request
         project=None,  # project id for uploads and retrains; default: the deployment's project
@@ -132,7 +135,7 @@ class DIEngineRewardModel:
             batch = data[start : start + size]
             env = np.array([scalar(item[ENV_REWARD_KEY]) for item in batch], dtype=np.float32)
             result = self.client.compute_rewards(
-                np.stack([self._image(item) for item in batch]),
+                uint8_images(np.stack([self._image(item) for item in batch]), self.cfg["image_scale"]),
                 env_rewards=env if mode == "service" else None,
                 dones=[bool(scalar(item.get("done", False))) for item in batch],
             )
@@ -144,14 +147,24 @@ class DIEngineRewardModel:
     # ---- data ------------------------------------------------------------------------------------------
 
     def collect_data(self, data: list) -> None:
-        """Keep the transitions and upload every episode that finished (its `done` arrived)."""
+        """Keep the transitions and upload every episode that finished (its `done` arrived). An episode whose
+        next transition does not start where it ended (its `obs` is not the last `next_obs`: DI-engine's
+        sample collector drops a collect's extra transitions, `drop_extra`) is uploaded as it is, truncated."""
         for item in data:
             self.train_data.append(item)
             self.new_transitions += 1
             key = scalar(item.get("env_id", 0))
+            episode = self._open.get(key)
+            if episode and not self._follows(episode[-1], item):
+                self._upload(self._open.pop(key), source="sim", truncated=True)
             self._open.setdefault(key, []).append(item)
             if bool(scalar(item.get("done", False))):
                 self._upload(self._open.pop(key), source="sim")
+
+    def _follows(self, previous: dict, item: dict) -> bool:
+        if "obs" not in item or "next_obs" not in previous:
+            return True  # nothing to compare: trust the order
+        return bool(np.array_equal(self._image(previous, "next_obs"), self._image(item, "obs")))
 
     def clear_data(self, iter: int | None = None) -> None:
         """Forget the collected transitions (`iter`, which some callers pass, changes nothing). Uploaded
@@ -181,7 +194,9 @@ class DIEngineRewardModel:
         reset = [(None, self._image(first, "obs"))] if self.obs_key != "obs" and "obs" in first else []
         return reset + [(item, self._image(item)) for item in episode]
 
-    def _upload(self, episode: list[dict], *, source: str, metadata: dict | None = None) -> str:
+    def _upload(
+        self, episode: list[dict], *, source: str, metadata: dict | None = None, truncated: bool = False
+    ) -> str:
         episode_uuid = str(uuid.uuid4())
         self.client.call(
             "POST",
@@ -195,10 +210,11 @@ class DIEngineRewardModel:
         )
         success_any = False
         frames = self._frames(episode)
+        images = uint8_images(np.stack([frame for _, frame in frames]), self.cfg["image_scale"])
         chunk = int(self.cfg["chunk_steps"])
         for start in range(0, len(frames), chunk):
             steps = []
-            for index, (item, frame) in enumerate(frames[start : start + chunk], start=start):
+            for index, (item, _) in enumerate(frames[start : start + chunk], start=start):
                 item = item or {}
                 info = item.get("info") or {}
                 success = bool(scalar(info.get("success", item.get("success", False))))
@@ -208,9 +224,9 @@ class DIEngineRewardModel:
                         "index": index,
                         "reward": float(scalar(item.get(ENV_REWARD_KEY, item.get("reward", 0.0)))),
                         "terminated": bool(scalar(item.get("done", False))),
-                        "truncated": False,
+                        "truncated": truncated and index == len(frames) - 1,
                         "success": success,
-                        "images": {self.cfg["camera"]: png_base64(uint8_frame(frame))},
+                        "images": {self.cfg["camera"]: png_base64(images[index])},
                     }
                 )
             self.client.call("POST", f"/api/episodes/{episode_uuid}/steps", json={"steps": steps})

@@ -38,17 +38,20 @@ def scene(success: bool, rng) -> np.ndarray:
 
 
 def transitions(episodes: int, steps: int, seed: int) -> list[dict]:
-    """Interleaved envs (`env_id`), success from the middle of each episode on."""
+    """Interleaved envs (`env_id`), success from the middle of each episode on; each transition's obs is
+    its env's previous next_obs (one trajectory per env)."""
     rng = np.random.default_rng(seed)
+    last = {env: scene(False, rng) for env in range(episodes)}
     out = []
     for t in range(steps):
         for env in range(episodes):
             success = t >= steps // 2
+            obs, last[env] = last[env], scene(success, rng)
             out.append(
                 {
                     "env_id": env,
-                    "obs": scene(t > steps // 2, rng),
-                    "next_obs": scene(success, rng),
+                    "obs": obs,
+                    "next_obs": last[env],
                     "action": np.zeros(2, np.float32),
                     "reward": np.array([float(success)], np.float32),
                     "done": t == steps - 1,
