@@ -124,7 +124,7 @@ ensure_interop_env() {
     main_site="$("$ROOT/.venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
     "$ROOT/.venv/bin/python" -m pip --python "$env/bin/python" install -q --no-deps -r requirements-interop.txt
     echo "$main_site" > "$("$env/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/zz-main-venv.pth"
-    "$env/bin/python" -c 'import peft, transformers, torch, rlinf, ding; assert peft.__version__ == "0.11.1", peft.__version__' \
+    "$env/bin/python" -c 'import peft, transformers, torch, rlinf, ding, ding.entry.serial_entry_reward_model_offpolicy, ding.framework.middleware; assert peft.__version__ == "0.11.1", peft.__version__' \
       || die "the interop environment $env does not import (see above)"
     touch "$env/.rs-complete"
   fi
