@@ -118,6 +118,25 @@ def test_trend_split_by_episode_with_reverse_augmentation_and_balance():
     assert first.main_images[-1] == f"{first.episode}/{first.start}.png"
     assert reversed_[0].score == -0.5 and reversed_[0].sample_id.endswith("_reverse_negative")
     assert reversed_[0].rlinf_augmentation == "reverse_positive"
+    # RLinf's order (its balance_and_split_by_episode): a positive's reversed copy joins the negative group as the
+    # positive is met, not after all originals; seen here with draws that keep every order as it is
+    import random
+
+    from training.datasets.trend import _extract_and_sample
+
+    class InOrder(random.Random):
+        def shuffle(self, x):  # type: ignore[override]
+            pass
+
+    sample = [window("ep0", 0, "positive"), window("ep0", 2, "negative"), window("ep0", 6, "positive")]
+    ours = _extract_and_sample(sample, TrendOptions(reverse_positive_augmentation=True, balance=False), InOrder())
+    assert [(w.label, w.start, w.augmentation) for w in ours] == [
+        ("positive", 0, "none"),
+        ("positive", 6, "none"),
+        ("negative", 0, "reverse"),
+        ("negative", 2, "none"),
+        ("negative", 6, "reverse"),
+    ]
     balanced = split_windows(
         windows, TrendOptions(val_split=0.1, balance=True, reverse_positive_augmentation=False, seed=0)
     )

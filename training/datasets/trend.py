@@ -107,35 +107,36 @@ def reversed_negative(window: WindowRef) -> WindowRef:
 
 def split_windows(windows: Sequence[WindowRef], options: TrendOptions) -> TrendSplit:
     """Split by episode (shuffled with the seed; eval gets max(1, int(n*val_split)) episodes when there are
-    two or more), then optionally add reversed positives and balance each split to its smallest class."""
+    two or more), then build each split as RLinf's `balance_and_split_by_episode` does, in its order: the
+    split's episodes in their shuffled order, each positive window followed in the negative group by its
+    reversed copy, each label's group shuffled, cut to the smallest present group when balancing, and all
+    shuffled together. The same seed keeps the same windows as RLinf's script."""
     rng = random.Random(options.seed)
     usable = [w for w in windows if w.main_images and w.extra_images and w.label in LABELS]
     episodes = sorted({w.episode for w in usable}, key=[w.episode for w in usable].index)
     rng.shuffle(episodes)
     n_eval = max(1, int(len(episodes) * options.val_split)) if len(episodes) >= 2 and options.val_split > 0 else 0
-    eval_eps = set(episodes[:n_eval])
     result = TrendSplit(train_episodes=episodes[n_eval:], eval_episodes=episodes[:n_eval])
-    for name in SPLITS:
-        chosen = [w for w in usable if (w.episode in eval_eps) == (name == "eval")]
-        if options.reverse_positive_augmentation:
-            chosen += [reversed_negative(w) for w in chosen if w.label == "positive"]
-        if options.balance:
-            chosen = _balance(chosen, rng)
-        setattr(result, name, chosen)
+    by_episode: dict[str, list[WindowRef]] = {}
+    for w in usable:
+        by_episode.setdefault(w.episode, []).append(w)
+    for name, split_episodes in (("train", result.train_episodes), ("eval", result.eval_episodes)):
+        chosen = [w for episode in split_episodes for w in by_episode[episode]]
+        setattr(result, name, _extract_and_sample(chosen, options, rng))
     return result
 
 
-def _balance(windows: list[WindowRef], rng: random.Random) -> list[WindowRef]:
-    """RLinf's rule: shuffle each label's windows; with two or more labels present keep the smallest count
-    of each; then shuffle them all together."""
+def _extract_and_sample(windows: list[WindowRef], options: TrendOptions, rng: random.Random) -> list[WindowRef]:
     groups: dict[str, list[WindowRef]] = {label: [] for label in LABELS}
     for w in windows:
         groups[w.label].append(w)
+        if options.reverse_positive_augmentation and w.label == "positive":
+            groups["negative"].append(reversed_negative(w))
     for group in groups.values():
         rng.shuffle(group)
     present = [len(group) for group in groups.values() if group]
-    if len(present) >= 2:
-        groups = {label: group[: min(present)] for label, group in groups.items()}
+    if options.balance and len(present) >= 2:
+        groups = {label: group[: min(present)] for label, group in groups.items() if group}
     merged = [w for group in groups.values() for w in group]
     rng.shuffle(merged)
     return merged
