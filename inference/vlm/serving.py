@@ -309,10 +309,12 @@ async def stream_rewards(
 ) -> list[dict]:
     """One result per step, in order; steps of one stream count in request order (RLinf's counting,
     `inference.rewards.history_window`). A scored window holds the stream's last steps as they are (RLinf
-    sends no padding; with `pad`, as for the live dashboard, it is front-padded with its oldest step to
-    `history_size`); every step's model output gets the success bonus where the env reports success."""
+    sends no padding; with `pad`, as for the live dashboard, every step is scored, its window front-padded
+    with its oldest step to `history_size`); every step's model output gets the success bonus where the env reports success."""
     redis = abroker().redis
     reward = replace(deployment.config.reward, gt_success_bonus=deployment.reward.gt_success_bonus)
+    if pad:  # the live dashboard shows a probability at every step: each step ends a (front-padded) window
+        reward = replace(reward, input_interval=1, min_history_size=1)
     await streams_admit(redis, deployment, client, steps)
     group: list[StreamStep] = []  # consecutive steps of distinct streams go to Redis together
     for step in [*steps, None]:

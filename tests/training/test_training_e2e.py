@@ -39,6 +39,7 @@ def test_queue_a_job_watch_curves_and_pick_a_threshold(
     page.click("#back-to-training")
 
     job = page.locator("#job-form")
+    job.locator("#job-advanced > summary").click()  # the model and optimiser fields are folded
     for name, value in {
         "image_height": "32",
         "image_width": "32",

@@ -58,7 +58,14 @@ def test_a_killed_beat_reads_as_down_within_its_ttl_and_the_banner_names_it(
     _wait_for(lambda: _processes(client)["beat"], timeout=60)
     _wait_for(lambda: _processes(client)["worker"], timeout=30)
     up = _processes(client)
-    assert up == {"ok": False, "web": True, "worker": True, "training": True, "beat": True, "inference": False}
+    # an inference worker may be up or not, by what earlier tests of the session left running
+    assert {k: v for k, v in up.items() if k not in ("ok", "inference")} == {
+        "web": True,
+        "worker": True,
+        "training": True,
+        "beat": True,
+    }
+    assert up["ok"] == up["inference"]
 
     beat_process.send_signal(signal.SIGKILL)
     beat_process.wait()
@@ -69,7 +76,7 @@ def test_a_killed_beat_reads_as_down_within_its_ttl_and_the_banner_names_it(
 
     client.force_login(user)
     page = client.get("/").content.decode()
-    assert "Down: Celery beat, inference worker." in page
+    assert "Down: Celery beat" in page and ("inference worker" in page) != up["inference"]
 
 
 def test_stamps_expire_and_a_worker_kind_needs_every_queue_it_consumes(redis_client, monkeypatch):
