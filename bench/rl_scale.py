@@ -126,6 +126,7 @@ def setup(media: Path):
     from django.core.files.storage import default_storage
     from django.core.management import call_command
 
+    from inference.models import Deployment
     from inference.services import deployment_create
     from labeling.models import Project
     from training.models import TrainedModel
@@ -135,6 +136,7 @@ def setup(media: Path):
     from training.vlm.fixture import build_tiny_qwen3_vl
 
     call_command("migrate", verbosity=0)
+    Deployment.objects.filter(name__startswith="bench-rl-").delete()  # a run stopped early left its own
     project, _ = Project.objects.get_or_create(name="bench-rl-scale")
     tag = uuid.uuid4().hex[:8]
     vlm_folder = f"checkpoints/bench_rl_vlm_{tag}"
@@ -199,19 +201,20 @@ def main() -> int:
 
     import requests
 
-    from training.vlm.prompt import prompt_render
-    from training.vlm.scoring import ScoreItem
+    from training.vlm.wire import WindowRequest
 
+    # what a chat request becomes: both videos' frames, RLinf's prompt, greedy generation of up to 16 tokens
     vlm_items = [
-        ScoreItem(window(i), prompt_render(None, task="Pick up the red cube.", window_size=5)) for i in range(clients)
+        WindowRequest([f for video in window(i) for f in video], PROMPT, generate=True, max_new_tokens=16)
+        for i in range(clients)
     ]
     resnet_images = np.random.default_rng(0).integers(0, 256, (clients, SIZE, SIZE, 3), dtype=np.uint8)
-    vlm_raw = raw_seconds(vlm_deployment, vlm_items, VLM_BATCH)
-    resnet_raw = raw_seconds(resnet_deployment, resnet_images, RESNET_BATCH)
+    vlm_raw = raw_seconds(vlm_deployment, vlm_items, VLM_BATCH, sample=128)
+    resnet_raw = raw_seconds(resnet_deployment, resnet_images, RESNET_BATCH, sample=clients)
 
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
     worker = subprocess.Popen(
-        ["bash", "-c", "exec " + procfile_line("inference") + " --metrics-port 0"],
+        ["bash", "-c", procfile_line("inference") + " --metrics-port 0"],  # bash execs its one command,
         cwd=ROOT,
         env=env,
         stdout=open(scratch / "inference.log", "w"),  # noqa: SIM115 - closed with the process
