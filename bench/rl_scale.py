@@ -214,7 +214,7 @@ def main() -> int:
 
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
     worker = subprocess.Popen(
-        ["bash", "-c", procfile_line("inference") + " --metrics-port 0"],  # bash execs its one command,
+        ["bash", "-c", procfile_line("inference") + " --metrics-port 0"],  # bash execs its one command
         cwd=ROOT,
         env=env,
         stdout=open(scratch / "inference.log", "w"),  # noqa: SIM115 - closed with the process
