@@ -46,7 +46,7 @@ CACHE_STALE_S = 10.0  # older ones, up to this age, are served while a backgroun
 
 
 def request_timeout_s() -> float:
-    return float(getattr(settings, "INFERENCE_TIMEOUT_S", 30.0))
+    return float(settings.INFERENCE_TIMEOUT_S)
 
 
 class DeploymentNotFound(LookupError):

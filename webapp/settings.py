@@ -323,6 +323,9 @@ TRUSTED_CLIENT_QUEUE_MAX = env_int("TRUSTED_CLIENT_QUEUE_MAX", 2048, minimum=1)
 # A model loading on demand: requests sent before it was ready wait INFERENCE_TIMEOUT_S from when it is
 # ready, at most this many seconds past their own timeout in all.
 INFERENCE_LOAD_WAIT_S = env_int("INFERENCE_LOAD_WAIT_S", 600, minimum=0)
+# How long a reward, VLM or chat request waits for its answer (queue and forward). An RL run's whole batch
+# arrives at once (RLinf: one request per env), so the last of 1,024 chat windows waits for the 1,023 before it.
+INFERENCE_TIMEOUT_S = env_int("INFERENCE_TIMEOUT_S", 120, minimum=1)
 
 # Every Redis client retries a command once when its pooled connection was dropped (Redis restarted).
 CHANNEL_LAYERS["default"]["CONFIG"]["hosts"] = [
