@@ -17,7 +17,7 @@ from training.models import TrainedModel
 from webapp.parsers import BoundedJSONParser
 
 from . import services
-from .auth import REWARDS_AUTHENTICATION
+from .auth import REWARDS_AUTHENTICATION, client_id
 from .broker import dump_npy
 from .decoding import RequestTooLarge, decode_slot
 from .limits import client_key, too_many
@@ -171,7 +171,7 @@ class RewardsView(APIView):
         except PayloadError as exc:
             raise BadRequest(str(exc)) from None
         agent = request.user
-        reward_request.client = f"a{agent.pk}" if getattr(agent, "token_hash", None) else f"u{agent.pk}"
+        reward_request.client = client_id(agent)
         try:
             return Response(async_to_sync(rewards_answer)(config, reward_request))
         except DeploymentUnavailable as exc:

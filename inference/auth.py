@@ -105,6 +105,16 @@ class TrustedClient:
         return f"trusted network client {self.address}"
 
 
+def client_id(user) -> str:
+    """Whom a request counts against (queue shares, rate limits, history streams): "a<id>" for an agent
+    token, "n<address>" for a trusted network's tokenless caller, "u<id>" for a person."""
+    if getattr(user, "token_hash", None):
+        return f"a{user.pk}"
+    if getattr(user, "trusted_network", False):
+        return f"n{user.address}"
+    return f"u{user.pk}"
+
+
 class TrustedNetworkAuthentication(BaseAuthentication):
     """DRF authentication for requests WITHOUT an Authorization header from `settings.TRUSTED_CIDRS`.
 

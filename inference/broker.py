@@ -24,6 +24,11 @@ on a failed command: its error message renders every argument of the command thr
 for a 150 MB payload held the web process's event loop for minutes (pages included); `pipeline_run`
 checks the replies itself.
 
+A model loading on demand does not time out the requests waiting for it: a request sent before its model
+was ready waits its whole timeout from the moment it was ready (`deadline_from_ready`, the same rule on
+both sides), and the web side keeps waiting while a live worker says it is loading the deployment, at most
+`load_wait_s` past the request's own timeout (INFERENCE_LOAD_WAIT_S).
+
 Message layout: 4-byte big-endian header length, JSON header, then the payload when it travels inline
 (tests, old messages): a `.npy` array (uint8, first axis = items), read with `allow_pickle=False`. A
 header with `payload_key` has its payload under that key; `items` and `pixels` let a worker form a
@@ -54,6 +59,10 @@ SHARE_PREFIX = "rs:inf:share:"
 WORKERS_KEY = "rs:inf:workers"
 SAMPLE_COUNTER_PREFIX = "rs:inf:served:"
 HISTORY_PREFIX = "rs:inf:hist:"
+ALIVE_PREFIX = "rs:inf:alive:"  # exists while a worker's process lives (refreshed by its own thread)
+LOADING_PREFIX = "rs:inf:loading:"  # hash per deployment: worker -> when it started loading the model
+READY_PREFIX = "rs:inf:ready:"  # per deployment: when a worker last finished loading its model (unix time)
+READY_TTL_S = 24 * 3600
 REPLY_TTL_S = 60
 LARGE_PAYLOAD_BYTES = 1024 * 1024  # payloads this large are written from a thread (`payload_redis_from_url`)
 WORKER_ALIVE_S = 30.0  # a worker's heartbeat is this fresh while it runs (loading a model included)
@@ -211,6 +220,12 @@ def any_worker_alive(heartbeats: dict) -> bool:
     return False
 
 
+def deadline_from_ready(enqueued_at: float, deadline: float, ready_at: float) -> float:
+    """A request sent before its model was ready (`ready_at`, 0 if unknown) waits its whole timeout
+    from when the model was ready, not from when it was sent."""
+    return deadline + (ready_at - enqueued_at) if ready_at > enqueued_at else deadline
+
+
 def dump_npy(array: np.ndarray) -> bytes:
     buffer = io.BytesIO()
     np.save(buffer, np.ascontiguousarray(array), allow_pickle=False)
@@ -340,24 +355,62 @@ def _reply(got, deployment: str, timeout: float) -> Reply:
     return Reply.decode(got[1])
 
 
-def redis_from_url(url: str, *, asyncio: bool = False):
+@dataclass(frozen=True)
+class PoolSize:
+    """A Redis connection pool that makes a caller wait for a free connection (redis-py's
+    BlockingConnectionPool) instead of failing with "Too many connections": at most `max_connections` open,
+    a caller waits up to `timeout_s` for one, then gets a ConnectionError (`pool_exhausted`)."""
+
+    max_connections: int = 2048  # REDIS_MAX_CONNECTIONS
+    timeout_s: float = 10.0  # REDIS_POOL_TIMEOUT_S
+
+    def options(self) -> dict[str, Any]:
+        return {"max_connections": self.max_connections, "timeout": self.timeout_s}
+
+
+POOL_EXHAUSTED = "No connection available"  # redis-py's BlockingConnectionPool, after its timeout
+
+
+def pool_exhausted(exc: BaseException, pool: PoolSize) -> str:
+    """The 503 message for a RedisError: says so when every pooled connection stayed busy."""
+    if POOL_EXHAUSTED in str(exc):
+        return (
+            f"all {pool.max_connections} Redis connections of this web process stayed in use for "
+            f"{pool.timeout_s:g} s (REDIS_MAX_CONNECTIONS, REDIS_POOL_TIMEOUT_S): retry shortly"
+        )
+    return f"Redis is unavailable: {exc.__class__.__name__}: {str(exc)[:200]}"
+
+
+def redis_from_url(url: str, *, asyncio: bool = False, pool: PoolSize | None = None):
     """A Redis client for blocking pops: no socket timeout (redis-py's default 5 s would cut a longer
     BLPOP short); the command's own timeout bounds the wait. A command that finds its pooled connection
-    dropped (Redis restarted) is retried once on a fresh connection, so it does not fail."""
+    dropped (Redis restarted) is retried once on a fresh connection, so it does not fail. With `pool`, its
+    connections come from a BlockingConnectionPool of that size (a BLPOP holds one for its whole wait, so a
+    web process needs one per request waiting for inference)."""
     from redis.backoff import NoBackoff
 
     if asyncio:
         import redis.asyncio as aredis
         from redis.asyncio.retry import Retry as AsyncRetry
 
-        return aredis.Redis.from_url(url, socket_timeout=None, socket_keepalive=True, retry=AsyncRetry(NoBackoff(), 1))
+        options: dict[str, Any] = {
+            "socket_timeout": None,
+            "socket_keepalive": True,
+            "retry": AsyncRetry(NoBackoff(), 1),
+        }
+        if pool is None:
+            return aredis.Redis.from_url(url, **options)
+        return aredis.Redis(connection_pool=aredis.BlockingConnectionPool.from_url(url, **options, **pool.options()))
     import redis
     from redis.retry import Retry
 
-    return redis.Redis.from_url(url, socket_timeout=None, socket_keepalive=True, retry=Retry(NoBackoff(), 1))
+    options = {"socket_timeout": None, "socket_keepalive": True, "retry": Retry(NoBackoff(), 1)}
+    if pool is None:
+        return redis.Redis.from_url(url, **options)
+    return redis.Redis(connection_pool=redis.BlockingConnectionPool.from_url(url, **options, **pool.options()))
 
 
-def payload_redis_from_url(url: str):
+def payload_redis_from_url(url: str, pool: PoolSize | None = None):
     """A blocking Redis client for writing large payloads from a thread. Its commands are packed by
     redis-py's pure-Python packer, which sends a large argument as it is (socket `sendall`, the GIL
     released); the hiredis packer copies every argument into one buffer while holding the GIL. On the event
@@ -369,8 +422,11 @@ def payload_redis_from_url(url: str):
     from redis.connection import PythonRespSerializer
 
     packer = PythonRespSerializer(6000, Encoder("utf-8", "strict", False).encode)
-    pool = redis.ConnectionPool.from_url(url, socket_keepalive=True, command_packer=packer)
-    return redis.Redis(connection_pool=pool)
+    size = pool or PoolSize()
+    blocking = redis.BlockingConnectionPool.from_url(
+        url, socket_keepalive=True, command_packer=packer, **size.options()
+    )
+    return redis.Redis(connection_pool=blocking)
 
 
 class BrokerClient:
@@ -384,9 +440,18 @@ class BrokerClient:
 class AsyncBrokerClient:
     """Web side, asyncio (redis.asyncio), for consumers and async views."""
 
-    def __init__(self, redis, bounds: QueueBounds | None = None, payload_redis=None):
+    def __init__(
+        self,
+        redis,
+        bounds: QueueBounds | None = None,
+        payload_redis=None,
+        pool: PoolSize | None = None,
+        load_wait_s: float = 0.0,
+    ):
         self.redis = redis
         self.bounds = bounds or QueueBounds()
+        self.load_wait_s = load_wait_s  # most a request waits past its timeout while its model loads
+        self.pool = pool or PoolSize()  # the size `redis`'s pool was made with (for the 503's message)
         self.payload_redis = payload_redis  # blocking, `payload_redis_from_url`: writes large payloads
 
     async def submit(
@@ -399,6 +464,7 @@ class AsyncBrokerClient:
         max_batch_size: int = 64,
         max_wait_ms: float = 2.0,
         client: str = "",
+        bounds: QueueBounds | None = None,
     ) -> Reply:
         """Store the payload, queue its header if there is room (one round trip), then wait for the
         reply. A refusal (no room, a byte budget, Redis out of memory) is answered at once: a Reply with
@@ -408,8 +474,8 @@ class AsyncBrokerClient:
         request.client = client
         request.payload_key = PAYLOAD_PREFIX + request.id
         request.describe_payload()
-        bounds = self.bounds
-        ttl_s = int(timeout) + REPLY_TTL_S  # the payload outlives every wait for its reply
+        bounds = bounds or self.bounds
+        ttl_s = int(timeout + self.load_wait_s) + REPLY_TTL_S  # the payload outlives every wait for its reply
         try:
             if self.payload_redis is not None and len(payload) >= LARGE_PAYLOAD_BYTES:
                 stored, code = await asyncio.to_thread(_store_and_push_sync, self.payload_redis, request, bounds, ttl_s)
@@ -424,12 +490,45 @@ class AsyncBrokerClient:
                 if code == -4:
                     raise RedisRefused(REDIS_REFUSED)
                 return Reply(None, refusal_message(code, deployment, bounds, request.nbytes))
-            got = await self.redis.blpop([request.reply_key], timeout=timeout)
+            got = await self._reply_wait(request, timeout)
         except RedisRefused:
             raise
         except RedisError as exc:
-            raise BrokerError(f"Redis is unavailable: {exc.__class__.__name__}") from None
+            raise BrokerError(pool_exhausted(exc, self.pool)) from None
         return _reply(got, deployment, timeout)
+
+    async def _reply_wait(self, request: InferenceRequest, timeout: float):
+        """BLPOP the reply until the request's timeout, extended while its model loads (see the module)."""
+        end = request.enqueued_at + timeout
+        latest = end + self.load_wait_s
+        while True:
+            left = end - time.time()
+            if left > 0:
+                got = await self.redis.blpop([request.reply_key], timeout=max(0.01, left))
+                if got is not None:
+                    return got
+            extended = await self._model_wait_end(request, timeout)
+            if extended is None or min(extended, latest) <= time.time():
+                return None
+            end = min(extended, latest)
+
+    async def _model_wait_end(self, request: InferenceRequest, timeout: float) -> float | None:
+        """When the wait for this request now ends given its model: its timeout counted from when the model
+        was ready, or a few seconds more while a live worker loads it; None when neither applies."""
+        if self.load_wait_s <= 0:
+            return None
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.get(READY_PREFIX + request.deployment)
+        pipe.hkeys(LOADING_PREFIX + request.deployment)
+        ready, loaders = await pipe.execute()
+        end = deadline_from_ready(request.enqueued_at, request.enqueued_at + timeout, float(ready or 0))
+        if loaders and await self.redis.exists(*[ALIVE_PREFIX + _text(w) for w in loaders]):
+            end = max(end, time.time() + 2.0)  # look again in 2 s
+        return end if end > request.enqueued_at + timeout else None
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
 
 
 def _store_and_push(pipe, request: InferenceRequest, bounds: QueueBounds, ttl_s: int) -> None:

@@ -33,6 +33,8 @@ from limits.aio.storage import RedisStorage as AsyncRedisStorage
 from limits.aio.storage.redis.redispy import RedispyBridge
 from limits.aio.strategies import SlidingWindowCounterRateLimiter as AsyncSlidingWindow
 
+from .broker import PoolSize
+
 log = logging.getLogger(__name__)
 
 KEY_PREFIX = "rs:rl"
@@ -101,9 +103,18 @@ return {{1, 0}}
 class RateLimiter:
     """Limits over one Redis database (redis.asyncio); one per event loop."""
 
-    def __init__(self, redis_url: str):
+    def __init__(self, redis_url: str, pool: PoolSize | None = None):
+        """`pool`: its connections come from a BlockingConnectionPool of that size (callers wait for a free
+        one instead of failing with "Too many connections"; the library's default pool holds 100)."""
         url = redis_url if redis_url.startswith("async+") else "async+" + redis_url
-        self.storage = AsyncRedisStorage(url, key_prefix=KEY_PREFIX, implementation="redispy", **_options())
+        options: dict[str, Any] = _options()
+        if pool is not None:
+            from redis.asyncio import BlockingConnectionPool
+
+            plain = redis_url.removeprefix("async+")
+            options["connection_pool"] = BlockingConnectionPool.from_url(plain, **options, **pool.options())
+            options = {"connection_pool": options["connection_pool"]}
+        self.storage = AsyncRedisStorage(url, key_prefix=KEY_PREFIX, implementation="redispy", **options)
         self.strategy = AsyncSlidingWindow(self.storage)
         self._script: Any = None  # the check-then-hit script, registered on first use
 

@@ -30,6 +30,7 @@ from .broker import (
     BrokerClient,
     BrokerError,
     InferenceTimeout,
+    PoolSize,
     QueueBounds,
     any_worker_alive,
     dump_npy,
@@ -45,7 +46,7 @@ CACHE_STALE_S = 10.0  # older ones, up to this age, are served while a backgroun
 
 
 def request_timeout_s() -> float:
-    return float(getattr(settings, "INFERENCE_TIMEOUT_S", 30.0))
+    return float(settings.INFERENCE_TIMEOUT_S)
 
 
 class DeploymentNotFound(LookupError):
@@ -189,14 +190,24 @@ def deployment_name_for(model: str) -> str:
     return found
 
 
-def queue_bounds() -> QueueBounds:
+def queue_bounds(*, trusted: bool = False) -> QueueBounds:
+    """The queue's bounds; a trusted network's tokenless caller (one RL run's batch of envs from one
+    address) may have TRUSTED_CLIENT_QUEUE_MAX requests waiting instead of INFERENCE_CLIENT_QUEUE_MAX."""
     return QueueBounds(
         max_queue=settings.INFERENCE_QUEUE_MAX,
         queue_ttl_s=settings.INFERENCE_QUEUE_TTL_S,
-        max_per_client=settings.INFERENCE_CLIENT_QUEUE_MAX,
+        max_per_client=settings.TRUSTED_CLIENT_QUEUE_MAX if trusted else settings.INFERENCE_CLIENT_QUEUE_MAX,
         max_queue_bytes=settings.INFERENCE_QUEUE_MAX_BYTES,
         max_client_bytes=settings.INFERENCE_CLIENT_QUEUE_MAX_BYTES,
     )
+
+
+TRUSTED_CLIENT_PREFIX = "n"  # a trusted network's tokenless caller: "n<address>" (inference.auth.TrustedClient)
+
+
+def pool_size() -> PoolSize:
+    """Each request-path Redis pool of this process (REDIS_MAX_CONNECTIONS, REDIS_POOL_TIMEOUT_S)."""
+    return PoolSize(settings.REDIS_MAX_CONNECTIONS, float(settings.REDIS_POOL_TIMEOUT_S))
 
 
 _sync_client: BrokerClient | None = None
@@ -207,7 +218,7 @@ def broker() -> BrokerClient:
     """Blocking Redis for sync reads (worker heartbeats, monitor counters)."""
     global _sync_client
     if _sync_client is None:
-        _sync_client = BrokerClient(redis_from_url(settings.REDIS_URL))
+        _sync_client = BrokerClient(redis_from_url(settings.REDIS_URL, pool=pool_size()))
     return _sync_client
 
 
@@ -218,7 +229,7 @@ def payload_redis():
     """The blocking client that writes large payloads from threads (one pool per process)."""
     global _payload_redis
     if _payload_redis is None:
-        _payload_redis = payload_redis_from_url(settings.REDIS_URL)
+        _payload_redis = payload_redis_from_url(settings.REDIS_URL, pool_size())
     return _payload_redis
 
 
@@ -231,7 +242,11 @@ def abroker() -> AsyncBrokerClient:
         for closed in [other for other in _async_clients if other.is_closed()]:
             del _async_clients[closed]
         client = _async_clients[loop] = AsyncBrokerClient(
-            redis_from_url(settings.REDIS_URL, asyncio=True), queue_bounds(), payload_redis()
+            redis_from_url(settings.REDIS_URL, asyncio=True, pool=pool_size()),
+            queue_bounds(),
+            payload_redis(),
+            pool_size(),
+            load_wait_s=float(settings.INFERENCE_LOAD_WAIT_S),
         )
     return client
 
@@ -259,11 +274,14 @@ async def infer_payload(
     config: DeploymentConfig, payload: bytes, *, timeout: float | None = None, client: str = ""
 ) -> list[Any]:
     """Per-item results for an `.npy` payload already validated by the caller. `client` (e.g. "a12") is
-    counted against its share of the deployment's queue (INFERENCE_CLIENT_QUEUE_MAX). Never blocks the
-    event loop; sync callers: `async_to_sync(infer_payload)(...)`."""
+    counted against its share of the deployment's queue (INFERENCE_CLIENT_QUEUE_MAX; TRUSTED_CLIENT_QUEUE_MAX
+    for a trusted network's "n<address>"). Never blocks the event loop; sync callers:
+    `async_to_sync(infer_payload)(...)`."""
     config.check_available()
     try:
         options = _submit_options(config, timeout)
+        if client.startswith(TRUSTED_CLIENT_PREFIX):
+            options["bounds"] = queue_bounds(trusted=True)
         reply = await abroker().submit(config.name, config.version, payload, client=client, **options)
         return reply.unwrap()
     except InferenceTimeout as exc:

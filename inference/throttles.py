@@ -1,7 +1,8 @@
 """The rate limits of `inference.limits` wired to the settings, and DRF throttles on top of them.
 
 `ApiRateThrottle` is a default DRF throttle (settings.REST_FRAMEWORK); `RewardsRateThrottle` adds the
-reward limit on the reward views. DRF answers a refused request with 429 and `Retry-After`. The limiter is
+reward limit on the reward views. A trusted network's tokenless caller (an RL run's envs, all from one
+address) is counted per address against TRUSTED_RATE_LIMIT instead of either. DRF answers a refused request with 429 and `Retry-After`. The limiter is
 async (`limiter()`: this event loop's); sync callers use `limit_hit` / `limit_check` through `async_to_sync`.
 """
 
@@ -25,7 +26,9 @@ def limiter() -> RateLimiter:
     loop = asyncio.get_running_loop()
     found = _limiters.get(loop)
     if found is None:
-        found = _limiters[loop] = RateLimiter(settings.REDIS_URL)
+        from .serving import pool_size
+
+        found = _limiters[loop] = RateLimiter(settings.REDIS_URL, pool_size())
     return found
 
 
@@ -51,11 +54,18 @@ def bad_request_limit():
     return rate_item(settings.BAD_REQUEST_RATE_LIMIT)
 
 
+def trusted_limit():
+    return rate_item(settings.TRUSTED_RATE_LIMIT)
+
+
 def identity(request) -> str:
-    """An agent by id, a person by id, anyone else by address."""
+    """An agent by id, a trusted network's tokenless caller by address, a person by id, anyone else by
+    address."""
     user = getattr(request, "user", None)
     if user is not None and getattr(user, "token_hash", None):
         return f"a{user.pk}"
+    if user is not None and getattr(user, "trusted_network", False):
+        return f"n{user.address}"
     if user is not None and getattr(user, "is_authenticated", False):
         return f"u{user.pk}"
     return "ip:" + request.META.get("REMOTE_ADDR", "")
@@ -68,7 +78,9 @@ class _LimitThrottle(BaseThrottle):
         raise NotImplementedError
 
     def allow_request(self, request, view):
-        self.verdict: Verdict = async_to_sync(limit_hit)(self.limit(), f"{self.scope}:{identity(request)}")
+        who = identity(request)
+        limit = trusted_limit() if who.startswith("n") else self.limit()
+        self.verdict: Verdict = async_to_sync(limit_hit)(limit, f"{self.scope}:{who}")
         return self.verdict.allowed
 
     def wait(self):

@@ -47,10 +47,15 @@ from webapp import metrics
 
 from .batching import Batcher, BatchPolicy, score_requests
 from .broker import (
+    ALIVE_PREFIX,
+    LOADING_PREFIX,
+    READY_PREFIX,
+    READY_TTL_S,
     WORKERS_KEY,
     InferenceRequest,
     MessageError,
     Reply,
+    deadline_from_ready,
     queue_key,
     replies_queue,
     shares_release,
@@ -64,7 +69,6 @@ ListDeployments = Callable[[], list[str]]
 
 POLL_INTERVAL_S = 0.0002
 HELD_PREFIX = "rs:inf:held:"  # a worker's requests taken and not yet answered
-ALIVE_PREFIX = "rs:inf:alive:"  # exists while the worker's process lives
 HOLDERS_KEY = "rs:inf:holders"  # workers that may hold requests
 ALIVE_TTL_S = 3.0
 MAX_ATTEMPTS = 2  # workers that may die holding one request before it is answered with an error
@@ -127,6 +131,7 @@ class InferenceWorker:
     retry_failed_s: float = 5.0
     max_batch_pixels: int = 0  # uint8 RGB pixels per batch (0: no cap)
     models: dict[str, LoadedModel] = field(default_factory=dict)
+    ready_at: dict[str, float] = field(default_factory=dict)  # deployment -> when its model was last loaded
     batchers: dict[str, Batcher] = field(default_factory=dict)
     served: int = 0  # requests answered
     items: int = 0  # items (images, windows) in them
@@ -266,8 +271,8 @@ class InferenceWorker:
             pipe.execute()
         self._payloads_read(requests)
         self._released.append((deployment, requests))  # sent with the replies, not before the forward
-        now = time.time()
-        live = [r for r in requests if r.deadline > now]
+        now, ready_at = time.time(), self.ready_at.get(deployment, 0.0)
+        live = [r for r in requests if deadline_from_ready(r.enqueued_at, r.deadline, ready_at) > now]
         if not live:
             return []
         replies = self._answer(deployment, live, policy)
@@ -333,7 +338,11 @@ class InferenceWorker:
         try:
             self._heartbeat()  # loading may take a while: stay visibly alive
             started = time.monotonic()
-            version, scorer = self.load_model(deployment)
+            self.redis.hset(LOADING_PREFIX + deployment, self.worker_id, time.time())  # waiting requests wait on
+            try:
+                version, scorer = self.load_model(deployment)
+            finally:
+                self._loaded(deployment)
             model = LoadedModel(version, scorer)
             metrics.model_load_seconds.labels(deployment).observe(time.monotonic() - started)
             log.info("loaded deployment %s version %s in %.2fs", deployment, version, time.monotonic() - started)
@@ -346,6 +355,14 @@ class InferenceWorker:
             self.report_health(deployment, None, error)
         self.models[deployment] = model
         return model
+
+    def _loaded(self, deployment: str) -> None:
+        """The load is over (done or failed): requests sent before now wait their timeout from now."""
+        self.ready_at[deployment] = now = time.time()
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.hdel(LOADING_PREFIX + deployment, self.worker_id)
+        pipe.set(READY_PREFIX + deployment, now, ex=READY_TTL_S)
+        pipe.execute()
 
     def _refresh(self) -> None:
         self._deployments = sorted(self.list_deployments())

@@ -66,7 +66,7 @@ class RewardClient:
         token: str | None,
         deployment: str | None = None,
         *,
-        timeout: float = 60.0,
+        timeout: float = 130.0,  # above the service's INFERENCE_TIMEOUT_S (120): its 503 comes first
         retries: int = 3,
         backoff_s: float = 0.5,
         session: requests.Session | None = None,

@@ -299,7 +299,7 @@ WHITENOISE_AUTOREFRESH = DEBUG
 API_RATE_LIMIT = env_rate("API_RATE_LIMIT", "100/second")
 REWARDS_RATE_LIMIT = env_rate("REWARDS_RATE_LIMIT", "300/second")
 BAD_REQUEST_RATE_LIMIT = env_rate("BAD_REQUEST_RATE_LIMIT", "30/10 seconds")
-INFERENCE_QUEUE_MAX = env_int("INFERENCE_QUEUE_MAX", 1000, minimum=1)
+INFERENCE_QUEUE_MAX = env_int("INFERENCE_QUEUE_MAX", 4096, minimum=1)
 INFERENCE_QUEUE_TTL_S = env_int("INFERENCE_QUEUE_TTL_S", 120, minimum=1)
 INFERENCE_CLIENT_QUEUE_MAX = env_int("INFERENCE_CLIENT_QUEUE_MAX", 250, minimum=1)
 # Bytes, not only counts: payload bytes waiting per deployment and per client, and pixels per worker batch.
@@ -310,9 +310,27 @@ VLM_CLIENT_BUFFER_MAX_BYTES = env_int("VLM_CLIENT_BUFFER_MAX_BYTES", 512 * 1024 
 VLM_STREAM_TTL_S = env_int("VLM_STREAM_TTL_S", 600, minimum=1)
 VLM_MAX_STREAMS = env_int("VLM_MAX_STREAMS", 256, minimum=1)
 TELEOP_TOKEN_CHECK_S = env_int("TELEOP_TOKEN_CHECK_S", 2, minimum=1)
+# RL-run scale (README: "RL runs at scale"). Each web process's request-path Redis pools (inference broker,
+# payload writer, rate limits, channel layer) open at most REDIS_MAX_CONNECTIONS connections each; a request
+# waits up to REDIS_POOL_TIMEOUT_S for a free one (then a 503), never "Too many connections".
+REDIS_MAX_CONNECTIONS = env_int("REDIS_MAX_CONNECTIONS", 2048, minimum=16)
+REDIS_POOL_TIMEOUT_S = env_int("REDIS_POOL_TIMEOUT_S", 20, minimum=1)
+# Tokenless callers from TRUSTED_CIDRS are counted per address (not all as one client), with limits sized for
+# a batch of RL envs: TRUSTED_RATE_LIMIT replaces API_RATE_LIMIT and REWARDS_RATE_LIMIT for them, and
+# TRUSTED_CLIENT_QUEUE_MAX replaces INFERENCE_CLIENT_QUEUE_MAX.
+TRUSTED_RATE_LIMIT = env_rate("TRUSTED_RATE_LIMIT", "5000/second")
+TRUSTED_CLIENT_QUEUE_MAX = env_int("TRUSTED_CLIENT_QUEUE_MAX", 2048, minimum=1)
+# A model loading on demand: requests sent before it was ready wait INFERENCE_TIMEOUT_S from when it is
+# ready, at most this many seconds past their own timeout in all.
+INFERENCE_LOAD_WAIT_S = env_int("INFERENCE_LOAD_WAIT_S", 600, minimum=0)
+# How long a reward, VLM or chat request waits for its answer (queue and forward). An RL run's whole batch
+# arrives at once (RLinf: one request per env), so the last of 1,024 chat windows waits for the 1,023 before it.
+INFERENCE_TIMEOUT_S = env_int("INFERENCE_TIMEOUT_S", 120, minimum=1)
 
 # Every Redis client retries a command once when its pooled connection was dropped (Redis restarted).
-CHANNEL_LAYERS["default"]["CONFIG"]["hosts"] = [{"address": REDIS_URL, "retry": _channel_layer_retry()}]
+CHANNEL_LAYERS["default"]["CONFIG"]["hosts"] = [
+    {"address": REDIS_URL, "retry": _channel_layer_retry(), "max_connections": REDIS_MAX_CONNECTIONS}
+]
 CELERY_BROKER_TRANSPORT_OPTIONS = {"retry_on_timeout": True, "health_check_interval": 10}
 CELERY_REDIS_BACKEND_HEALTH_CHECK_INTERVAL = 10
 CELERY_TASK_PUBLISH_RETRY = True

@@ -29,7 +29,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from inference.api import NpyParser
-from inference.auth import DEPLOYMENT_AUTHENTICATION
+from inference.auth import DEPLOYMENT_AUTHENTICATION, client_id
 from inference.decoding import RequestTooLarge, decode_slot, request_budget
 from inference.payloads import PayloadError, bool_list, float_list
 from inference.serving import DeploymentNotFound, DeploymentUnavailable, deployment_config, deployment_name_for
@@ -146,7 +146,7 @@ def _deployment(request, name: str, **overrides):
 
 
 def _client(user) -> str:
-    return f"a{user.pk}" if getattr(user, "token_hash", None) else f"u{user.pk}"
+    return client_id(user)
 
 
 # ---- trend rewards -----------------------------------------------------------------------------------
