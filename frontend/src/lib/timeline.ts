@@ -1,5 +1,6 @@
 // The episode timeline: a reward curve, a frame-label track (human labels above, proposals below,
 // hatched) and a window track (human windows above, proposals below), one column per step.
+import { cssVar } from "./chart_theme";
 
 export interface WindowMark {
   start: number; // positions (0-based step order)
@@ -118,7 +119,7 @@ export class Timeline {
     const m = this.model;
     const cell = this.width / Math.max(1, m.length);
     // backgrounds
-    ctx.fillStyle = "#f3f4f7";
+    ctx.fillStyle = cssVar("--sunken", "#f3f4f7");
     ctx.fillRect(0, TRACKS.curve[0], this.width, CURVE_H);
     ctx.fillRect(0, TRACKS.frames[0], this.width, TRACKS.frames[1] - TRACKS.frames[0]);
     ctx.fillRect(0, TRACKS.windows[0], this.width, TRACKS.windows[1] - TRACKS.windows[0]);
@@ -168,13 +169,13 @@ export class Timeline {
       }
       const y = (v: number) => TRACKS.curve[0] + 4 + (1 - (v - lo) / (hi - lo)) * (CURVE_H - 8);
       if (lo < 0 && hi > 0) {
-        ctx.strokeStyle = "#c9cdd6";
+        ctx.strokeStyle = cssVar("--line", "#c9cdd6");
         ctx.beginPath();
         ctx.moveTo(0, y(0));
         ctx.lineTo(this.width, y(0));
         ctx.stroke();
       }
-      ctx.strokeStyle = "#3b6df0";
+      ctx.strokeStyle = cssVar("--accent", "#3b6df0");
       ctx.lineWidth = 1.5;
       ctx.beginPath();
       values.forEach((v, i) => {
@@ -183,7 +184,7 @@ export class Timeline {
         else ctx.lineTo(px, y(v));
       });
       ctx.stroke();
-      ctx.fillStyle = "#667085";
+      ctx.fillStyle = cssVar("--muted", "#667085");
       ctx.font = "10px system-ui, sans-serif";
       ctx.fillText(`reward ${hi.toFixed(2)}`, 4, TRACKS.curve[0] + 11);
       ctx.fillText(lo.toFixed(2), 4, TRACKS.curve[0] + CURVE_H - 3);
@@ -205,7 +206,7 @@ export class Timeline {
       ctx.fillRect(selection[0] * cell, 0, (selection[1] - selection[0] + 1) * cell, TIMELINE_HEIGHT);
     }
     if (windowSpan) {
-      ctx.strokeStyle = "#1d2330";
+      ctx.strokeStyle = cssVar("--text", "#1d2330");
       ctx.lineWidth = 1.5;
       ctx.strokeRect(
         windowSpan[0] * cell + 0.75,
@@ -214,7 +215,7 @@ export class Timeline {
         TRACKS.windows[1] - TRACKS.windows[0] - 1.5,
       );
     }
-    ctx.fillStyle = "#1d2330";
+    ctx.fillStyle = cssVar("--text", "#1d2330");
     ctx.fillRect(cursor * cell + cell / 2 - 1, 0, 2, TIMELINE_HEIGHT);
   }
 }

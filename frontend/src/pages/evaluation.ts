@@ -5,6 +5,7 @@
 import uPlot from "uplot";
 import type { EvaluationItem, LabelEfficiencyData, ModelEvaluation } from "../generated/page-data";
 import { pageData } from "../lib/api";
+import { themedAxes } from "../lib/chart_theme";
 
 type Evaluation = ModelEvaluation;
 type Item = EvaluationItem;
@@ -41,7 +42,7 @@ function plot(el: HTMLElement, title: string, xLabel: string, yLabel: string, xs
     {
       width: Math.max(260, el.clientWidth - 10), height: 240, title,
       scales: { x: { time: false, range: xRange }, y: { range: [0, 1] } },
-      axes: [{ label: xLabel }, { label: yLabel }],
+      axes: themedAxes([{ label: xLabel }, { label: yLabel }]),
       series: [{ label: xLabel }, ...series.map((s) => ({ label: s.label, stroke: s.stroke, dash: s.dash, spanGaps: true, points: { show: s.points ?? false, size: 6 } }))],
       legend: { show: true },
     },

@@ -4,6 +4,7 @@ import uPlot from "uplot";
 import type { JobState } from "../generated/page-data";
 import { pageData } from "../lib/api";
 import { reconnectingSocket } from "../lib/socket";
+import { themedAxes } from "../lib/chart_theme";
 
 interface Point { kind: "step" | "epoch"; step: number; epoch: number | null; [metric: string]: number | string | null; }
 type State = JobState; // also what the socket's history and status events carry (in part)
@@ -16,9 +17,9 @@ let status = data.state.status;
 
 function chart(el: HTMLElement, title: string, series: { label: string; stroke: string; points?: boolean }[], yRange?: [number, number]): uPlot {
   const opts: uPlot.Options = {
-    width: Math.max(300, el.clientWidth - 10), height: 260, title,
+    width: Math.max(240, el.clientWidth - 10), height: 260, title,
     scales: { x: { time: false }, y: yRange ? { range: yRange } : {} },
-    axes: [{ label: "step" }, {}],
+    axes: themedAxes([{ label: "step" }, {}]),
     series: [{ label: "step" }, ...series.map((s) => ({
       label: s.label, stroke: s.stroke, width: s.points ? 2 : 1, spanGaps: true,
       points: { show: s.points ?? false, size: 6 },
@@ -147,7 +148,7 @@ function onMessage(msg: any): void {
 setStatus(data.state);
 window.addEventListener("resize", () => {
   for (const [c, el] of [[lossChart, $("loss-chart")], [accChart, $("acc-chart")]] as [uPlot, HTMLElement][]) {
-    c.setSize({ width: Math.max(300, el.clientWidth - 10), height: 260 });
+    c.setSize({ width: Math.max(240, el.clientWidth - 10), height: 260 });
   }
 });
 reconnectingSocket(data.ws, {

@@ -4,6 +4,7 @@
 import uPlot from "uplot";
 import type { MonitorPageData } from "../generated/page-data";
 import { api, pageData } from "../lib/api";
+import { themedAxes } from "../lib/chart_theme";
 
 type Rate = number | null;
 type Data = MonitorPageData;
@@ -17,9 +18,9 @@ function chart(id: string, x: { label: string; time: boolean }, series: { label:
   el.innerHTML = "";
   const c = new uPlot(
     {
-      width: Math.max(280, el.clientWidth - 10), height: 220,
+      width: Math.max(240, el.clientWidth - 10), height: 220,
       scales: { x: { time: x.time }, y: { range: [0, 1] } },
-      axes: [{ label: x.label }, {}],
+      axes: themedAxes([{ label: x.label }, {}]),
       series: [{ label: x.label }, ...series.map((s, i) => ({ label: s.label, stroke: COLORS[i % COLORS.length], spanGaps: true, points: { show: true, size: 4 } }))],
     },
     [xs, ...series.map((s) => s.values)] as unknown as uPlot.AlignedData,

@@ -4,6 +4,7 @@ import uPlot from "uplot";
 import { pageData } from "../lib/api";
 import { ema, RateMeter } from "../lib/rate";
 import { reconnectingSocket } from "../lib/socket";
+import { cssVar, themedAxes } from "../lib/chart_theme";
 
 type Message = Record<string, any> & { type: string };
 
@@ -52,7 +53,7 @@ function drawMarks(u: uPlot) {
   for (const b of boundaries) {
     const x = u.valToPos(b.t, "x", true);
     if (x < u.bbox.left || x > u.bbox.left + u.bbox.width) continue;
-    ctx.strokeStyle = b.kind === "start" ? "#667085" : b.success ? "#1f9d55" : "#d64545";
+    ctx.strokeStyle = b.kind === "start" ? cssVar("--muted", "#667085") : b.success ? "#1f9d55" : "#d64545";
     ctx.lineWidth = 1.5 * devicePixelRatio;
     ctx.setLineDash(b.kind === "start" ? [] : [4 * devicePixelRatio, 3 * devicePixelRatio]);
     ctx.beginPath();
@@ -75,10 +76,10 @@ function drawMarks(u: uPlot) {
 const chartEl = $("chart");
 const plot = new uPlot(
   {
-    width: Math.max(400, chartEl.clientWidth || 900),
+    width: Math.max(240, chartEl.clientWidth || 900),
     height: 260,
     scales: { x: { time: false }, y: { range: [0, 1] } },
-    axes: [{ label: "seconds", values: (_u, ticks) => ticks.map((t) => (t - Date.now() / 1000).toFixed(0)) }, { label: "p(success)" }],
+    axes: themedAxes([{ label: "seconds", values: (_u, ticks) => ticks.map((t) => (t - Date.now() / 1000).toFixed(0)) }, { label: "p(success)" }]),
     series: [
       {},
       { label: "p(success)", stroke: "#3b6df0", width: 2, spanGaps: true },
@@ -90,7 +91,7 @@ const plot = new uPlot(
   [xs, probs, thresholds, smoothed] as uPlot.AlignedData,
   chartEl,
 );
-window.addEventListener("resize", () => plot.setSize({ width: Math.max(400, chartEl.clientWidth), height: 260 }));
+window.addEventListener("resize", () => plot.setSize({ width: Math.max(240, chartEl.clientWidth), height: 260 }));
 
 function trim(now: number) {
   while (xs.length && xs[0] < now - WINDOW_S) {

@@ -33,6 +33,7 @@ export class Navigator {
     const view = this.s.view;
     view.playing = on && this.s.n > 1;
     this.playButton.textContent = view.playing ? "❚❚ Pause" : "▶ Play";
+    this.playButton.setAttribute("aria-label", view.playing ? "Pause" : "Play");
     if (view.playing) {
       if (view.cursor >= this.s.n - 1) this.move(0);
       this.lastTick = performance.now();

@@ -25,8 +25,13 @@ export class Renderer {
   private readonly views: { figure: HTMLElement; canvas: HTMLCanvasElement; ctx: CanvasRenderingContext2D }[];
   private readonly strip: HTMLCanvasElement[][];
   private flashTimer = 0;
+  private readonly announcer = $("announcer");
+  private announceTimer = 0;
+  private lastAnnounced = "";
+  private pendingFlash = "";
+  private pendingStatus = "";
 
-  constructor(private readonly s: LabelingState, timelineCanvas: HTMLCanvasElement) {
+  constructor(private readonly s: LabelingState, private readonly timelineCanvas: HTMLCanvasElement) {
     const { cameras, n, data } = s;
     this.store = new FrameStore(
       `${s.episodeApi}/frames`,
@@ -40,6 +45,8 @@ export class Renderer {
       figure.className = "view loading";
       const canvas = document.createElement("canvas");
       canvas.dataset.camera = camera;
+      canvas.setAttribute("role", "img");
+      canvas.setAttribute("aria-label", `${camera} camera at the current step`);
       const caption = document.createElement("figcaption");
       caption.textContent = camera;
       figure.append(canvas, caption);
@@ -57,6 +64,8 @@ export class Renderer {
       const cells = Array.from({ length: s.windowSize }, () => {
         const canvas = document.createElement("canvas");
         canvas.className = "thumb";
+        canvas.setAttribute("role", "img");
+        canvas.setAttribute("aria-label", `${camera} camera, window frame ${row.childElementCount}`);
         row.append(canvas);
         return canvas;
       });
@@ -64,6 +73,8 @@ export class Renderer {
       return cells;
     });
     this.timeline = new Timeline(timelineCanvas, s.model);
+    timelineCanvas.setAttribute("aria-valuemin", String(s.indexOf[0] ?? 0));
+    timelineCanvas.setAttribute("aria-valuemax", String(s.indexOf[s.n - 1] ?? 0));
     const store = this.store;
     this.probe = { ready: 0, lastDraw: { position: -1, at: 0 }, state: s.view, model: s.model, framesComplete: () => store.complete };
   }
@@ -137,6 +148,28 @@ export class Renderer {
     <span>label <b id="frame-label" class="chip ${human ?? "none"}">${human ?? "none"}</b></span>
     <span>proposal <b class="chip proposal ${proposal ?? "none"}">${proposal ?? "none"}</b>${proposal ? ` <span class="muted">${model.proposalStatus[p]}</span>` : ""}</span>
     ${selection ? `<span class="selection">selected ${indexOf[selection[0]]}–${indexOf[selection[1]]}</span>` : ""}`;
+    const status =
+      `Step ${indexOf[p]}, ${p + 1} of ${n}. Label ${human ?? "none"}.` +
+      (proposal ? ` Proposal ${proposal}, ${model.proposalStatus[p]}.` : "") +
+      (selection ? ` Selected steps ${indexOf[selection[0]]} to ${indexOf[selection[1]]}.` : "");
+    this.timelineCanvas.setAttribute("aria-valuenow", String(indexOf[p]));
+    this.timelineCanvas.setAttribute("aria-valuetext", status);
+    this.pendingStatus = status;
+    this.announce();
+  }
+
+  /** Says the latest flash message and step status through the page's polite live region once the page
+   * has settled for 0.4 s (playback and held keys would otherwise queue a sentence per frame); a status
+   * already said is not repeated. */
+  private announce(): void {
+    window.clearTimeout(this.announceTimer);
+    this.announceTimer = window.setTimeout(() => {
+      const message = [this.pendingFlash, this.pendingStatus].filter(Boolean).join(" ");
+      this.pendingFlash = "";
+      if (message === this.lastAnnounced) return;
+      this.lastAnnounced = message;
+      this.announcer.textContent = message;
+    }, 400);
   }
 
   renderWindow(): void {
@@ -179,6 +212,8 @@ export class Renderer {
   flash(message: string): void {
     const el = this.stepInfo;
     el.dataset.flash = message;
+    this.pendingFlash = message;
+    this.announce();
     window.clearTimeout(this.flashTimer);
     this.flashTimer = window.setTimeout(() => delete el.dataset.flash, 2500);
   }
