@@ -39,7 +39,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.append(str(ROOT / "bench"))  # after ROOT: bench/inference.py must not hide the inference app
-from harness import procfile_line, scratch_environment, start_web, stop  # noqa: E402
+from harness import parse_args, procfile_line, scratch_environment, start_web, stop  # noqa: E402
 
 SIZE = 32
 FRAMES = 5
@@ -191,9 +191,8 @@ def raw_seconds(deployment, items: Any, batch: int, sample: int) -> float:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--clients", type=int, default=1024, help="concurrent tokenless clients per burst")
-    parser.add_argument("--smoke", action="store_true", help="64 clients: a quick check that the bench runs")
-    args = parser.parse_args()
-    clients = 64 if args.smoke else args.clients
+    args = parse_args(parser, clients=64)
+    clients = args.clients
 
     scratch = scratch_environment("rl_scale")
     os.environ["TRUSTED_CIDRS"] = "127.0.0.1/32"

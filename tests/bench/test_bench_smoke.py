@@ -196,3 +196,11 @@ def test_vlm(bench_env):
         r"median run, 1 stream\(s\)",
         r"median run, 8 stream\(s\)",
     )
+
+
+def test_rl_scale(bench_env):
+    """RLinf's chat payload and single-image ResNet requests from concurrent tokenless trusted clients: every
+    answer 200, the latency distribution beside the in-process limit."""
+    out = smoke("rl_scale", bench_env)
+    assert out.count("all 200") == 2 and "NOT ALL 200" not in out, out
+    assert_rows(out, "latency   p50", "limit     scoring the", "max/limit")
