@@ -48,7 +48,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
+sys.path.append(str(ROOT / "bench"))  # after ROOT: bench/inference.py must not hide the inference app
 from harness import (  # noqa: E402
     interleaved,
     parse_args,

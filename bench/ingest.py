@@ -50,7 +50,7 @@ from PIL import Image
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
+sys.path.append(str(ROOT / "bench"))  # after ROOT: bench/inference.py must not hide the inference app
 from harness import parse_args, procfile_line, scratch_environment, start_web, stop  # noqa: E402
 
 from robot_agent.uploader import IngestClient  # noqa: E402

@@ -28,7 +28,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
+sys.path.append(str(ROOT / "bench"))  # after ROOT: bench/inference.py must not hide the inference app
 from harness import parse_args, start_web, stop  # noqa: E402
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings")

@@ -49,7 +49,7 @@ from typing import TYPE_CHECKING
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
+sys.path.append(str(ROOT / "bench"))  # after ROOT: bench/inference.py must not hide the inference app
 from harness import parse_args, procfile_line, scratch_environment, start_web, stop  # noqa: E402
 
 if TYPE_CHECKING:

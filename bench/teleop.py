@@ -39,7 +39,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
+sys.path.append(str(ROOT / "bench"))  # after ROOT: bench/inference.py must not hide the inference app
 from harness import parse_args, procfile_env, scratch_environment, start_web, stop, wait_for_inference_worker  # noqa: E402
 
 TMP = scratch_environment("teleop")
