@@ -26,6 +26,7 @@ from .import_builders import image, png_bytes
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
+QUEUE = "ingest-kill-test"  # a queue of its own: the session's worker (every queue) never takes this import
 SOURCES = 12  # folders, each with success/ and failure/: 24 episodes, imported one folder at a time
 PER_LABEL = 30
 SIZE = 64
@@ -33,7 +34,7 @@ SIZE = 64
 
 def _worker(process_env, name: str) -> subprocess.Popen:
     env = {**process_env, "JOBS_HEARTBEAT_SECONDS": "1"}
-    args = [sys.executable, "-m", "celery", "-A", "webapp", "worker", "-Q", django_settings.CELERY_QUEUE_INGEST]
+    args = [sys.executable, "-m", "celery", "-A", "webapp", "worker", "-Q", QUEUE]
     args += ["--pool", "solo", "-n", f"{name}@%h", "--without-gossip", "--without-mingle", "--loglevel", "INFO"]
     return _spawn(args, env, f"celery-import-{name}.log")
 
@@ -66,8 +67,10 @@ def _files_on_disk(project) -> int:
     return sum(1 for path in folder.rglob("*") if path.is_file()) if folder.exists() else 0
 
 
-def test_an_import_whose_worker_was_killed_finishes_exactly_once(project, process_env, settings):
+def test_an_import_whose_worker_was_killed_finishes_exactly_once(project, process_env, settings, monkeypatch):
     settings.JOBS_STALE_AFTER_SECONDS = 3
+    # this test's sends (its own and the sweep's requeue) go to the test's queue
+    monkeypatch.setattr(run_import_job, "delay", lambda *args: run_import_job.apply_async(args, queue=QUEUE))
     job = ImportJob.objects.create(project=project, folder=str(_upload()))
     first = _worker(process_env, "doomed")
     second = None
