@@ -36,7 +36,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
+sys.path.append(str(ROOT / "bench"))  # after ROOT: bench/inference.py must not hide the inference app
 from harness import interleaved, parse_args, procfile_env, scratch_environment, stop, wait_for_inference_worker  # noqa: E402
 
 TMP = scratch_environment("vlm")
