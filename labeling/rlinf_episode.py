@@ -7,7 +7,7 @@ step is everything one env transition returned, and observation indices (which R
 and trend windows use) equal step indices.
 
 Values may be numpy arrays or torch tensors; both become numpy/Python here. No Django imports.
-See /work/shared/reference/formats.md section 1.
+The format is RLinf's collect_episode pickle (README, "Importing existing data").
 """
 
 from __future__ import annotations
