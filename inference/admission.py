@@ -14,11 +14,11 @@ from typing import Any
 from limits import RateLimitItem
 
 from labeling.tokens import token_from_header
-from webapp.asgi_http import HttpError
+from webapp.common.asgi_http import HttpError
+from webapp.common.db_bridge import orm_call
 
 from .auth import MALFORMED, UNKNOWN, agent_remembered, cached_agent
 from .limits import Verdict, too_many
-from .orm_calls import orm_call
 from .throttles import bad_request_limit, limiter
 
 

@@ -14,7 +14,7 @@ from rest_framework.views import APIView
 
 from labeling import access
 from training.models import TrainedModel
-from webapp.parsers import BoundedJSONParser
+from webapp.common.parsers import BoundedJSONParser
 
 from . import services
 from .auth import REWARDS_AUTHENTICATION, client_id

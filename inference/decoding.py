@@ -16,7 +16,7 @@ from django.conf import settings
 from rest_framework import exceptions, status
 
 from labeling.image_budget import PixelBudget
-from webapp.parsers import RequestTooLarge  # noqa: F401  (re-exported for the views)
+from webapp.common.parsers import RequestTooLarge  # noqa: F401  (re-exported for the views)
 
 _lock = threading.Lock()
 _slots: threading.BoundedSemaphore | None = None

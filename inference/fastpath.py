@@ -19,8 +19,8 @@ from urllib.parse import parse_qs
 from django.conf import settings
 
 from labeling import access
-from webapp import metrics
-from webapp.asgi_http import HttpError, read_body, respond_json
+from webapp.common import metrics
+from webapp.common.asgi_http import HttpError, read_body, respond_json
 
 from .admission import admitted_agent
 from .limits import client_key

@@ -4,7 +4,7 @@
     probabilities = async_to_sync(infer)("pick-cube", images)    # the same from sync code (DRF views)
 
 The web process never loads a model. It reads the deployment's settings from a small in-process cache
-(`inference.stale_cache`: older than CACHE_TTL_S, they are served while one background query refreshes
+(`webapp.common.stale_cache`: older than CACHE_TTL_S, they are served while one background query refreshes
 them, so the hot path makes no database query and never waits for one; a name not found is not kept, so a
 deployment made in another process is served at once), pushes the request to Redis with
 the version it knows, and waits on the reply key. Errors: DeploymentNotFound (404) and
@@ -22,7 +22,8 @@ from typing import Any
 import numpy as np
 from django.conf import settings
 
-from labeling.db_threads import DatabaseThreads
+from webapp.common.db_bridge import DatabaseThreads, orm_call
+from webapp.common.stale_cache import StaleCache
 
 from .broker import (
     WORKERS_KEY,
@@ -37,9 +38,7 @@ from .broker import (
     payload_redis_from_url,
     redis_from_url,
 )
-from .orm_calls import orm_call
 from .rewards import RewardSettings
-from .stale_cache import StaleCache
 
 CACHE_TTL_S = 1.0  # a deployment's settings are fresh this long
 CACHE_STALE_S = 10.0  # older ones, up to this age, are served while a background query refreshes them

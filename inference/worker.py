@@ -43,7 +43,7 @@ from redis import Redis
 from redis.exceptions import RedisError
 
 from training.family_parts import Scorer
-from webapp import metrics
+from webapp.common import metrics
 
 from .batching import Batcher, BatchPolicy, score_requests
 from .broker import (

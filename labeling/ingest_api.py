@@ -15,8 +15,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from robot_agent.chunk_format import CONTENT_TYPE as CHUNK_CONTENT_TYPE
-from webapp.json_limits import JSONTooDeep, loads_bounded
-from webapp.parsers import BoundedJSONParser, RequestTooLarge
+from webapp.common.json_limits import JSONTooDeep, loads_bounded
+from webapp.common.parsers import BoundedJSONParser, RequestTooLarge
 
 from . import access, services
 from .image_budget import ImageTooLarge, PixelBudget

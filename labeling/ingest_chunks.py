@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from robot_agent.chunk_format import PREFIX, ChunkError, ChunkLimits, ChunkTooLarge, decode_chunk
-from webapp.json_limits import JSONTooDeep, depth_check, size_of
+from webapp.common.json_limits import JSONTooDeep, depth_check, size_of
 
 from .image_budget import ImageTooLarge, PixelBudget
 from .images import ImageError, check_image

@@ -1,5 +1,5 @@
 """The job page's WebSocket: on connect the curves so far, then live events from the job's group. Messages from
-the page are ignored unparsed; a handler that fails ends the socket through its cleanup (webapp.ws_guard)."""
+the page are ignored unparsed; a handler that fails ends the socket through its cleanup (webapp.common.ws_guard)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from labeling import access
-from webapp.ws_guard import Guarded
+from webapp.common.ws_guard import Guarded
 
 from .job_reporter import job_group
 

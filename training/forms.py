@@ -6,7 +6,7 @@ from __future__ import annotations
 from django import forms
 from django.conf import settings
 
-from webapp.json_limits import JSONTooDeep, loads_bounded
+from webapp.common.json_limits import JSONTooDeep, loads_bounded
 
 from .datasets.options import SPLIT_MODES, SnapshotOptions
 from .models import DatasetSnapshot, ModelKind

@@ -15,7 +15,7 @@ from django.views.decorators.http import require_POST
 
 from labeling import access
 from labeling.models import Frame, Project
-from webapp.file_streaming import stream_response
+from webapp.common.file_streaming import stream_response
 
 from . import runners, selectors, services
 from .families import FAMILIES

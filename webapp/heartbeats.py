@@ -11,8 +11,6 @@ from __future__ import annotations
 import json
 import time
 
-from inference.broker import WORKER_ALIVE_S, WORKERS_KEY
-
 QUEUE_KEY = "rs:alive:queue:"
 BEAT_KEY = "rs:alive:beat"
 BEAT_TASK = "webapp.heartbeat"
@@ -45,10 +43,10 @@ def beat_stamp(redis, ttl: int) -> None:
     redis.set(BEAT_KEY, time.time(), ex=ttl)
 
 
-def _inference_alive(raw_beats, now: float) -> bool:
+def _inference_alive(raw_beats, now: float, alive_s: float) -> bool:
     for raw in raw_beats:
         try:
-            if now - float(json.loads(raw).get("at", 0)) < WORKER_ALIVE_S:
+            if now - float(json.loads(raw).get("at", 0)) < alive_s:
                 return True
         except (ValueError, TypeError, AttributeError):
             continue
@@ -57,6 +55,8 @@ def _inference_alive(raw_beats, now: float) -> bool:
 
 def processes_up(redis, now: float | None = None) -> dict[str, bool]:
     """`{"web": True, "worker": bool, "training": bool, "beat": bool, "inference": bool}` in one round trip."""
+    from inference.broker import WORKER_ALIVE_S, WORKERS_KEY  # here: Celery imports this module at start-up
+
     now = time.time() if now is None else now
     queues = [q for kind in WORKER_QUEUES.values() for q in kind]
     pipe = redis.pipeline(transaction=False)
@@ -67,7 +67,7 @@ def processes_up(redis, now: float | None = None) -> dict[str, bool]:
     up = {"web": True}
     up.update({kind: all(fresh[q] for q in qs) for kind, qs in WORKER_QUEUES.items()})
     up["beat"] = stamps[-1] is not None
-    up["inference"] = _inference_alive(inference_beats, now)
+    up["inference"] = _inference_alive(inference_beats, now, WORKER_ALIVE_S)
     return up
 
 

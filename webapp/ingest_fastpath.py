@@ -42,16 +42,16 @@ from inference.admission import admitted_agent
 from inference.limits import client_key
 from inference.throttles import api_limit, bad_request_limit, limiter
 from labeling import access, services
-from labeling.db_threads import DatabaseThreads
 from labeling.ingest_api import ingest_project
 from labeling.ingest_chunks import ChunkRefused, IngestLimits, chunk_steps
 from labeling.ingest_serializers import EpisodeCreateSerializer, EpisodeSerializer, FinishSerializer
 from labeling.models import Episode
 from robot_agent.chunk_format import CONTENT_TYPE
-from webapp import metrics
-from webapp.asgi_http import HttpError, declared_length, header_map, read_body, respond_json
-from webapp.errors import exception_handler
-from webapp.parsers import json_body
+from webapp.common import metrics
+from webapp.common.asgi_http import HttpError, declared_length, header_map, read_body, respond_json
+from webapp.common.db_bridge import DatabaseThreads
+from webapp.common.errors import exception_handler
+from webapp.common.parsers import json_body
 
 UUID = r"(?P<uuid>[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})"  # as Django's <uuid:>
 JSON = "application/json"

@@ -18,7 +18,7 @@ DEBUG = env_bool("DEBUG", bound_to_loopback())
 SECRET_KEY = secret_key("SECRET_KEY", DATA_DIR / "secret_key.txt")
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]", "testserver"])
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
-# Networks whose requests reach deployments (rewards, chat, /health) without a token (inference/trusted_networks.py).
+# Networks whose requests reach deployments (rewards, chat, /health) without a token (webapp/common/trusted_networks.py).
 TRUSTED_CIDRS = env_cidrs("TRUSTED_CIDRS", [])
 # Reverse proxies whose X-Forwarded-For names the client (for TRUSTED_CIDRS and rate limits); none: the TCP peer.
 FORWARDED_ALLOW_IPS = env_cidrs("FORWARDED_ALLOW_IPS", [])
@@ -172,10 +172,10 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
-    "EXCEPTION_HANDLER": "webapp.errors.exception_handler",
+    "EXCEPTION_HANDLER": "webapp.common.errors.exception_handler",
     "DEFAULT_THROTTLE_CLASSES": ["inference.throttles.ApiRateThrottle"],
     "DEFAULT_PARSER_CLASSES": [
-        "webapp.parsers.BoundedJSONParser",
+        "webapp.common.parsers.BoundedJSONParser",
         "rest_framework.parsers.FormParser",
         "rest_framework.parsers.MultiPartParser",
     ],

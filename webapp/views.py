@@ -17,7 +17,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, 
 from labeling import access
 from labeling.label_selectors import project_list_with_counts
 
-from .file_streaming import file_response
+from .common.file_streaming import file_response
 from .health import health_report, health_summary
 from .metrics_state import StateCollector
 

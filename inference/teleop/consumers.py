@@ -14,7 +14,7 @@ seconds and a revoked token's socket is closed (code 4401).
 
 Robust: every value of a message is checked before it is used (step headers by `step_header.step_read`,
 text messages within TELEOP_TEXT_MAX_BYTES and JSON_MAX_DEPTH); a bad one is a warning to the agent. A
-handler that raises anyway is logged and answered with a warning (webapp.ws_guard); an exception anywhere
+handler that raises anyway is logged and answered with a warning (webapp.common.ws_guard); an exception anywhere
 else ends the socket through `disconnect()`, which stops the tasks and closes the session whatever fails
 on the way. Sessions a dead process left live are closed by `services.sessions_close_stale`.
 Scoring frames needs the token's `rewards` scope (without it the session records without scores).
@@ -37,13 +37,13 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer, AsyncWebsocke
 from django.conf import settings
 
 from labeling import access
-from labeling.db_threads import DatabaseThreads
 from labeling.images import CheckedImage, ImageError, check_image
 from labeling.models import Agent
 from robot_agent.protocol import ProtocolError, decode_image
-from webapp import metrics
-from webapp.json_limits import loads_bounded
-from webapp.ws_guard import Guarded
+from webapp.common import metrics
+from webapp.common.db_bridge import DatabaseThreads
+from webapp.common.json_limits import loads_bounded
+from webapp.common.ws_guard import Guarded
 
 from . import services
 from .latest import LatestFrameSlot
@@ -185,7 +185,7 @@ class TeleopAgentConsumer(Guarded, AsyncWebsocketConsumer):
 
     # -- messages from the agent ----------------------------------------------------------------
     async def receive_failed(self, message: dict) -> None:
-        """A message whose handling raised (logged by webapp.ws_guard): the agent is told, the stream goes on."""
+        """A message whose handling raised (logged by webapp.common.ws_guard): the agent is told, the stream goes on."""
         await self.reply_error("the server could not handle that message (see its log); the stream goes on")
 
     async def receive(self, text_data=None, bytes_data=None):

@@ -13,7 +13,7 @@ import uuid
 from dataclasses import dataclass, field
 
 from robot_agent.protocol import HEADER, MAX_HEADER, ProtocolError, unpack_step
-from webapp.json_limits import JSONTooDeep, depth_check, size_of
+from webapp.common.json_limits import JSONTooDeep, depth_check, size_of
 
 MAX_STEP_INDEX = 2**31 - 1  # the database column's range
 MAX_ACTION_SIZE = 1024

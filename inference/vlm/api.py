@@ -40,7 +40,7 @@ from labeling.images import ImageError, check_image, decode_rgb
 from training.vlm.parse import label_parse
 from training.vlm.rewards import trend_reward
 from training.vlm.wire import MAX_IMAGES, MAX_NEW_TOKENS, WindowRequest
-from webapp.parsers import BoundedJSONParser
+from webapp.common.parsers import BoundedJSONParser
 
 from .chat_prompt import chat_prompt_pick
 from .prompt_notes import prompt_mismatch_note

@@ -1,6 +1,11 @@
 """The apps stack up with no arrow running back up: an app imports nothing from the apps built on it, and no
 two modules import each other at import time.
 
+Layers, bottom up: `webapp.common` (plumbing: no app, no other webapp module), then labeling, webhooks, training,
+and inference (from `webapp` they import only `webapp.common`), then the rest of `webapp` (settings,
+ASGI, URLs, the demo), which composes them. The client packages (robot_agent, reward_client) import no
+server package at all, the ground floor included.
+
 Imports are read with `ast` from every module of the repository (migrations aside), including imports inside
 functions and `importlib.import_module("...")` with a literal name.
 """
@@ -16,14 +21,25 @@ ROOT = Path(__file__).resolve().parents[2]
 APPS = ("webapp", "labeling", "training", "inference", "robot_agent", "reward_client", "webhooks")
 SERVER = {"webapp", "labeling", "training", "inference", "webhooks"}
 
-# app -> the apps it must not import.
+COMMON = "webapp.common"  # a layer of its own, below every app
+
+# layer -> the layers it must not import ("webapp" is webapp above its ground floor).
 FORBIDDEN: dict[str, set[str]] = {
-    "labeling": {"training", "inference"},
-    "training": {"inference"},
+    COMMON: SERVER | {"robot_agent", "reward_client"},
+    "labeling": {"webapp", "training", "inference", "webhooks"},
+    "training": {"webapp", "inference"},
+    "inference": {"webapp"},
+    "webhooks": {"webapp", "training", "inference"},
     # The client packages run on robots and RL machines, installed without the server.
-    "robot_agent": SERVER,
-    "reward_client": SERVER,
+    "robot_agent": SERVER | {COMMON},
+    "reward_client": SERVER | {COMMON},
 }
+
+
+def layer(module: str) -> str:
+    """`webapp.common` for the ground floor, else the top-level package."""
+    return COMMON if module == COMMON or module.startswith(f"{COMMON}.") else module.split(".")[0]
+
 
 # Cycles tolerated for now (none): an entry must name a cycle that still exists, so none stays allowed by
 # accident.
@@ -87,13 +103,33 @@ def test_the_module_reader_sees_every_kind_of_import(tmp_path):
     }
 
 
+def test_the_ground_floor_is_a_layer_of_its_own():
+    assert [layer(m) for m in ("webapp.common", "webapp.common.metrics", "webapp.commons", "webapp.settings")] == [
+        COMMON,
+        COMMON,
+        "webapp",
+        "webapp",
+    ]
+
+
 def test_no_app_imports_an_app_built_on_it():
+    modules = [(module, path) for app in APPS for module, path in app_modules(app)]
     wrong = [
         f"{path.relative_to(ROOT)}:{line} imports {name}"
-        for app, banned in FORBIDDEN.items()
-        for module, path in app_modules(app)
+        for module, path in modules
         for name, line in imports_of(module, path)
-        if name.split(".")[0] in banned
+        if layer(name) in FORBIDDEN.get(layer(module), set()) and layer(name) != layer(module)
+    ]
+    assert not wrong, "\n".join(wrong)
+
+
+def test_celery_and_its_heartbeats_load_no_app_at_start_up():
+    """Celery imports webapp.celery before Django is set up; an app's module there would load its models."""
+    wrong = [
+        f"{module} imports {name}"
+        for module in ("webapp.celery", "webapp.heartbeats")
+        for name, _ in imports_of(module, ROOT / f"{module.replace('.', '/')}.py", top_level_only=True)
+        if layer(name) in SERVER - {"webapp"}
     ]
     assert not wrong, "\n".join(wrong)
 

@@ -13,7 +13,7 @@ import pytest
 
 from labeling.models import Episode, Step
 from robot_agent.chunk_format import encode_chunk
-from webapp.json_limits import JSONTooDeep, json_depth, loads_bounded
+from webapp.common.json_limits import JSONTooDeep, json_depth, loads_bounded
 
 from ..labeling.ingest_helpers import png_bytes
 from ..labeling.test_ingest_binary import header_body, post

@@ -1,17 +1,28 @@
-"""Threads that keep their database connection, for database calls made from the event loop.
+"""The one bridge from the event loop to the database: which call to use, and why.
 
-channels' `database_sync_to_async` closes the thread's connection around every call unless DB_CONN_MAX_AGE
-keeps it, and that setting is 0 by default. So each call opens a new connection, which on PostgreSQL means a
-new server process: a fork and an authentication, several milliseconds of CPU on both sides. Code on the
-event loop that calls the database many times a second uses these threads instead: the ingest fast path
-(every chunk), live teleop sessions (recording, stats, token checks) and the serving core's settings refresher.
-Raising DB_CONN_MAX_AGE would keep every request thread's connection too; these threads keep theirs whatever
-it is set to, so the default stays as Django has it.
+Async code (the ASGI fast paths, consumers, the serving core) must not call the ORM on the event loop. It
+goes through one of two doors here, chosen by how often it calls:
 
-Each thread keeps its connection between calls. A connection the server dropped (a restart) fails its first
-query. It is then closed, and the call runs once more on a fresh one when the caller says the call may be
-repeated (`retry`: idempotent, all-or-nothing calls). Otherwise the error goes to the caller and the next
-call connects anew. A connection left in a failed state is closed after the call.
+- `orm_call(fn, *args)`: a call now and then (an agent lookup, a deployment's settings). It runs in the
+  caller's thread when there is one (asgiref's thread-sensitive mode: DRF views and commands call the async
+  serving core through `async_to_sync`), so it sees the caller's transaction. Like channels'
+  `database_sync_to_async`, stale connections are closed around the call (the ASGI fast path has no request
+  cycle that would), except while the caller's thread is inside a transaction: closing its connection would
+  end the caller's atomic block (a service's, or a test's).
+- `DatabaseThreads(name, workers).call(fn, *args)`: many calls a second (the ingest fast path's every chunk,
+  live teleop sessions, the serving core's settings refresher). channels' `database_sync_to_async` closes
+  the thread's connection around every call unless DB_CONN_MAX_AGE keeps it, and that setting is 0 by
+  default. So each call opens a new connection, which on PostgreSQL means a new server process: a fork and
+  an authentication, several milliseconds of CPU on both sides. These threads keep their connection between
+  calls whatever DB_CONN_MAX_AGE is set to, so the default stays as Django has it (raising it would keep
+  every request thread's connection too).
+
+  A connection the server dropped (a restart) fails its first query. It is then closed, and the call runs
+  once more on a fresh one when the caller says the call may be repeated (`retry`: idempotent,
+  all-or-nothing calls). Otherwise the error goes to the caller and the next call connects anew. A
+  connection left in a failed state is closed after the call.
+
+Consumers' handlers that touch the database once per socket event keep channels' `database_sync_to_async`.
 """
 
 from __future__ import annotations
@@ -22,10 +33,12 @@ import threading
 import weakref
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
-from django.db import InterfaceError, OperationalError, connection, connections
+from asgiref.sync import sync_to_async
+from django.db import InterfaceError, OperationalError, close_old_connections, connection, connections
 
+P = ParamSpec("P")
 R = TypeVar("R")
 _instances: weakref.WeakSet[DatabaseThreads] = weakref.WeakSet()
 
@@ -89,3 +102,19 @@ def close_all_connections() -> None:
     """`close_connections` of every DatabaseThreads of this process."""
     for threads in list(_instances):
         threads.close_connections()
+
+
+async def orm_call(fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
+    """`fn(*args, **kwargs)` in the caller's thread (or asgiref's one database thread), awaited."""
+
+    def run() -> R:
+        outside = not connection.in_atomic_block
+        if outside:
+            close_old_connections()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            if outside:
+                close_old_connections()
+
+    return await sync_to_async(run, thread_sensitive=True)()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from inference.stale_cache import StaleCache
+from webapp.common.stale_cache import StaleCache
 
 
 class World:
