@@ -13,7 +13,7 @@
    on the labels so far, measures balanced accuracy (mean of the success and fail recalls; about 93% of
    frames are fails, 68% with `--hold-steps 25`) on held-out episodes, then asks for the next labels (up
    to the next count of `--labels`, else `--batch` more) either in the ranked queue's order
-   (training/active_queue.py: uncertainty, the two newest models' disagreement, spread across episodes,
+   (training/queue/ranking.py: uncertainty, the two newest models' disagreement, spread across episodes,
    and, as in the app, `--explore-share` of the picks (default the app's 0.5) coverage picks: the most
    typical frame of each group of frames (k-means in the round model's embedding) that holds no labeled
    frame, or with `--coverage farthest` k-center greedy away from the labeled frames; the env flag is NOT
@@ -55,7 +55,7 @@ sys.path.append(str(Path(__file__).resolve().parent))  # after the root: bench/i
 import numpy as np  # noqa: E402
 from harness import parse_args  # noqa: E402
 
-from training.active_queue import COVERAGE_KINDS, EXPLORE_SHARE, NEIGHBOUR_STEPS  # noqa: E402
+from training.queue.ranking import COVERAGE_KINDS, EXPLORE_SHARE, NEIGHBOUR_STEPS  # noqa: E402
 
 
 def collect(
@@ -263,7 +263,7 @@ def simulate(
     pool_x, pool_y, pool_ep, val_x, val_y, *, order: str, seed: int, args
 ) -> tuple[list[tuple[int, float]], list[int]]:
     """(labels, balanced accuracy) per round, and how many of the labels were successes."""
-    from training.active_queue import Candidate, rank
+    from training.queue.ranking import Candidate, rank
 
     rng = np.random.default_rng(seed)
     schedule = label_schedule(args)
@@ -473,7 +473,7 @@ def store(project_name: str, results: dict) -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings")
     django.setup()
     from labeling.models import Project
-    from training.label_efficiency import label_efficiency_store
+    from training.queue.efficiency import label_efficiency_store
 
     project = Project.objects.get(name=project_name)
     label_efficiency_store(project=project, result=results, command=" ".join(["bench/active.py", *sys.argv[1:]]))

@@ -9,7 +9,7 @@ DRF, Channels, Celery or ManiSkill; it imports only the Django-free family folde
    PyTorch loop (bench/train.py's two loops, same model and data).
 2. Serving: the ResNet family's scorer (`training.families.scorer_load`, as `manage.py inference_worker`
    loads it) from that checkpoint on the device vs on the CPU, and its images/s at batch 1 and batch 64.
-3. Data-parallel training (`training.distributed` under torchrun, each rank running `train_reward_model`):
+3. Data-parallel training (`training.kit.distributed` under torchrun, each rank running `train_reward_model`):
    nccl with one process on the GPU (NCCL refuses two ranks on one GPU), then two gloo processes sharing the
    GPU (optional: gloo with CUDA tensors); on the CPU two gloo processes. One checkpoint must be saved (by
    rank 0), load, and the ranks' first-epoch shards must be disjoint.
@@ -47,10 +47,10 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from harness import parse_args  # noqa: E402
 
-from training import distributed  # noqa: E402
 from training.families import scorer_load  # noqa: E402
-from training.family_parts import ModelSpec  # noqa: E402
-from training.reporting import MemoryReporter  # noqa: E402
+from training.kit import distributed  # noqa: E402
+from training.kit.family_parts import ModelSpec  # noqa: E402
+from training.kit.reporting import MemoryReporter  # noqa: E402
 from training.resnet.checkpoint import WEIGHTS_FILE, load_checkpoint  # noqa: E402
 from training.resnet.config import ResNetConfig  # noqa: E402
 from training.resnet.model import predict_proba  # noqa: E402
@@ -247,7 +247,7 @@ def check_serving(checks: Checks, sizes: Sizes, device: torch.device, folder: Pa
 
 
 def rank_worker(task: dict) -> int:
-    """One torchrun rank: joins the group as a job's rank does (training.rank_main), trains, rank 0 reports."""
+    """One torchrun rank: joins the group as a job's rank does (training.jobs.rank_main), trains, rank 0 reports."""
     mode, out, size, n = task["mode"], Path(task["out"]), task["size"], task["n"]
     if mode == "gloo-cuda":  # pick_backend gives each local rank its own GPU with nccl; here both share cuda:0
         distributed.pick_backend = lambda device: ("gloo", "cuda:0")

@@ -172,7 +172,7 @@ def raw_seconds(deployment, items: Any, batch: int, sample: int) -> float:
     from django.core.files.storage import default_storage
 
     from training.families import scorer_load
-    from training.family_parts import ModelSpec
+    from training.kit.family_parts import ModelSpec
 
     torch.set_num_threads(1)
     model = deployment.trained_model

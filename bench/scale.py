@@ -13,8 +13,8 @@ statements, not a million file writes), and measures at each size:
     - the labeling payload of one episode (API and page);
   background work, the task bodies called in this process (not through a Celery worker: the bench times
   the work itself, not queue latency, and stays independent of how the task is wrapped):
-    - proposal generation over the whole project (`labeling.proposals.proposals_generate`),
-    - snapshot build (`training.snapshot_services.snapshot_build`, the body of `build_snapshot`);
+    - proposal generation over the whole project (`labeling.proposals.services.proposals_generate`),
+    - snapshot build (`training.snapshots.services.snapshot_build`, the body of `build_snapshot`);
   and the snapshot download through uvicorn (time to first byte beside 300 ms; rate beside the rate of
   reading the snapshot's files from disk).
 
@@ -324,9 +324,9 @@ def reused_project(size: int) -> tuple[Project, int] | None:
 def run_size(
     *, size: int, user, session, url: str, repeats: int, snapshot_cap: int, measures: set[str], reuse: bool
 ) -> SizeResult:
-    from labeling.proposals import proposals_generate
+    from labeling.proposals.services import proposals_generate
     from training.models import DatasetSnapshot
-    from training.snapshot_services import snapshot_build, snapshot_create
+    from training.snapshots.services import snapshot_build, snapshot_create
     from training.storage import local_path
 
     started = time.perf_counter()

@@ -63,8 +63,8 @@ def setup():
     from django.test import Client
 
     from inference.services import deployment_create
+    from labeling.ingest.services import agent_create
     from labeling.models import Membership, Project
-    from labeling.services import agent_create
     from training.models import TrainedModel
     from training.resnet.checkpoint import save_checkpoint
     from training.resnet.config import ResNetConfig

@@ -38,7 +38,7 @@ import torch  # noqa: E402
 from harness import parse_args  # noqa: E402
 from torch.nn import functional as F  # noqa: E402
 
-from training.reporting import MemoryReporter  # noqa: E402
+from training.kit.reporting import MemoryReporter  # noqa: E402
 from training.resnet.config import ResNetConfig  # noqa: E402
 from training.resnet.model import RewardResNet  # noqa: E402
 from training.resnet.train import pick_device, train_reward_model  # noqa: E402

@@ -110,7 +110,7 @@ def main() -> None:
     from inference.serving import deployment_config
     from inference.vlm.serving import windows_infer
     from training.families import scorer_load
-    from training.family_parts import ModelSpec
+    from training.kit.family_parts import ModelSpec
     from training.vlm.prompt import prompt_render
     from training.vlm.scoring import ScoreItem
     from training.vlm.wire import WindowRequest

@@ -7,7 +7,7 @@ class InferenceConfig(AppConfig):
 
     def ready(self) -> None:
         from . import redeploy  # noqa: F401 - connects the receivers of training's redeploy signals
-        from .monitor_store import alarm_signal
-        from .monitor_webhooks import on_alarm_raised
+        from .monitor.services import alarm_signal
+        from .monitor.webhooks import on_alarm_raised
 
         alarm_signal.connect(on_alarm_raised, dispatch_uid="inference.alarm_webhook")

@@ -2,7 +2,7 @@
 
 Training announces a new model for a retrain policy that names a deployment; this finds that deployment
 among the project's own (whatever a stored policy names), lets training compare the two models
-(`training.retrain.redeploy_compare`) and switches the deployment when the new one is better. It also tells
+(`training.queue.retrain.redeploy_compare`) and switches the deployment when the new one is better. It also tells
 the retrain policy form whether a name is a deployment of the project the person may switch.
 """
 
@@ -22,7 +22,7 @@ from .services import deployment_update
 
 @receiver(redeploy_candidate, dispatch_uid="inference.redeploy.redeploy_when_better")
 def redeploy_when_better(sender: Any, *, policy: RetrainPolicy, new_model: TrainedModel, **kwargs: Any) -> None:
-    from training.retrain import redeploy_compare  # torch: loaded by the worker that runs this, not at startup
+    from training.queue.retrain import redeploy_compare  # torch: loaded by the worker that runs this, not at startup
 
     deployment = (
         Deployment.objects.select_related("trained_model")

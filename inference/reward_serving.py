@@ -17,7 +17,7 @@ import numpy as np
 
 from .broker import HISTORY_PREFIX, dump_npy, load_npy
 from .gallery import sample_served
-from .monitor_store import ServedBatch, monitor_submit
+from .monitor.services import ServedBatch, monitor_submit
 from .rewards import HISTORY_BUFFER, ItemReward, compute_rewards, plan_scoring
 from .serving import DeploymentConfig, abroker, infer_payload
 

@@ -13,9 +13,9 @@ from django.db.models import F, Field, Value
 from django.db.models.functions import Greatest
 
 from labeling.images import ImageError, check_image, encode_array
-from labeling.label_services import Actor, frame_labels_set
+from labeling.ingest.services import StepInput, episode_create, episode_finish, steps_append
+from labeling.labels.services import Actor, frame_labels_set
 from labeling.models import Episode, Project
-from labeling.services import StepInput, episode_create, episode_finish, steps_append
 from training.models import TrainedModel
 from webhooks import events
 from webhooks.services import webhook_emit_safely

@@ -16,5 +16,5 @@ urlpatterns = [
     path("deployments/<slug:name>/gallery/<int:frame_id>/label", pages.gallery_label, name="deployment-gallery-label"),
     path("", include("inference.teleop.urls")),
     path("", include("inference.vlm.urls")),
-    path("", include("inference.monitor_urls")),
+    path("", include("inference.monitor.urls")),
 ]

@@ -42,7 +42,7 @@ from typing import cast
 from redis import Redis
 from redis.exceptions import RedisError
 
-from training.family_parts import Scorer
+from training.kit.family_parts import Scorer
 from webapp.common import metrics
 
 from .batching import Batcher, BatchPolicy, score_requests

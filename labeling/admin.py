@@ -1,7 +1,7 @@
 from django import forms
 from django.contrib import admin, messages
 
-from . import services
+from .ingest import services
 from .models import (
     Agent,
     AgentScope,

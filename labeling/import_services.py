@@ -49,10 +49,10 @@ from .import_sources import (
     folder_sha256,
     load_payload,
 )
+from .ingest.services import IngestError, StepInput, episode_create, episode_finish, steps_append
 from .models import Episode, Frame, FrameLabel, LabelChange, LabelSource, Project, Step
 from .pickle_errors import PickleLoadError
 from .rlinf_episode import EpisodeFormatError, parse_episode, to_json
-from .services import IngestError, StepInput, episode_create, episode_finish, steps_append
 from .table_stats import EPISODE_TABLES, refresh_after_bulk_write
 
 if TYPE_CHECKING:

@@ -10,7 +10,9 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import NoReverseMatch, reverse
 from django.views.decorators.http import require_POST
 
-from . import access, label_selectors, services
+from . import access
+from .ingest import services
+from .labels import selectors as label_selectors
 from .models import Agent, Episode, Membership, Project
 from .page_data import EpisodeLinks, ProjectPageData
 

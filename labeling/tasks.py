@@ -7,7 +7,7 @@ from django.conf import settings
 from django.db import OperationalError
 
 from .models import Episode
-from .proposals import proposals_generate
+from .proposals.services import proposals_generate
 
 
 @shared_task(autoretry_for=(OperationalError,), retry_backoff=True, max_retries=5, ignore_result=True)
@@ -41,9 +41,9 @@ def run_import_job(job_id: int) -> str:
     acks_late=False,
 )
 def generate_project_proposals(job_id: int) -> str:
-    """Proposals for every episode of a project (labeling.proposal_jobs); never retried: the job ends done,
+    """Proposals for every episode of a project (labeling.proposals.jobs); never retried: the job ends done,
     failed or cancelled."""
-    from .proposal_jobs import proposal_job_run
+    from .proposals.jobs import proposal_job_run
 
     return proposal_job_run(job_id)
 
@@ -53,6 +53,6 @@ def fail_stale_jobs() -> dict:
     """Scheduled by beat (webapp/celery.py) on the default queue: import and proposal jobs whose worker is gone
     are requeued, or failed once they lost JOBS_MAX_ATTEMPTS runs (labeling.job_liveness)."""
     from .import_jobs import import_jobs_recover_stale
-    from .proposal_jobs import proposal_jobs_recover_stale
+    from .proposals.jobs import proposal_jobs_recover_stale
 
     return {"imports": import_jobs_recover_stale().as_dict(), "proposals": proposal_jobs_recover_stale().as_dict()}

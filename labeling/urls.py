@@ -3,8 +3,8 @@
 from django.urls import include, path
 
 urlpatterns = [
-    path("", include("labeling.ingest_urls")),
-    path("", include("labeling.label_urls")),
+    path("", include("labeling.ingest.urls")),
+    path("", include("labeling.labels.urls")),
     path("", include("labeling.import_urls")),
-    path("", include("labeling.proposal_urls")),
+    path("", include("labeling.proposals.urls")),
 ]

@@ -168,7 +168,7 @@ def agent_token(db):
     tests of other features need not care about token scopes. For least-privilege tokens use
     `scoped_agent_client(...)` below."""
     from labeling.access import ALL_SCOPES
-    from labeling.services import agent_create
+    from labeling.ingest.services import agent_create
 
     return agent_create(name="sim-agent-1", kind="sim", scopes=ALL_SCOPES, all_projects=True)
 
@@ -195,7 +195,7 @@ def scoped_agent_client(db):
     """scoped_agent_client(scopes, projects=(), deployments=()) -> (agent, APIClient with its token)."""
     from rest_framework.test import APIClient
 
-    from labeling.services import agent_create
+    from labeling.ingest.services import agent_create
 
     made = []
 

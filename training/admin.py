@@ -143,7 +143,7 @@ class JobMetricAdmin(NoAddMixin, admin.ModelAdmin):
 
 @admin.register(LabelQueueItem)
 class LabelQueueItemAdmin(NoAddMixin, admin.ModelAdmin):
-    """Read-only: the queue is recomputed after training and on demand (training/active_queue.py)."""
+    """Read-only: the queue is recomputed after training and on demand (training/queue/ranking.py)."""
 
     list_display = ["project", "rank", "step", "score", "probability", "model", "created_at"]
     list_filter = ["project"]
@@ -156,7 +156,7 @@ class LabelQueueItemAdmin(NoAddMixin, admin.ModelAdmin):
 
 @admin.register(LabelEfficiency)
 class LabelEfficiencyAdmin(NoAddMixin, admin.ModelAdmin):
-    """Read-only: written by `bench/active.py --project` (training/label_efficiency.py)."""
+    """Read-only: written by `bench/active.py --project` (training/queue/efficiency.py)."""
 
     list_display = ["project", "command", "measured_at"]
     readonly_fields = ["project", "result", "command", "measured_at"]

@@ -16,7 +16,7 @@ from . import selectors, services
 from .model_evaluation import EvaluationUnavailable, evaluation_data
 from .models import DatasetSnapshot, ModelKind, TrainedModel, TrainingJob
 from .services import JobError
-from .snapshot_services import SnapshotError, snapshot_start
+from .snapshots.services import SnapshotError, snapshot_start
 
 
 class SnapshotOut(serializers.ModelSerializer):

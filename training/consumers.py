@@ -9,7 +9,7 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from labeling import access
 from webapp.common.ws_guard import Guarded
 
-from .job_reporter import job_group
+from .jobs.reporter import job_group
 
 
 class JobConsumer(Guarded, AsyncJsonWebsocketConsumer):

@@ -2,7 +2,7 @@
 trainer, scorer and evaluation page.
 
 Each family keeps its parts in its own Django-free folder (`training/resnet/`, `training/vlm/`); the parts'
-types are in `training.family_parts`. Jobs (`training.services` through `training.runners`), the inference
+types are in `training.kit.family_parts`. Jobs (`training.services`, `training.jobs.rank_main`), the inference
 workers (`manage.py inference_worker`) and the training pages all look a kind up here. A new family is a
 new folder and one more entry in `FAMILIES`.
 """
@@ -10,8 +10,9 @@ new folder and one more entry in `FAMILIES`.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
-from .family_parts import FamilyConfig, ModelSpec, RunResult, Scorer, ScorerLoader, Trainer
+from .kit.family_parts import FamilyConfig, ModelSpec, RunResult, Scorer, ScorerLoader, Trainer
 from .resnet.config import ResNetConfig
 from .vlm.config import VLMTrainConfig
 
@@ -84,3 +85,12 @@ def family(kind: str) -> Family:
 def scorer_load(spec: ModelSpec) -> Scorer:
     """The scorer of a trained model of `spec.kind` (UnknownKind when no family has that kind)."""
     return family(spec.kind).scorer(spec)
+
+
+def validate_config(kind: str, data: dict[str, Any]) -> dict[str, Any]:
+    """The normalised config (defaults filled in); ValueError with the reason when it is unusable."""
+    return family(kind).config_class.from_dict(data).to_dict()
+
+
+def default_config(kind: str) -> dict[str, Any]:
+    return family(kind).config_class().to_dict()

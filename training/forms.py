@@ -9,8 +9,8 @@ from django.conf import settings
 from webapp.common.json_limits import JSONTooDeep, loads_bounded
 
 from .datasets.options import SPLIT_MODES, SnapshotOptions
+from .kit.parallel_config import DEFAULT_MASTER_PORT, MAX_NODES, MAX_PROCESSES
 from .models import DatasetSnapshot, ModelKind
-from .parallel_config import DEFAULT_MASTER_PORT, MAX_NODES, MAX_PROCESSES
 from .resnet.config import ARCH_FEATURES, SCHEDULES, SELECTIONS, ResNetConfig
 
 _SNAP = SnapshotOptions()
@@ -184,7 +184,7 @@ class JobForm(forms.Form):
         snapshot.queryset = DatasetSnapshot.objects.filter(project=project, status="ready").order_by("-number")
 
     def clean_processes(self) -> int | None:
-        from .job_limits import host_processes_limit, processes_error
+        from .jobs.limits import host_processes_limit, processes_error
 
         value = self.cleaned_data.get("processes")
         error = processes_error(value, host_processes_limit(), configured=settings.TRAINING_MAX_PROCESSES > 0)

@@ -181,7 +181,7 @@ class TrainedModel(models.Model):
 
 
 class LabelQueueItem(models.Model):
-    """A frame worth labeling next (training/active_queue.py): recomputed after each training job and on
+    """A frame worth labeling next (training/queue/ranking.py): recomputed after each training job and on
     demand; `reasons` says why it was chosen. Labels made from the queue are ordinary human labels."""
 
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="label_queue")

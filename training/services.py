@@ -24,13 +24,13 @@ from labeling.models import Project
 from webhooks import events
 from webhooks.services import webhook_emit_safely
 
-from . import launch
-from .family_parts import RunResult
-from .job_errors import failure_reason
-from .job_limits import job_config_check, paths_confine
-from .job_reporter import JobReporter, push
+from .jobs import launch
+from .jobs.errors import failure_reason
+from .jobs.limits import job_config_check, paths_confine
+from .jobs.reporter import JobReporter, push
+from .kit.family_parts import RunResult
+from .kit.reporting import JobCancelled
 from .models import FINISHED_STATUSES, DatasetSnapshot, JobMetric, JobStatus, TrainedModel, TrainingJob
-from .reporting import JobCancelled
 from .storage import local_path
 
 logger = logging.getLogger(__name__)
@@ -190,9 +190,9 @@ def job_execute(*, job_id: int, worker: str = "") -> str:
 def _run(job: TrainingJob, reporter: JobReporter, worker: str) -> RunResult | str:
     job_id, attempt = job.pk, job.attempt
     try:
-        from .runners import get_runner
+        from .families import family
 
-        runner = get_runner(job.kind)
+        runner = family(job.kind).trainer
         reporter.log(f"{job.kind} job started on {worker} (attempt {attempt} of {settings.TRAINING_MAX_ATTEMPTS})")
         job.config = paths_confine(job.kind, job.config)  # again here: MODEL_DIR may have changed since
         result = launch.job_run(job, reporter, runner)  # in this process, or under torchrun
@@ -362,7 +362,7 @@ def jobs_recover_stale(*, now=None) -> SweepOutcome:
 def broker_task_ids(queue: str) -> set[str] | None:
     """Task ids of the messages waiting in `queue` on the Redis broker; None when they cannot be read
     (another broker, or Redis unreachable): then no queued job is re-sent on a guess."""
-    from .broker_messages import waiting_task_ids
+    from .jobs.broker_messages import waiting_task_ids
 
     try:
         return waiting_task_ids(settings.CELERY_BROKER_URL, queue)

@@ -40,14 +40,14 @@ def recover_stale_jobs() -> dict:
 @shared_task(name="training.tasks.recover_stale_snapshots")
 def recover_stale_snapshots() -> dict:
     """Scheduled by beat (webapp/celery.py) on the default queue."""
-    from .snapshot_recovery import snapshots_recover_stale
+    from .snapshots.recovery import snapshots_recover_stale
 
     return snapshots_recover_stale().as_dict()
 
 
 @shared_task(name="training.tasks.build_snapshot")
 def build_snapshot(snapshot_id: int) -> str:
-    from .snapshot_services import snapshot_build
+    from .snapshots.services import snapshot_build
 
     return snapshot_build(snapshot_id=snapshot_id)
 
@@ -57,7 +57,7 @@ def recompute_label_queue(project_id: int) -> dict:
     """{"ranked": frames queued, "skipped": [{"frame": storage name, "reason": why it will not decode}]}."""
     from labeling.models import Project
 
-    from .label_queue import label_queue_rank
+    from .queue.services import label_queue_rank
 
     project = Project.objects.filter(pk=project_id).first()
     if project is None:
@@ -68,14 +68,14 @@ def recompute_label_queue(project_id: int) -> dict:
 
 @shared_task(name="training.tasks.after_training_job")
 def after_training_job(job_id: int) -> None:
-    from .retrain import after_training
+    from .queue.retrain import after_training
 
     after_training(job_id=job_id)
 
 
 @shared_task(name="training.tasks.retrain_sweep")
 def retrain_sweep() -> int:
-    from .retrain import retrain_sweep as sweep
+    from .queue.retrain import retrain_sweep as sweep
 
     return sweep()
 

@@ -25,4 +25,4 @@ urlpatterns: list[URLPattern | URLResolver] = [
     path("api/jobs/<int:job_id>/metrics", api.JobMetricsView.as_view(), name="api-job-metrics"),
     path("api/models/<int:model_id>/evaluation", api.ModelEvaluationView.as_view(), name="api-model-evaluation"),
 ]
-urlpatterns.append(path("", include("training.queue_urls")))
+urlpatterns.append(path("", include("training.queue.urls")))

@@ -17,17 +17,17 @@ from labeling import access
 from labeling.models import Frame, Project
 from webapp.common.file_streaming import stream_response
 
-from . import runners, selectors, services
-from .families import FAMILIES
+from . import selectors, services
+from .families import FAMILIES, default_config
 from .forms import JobForm, SnapshotForm
-from .job_limits import paths_relative
-from .label_efficiency import label_efficiency_data, measure_command
+from .jobs.limits import paths_relative
 from .model_evaluation import EvaluationUnavailable, evaluation_data
 from .models import DatasetSnapshot, ModelKind, TrainedModel, TrainingJob
 from .page_data import EvaluationPageData, JobPageData, TrainingPageData
 from .presets import PRESETS
+from .queue.efficiency import label_efficiency_data, measure_command
 from .services import JobError
-from .snapshot_services import SnapshotError, snapshot_archive_stream, snapshot_delete, snapshot_start
+from .snapshots.services import SnapshotError, snapshot_archive_stream, snapshot_delete, snapshot_start
 from .storage import local_path
 from .views_data import job_state_of
 from .vlm.evaluation import trend_evaluation_rows
@@ -77,7 +77,7 @@ def _project(request, pk: int, perm=access.TRAINING_VIEW) -> Project:
 
 def _training_page(request, project, snapshot_form, job_form, status=200):
     defaults: dict[str, dict[str, Any] | None] = {
-        kind: paths_relative(kind, runners.default_config(kind))
+        kind: paths_relative(kind, default_config(kind))
         for kind in FAMILIES  # no server path shown
     }
     return render(

@@ -10,14 +10,14 @@ frames. This wrapper answers exactly those requests, when they carry a Bearer to
 the same rules as the DRF views: the cached token lookup and limits the rewards fast path uses
 (inference.admission: the per-token API rate and the bad-request limit, one Redis round trip for both),
 the views' own serializers and access checks (ingest rights in the project, an agent's own episode), the body and chunk
-limits, header-only image checks (labeling.ingest_chunks) and the same all-or-nothing, idempotent services.
+limits, header-only image checks (labeling.ingest.chunks) and the same all-or-nothing, idempotent services.
 A chunk's body is read (up to DATA_UPLOAD_MAX_MEMORY_SIZE, a larger Content-Length is refused unread) once
 its token is known and within its rate; the episode's access checks then run on its locked row, with the
 writes.
 Errors have the API's usual body (`detail`, and `errors` for field errors). The database and file writes
 run on a few writer threads that keep their database connection (INGEST_WRITER_THREADS), never on the loop;
 so do token lookups that miss the cache (no connection opened per lookup), and each writer connection
-commits ingest transactions without waiting for the WAL flush for its whole session (labeling.services).
+commits ingest transactions without waiting for the WAL flush for its whole session (labeling.ingest.services).
 Everything else (multipart and JSON chunks, sessions, every other URL) goes to the wrapped application.
 
 It sits in webapp (the layer that composes the apps) because it joins labeling's ingest with the serving
@@ -41,10 +41,11 @@ from rest_framework.utils.encoders import JSONEncoder
 from inference.admission import admitted_agent
 from inference.limits import client_key
 from inference.throttles import api_limit, bad_request_limit, limiter
-from labeling import access, services
-from labeling.ingest_api import ingest_project
-from labeling.ingest_chunks import ChunkRefused, IngestLimits, chunk_steps
-from labeling.ingest_serializers import EpisodeCreateSerializer, EpisodeSerializer, FinishSerializer
+from labeling import access
+from labeling.ingest import services
+from labeling.ingest.api import ingest_project
+from labeling.ingest.chunks import ChunkRefused, IngestLimits, chunk_steps
+from labeling.ingest.serializers import EpisodeCreateSerializer, EpisodeSerializer, FinishSerializer
 from labeling.models import Episode
 from robot_agent.chunk_format import CONTENT_TYPE
 from webapp.common import metrics
@@ -168,6 +169,7 @@ def _answering(function, *args):
         return function(*args)
     except exceptions.APIException as exc:
         response = exception_handler(exc, {})
+        assert response is not None  # DRF's handler answers every APIException
         raise Answer(response.status_code, dict(response.data)) from None
 
 

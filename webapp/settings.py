@@ -127,7 +127,7 @@ MAX_JSON_BODY_BYTES = env_int("MAX_JSON_BODY_BYTES", 64 * 1024 * 1024, minimum=1
 INGEST_MAX_STEPS_PER_CHUNK = env_int("INGEST_MAX_STEPS_PER_CHUNK", 1000, minimum=1)
 INGEST_MAX_IMAGES_PER_CHUNK = env_int("INGEST_MAX_IMAGES_PER_CHUNK", 1024, minimum=1)
 # Ingest transactions on PostgreSQL commit without waiting for the WAL flush unless this is on
-# (labeling.services._ingest_commit_mode; README "Request and import limits").
+# (labeling.ingest.services._ingest_commit_mode; README "Request and import limits").
 INGEST_SYNCHRONOUS_COMMIT = env_bool("INGEST_SYNCHRONOUS_COMMIT", False)
 # Threads of a web process that store binary step chunks (webapp.ingest_fastpath); SQLite takes one
 # writer at a time, so one thread there.

@@ -15,7 +15,7 @@ from django.shortcuts import render
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, generate_latest
 
 from labeling import access
-from labeling.label_selectors import project_list_with_counts
+from labeling.labels.selectors import project_list_with_counts
 
 from .common.file_streaming import file_response
 from .health import health_report, health_summary

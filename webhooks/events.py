@@ -16,7 +16,7 @@ JOB_FAILED = "job.failed"
 SNAPSHOT_READY = "snapshot.ready"
 DEPLOYMENT_SWITCHED = "deployment.switched"
 DEPLOYMENT_UNHEALTHY = "deployment.unhealthy"
-ALARM_RAISED = "alarm.raised"  # the reward-hacking monitor's alarm (inference/monitor_store.py)
+ALARM_RAISED = "alarm.raised"  # the reward-hacking monitor's alarm (inference/monitor/services.py)
 
 EVENTS = {
     JOB_SUCCEEDED: "Training job succeeded",

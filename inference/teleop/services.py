@@ -19,9 +19,9 @@ from django.utils import timezone
 
 from labeling import access
 from labeling.images import CheckedImage, ImageError, check_image
-from labeling.label_services import Actor, LabelError, frame_labels_set
+from labeling.ingest.services import IngestError, StepInput, episode_create, episode_finish, steps_append
+from labeling.labels.services import Actor, LabelError, frame_labels_set
 from labeling.models import Agent, Episode, FrameLabel, Project
-from labeling.services import IngestError, StepInput, episode_create, episode_finish, steps_append
 
 from .models import TeleopSession
 

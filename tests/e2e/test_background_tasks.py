@@ -73,7 +73,7 @@ def test_snapshot_build_and_proposal_generation_show_live_progress_while_the_app
     project, user, live_server_url, celery_worker_process, browser, screenshot_dir, monkeypatch
 ):
     # no per-episode proposal tasks for the seeded episodes: the worker runs only what this test starts
-    monkeypatch.setattr("labeling.services._queue_proposals", lambda episode_id: None)
+    monkeypatch.setattr("labeling.ingest.services._queue_proposals", lambda episode_id: None)
     seed_episodes(project, episodes=LABELED_EPISODES, steps=LABELED_STEPS, size=48, windows=False)
     _add_episodes(project, EXTRA_EPISODES, EXTRA_STEPS)
     total_episodes = LABELED_EPISODES + EXTRA_EPISODES

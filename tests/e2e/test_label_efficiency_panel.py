@@ -16,8 +16,8 @@ os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")  # Playwright's sync 
 @pytest.mark.e2e
 @pytest.mark.django_db(transaction=True)
 def test_the_panel_says_how_many_seeds_reached_the_target(browser, live_server_url, project):
-    from training.label_efficiency import label_efficiency_store
     from training.models import TrainedModel
+    from training.queue.efficiency import label_efficiency_store
 
     model = TrainedModel.objects.create(project=project, kind="resnet", name="m", checkpoint_path="none", config={})
     label_efficiency_store(project=project, result=RESULT, command="bench/active.py --seeds 2")

@@ -45,13 +45,13 @@ def test_label_from_the_queue_with_the_keyboard_and_see_the_ranking_update_after
     browser, live_server_url, project, django_user_model, celery_worker_process
 ):
     from labeling.selectors import human_frame_label_count
-    from training.label_queue import label_queue_items, label_queue_recompute
     from training.models import JobStatus, LabelQueueItem, RetrainPolicy, TrainedModel
-    from training.retrain import retrain_sweep
+    from training.queue.retrain import retrain_sweep
+    from training.queue.services import label_queue_items, label_queue_recompute
 
     queuer = django_user_model.objects.create_user("queuer", password=PASSWORD)
     Membership.objects.create(project=project, user=queuer, role=Membership.Role.ANNOTATOR)  # labels, sees queue
-    with mock.patch("labeling.services._queue_proposals"):  # no proposal tasks ahead of the training job
+    with mock.patch("labeling.ingest.services._queue_proposals"):  # no proposal tasks ahead of the training job
         episodes = seed_episodes(project, episodes=6, steps=5, windows=False)
     FrameLabel.objects.filter(episode__in=episodes[:2]).delete()  # two unlabeled episodes to queue
     old_model = make_trained_model(project, seed=1)

@@ -27,12 +27,12 @@ def main_pages(project) -> dict[str, str]:
     the training job pushes its events with async_to_sync, which refuses to run beside Playwright's loop.)"""
     from inference.models import Deployment, ServedFrame
     from labeling.models import Frame, FrameLabel
-    from training.label_queue import label_queue_recompute
     from training.models import TrainedModel
+    from training.queue.services import label_queue_recompute
     from training.services import job_create, job_execute
-    from training.snapshot_services import snapshot_build, snapshot_create
+    from training.snapshots.services import snapshot_build, snapshot_create
 
-    with mock.patch("labeling.services._queue_proposals"):  # no proposal tasks for a worker that is not there
+    with mock.patch("labeling.ingest.services._queue_proposals"):  # no proposal tasks for a worker that is not there
         episodes = seed_episodes(project, episodes=6, steps=8)
     snapshot = snapshot_create(project=project, options={"val_split": 0.34, "trend": False})
     snapshot_build(snapshot_id=snapshot.pk)
@@ -114,7 +114,7 @@ def test_every_main_page_fits_a_phone_and_goes_dark_with_the_browser(
 def test_the_labeling_page_names_its_controls_and_announces_the_step(live_server_url, project, browser):
     from playwright.sync_api import expect
 
-    with mock.patch("labeling.services._queue_proposals"):
+    with mock.patch("labeling.ingest.services._queue_proposals"):
         (episode,) = seed_episodes(project, episodes=1, steps=4, windows=False)
     page = browser.new_page()
     login(page, live_server_url, "alice", "pw-alice-123")

@@ -134,7 +134,7 @@ def test_unhealthy_deployment_answers_503_with_its_error(agent_client, deploymen
 
 
 def test_a_flooding_client_is_throttled_while_others_are_not(deployment, agent_client):
-    from labeling.services import agent_create
+    from labeling.ingest.services import agent_create
 
     _, other_token = agent_create(name="rl-worker-2", kind="rl_worker", all_projects=True)
     other = APIClient()
@@ -246,7 +246,7 @@ def test_old_served_frames_are_pruned_but_labeled_ones_kept(deployment, project)
 
     from inference.models import ServedFrame
     from inference.services import served_frame_create, served_frames_prune
-    from labeling.services import episode_create
+    from labeling.ingest.services import episode_create
 
     frames = [
         served_frame_create(deployment_id=deployment.pk, image=img, probability=0.5, success=False, model_version=1)

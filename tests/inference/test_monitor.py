@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from inference import monitor
-from inference.monitor import MonitorSettings, alarm_decide, step_tally, tally, window_rates
+from inference.monitor import rules as monitor
+from inference.monitor.rules import MonitorSettings, alarm_decide, step_tally, tally, window_rates
 
 
 def test_tally_counts_false_successes_per_run_and_skips_unscored_items():
@@ -59,8 +59,8 @@ def test_served_batches_feed_counters_frames_and_raise_the_alarm_once(project, s
 
     from inference.broker import dump_npy
     from inference.models import DeploymentMonitor, ServedFrame
-    from inference.monitor_selectors import alarm_state, monitor_data
-    from inference.monitor_store import ServedBatch, alarm_acknowledge, alarm_signal, monitor_flush, monitor_submit
+    from inference.monitor.selectors import alarm_state, monitor_data
+    from inference.monitor.services import ServedBatch, alarm_acknowledge, alarm_signal, monitor_flush, monitor_submit
     from inference.serving import deployment_config
 
     from .conftest import deploy, make_trained_model, random_images
@@ -125,7 +125,7 @@ def test_a_breach_raises_the_alarm_after_its_hold_period_even_when_traffic_stops
 
     from inference.broker import dump_npy
     from inference.models import DeploymentMonitor
-    from inference.monitor_store import ServedBatch, monitor_flush, monitor_submit
+    from inference.monitor.services import ServedBatch, monitor_flush, monitor_submit
     from inference.serving import deployment_config
 
     from .conftest import deploy, make_trained_model, random_images
@@ -153,14 +153,14 @@ def test_the_alarm_frames_join_the_head_of_the_labeling_queue_one_label_from_tra
 
     from inference.broker import dump_npy
     from inference.models import DeploymentMonitor
-    from inference.monitor_queue import ALARM_REASON
-    from inference.monitor_store import ServedBatch, monitor_flush, monitor_submit
+    from inference.monitor.alarm_queue import ALARM_REASON
+    from inference.monitor.services import ServedBatch, monitor_flush, monitor_submit
     from inference.serving import deployment_config
-    from labeling.label_services import Actor, frame_labels_set
+    from labeling.labels.services import Actor, frame_labels_set
     from labeling.models import Episode, FrameLabel
     from tests.training.conftest import seed_episodes
-    from training.label_queue import label_queue_items, label_queue_next, label_queue_recompute
     from training.models import LabelQueueItem
+    from training.queue.services import label_queue_items, label_queue_next, label_queue_recompute
 
     from .conftest import deploy, make_trained_model, random_images
 
@@ -204,7 +204,7 @@ def test_the_alarm_frames_join_the_head_of_the_labeling_queue_one_label_from_tra
 
 def settle_monitor(timeout: float = 10.0) -> None:
     """Let the monitor's timed re-checks run before the test's tables are flushed (no stray queries then)."""
-    from inference import monitor_store
+    from inference.monitor import services as monitor_store
 
     deadline = time.monotonic() + timeout
     while monitor_store._recheck_pending and time.monotonic() < deadline:
@@ -217,7 +217,7 @@ def test_batches_without_env_flags_are_counted_together_and_none_is_lost(project
     from asgiref.sync import async_to_sync
 
     from inference.broker import dump_npy
-    from inference.monitor_store import ServedBatch, _groups, monitor_flush, monitor_submit, ref_of, window_counts
+    from inference.monitor.services import ServedBatch, _groups, monitor_flush, monitor_submit, ref_of, window_counts
     from inference.serving import deployment_config
 
     from .conftest import deploy, make_trained_model, random_images

@@ -54,10 +54,10 @@ def test_a_hovering_policy_raises_the_alarm_and_an_honest_run_stays_quiet(
     project, live_server_url, inference_worker_process
 ):
     from inference.models import DeploymentMonitor, ServedFrame
-    from inference.monitor_queue import ALARM_REASON
-    from labeling.services import agent_create
+    from inference.monitor.alarm_queue import ALARM_REASON
+    from labeling.ingest.services import agent_create
     from robot_agent.maniskill_robot import ManiSkillRobot
-    from training.label_queue import label_queue_items, label_url
+    from training.queue.services import label_queue_items, label_url
 
     from .hacking_scenario import HoverPolicy, RestPolicy, lifted_frames, rl_rollout
 

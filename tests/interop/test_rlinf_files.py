@@ -26,13 +26,13 @@ def digest(array) -> str:
 
 @pytest.mark.django_db
 def test_rlinf_loads_our_resnet_weights_strictly_and_reads_our_binary_payloads(project):
-    from training.family_parts import ModelSpec
+    from training.kit.family_parts import ModelSpec
     from training.models import TrainedModel
     from training.resnet.checkpoint import RLINF_WEIGHTS, WEIGHTS_FILE
     from training.resnet.runner import read_payload
     from training.resnet.scorer import ResNetScorer
     from training.services import job_create, job_execute
-    from training.snapshot_services import snapshot_create
+    from training.snapshots.services import snapshot_create
 
     seed_episodes(project, episodes=6, steps=10, size=32, windows=False)
     snapshot = snapshot_create(project=project, options={"val_split": 0.34, "trend": False, "png_folders": False})
@@ -70,7 +70,7 @@ def test_rlinf_loads_our_resnet_weights_strictly_and_reads_our_binary_payloads(p
 
 @pytest.mark.django_db
 def test_rlinf_trend_dataset_yields_our_manifest_samples(project, hub_qwen3_vl, tmp_path):
-    from training.snapshot_services import snapshot_create
+    from training.snapshots.services import snapshot_create
     from training.vlm.data import trend_split_load
 
     seed_episodes(project, episodes=3, steps=10, size=32)
@@ -102,7 +102,7 @@ def _served_prompt_ids(model: Path, windows, prompt: str) -> list[list[int]]:
     """The token ids our VLM scorer gives the model for each window under the manifest's prompt."""
     import torch
 
-    from training.family_parts import ModelSpec
+    from training.kit.family_parts import ModelSpec
     from training.vlm.scorer import VLMScorer
     from training.vlm.scoring import ScoreItem
 

@@ -27,8 +27,8 @@ def window(label: str, seed: int, size: int = 32) -> TrendWindow:
 
 
 def test_rlinf_scores_with_our_trained_lora_as_our_service_does(hub_qwen3_vl, tmp_path):
-    from training.family_parts import ModelSpec
-    from training.reporting import MemoryReporter
+    from training.kit.family_parts import ModelSpec
+    from training.kit.reporting import MemoryReporter
     from training.vlm.scorer import VLMScorer
     from training.vlm.train import train_vlm
     from training.vlm.wire import WindowRequest

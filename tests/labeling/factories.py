@@ -8,8 +8,8 @@ import uuid as uuid_lib
 import numpy as np
 
 from labeling.images import encode_array
+from labeling.ingest.services import StepInput, episode_create, episode_finish, steps_append
 from labeling.models import Episode, Project
-from labeling.services import StepInput, episode_create, episode_finish, steps_append
 
 
 def frame_array(step: int, camera: int, size: int = 64, num_steps: int = 100) -> np.ndarray:

@@ -12,8 +12,8 @@ from asgiref.sync import async_to_sync
 from django.core.management import CommandError, call_command
 from django.test import override_settings
 
+from labeling.ingest.services import StepInput, agent_create, episode_create, steps_append
 from labeling.models import Agent, FrameLabel, Membership
-from labeling.services import StepInput, agent_create, episode_create, steps_append
 
 
 @pytest.fixture

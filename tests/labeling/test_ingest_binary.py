@@ -16,8 +16,8 @@ import pytest
 from django.core.files.storage import default_storage
 from PIL import Image
 
+from labeling.ingest.services import agent_create
 from labeling.models import Episode, Frame, Step
-from labeling.services import agent_create
 from robot_agent.chunk_format import CONTENT_TYPE, encode_chunk
 from robot_agent.uploader import IngestClient, UploadError
 
@@ -358,7 +358,7 @@ def test_a_frame_that_cannot_be_written_leaves_no_rows_and_no_files(project, age
     import os
 
     from labeling.images import check_image
-    from labeling.services import StepInput, episode_create, steps_append
+    from labeling.ingest.services import StepInput, episode_create, steps_append
 
     episode, _ = episode_create(project=project, uuid=uuid.uuid4(), agent=agent_token[0])
     folder = f"frames/{project.pk}/{episode.uuid}"
@@ -393,7 +393,7 @@ def test_a_dropped_database_connection_costs_no_failed_chunk(uploader, episode):
 
 
 def test_the_fast_paths_episode_answer_is_the_serializers_and_carries_no_count_into_the_next(uploader, episode):
-    from labeling.ingest_serializers import EpisodeSerializer
+    from labeling.ingest.serializers import EpisodeSerializer
     from webapp.ingest_fastpath import _episode_data
 
     uploader.append_steps(episode, *chunk([0, 1]))

@@ -56,7 +56,7 @@ def test_relabeling_overwrites_and_reports_old_values_for_undo(user_client, epis
 
 
 def test_clearing_deletes_the_human_label_but_keeps_the_proposal(user_client, project, episode):
-    from labeling.proposals import proposals_generate
+    from labeling.proposals.services import proposals_generate
 
     proposals_generate(project=project)
     url = f"/api/episodes/{episode.uuid}/frame-labels"

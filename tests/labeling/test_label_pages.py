@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from labeling.label_selectors import episode_list
-from labeling.proposals import proposals_generate
-from labeling.services import agent_create
+from labeling.ingest.services import agent_create
+from labeling.labels.selectors import episode_list
+from labeling.proposals.services import proposals_generate
 
 from .factories import episode_with_frames
 
@@ -32,7 +32,7 @@ def test_episode_filters(project):
     labeled = episode_with_frames(project=project, num_steps=5, size=16, agent=robot, source="robot")
     partly = episode_with_frames(project=project, num_steps=5, size=16, success_from=99)
     untouched = episode_with_frames(project=project, num_steps=5, size=16)
-    from labeling.label_services import Actor, frame_labels_set
+    from labeling.labels.services import Actor, frame_labels_set
 
     frame_labels_set(episode=labeled, items=[(i, "fail") for i in range(5)], actor=Actor())
     frame_labels_set(episode=partly, items=[(0, "fail")], actor=Actor())
@@ -119,10 +119,10 @@ def test_bad_labeling_settings_are_refused_with_a_message(user_client, project, 
 
 
 def test_deep_pages_show_the_oldest_episodes_with_their_counts(user_client, project):
-    from labeling.label_selectors import episode_list_ids, episodes_by_ids
+    from labeling.labels.selectors import episode_list_ids, episodes_by_ids
 
     episodes = [episode_with_frames(project=project, num_steps=2, size=16) for _ in range(5)]
-    from labeling.label_services import Actor, frame_labels_set
+    from labeling.labels.services import Actor, frame_labels_set
 
     frame_labels_set(episode=episodes[0], items=[(0, "fail"), (1, "fail")], actor=Actor())
     frame_labels_set(episode=episodes[1], items=[(0, "fail")], actor=Actor())

@@ -1,4 +1,4 @@
-"""Project-wide proposal generation runs as a job (labeling/proposal_jobs.py): one active job per project,
+"""Project-wide proposal generation runs as a job (labeling/proposals/jobs.py): one active job per project,
 progress on the row, cancellable between episodes, a stale job failed; its page and API."""
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ def test_asking_twice_while_a_job_is_active_answers_the_same_job(user_client, pr
 
 
 def test_the_job_goes_through_every_episode_and_records_progress_and_counts(user_client, project, monkeypatch):
-    from labeling import proposal_jobs
+    from labeling.proposals import jobs as proposal_jobs
 
     episodes = [episode_with_frames(project=project, num_steps=6, size=16) for _ in range(3)]
     job_id = start(user_client, project).json()["id"]
@@ -67,7 +67,7 @@ def test_the_job_goes_through_every_episode_and_records_progress_and_counts(user
 
 
 def test_cancelling_stops_after_the_current_episode_and_keeps_its_work(user_client, project, monkeypatch):
-    from labeling import proposal_jobs
+    from labeling.proposals import jobs as proposal_jobs
 
     for _ in range(3):
         episode_with_frames(project=project, num_steps=5, size=16)
@@ -96,7 +96,7 @@ def test_cancelling_stops_after_the_current_episode_and_keeps_its_work(user_clie
 
 
 def test_a_job_cancelled_while_queued_never_runs(user_client, project):
-    from labeling.proposal_jobs import proposal_job_run
+    from labeling.proposals.jobs import proposal_job_run
 
     episode_with_frames(project=project, num_steps=5, size=16)
     job_id = start(user_client, project).json()["id"]
@@ -139,7 +139,7 @@ def test_agents_with_the_labels_scope_start_jobs_and_annotators_cannot_cancel(
 
 
 def test_a_job_whose_generation_raises_ends_failed_with_the_reason(user_client, project):
-    from labeling.proposal_jobs import proposal_job_run
+    from labeling.proposals.jobs import proposal_job_run
 
     episode_with_frames(project=project, num_steps=5, size=16)
     job_id = start(user_client, project).json()["id"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from labeling.models import FrameLabel, LabelChange, WindowLabel
-from labeling.trend import TrendParams, trend_windows
+from labeling.proposals.trend import TrendParams, trend_windows
 
 from .factories import episode_with_frames
 
@@ -20,7 +20,7 @@ def post(client, url, body=None):
 def generate_all(client, project) -> dict:
     """Ask for the whole project's proposals (a background job), run the job's task body here, and return
     its counts."""
-    from labeling.proposal_jobs import proposal_job_run
+    from labeling.proposals.jobs import proposal_job_run
 
     response = post(client, f"/api/projects/{project.pk}/proposals/generate")
     assert response.status_code == 202, response.content
@@ -49,7 +49,7 @@ def test_generate_proposes_frames_from_env_success_and_windows_from_the_trend_ru
 
 
 def test_window_proposals_use_the_step_score_when_present(project):
-    from labeling.proposals import proposals_generate
+    from labeling.proposals.services import proposals_generate
 
     project.trend_tail_unclear_ratio = 0.0
     project.save()
@@ -67,7 +67,7 @@ def test_window_proposals_use_the_step_score_when_present(project):
 
 def test_a_step_without_a_score_falls_back_to_its_reward(project):
     from labeling.models import Step
-    from labeling.proposals import proposals_generate
+    from labeling.proposals.services import proposals_generate
 
     project.trend_tail_unclear_ratio = 0.0
     project.window_size = 2
@@ -191,7 +191,7 @@ def test_concurrent_generation_of_one_episode_neither_fails_nor_duplicates(proje
 
     from django.db import connection
 
-    from labeling.proposals import proposals_generate
+    from labeling.proposals.services import proposals_generate
 
     episode = episode_with_frames(project=project, num_steps=30, size=16)
 
@@ -211,7 +211,7 @@ def test_concurrent_generation_of_one_episode_neither_fails_nor_duplicates(proje
 
 
 def test_the_open_count_leaves_out_proposals_a_human_label_already_settles(user_client, project):
-    from labeling.label_selectors import project_open_proposals
+    from labeling.labels.selectors import project_open_proposals
 
     episode = episode_with_frames(project=project, num_steps=10, size=16, success_from=8)
     generate_all(user_client, project)

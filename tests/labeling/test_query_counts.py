@@ -10,7 +10,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from labeling.models import Agent, Episode, Frame, FrameLabel, Step, WindowLabel
-from labeling.proposals import proposals_generate
+from labeling.proposals.services import proposals_generate
 
 pytestmark = pytest.mark.django_db
 

@@ -10,7 +10,7 @@ from django.test.utils import CaptureQueriesContext
 from labeling import table_stats
 from labeling.import_services import import_paths
 from labeling.models import FrameLabel
-from labeling.proposals import proposals_generate
+from labeling.proposals.services import proposals_generate
 from tests.labeling.import_builders import label_folders
 
 from .factories import episode_with_frames

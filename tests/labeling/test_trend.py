@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from labeling.trend import NEGATIVE, POSITIVE, UNCLEAR, TrendParams, trend_label, trend_windows
+from labeling.proposals.trend import NEGATIVE, POSITIVE, UNCLEAR, TrendParams, trend_label, trend_windows
 
 NO_TAIL = TrendParams(window_size=3, stride=1, delta_threshold=0.05, tail_unclear_ratio=0.0)
 

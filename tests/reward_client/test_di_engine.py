@@ -23,7 +23,7 @@ TINY = {"hidden_dim": 16, "image_size": [3, 32, 32], "epochs": 4, "batch_size": 
 def rl_token(project):
     """A token on the project with what the adapter needs: rewards, and for the retrain loop also uploading
     episodes, generating proposals (labels) and training (snapshot, job, switching the deployment's model)."""
-    from labeling.services import agent_create
+    from labeling.ingest.services import agent_create
 
     scopes = ["rewards", "ingest", "labels", "training"]
     return agent_create(name="rl-adapters", kind="rl_worker", scopes=scopes, projects=[project])[1]

@@ -36,8 +36,8 @@ def unlabeled_frames(project) -> list[Frame]:
 
 def test_recompute_memory_is_bounded_by_the_budget_not_by_the_frames(project, settings):
     from tests.inference.conftest import TINY_SIZE, direct_probabilities, make_trained_model
-    from training.label_queue import label_queue_rank
     from training.models import LabelQueueItem
+    from training.queue.services import label_queue_rank
 
     size = 384
     seed_episodes(project, episodes=2, steps=12, size=size, windows=False)
@@ -84,7 +84,7 @@ def test_recompute_skips_frames_that_will_not_decode_and_says_why(project):
 
 def test_a_snapshot_leaves_out_frames_that_will_not_decode_and_lists_them(project, user):
     from training.datasets.rlinf_binary import read_payload
-    from training.snapshot_services import snapshot_create
+    from training.snapshots.services import snapshot_create
     from training.storage import local_path
 
     seed_episodes(project, episodes=6, steps=10)
@@ -110,7 +110,7 @@ def test_a_snapshot_leaves_out_frames_that_will_not_decode_and_lists_them(projec
 
 def test_a_snapshot_build_holds_the_budget_of_decoded_frames_not_the_split(project, user, settings):
     from training.datasets.rlinf_binary import read_payload
-    from training.snapshot_services import snapshot_create
+    from training.snapshots.services import snapshot_create
     from training.storage import local_path
 
     size = 256
@@ -136,7 +136,7 @@ def test_a_snapshot_build_holds_the_budget_of_decoded_frames_not_the_split(proje
 def test_a_served_frame_that_will_not_decode_is_left_out_of_an_alarm_and_refused_a_label(project):
     from django.utils import timezone
 
-    from inference.monitor_queue import alarm_frames_enqueue
+    from inference.monitor.alarm_queue import alarm_frames_enqueue
     from inference.services import DeploymentError, served_frame_create, served_frame_label
     from tests.inference.conftest import deploy, make_trained_model, random_images
 

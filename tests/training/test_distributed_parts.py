@@ -9,10 +9,10 @@ import pytest
 import torch
 from torch.utils.data import DistributedSampler
 
-from training import distributed
-from training.launch import DistributedJobFailed, failure_message, outcome_read, root_cause, torchrun_command
-from training.parallel_config import DistributedSettings
-from training.reporting import JobCancelled, MemoryReporter
+from training.jobs.launch import DistributedJobFailed, failure_message, outcome_read, root_cause, torchrun_command
+from training.kit import distributed
+from training.kit.parallel_config import DistributedSettings
+from training.kit.reporting import JobCancelled, MemoryReporter
 from training.resnet.config import ConfigError, ResNetConfig
 from training.vlm.config import VLMTrainConfig
 from training.vlm.data import TrendWindow
@@ -20,7 +20,7 @@ from training.vlm.train import _Batches
 
 TORCHRUN_FAILURE = """torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
 =======================================================
-training.rank_main FAILED
+training.jobs.rank_main FAILED
 -------------------------------------------------------
 Failures:
 [1]:
@@ -165,7 +165,7 @@ def test_vlm_balanced_draws_are_split_between_ranks(tmp_path):
 def test_torchrun_command_for_one_node_and_for_several(tmp_path):
     one = torchrun_command(DistributedSettings(processes=2), job_id=7, attempt=1, out_dir=tmp_path)
     assert one[1:4] == ["-m", "torch.distributed.run", "--nproc-per-node=2"] and "--standalone" in one
-    assert one[-4:] == ["training.rank_main", "7", "--attempt=1", f"--out={tmp_path}"]
+    assert one[-4:] == ["training.jobs.rank_main", "7", "--attempt=1", f"--out={tmp_path}"]
     spread = DistributedSettings(processes=4, nodes=3, master_addr="10.0.0.5", master_port=29400)
     many = torchrun_command(spread, job_id=7, attempt=2, out_dir=tmp_path, node_rank=2)
     assert "--standalone" not in many
@@ -213,7 +213,7 @@ def test_outcome_read_gives_rank_zeros_result_or_its_cancellation(tmp_path):
 
 @pytest.fixture
 def ready_snapshot(labeled_project):
-    from training.snapshot_services import snapshot_create
+    from training.snapshots.services import snapshot_create
 
     return snapshot_create(project=labeled_project, options={"val_split": 0.34, "trend": False, "png_folders": False})
 

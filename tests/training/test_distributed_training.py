@@ -21,7 +21,7 @@ from training.resnet.config import ResNetConfig
 from training.resnet.model import RewardResNet, predict_proba
 from training.resnet.train import stack_images
 from training.services import job_cancel, job_create
-from training.snapshot_services import snapshot_create
+from training.snapshots.services import snapshot_create
 from training.storage import local_path
 
 from ..conftest import ROOT, free_port
@@ -45,7 +45,7 @@ def rank_processes(job_id: int) -> dict[int, int]:
             continue
         try:
             args = (entry / "cmdline").read_bytes().split(b"\0")
-            if b"training.rank_main" not in args or str(job_id).encode() not in args:
+            if b"training.jobs.rank_main" not in args or str(job_id).encode() not in args:
                 continue
             environ = dict(
                 item.split(b"=", 1) for item in (entry / "environ").read_bytes().split(b"\0") if b"=" in item

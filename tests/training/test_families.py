@@ -18,12 +18,11 @@ from django.urls import reverse
 
 from tests.conftest import ROOT
 from tests.inference.conftest import deploy, direct_probabilities, make_trained_model, random_images
-from training import runners
-from training.families import FAMILIES, UnknownKind, family, scorer_load
-from training.family_parts import ModelSpec, RunResult
+from training.families import FAMILIES, UnknownKind, family, scorer_load, validate_config
+from training.kit.family_parts import ModelSpec, RunResult
 from training.models import ModelKind, TrainedModel
 from training.services import job_create, job_execute
-from training.snapshot_services import snapshot_create
+from training.snapshots.services import snapshot_create
 
 
 def test_every_model_kind_has_one_family_with_all_its_parts():
@@ -49,7 +48,7 @@ def test_an_unknown_kind_is_refused_by_name():
     with pytest.raises(UnknownKind):
         scorer_load(ModelSpec(kind="gpt", folder=Path(default_storage.path("nowhere"))))
     with pytest.raises(ValueError, match="unknown model kind 'gpt'"):
-        runners.validate_config("gpt", {})  # what job_create checks a new job's kind and config with
+        validate_config("gpt", {})  # what job_create checks a new job's kind and config with
 
 
 @pytest.mark.django_db

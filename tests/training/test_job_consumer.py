@@ -8,10 +8,10 @@ from channels.testing import WebsocketCommunicator
 from django.contrib.auth.models import AnonymousUser
 
 from training.consumers import JobConsumer
-from training.job_reporter import JobReporter, push
+from training.jobs.reporter import JobReporter, push
 from training.models import JobMetric
 from training.services import job_create
-from training.snapshot_services import snapshot_create
+from training.snapshots.services import snapshot_create
 
 
 def communicator(job_id: int, user) -> WebsocketCommunicator:

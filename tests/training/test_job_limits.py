@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from training.job_limits import host_gpus
+from training.jobs.limits import host_gpus
 from training.models import TrainingJob
 from training.services import job_cancel, job_create, job_execute
 

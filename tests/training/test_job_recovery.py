@@ -12,13 +12,13 @@ import pytest
 import torch
 from django.utils import timezone
 
-from training.broker_messages import waiting_task_ids
+from training.jobs.broker_messages import waiting_task_ids
+from training.kit.reporting import JobCancelled, MemoryReporter
+from training.kit.resume import state_path
 from training.models import TrainingJob
-from training.reporting import JobCancelled, MemoryReporter
 from training.resnet.checkpoint import load_checkpoint
 from training.resnet.config import ResNetConfig
 from training.resnet.train import train_reward_model
-from training.resume import state_path
 from training.services import jobs_recover_stale
 
 from .test_pages_and_api import TINY, snapshot  # noqa: F401 - fixture

@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from training.label_efficiency import label_efficiency_data, label_efficiency_store
+from training.queue.efficiency import label_efficiency_data, label_efficiency_store
 
 RESULT = {
     "metric": "balanced accuracy",

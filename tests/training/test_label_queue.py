@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from training.active_queue import Candidate, rank, value_of
+from training.queue.ranking import Candidate, rank, value_of
 
 from .conftest import seed_episodes
 
@@ -115,11 +115,11 @@ def test_without_embeddings_the_exploration_share_is_a_seeded_random_draw():
 
 @pytest.mark.django_db
 def test_recompute_queues_unlabeled_frames_and_label_next_follows_human_labels(project, user_client, settings):
-    from labeling.label_services import Actor, frame_labels_set
+    from labeling.labels.services import Actor, frame_labels_set
     from labeling.models import FrameLabel
     from tests.inference.conftest import make_trained_model
-    from training.label_queue import label_queue_items, label_queue_next, label_queue_recompute
     from training.models import LabelQueueItem
+    from training.queue.services import label_queue_items, label_queue_next, label_queue_recompute
 
     episodes = seed_episodes(project, episodes=3, steps=5, windows=False)
     FrameLabel.objects.filter(episode__in=episodes[:2]).delete()  # 10 unlabeled frames in two episodes
@@ -166,7 +166,7 @@ def test_retrain_after_n_labels_and_redeploy_only_a_better_model(project):
     from labeling.models import FrameLabel
     from tests.inference.conftest import make_trained_model
     from training.models import RetrainPolicy, TrainingJob
-    from training.retrain import after_training, retrain_check
+    from training.queue.retrain import after_training, retrain_check
 
     episodes = seed_episodes(project, episodes=3, steps=5, windows=False)
     FrameLabel.objects.filter(project=project).update(value="fail")  # one success per episode: on any
@@ -229,7 +229,7 @@ def test_the_retrain_policy_may_only_redeploy_the_projects_own_deployments(proje
 
 @pytest.mark.django_db
 def test_an_empty_queue_says_why_it_is_empty(project, user_client):
-    from labeling.label_services import Actor, frame_labels_set
+    from labeling.labels.services import Actor, frame_labels_set
     from labeling.models import FrameLabel, Step
     from tests.inference.conftest import make_trained_model
 

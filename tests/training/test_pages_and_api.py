@@ -10,7 +10,7 @@ from django.utils import timezone
 from training.evaluation import sanity_check
 from training.models import DatasetSnapshot, JobMetric, TrainedModel, TrainingJob
 from training.services import JobError, job_cancel, job_create, job_delete, job_execute, job_retry
-from training.snapshot_services import snapshot_build, snapshot_create
+from training.snapshots.services import snapshot_build, snapshot_create
 from training.storage import local_path
 
 TINY = {"hidden_dim": 16, "image_size": [3, 32, 32], "epochs": 1, "batch_size": 16, "warmup_steps": 0, "num_threads": 1}
@@ -303,7 +303,7 @@ def test_a_job_failed_by_the_sweep_while_running_registers_no_model(snapshot, mo
     from dataclasses import replace
 
     from training.families import FAMILIES
-    from training.family_parts import RunResult
+    from training.kit.family_parts import RunResult
 
     def runner(job, reporter):
         TrainingJob.objects.filter(pk=job.pk).update(status="failed", error="no heartbeat")  # the sweep won

@@ -159,7 +159,7 @@ def test_make_scene_is_uint8_hwc_and_deterministic_per_seed():
 
 
 def test_training_loop_skips_a_last_batch_of_one_and_stops_on_cancel(tmp_path):
-    from training.reporting import JobCancelled, MemoryReporter
+    from training.kit.reporting import JobCancelled, MemoryReporter
     from training.resnet.train import train_reward_model
 
     labels = [True, False] * 4 + [True]  # 9 images, batch 8: the lone 9th would break BatchNorm
@@ -211,7 +211,7 @@ def test_distractor_scenes_show_a_blue_square_on_some_fail_frames():
 def test_best_checkpoint_holds_the_best_epochs_weights_whether_or_not_it_is_the_last(tmp_path, monkeypatch):
     from safetensors.torch import load_file
 
-    from training.reporting import MemoryReporter
+    from training.kit.reporting import MemoryReporter
     from training.resnet import train as train_module
     from training.resnet.train import train_reward_model
 
@@ -314,7 +314,7 @@ def test_batchnorm_recalibration_sets_running_statistics_to_the_images_own():
 def test_select_last_keeps_the_last_epoch_with_recalibrated_statistics_as_the_model(tmp_path, monkeypatch):
     from safetensors.torch import load_file
 
-    from training.reporting import MemoryReporter
+    from training.kit.reporting import MemoryReporter
     from training.resnet import train as train_module
     from training.resnet.train import train_reward_model
 

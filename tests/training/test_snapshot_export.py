@@ -13,7 +13,7 @@ import torch
 from labeling.models import FrameLabel
 from training.datasets.rlinf_binary import read_payload
 from training.models import DatasetSnapshot, ImmutableError
-from training.snapshot_services import (
+from training.snapshots.services import (
     BuildProgress,
     BuildSuperseded,
     SnapshotError,
@@ -242,7 +242,7 @@ def test_build_progress_is_stored_in_steps_and_never_on_a_finished_snapshot(labe
 
 @pytest.mark.django_db
 def test_a_snapshot_deleted_while_building_leaves_no_files(labeled_project, monkeypatch):
-    from training import snapshot_services
+    from training.snapshots import services as snapshot_services
 
     snapshot = snapshot_create(project=labeled_project, options={"trend": False}, build=False)
     real_write = snapshot_services._write_files

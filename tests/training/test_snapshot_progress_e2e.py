@@ -32,7 +32,7 @@ def test_snapshot_builds_in_the_worker_with_a_live_progress_bar(
     project, user, live_server_url, celery_worker_process, browser, screenshot_dir, monkeypatch
 ):
     # no proposal tasks for the seeded episodes: the worker only builds the snapshot (and is idle at teardown)
-    monkeypatch.setattr("labeling.services._queue_proposals", lambda episode_id: None)
+    monkeypatch.setattr("labeling.ingest.services._queue_proposals", lambda episode_id: None)
     seed_episodes(project, episodes=15, steps=16, size=48, windows=False)
     page = browser.new_page(viewport={"width": 1300, "height": 900})
     login(page, live_server_url, "alice", "pw-alice-123")

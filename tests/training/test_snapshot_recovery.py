@@ -11,10 +11,10 @@ import pytest
 import redis
 from django.utils import timezone
 
-from training.broker_messages import waiting_task_ids
+from training.jobs.broker_messages import waiting_task_ids
 from training.models import DatasetSnapshot
-from training.snapshot_recovery import snapshots_recover_stale
-from training.snapshot_services import BuildProgress, BuildSuperseded, snapshot_build, snapshot_create
+from training.snapshots.recovery import snapshots_recover_stale
+from training.snapshots.services import BuildProgress, BuildSuperseded, snapshot_build, snapshot_create
 
 QUEUE = "snapshot-recovery-test"
 
@@ -70,7 +70,7 @@ def test_sweep_requeues_a_silent_build_and_fails_it_after_the_last_attempt(
 
 @pytest.mark.django_db
 def test_a_build_requeued_while_it_was_only_slow_stops_at_its_next_progress_write(labeled_project, broker, monkeypatch):
-    from training import snapshot_services
+    from training.snapshots import services as snapshot_services
 
     slow = _building(labeled_project, silent_for=None, attempt=0)
     DatasetSnapshot.objects.filter(pk=slow.pk).update(attempt=1, heartbeat_at=timezone.now())
@@ -101,7 +101,7 @@ def test_a_duplicate_message_never_starts_a_second_build_of_a_live_one(labeled_p
 
 @pytest.mark.django_db
 def test_sweep_resends_a_build_whose_message_is_gone_and_only_then(labeled_project, broker, settings, monkeypatch):
-    from training import snapshot_recovery
+    from training.snapshots import recovery as snapshot_recovery
 
     waiting = _building(labeled_project, silent_for=None, attempt=0)
     assert snapshots_recover_stale().resent == [waiting.pk]  # no message for it in the broker

@@ -28,7 +28,7 @@ import torch
 from PIL import Image
 
 from training.datasets.rlinf_binary import BinaryOptions, FrameRef, split_by_frame
-from training.snapshot_services import snapshot_archive, snapshot_create
+from training.snapshots.services import snapshot_archive, snapshot_create
 from training.storage import local_path
 
 from .conftest import seed_episodes

@@ -15,7 +15,7 @@ from django.http import StreamingHttpResponse
 from django.test import AsyncClient
 
 from training.models import DatasetSnapshot
-from training.snapshot_services import snapshot_create
+from training.snapshots.services import snapshot_create
 from training.storage import local_path
 
 pytestmark = pytest.mark.django_db
@@ -73,7 +73,7 @@ def test_the_build_keeps_a_bounded_number_of_decoded_frames():
     from django.core.files.storage import default_storage
 
     from labeling.images import encode_array
-    from training.snapshot_services import _FrameCache
+    from training.snapshots.services import _FrameCache
 
     names = []
     for i in range(3):

@@ -35,7 +35,7 @@ def test_stats_written_before_the_count_existed_still_give_the_leak():
 def test_an_auto_split_that_falls_back_to_frames_says_validation_shares_episodes(project, user_client):
     from training.models import TrainedModel
     from training.services import job_create, job_execute
-    from training.snapshot_services import snapshot_create
+    from training.snapshots.services import snapshot_create
 
     seed_episodes(project, episodes=1, steps=20, size=16, windows=False)
     snapshot = snapshot_create(project=project, options={"png_folders": False, "trend": False})
@@ -64,7 +64,7 @@ def test_an_auto_split_that_falls_back_to_frames_says_validation_shares_episodes
 
 @pytest.mark.django_db
 def test_an_episode_split_carries_no_warning(project, user_client):
-    from training.snapshot_services import snapshot_create
+    from training.snapshots.services import snapshot_create
 
     seed_episodes(project, episodes=6, steps=10, size=16, windows=False)
     snapshot = snapshot_create(project=project, options={"val_split": 0.34, "png_folders": False, "trend": False})

@@ -17,7 +17,7 @@ from training.resnet.config import ResNetConfig
 from training.resnet.model import RewardResNet, predict_proba
 from training.resnet.train import stack_images
 from training.services import job_cancel, job_create
-from training.snapshot_services import snapshot_create
+from training.snapshots.services import snapshot_create
 from training.storage import local_path
 
 from .conftest import seed_episodes

@@ -50,7 +50,7 @@ def test_vlm_job_fine_tunes_the_fixture_through_a_celery_worker(
 ):
     from training.models import JobMetric, JobStatus, TrainedModel
     from training.services import job_create
-    from training.snapshot_services import snapshot_create
+    from training.snapshots.services import snapshot_create
     from training.storage import local_path
     from training.vlm.checkpoint import FULL_WEIGHTS, checkpoint_load
     from training.vlm.data import trend_split_load
@@ -129,7 +129,7 @@ def test_vlm_job_fine_tunes_the_fixture_through_a_celery_worker(
 @pytest.mark.django_db
 def test_vlm_job_with_a_missing_model_folder_is_refused_before_queueing(project, settings):
     from training.services import job_create
-    from training.snapshot_services import snapshot_create
+    from training.snapshots.services import snapshot_create
 
     seed_episodes(project, episodes=2, steps=6, size=32)
     snapshot = snapshot_create(project=project, options={"png_folders": False, "seed": 1})

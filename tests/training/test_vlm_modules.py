@@ -206,7 +206,7 @@ def test_batched_label_probabilities_equal_one_at_a_time(tiny):
 def test_lora_training_lowers_the_loss_and_the_checkpoint_reloads_identically(vlm_fixture_dir, tmp_path):
     from peft import PeftModel
 
-    from training.reporting import MemoryReporter
+    from training.kit.reporting import MemoryReporter
     from training.vlm.checkpoint import FULL_WEIGHTS, base_load, checkpoint_load, full_weights_load
     from training.vlm.scoring import ScoreItem, TrendScorer
     from training.vlm.train import lora_wrap, train_vlm
@@ -252,7 +252,7 @@ def test_lora_training_lowers_the_loss_and_the_checkpoint_reloads_identically(vl
 
 
 def test_training_stops_when_the_job_is_cancelled(vlm_fixture_dir, tmp_path):
-    from training.reporting import JobCancelled, MemoryReporter
+    from training.kit.reporting import JobCancelled, MemoryReporter
     from training.vlm.train import train_vlm
 
     config = VLMTrainConfig(base_model_path=str(vlm_fixture_dir), max_steps=50, batch_size=1, grad_accum=1)
@@ -369,7 +369,7 @@ def test_packed_windows_round_trip_and_batch_by_size():
 
 def test_vlm_scorer_scores_packed_windows_and_live_frames(vlm_fixture_dir, tiny):
     from training.families import scorer_load
-    from training.family_parts import ModelSpec
+    from training.kit.family_parts import ModelSpec
     from training.vlm.scoring import ScoreItem, TrendScorer
     from training.vlm.wire import WindowRequest, pack_windows
 
@@ -417,7 +417,7 @@ def test_a_checkpoint_from_another_machine_finds_the_local_base_model(vlm_fixtur
 
 
 def test_gradient_checkpointing_trains_to_the_same_loss(vlm_fixture_dir, tmp_path):
-    from training.reporting import MemoryReporter
+    from training.kit.reporting import MemoryReporter
     from training.vlm.train import train_vlm
 
     windows = [coloured_window(label) for label in LABELS]
@@ -449,8 +449,8 @@ def test_fixture_command_writes_a_loadable_model_folder(tmp_path, capsys):
 
 
 def test_training_stopped_midway_resumes_from_its_checkpoint_to_the_same_adapter(vlm_fixture_dir, tmp_path):
-    from training.reporting import JobCancelled, MemoryReporter
-    from training.resume import state_path
+    from training.kit.reporting import JobCancelled, MemoryReporter
+    from training.kit.resume import state_path
     from training.vlm.train import train_vlm
 
     config = VLMTrainConfig(base_model_path=str(vlm_fixture_dir), max_steps=3, batch_size=1, grad_accum=1, lr=5e-3)

@@ -15,11 +15,11 @@ import pytest
 import torch
 
 from tests.conftest import _spawn, _stop
+from training.kit.resume import state_path
 from training.models import JobMetric, TrainedModel, TrainingJob
 from training.resnet.checkpoint import load_checkpoint
-from training.resume import state_path
 from training.services import job_create, jobs_recover_stale
-from training.snapshot_services import snapshot_create
+from training.snapshots.services import snapshot_create
 from training.storage import local_path
 
 from .conftest import seed_episodes

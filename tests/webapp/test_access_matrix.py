@@ -311,8 +311,8 @@ def build_world(django_user_model) -> dict:
     from inference.teleop.models import TeleopSession
     from labeling.access import ALL_SCOPES
     from labeling.images import check_image
+    from labeling.ingest.services import StepInput, agent_create, episode_create, steps_append
     from labeling.models import ImportJob, Membership, Project, ProposalJob
-    from labeling.services import StepInput, agent_create, episode_create, steps_append
     from training.models import DatasetSnapshot, TrainedModel, TrainingJob
     from training.vlm.train import EVALUATION_FILE
 

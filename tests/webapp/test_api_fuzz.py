@@ -19,7 +19,7 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
 @pytest.fixture
 def agent_token(db):
-    from labeling.services import agent_create
+    from labeling.ingest.services import agent_create
 
     return agent_create(name="fuzzer", kind="robot")[1]
 

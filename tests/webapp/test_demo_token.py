@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from labeling.auth import agent_for_token
+from labeling.ingest.services import agent_create
 from labeling.models import Agent, Project
-from labeling.services import agent_create
 from webapp.demo.services import DEMO_AGENT_SCOPES, demo_agent_token
 
 pytestmark = pytest.mark.django_db

@@ -75,12 +75,12 @@ def test_the_check_refuses_wrong_types_missing_and_undescribed_keys():
 def test_every_page_embeds_exactly_what_its_script_expects(user_client, project):
     from inference.models import Deployment
     from inference.teleop.models import TeleopSession
+    from labeling.ingest.services import agent_create
     from labeling.models import ProposalJob
-    from labeling.services import agent_create
-    from training.label_efficiency import label_efficiency_store
     from training.models import TrainedModel
+    from training.queue.efficiency import label_efficiency_store
     from training.services import job_create, job_execute
-    from training.snapshot_services import snapshot_create
+    from training.snapshots.services import snapshot_create
 
     episodes = seed_episodes(project)
     snapshot = snapshot_create(project=project, options={"val_split": 0.34, "trend": False})

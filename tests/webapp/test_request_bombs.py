@@ -85,7 +85,7 @@ def _login(url: str, username: str, password: str) -> requests.Session:
 
 
 def test_bombs_get_a_4xx_in_bounded_memory_while_the_app_answers(server, project, django_user_model):
-    from labeling.services import agent_create
+    from labeling.ingest.services import agent_create
 
     url, pid = server
     deployment = deploy(make_trained_model(project, seed=71))

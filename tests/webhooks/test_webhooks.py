@@ -69,11 +69,11 @@ def receiver():
 @pytest.mark.django_db(transaction=True)
 def test_celery_delivers_a_signed_webhook_when_a_job_finishes(project, receiver, celery_worker_process):
     from training.services import job_create
-    from training.snapshot_services import snapshot_create
+    from training.snapshots.services import snapshot_create
 
     hook = Webhook.objects.create(project=project, url=receiver.url, events=[events.JOB_SUCCEEDED, events.JOB_FAILED])
     Webhook.objects.create(project=project, url=receiver.url + "/snapshots-only", events=[events.DEPLOYMENT_SWITCHED])
-    with mock.patch("labeling.services._queue_proposals"):  # no proposal tasks racing the test's teardown
+    with mock.patch("labeling.ingest.services._queue_proposals"):  # no proposal tasks racing the test's teardown
         seed_episodes(project, episodes=3, steps=6, windows=False)
     snapshot = snapshot_create(
         project=project,
@@ -157,7 +157,7 @@ def test_a_reward_hacking_alarm_fires_a_signed_alarm_webhook_retried_by_celery(
 
     from inference.broker import dump_npy
     from inference.models import DeploymentMonitor
-    from inference.monitor_store import ServedBatch, monitor_flush, monitor_submit
+    from inference.monitor.services import ServedBatch, monitor_flush, monitor_submit
     from inference.serving import deployment_config
     from tests.inference.conftest import deploy, make_trained_model, random_images
 
@@ -167,7 +167,7 @@ def test_a_reward_hacking_alarm_fires_a_signed_alarm_webhook_retried_by_celery(
     deployment = deploy(make_trained_model(project))
     DeploymentMonitor.objects.create(deployment=deployment, hold_s=1.0, min_items=4, false_success_threshold=0.3)
     config, payload, start = async_to_sync(deployment_config)(deployment.name), dump_npy(random_images(4)), time.time()
-    with mock.patch("labeling.services._queue_proposals"):  # the alarm's monitor episode queues none here
+    with mock.patch("labeling.ingest.services._queue_proposals"):  # the alarm's monitor episode queues none here
         for t in range(4):
             monitor_submit(ServedBatch(config, payload, [0.9] * 4, [False] * 4, ["ep"] * 4, "rl-7", start + 0.5 * t))
         monitor_flush()

@@ -5,7 +5,7 @@ from django.db import migrations, models
 
 def tracebacks_to_detail(apps, schema_editor):
     """Jobs that failed before: the traceback moves to error_detail, error keeps its last line, paths hidden."""
-    from training.job_errors import path_free, server_folders
+    from training.jobs.errors import path_free, server_folders
 
     TrainingJob = apps.get_model("training", "TrainingJob")
     folders = server_folders()

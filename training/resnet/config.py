@@ -10,7 +10,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..parallel_config import DEFAULT_MASTER_PORT, settings_errors
+from ..kit.parallel_config import DEFAULT_MASTER_PORT, settings_errors
 
 SCHEDULES = ("constant", "cosine")
 SELECTIONS = ("val_loss", "last")
@@ -60,7 +60,7 @@ class ResNetConfig:
     device: str = "auto"
     num_threads: int = 0
     save_rlinf_layout: bool = False
-    # data-parallel under torchrun (training.distributed): processes per node (one per GPU) x nodes
+    # data-parallel under torchrun (training.kit.distributed): processes per node (one per GPU) x nodes
     processes: int = 1
     nodes: int = 1
     master_addr: str = "127.0.0.1"

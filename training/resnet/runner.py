@@ -8,11 +8,11 @@ import shutil
 
 from django.conf import settings
 
-from .. import distributed
 from ..datasets.rlinf_binary import read_payload
-from ..family_parts import RunResult
-from ..reporting import Reporter
-from ..resume import state_path
+from ..kit import distributed
+from ..kit.family_parts import RunResult
+from ..kit.reporting import Reporter
+from ..kit.resume import state_path
 from ..storage import local_path
 from .config import ResNetConfig
 from .train import BEST, stack_images, train_reward_model

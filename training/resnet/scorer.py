@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from ..family_parts import ModelSpec
+from ..kit.family_parts import ModelSpec
 from .checkpoint import load_checkpoint
 from .model import predict_proba
 

@@ -18,9 +18,9 @@ import numpy as np
 import torch
 from torch.nn import functional as F
 
-from .. import distributed
-from ..reporting import JobCancelled, MemoryReporter, Reporter
-from ..resume import CheckpointClock, rng_restore, rng_state, state_load, state_save
+from ..kit import distributed
+from ..kit.reporting import JobCancelled, MemoryReporter, Reporter
+from ..kit.resume import CheckpointClock, rng_restore, rng_state, state_load, state_save
 from .checkpoint import CHECKPOINT_FILES, RLINF_WEIGHTS, copy_checkpoint_files, save_checkpoint, save_rlinf_weights
 from .config import ResNetConfig
 from .model import RewardResNet, load_pretrained_backbone

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from labeling.prompts import DEFAULT_PROMPT_TEMPLATE
 
-from ..parallel_config import DEFAULT_MASTER_PORT, settings_errors
+from ..kit.parallel_config import DEFAULT_MASTER_PORT, settings_errors
 from .layout import DEFAULT_LAYOUT, LAYOUTS
 from .prompt import template_check
 
@@ -106,7 +106,7 @@ class VLMTrainConfig:
     max_pixels: int | None = None
     # Checkpoint extras
     save_full_weights: bool = False
-    # data-parallel under torchrun (training.distributed): processes per node (one per GPU) x nodes
+    # data-parallel under torchrun (training.kit.distributed): processes per node (one per GPU) x nodes
     processes: int = 1
     nodes: int = 1
     master_addr: str = "127.0.0.1"

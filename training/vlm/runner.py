@@ -10,8 +10,8 @@ from pathlib import Path
 
 from django.conf import settings
 
-from training import distributed
-from training.family_parts import RunResult
+from training.kit import distributed
+from training.kit.family_parts import RunResult
 from training.storage import local_path
 
 from .config import VLMTrainConfig

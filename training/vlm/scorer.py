@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ..family_parts import ModelSpec
+from ..kit.family_parts import ModelSpec
 from .checkpoint import checkpoint_load
 from .labels import LABELS
 from .layout import VIDEO, layout_of

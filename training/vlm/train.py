@@ -17,9 +17,9 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from training import distributed
-from training.reporting import JobCancelled, MemoryReporter, Reporter
-from training.resume import CheckpointClock, rng_restore, rng_state, state_load, state_save
+from training.kit import distributed
+from training.kit.reporting import JobCancelled, MemoryReporter, Reporter
+from training.kit.resume import CheckpointClock, rng_restore, rng_state, state_load, state_save
 
 from .checkpoint import base_load, checkpoint_save, device_pick, dtype_pick
 from .config import VLMTrainConfig

@@ -4,6 +4,12 @@ carrying the status, reading a body up to a limit, and a JSON answer. No Django 
 from __future__ import annotations
 
 import json
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+Scope = Mapping[str, Any]
+Receive = Callable[[], Awaitable[dict[str, Any]]]
+Send = Callable[[dict[str, Any]], Awaitable[None]]
 
 
 class HttpError(Exception):
@@ -14,7 +20,7 @@ class HttpError(Exception):
         self.retry_after = retry_after
 
 
-def header_map(scope) -> dict[str, str]:
+def header_map(scope: Scope) -> dict[str, str]:
     return {name.decode("latin-1").lower(): value.decode("latin-1") for name, value in scope["headers"]}
 
 
@@ -25,7 +31,7 @@ def declared_length(headers: dict[str, str], limit: int, what: str) -> None:
         raise HttpError(413, f"body of {declared} bytes; the limit is {limit} bytes ({what})")
 
 
-async def read_body(receive, limit: int, what: str) -> bytes:
+async def read_body(receive: Receive, limit: int, what: str) -> bytes:
     """The whole body, or 413 as soon as it grows past `limit` (`what` names the limit in the message)."""
     chunks, size = [], 0
     while True:
@@ -41,7 +47,9 @@ async def read_body(receive, limit: int, what: str) -> bytes:
             return b"".join(chunks)
 
 
-async def respond_json(send, status: int, body: dict, retry_after: int = 0, encoder=None) -> None:
+async def respond_json(
+    send: Send, status: int, body: dict, retry_after: int = 0, encoder: type[json.JSONEncoder] | None = None
+) -> None:
     raw = json.dumps(body, cls=encoder).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(raw)).encode())]
     if status == 401:

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
 
-def exception_handler(exc, context):
+def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
     response = drf_exception_handler(exc, context)
     if response is None:
         return None
@@ -15,7 +18,7 @@ def exception_handler(exc, context):
     return response
 
 
-def _summarise(errors, prefix: str = "") -> str:
+def _summarise(errors: Any, prefix: str = "") -> str:
     if isinstance(errors, dict):
         for key, value in errors.items():
             return _summarise(value, f"{prefix}{key}: " if key != "non_field_errors" else prefix)

@@ -9,11 +9,11 @@ time in a worker thread instead, so the first byte leaves at once and memory sta
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
-from typing import IO
+from typing import IO, Any
 
 from asgiref.sync import sync_to_async
 from django.core.handlers.asgi import ASGIRequest
-from django.http import FileResponse, StreamingHttpResponse
+from django.http import FileResponse, HttpRequest, StreamingHttpResponse
 from django.utils.http import content_disposition_header
 
 BLOCK_BYTES = 1 << 20
@@ -25,7 +25,7 @@ async def _blocks(handle: IO[bytes], size: int) -> AsyncIterator[bytes]:
         yield block
 
 
-def file_response(request, handle: IO[bytes], **kwargs) -> FileResponse:
+def file_response(request: HttpRequest, handle: IO[bytes], **kwargs: Any) -> FileResponse:
     """A FileResponse for `handle` (same keyword arguments, same headers) that reads it in 1 MiB blocks, in a
     worker thread under ASGI."""
     response = FileResponse(handle, **kwargs)
@@ -46,7 +46,7 @@ async def _async_blocks(blocks: Iterator[bytes]) -> AsyncIterator[bytes]:
 
 
 def stream_response(
-    request, blocks: Iterator[bytes], *, content_type: str, attachment: str = ""
+    request: HttpRequest, blocks: Iterator[bytes], *, content_type: str, attachment: str = ""
 ) -> StreamingHttpResponse:
     """Bytes made as they are sent (e.g. an archive zipped on the fly); under ASGI each block is made in a
     worker thread, so the event loop never waits on the disk. `attachment`: the file name to save as."""

@@ -47,7 +47,9 @@ def depth_check(raw: bytes | bytearray | memoryview | str, max_depth: int, what:
         raise JSONTooDeep(f"{what} nests {depth} levels deep; the limit is {max_depth} (JSON_MAX_DEPTH)")
 
 
-def loads_bounded(raw: bytes | bytearray | memoryview | str, *, max_depth: int, what: str = "JSON", **kwargs) -> Any:
+def loads_bounded(
+    raw: bytes | bytearray | memoryview | str, *, max_depth: int, what: str = "JSON", **kwargs: Any
+) -> Any:
     """`json.loads(raw, **kwargs)` for text nested at most `max_depth` levels. Raises JSONTooDeep, or what
     json.loads raises (json.JSONDecodeError, UnicodeDecodeError: both ValueErrors)."""
     depth_check(raw, max_depth, what)

@@ -77,7 +77,7 @@ def observe_request(endpoint: str, method: str, status: int, seconds: float, dep
 # A series' child is looked up once (`labels()` validates and hashes its values on every call); the label
 # values are bounded (see above), so the caches stay small.
 @lru_cache(maxsize=4096)
-def _request_series(endpoint: str, method: str, status: str, deployment: str):
+def _request_series(endpoint: str, method: str, status: str, deployment: str) -> tuple[Any, Any]:
     return http_requests.labels(endpoint, method, status, deployment), http_request_seconds.labels(
         endpoint, method, deployment
     )

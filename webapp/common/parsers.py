@@ -3,6 +3,9 @@ unread and unparsed; JSON nested deeper than JSON_MAX_DEPTH gets a 400, unparsed
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import IO, Any
+
 from django.conf import settings
 from rest_framework import exceptions, status
 from rest_framework.parsers import JSONParser, get_encoding  # type: ignore[attr-defined]  # (DRF 3.16+; not in the stubs)
@@ -21,7 +24,9 @@ class BoundedJSONParser(JSONParser):
     """JSON bodies up to `MAX_JSON_BODY_BYTES` and `JSON_MAX_DEPTH` levels; a longer body is refused before it
     is read, a deeper one before it is parsed."""
 
-    def parse(self, stream, media_type=None, parser_context=None):
+    def parse(
+        self, stream: IO[bytes] | None, media_type: str | None = None, parser_context: Mapping[str, Any] | None = None
+    ) -> Any:
         limit = settings.MAX_JSON_BODY_BYTES
         request = (parser_context or {}).get("request")
         declared = request.META.get("CONTENT_LENGTH") if request is not None else None
@@ -37,7 +42,7 @@ class BoundedJSONParser(JSONParser):
         return json_body(text)
 
 
-def json_body(raw: bytes | str):
+def json_body(raw: bytes | str) -> Any:
     """A request body's JSON, as DRF's JSONParser reads it (no NaN or Infinity) within JSON_MAX_DEPTH;
     ParseError (400) saying what is wrong."""
     try:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable
 from typing import Any
 
 from channels.exceptions import DenyConnection, StopConsumer
@@ -60,7 +61,7 @@ class Guarded:
         await super().websocket_disconnect(message)  # type: ignore[misc]
 
     @staticmethod
-    async def _quietly(awaitable) -> None:
+    async def _quietly(awaitable: Awaitable[object]) -> None:
         try:
             await awaitable
         except asyncio.CancelledError:

@@ -8,8 +8,8 @@ import numpy as np
 from django.db import transaction
 
 from labeling.images import encode_array
+from labeling.ingest.services import StepInput, episode_create, episode_finish, steps_append
 from labeling.models import Episode, FrameLabel, Project
-from labeling.services import StepInput, episode_create, episode_finish, steps_append
 from training.synthetic import make_scene
 
 DEMO_NAMESPACE = uuid.UUID("6a0f3f5e-2f7e-4f63-9d53-4a0f0b1e2d11")

@@ -20,8 +20,8 @@ from django.conf import settings
 from django.db import transaction
 
 from labeling.images import encode_array
+from labeling.ingest.services import StepInput, episode_create, episode_finish, steps_append
 from labeling.models import Episode, FrameLabel, Project
-from labeling.services import StepInput, episode_create, episode_finish, steps_append
 
 from .episode_cache import (
     FIRST_SEED,
@@ -98,8 +98,8 @@ def seed_pickcube_episodes(*, project: Project, episodes: list[DemoEpisode], lab
     """Store the episodes in the project (idempotent) with human frame labels from the env's success flag
     (`labels="env success"`) or from the cube held up (`"lifted"`, some frames left unlabeled), and trend-rule
     windows."""
-    from labeling.label_services import Actor
-    from labeling.proposals import proposals_accept, proposals_generate
+    from labeling.labels.services import Actor
+    from labeling.proposals.services import proposals_accept, proposals_generate
 
     created = []
     for demo in episodes:

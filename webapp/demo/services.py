@@ -89,7 +89,7 @@ def demo_model_train(*, project: Project, size: int, epochs: int, lr: float, std
     from training.model_evaluation import model_predictions
     from training.models import TrainedModel
     from training.services import job_create, job_execute
-    from training.snapshot_services import snapshot_create
+    from training.snapshots.services import snapshot_create
 
     snapshot = snapshot_create(project=project, options=SNAPSHOT_OPTIONS)
     if snapshot.status != "ready":
@@ -145,7 +145,7 @@ def demo_live_check(
     model loaded as the inference worker loads it; the first step above the threshold is compared with the
     first step the env state shows the cube lifted."""
     from training.families import scorer_load
-    from training.family_parts import ModelSpec
+    from training.kit.family_parts import ModelSpec
     from training.storage import local_path
 
     trained = deployment.trained_model
@@ -176,8 +176,8 @@ def demo_agent_token(*, project: Project, token_file: Path) -> Path:
 
     A token that matches this database's demo agent is kept (its grants narrowed to this project); otherwise
     a new one is written, so the printed command always works against this database."""
+    from labeling.ingest.services import agent_create, agent_rotate_token
     from labeling.models import Agent
-    from labeling.services import agent_create, agent_rotate_token
     from labeling.tokens import hash_token
 
     token = token_file.read_text().strip() if token_file.exists() else ""

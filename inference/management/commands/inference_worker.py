@@ -22,7 +22,7 @@ from inference.models import Deployment
 from inference.services import deployment_set_health
 from inference.worker import InferenceWorker
 from training.families import scorer_load
-from training.family_parts import ModelSpec, Scorer
+from training.kit.family_parts import ModelSpec, Scorer
 from training.storage import local_path
 
 T = TypeVar("T")

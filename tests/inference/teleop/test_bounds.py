@@ -84,7 +84,7 @@ def test_a_bad_frame_is_skipped_and_counted_and_its_neighbours_are_recorded(proj
     # The episode's end queues its proposals for Celery; in the full suite the session's worker would run
     # them while this test's database is truncated (a deadlock at teardown). Record the request instead.
     queued: list[int] = []
-    monkeypatch.setattr("labeling.services._queue_proposals", queued.append)
+    monkeypatch.setattr("labeling.ingest.services._queue_proposals", queued.append)
     episode = str(uuid.uuid4())
     frame = np.full((32, 32, 3), 90, np.uint8)
     bad = pack_step({"episode": episode, "index": 1}, {"main": b"\xff\xd8 not a jpeg", "extra": encode_image(frame)})

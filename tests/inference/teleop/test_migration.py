@@ -11,7 +11,7 @@ from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
 from inference.teleop.models import TeleopSession
-from labeling.services import episode_create
+from labeling.ingest.services import episode_create
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

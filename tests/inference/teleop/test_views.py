@@ -5,7 +5,7 @@ import uuid
 import pytest
 
 from inference.teleop.models import TeleopSession
-from labeling.services import episode_create
+from labeling.ingest.services import episode_create
 
 pytestmark = pytest.mark.django_db
 

@@ -26,7 +26,7 @@ LABEL_REWARDS = {"positive": 3.0, "negative": -2.0, "unclear": 0.5, "invalid": -
 
 @pytest.fixture
 def rl_token(db):
-    from labeling.services import agent_create
+    from labeling.ingest.services import agent_create
 
     return agent_create(name="rl-vlm", kind="rl_worker", all_projects=True)[1]
 

@@ -14,9 +14,9 @@ from pathlib import Path
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from training.launch import failure_message, torchrun_command, torchrun_start
+from training.jobs.launch import failure_message, torchrun_command, torchrun_start
+from training.kit.parallel_config import DistributedSettings
 from training.models import JobStatus, TrainingJob
-from training.parallel_config import DistributedSettings
 
 
 class Command(BaseCommand):

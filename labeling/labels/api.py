@@ -1,0 +1,513 @@
+"""Label API: what the labeling pages read and write. Session (with CSRF) or agent-token auth.
+
+Every write is saved at once and returns what changed (old and new values), so a client can undo it
+by sending the old values back.
+"""
+
+from __future__ import annotations
+
+from django.core.files.storage import default_storage
+from django.http import HttpResponse
+from django.shortcuts import get_object_or_404
+from drf_spectacular.utils import OpenApiParameter, OpenApiTypes, extend_schema, inline_serializer
+from rest_framework import serializers, status
+from rest_framework.exceptions import ValidationError
+from rest_framework.parsers import JSONParser
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from .. import access
+from ..ingest.serializers import MAX_STEP_INDEX
+from ..models import Episode, Frame, FrameLabel, Project, ProposalStatus, WindowLabel
+from ..proposals import services as proposals
+from ..proposals.api import ProposalJobSerializer
+from ..proposals.jobs import proposal_job_start
+from . import selectors as label_selectors
+from .services import Actor, LabelConflict, LabelError, frame_labels_set, window_labels_set
+
+MAX_ITEMS = 100_000
+MAX_FRAMES_PER_BUNDLE = 200
+
+
+def _episode(request, uuid, perm=access.VIEW) -> Episode:
+    episode = get_object_or_404(Episode.objects.select_related("project"), uuid=uuid)
+    access.require(request.user, perm, episode.project)
+    return episode
+
+
+def _project(request, pk, perm=access.VIEW) -> Project:
+    project = get_object_or_404(Project, pk=pk)
+    access.require(request.user, perm, project)
+    return project
+
+
+def _bad(exc: Exception) -> ValidationError:
+    return ValidationError({"detail": str(exc)})
+
+
+# ---- serializers -------------------------------------------------------------------------------
+
+
+BASE_HELP = (
+    "The value the edit was based on (null: no label). If someone changed it meanwhile, nothing is saved "
+    "and the answer is 409 listing the conflicts; leave it out to overwrite whatever is there."
+)
+
+
+class FrameItemSerializer(serializers.Serializer):
+    index = serializers.IntegerField(min_value=0, max_value=MAX_STEP_INDEX)
+    value = serializers.ChoiceField(choices=FrameLabel.Value.choices, allow_null=True)
+    base = serializers.ChoiceField(
+        choices=FrameLabel.Value.choices, allow_null=True, required=False, help_text=BASE_HELP
+    )
+
+
+class FrameLabelsInSerializer(serializers.Serializer):
+    """Either a range (start..end inclusive, one value for all) or a list of items."""
+
+    start = serializers.IntegerField(min_value=0, max_value=MAX_STEP_INDEX, required=False)
+    end = serializers.IntegerField(min_value=0, max_value=MAX_STEP_INDEX, required=False)
+    value = serializers.ChoiceField(
+        choices=FrameLabel.Value.choices, allow_null=True, required=False, help_text="null clears the label"
+    )
+    base = serializers.ChoiceField(
+        choices=FrameLabel.Value.choices, allow_null=True, required=False, help_text=BASE_HELP + " (every step)"
+    )
+    items = FrameItemSerializer(many=True, required=False, max_length=MAX_ITEMS)  # type: ignore[call-arg]  # many=True passes max_length on to ListSerializer
+
+    def validate(self, attrs):
+        if "items" in attrs:
+            if {"start", "end", "value", "base"} & set(attrs):
+                raise serializers.ValidationError("send either items or start/end/value, not both")
+            return attrs
+        if "start" not in attrs or "value" not in attrs:
+            raise serializers.ValidationError("send start (and end) with value, or items")
+        attrs.setdefault("end", attrs["start"])
+        if attrs["end"] < attrs["start"]:
+            raise serializers.ValidationError("end must not be before start")
+        if attrs["end"] - attrs["start"] >= MAX_ITEMS:
+            raise serializers.ValidationError(f"a range may hold at most {MAX_ITEMS} steps")
+        return attrs
+
+
+class FrameChangeSerializer(serializers.Serializer):
+    index = serializers.IntegerField()
+    old = serializers.CharField(allow_null=True)
+    new = serializers.CharField(allow_null=True)
+
+
+class FrameChangesSerializer(serializers.Serializer):
+    changed = FrameChangeSerializer(many=True)
+
+
+class WindowItemSerializer(serializers.Serializer):
+    start = serializers.IntegerField(min_value=0, max_value=MAX_STEP_INDEX)
+    end = serializers.IntegerField(min_value=0, max_value=MAX_STEP_INDEX)
+    value = serializers.ChoiceField(
+        choices=WindowLabel.Value.choices, allow_null=True, help_text="null deletes the human window label"
+    )
+    base = serializers.ChoiceField(
+        choices=WindowLabel.Value.choices, allow_null=True, required=False, help_text=BASE_HELP
+    )
+
+    def validate(self, attrs):
+        if attrs["end"] < attrs["start"]:
+            raise serializers.ValidationError("end must not be before start")
+        return attrs
+
+
+class WindowLabelsInSerializer(serializers.Serializer):
+    start = serializers.IntegerField(min_value=0, max_value=MAX_STEP_INDEX, required=False)
+    end = serializers.IntegerField(min_value=0, max_value=MAX_STEP_INDEX, required=False)
+    value = serializers.ChoiceField(choices=WindowLabel.Value.choices, allow_null=True, required=False)
+    base = serializers.ChoiceField(
+        choices=WindowLabel.Value.choices, allow_null=True, required=False, help_text=BASE_HELP
+    )
+    items = WindowItemSerializer(many=True, required=False, max_length=MAX_ITEMS)  # type: ignore[call-arg]  # as above
+
+    def validate(self, attrs):
+        if "items" in attrs:
+            if {"start", "end", "value", "base"} & set(attrs):
+                raise serializers.ValidationError("send either items or start/end/value, not both")
+            return attrs
+        if not {"start", "end", "value"} <= set(attrs):
+            raise serializers.ValidationError("send start, end and value, or items")
+        if attrs["end"] < attrs["start"]:
+            raise serializers.ValidationError("end must not be before start")
+        return attrs
+
+
+class WindowChangeSerializer(serializers.Serializer):
+    start = serializers.IntegerField()
+    end = serializers.IntegerField()
+    old = serializers.CharField(allow_null=True)
+    new = serializers.CharField(allow_null=True)
+
+
+class WindowChangesSerializer(serializers.Serializer):
+    changed = WindowChangeSerializer(many=True)
+
+
+class ConflictSerializer(serializers.Serializer):
+    start = serializers.IntegerField(help_text="Step index (frames) or window start.")
+    end = serializers.IntegerField()
+    base = serializers.CharField(allow_null=True, help_text="The value the edit was based on.")
+    current = serializers.CharField(allow_null=True, help_text="The value stored now.")
+    by = serializers.CharField(help_text="Who stored it (user name, or agent <name>).")
+
+
+class ConflictResponseSerializer(serializers.Serializer):
+    detail = serializers.CharField()
+    conflicts = ConflictSerializer(many=True)
+
+
+def _conflict_response(exc: LabelConflict) -> Response:
+    conflicts = [
+        {"start": c.start, "end": c.end, "base": c.base, "current": c.current, "by": c.by} for c in exc.conflicts
+    ]
+    return Response({"detail": str(exc), "conflicts": conflicts}, status=status.HTTP_409_CONFLICT)
+
+
+class WindowSpanSerializer(serializers.Serializer):
+    start = serializers.IntegerField(min_value=0, max_value=MAX_STEP_INDEX)
+    end = serializers.IntegerField(min_value=0, max_value=MAX_STEP_INDEX)
+
+
+class ProposalScopeSerializer(serializers.Serializer):
+    kind = serializers.ChoiceField(choices=proposals.KINDS, default="all")
+    episode = serializers.UUIDField(required=False, help_text="Limit to one episode of the project.")
+    start = serializers.IntegerField(
+        min_value=0, max_value=MAX_STEP_INDEX, required=False, help_text="First step (frames) / window start."
+    )
+    end = serializers.IntegerField(
+        min_value=0, max_value=MAX_STEP_INDEX, required=False, help_text="Last step (frames) / window end."
+    )
+
+    def validate(self, attrs):
+        if ("start" in attrs or "end" in attrs) and "episode" not in attrs:
+            raise serializers.ValidationError("a step range needs an episode")
+        if "start" in attrs and "end" in attrs and attrs["end"] < attrs["start"]:
+            raise serializers.ValidationError("end must not be before start")
+        return attrs
+
+
+class DecisionSerializer(serializers.Serializer):
+    frames = serializers.IntegerField(help_text="Frame proposals decided.")
+    windows = serializers.IntegerField(help_text="Window proposals decided.")
+    previous_frames = serializers.DictField(
+        child=serializers.ListField(child=serializers.DictField()),
+        help_text="Per episode UUID: human frame labels before an accept, [{index, value}] (for undo).",
+    )
+    previous_windows = serializers.DictField(
+        child=serializers.ListField(child=serializers.DictField()),
+        help_text="Per episode UUID: human window labels before an accept, [{start, end, value}].",
+    )
+
+
+class GenerateInSerializer(serializers.Serializer):
+    episode = serializers.UUIDField(required=False, help_text="Only this episode (default: every episode).")
+
+
+class GenerateOutSerializer(serializers.Serializer):
+    episodes = serializers.IntegerField()
+    frames_created = serializers.IntegerField()
+    frames_updated = serializers.IntegerField()
+    windows_created = serializers.IntegerField()
+    windows_updated = serializers.IntegerField()
+    windows_removed = serializers.IntegerField()
+
+
+class ProgressSerializer(serializers.Serializer):
+    label = serializers.CharField()  # type: ignore[assignment]  # a field named like Field.label (the metaclass moves it)
+    kind = serializers.CharField()
+    done = serializers.IntegerField()
+    target = serializers.IntegerField()
+    percent = serializers.IntegerField()
+
+
+class ProjectProgressSerializer(serializers.Serializer):
+    progress = ProgressSerializer(many=True)
+    open_proposals = serializers.DictField(child=serializers.IntegerField())
+
+
+class LabelChangeSerializer(serializers.Serializer):
+    at = serializers.DateTimeField()
+    kind = serializers.CharField()
+    action = serializers.CharField()
+    source = serializers.CharField()  # type: ignore[assignment]  # a field named like Field.source (the metaclass moves it)
+    start = serializers.IntegerField()
+    end = serializers.IntegerField()
+    old_value = serializers.CharField()
+    new_value = serializers.CharField()
+    who = serializers.SerializerMethodField()
+
+    def get_who(self, change) -> str:
+        if change.author_id:
+            return change.author.get_username()
+        if change.agent_id:
+            return f"agent:{change.agent.name}"
+        return "system"
+
+
+EPISODE_DATA = inline_serializer(
+    "EpisodeLabelingData",
+    {
+        "episode": serializers.DictField(),
+        "project": serializers.DictField(),
+        "steps": serializers.DictField(help_text="index, reward, score, success, action: one entry per step."),
+        "frames": serializers.DictField(help_text="Per camera: frame URL per step (null when missing)."),
+        "frame_labels": serializers.DictField(help_text="human, proposal, proposal_status: one entry per step."),
+        "windows": serializers.ListField(child=serializers.DictField()),
+    },
+)
+
+
+# ---- views -------------------------------------------------------------------------------------
+
+
+class EpisodeLabelingView(APIView):
+    @extend_schema(responses=EPISODE_DATA, summary="Everything the labeling page needs about an episode")
+    def get(self, request, uuid):
+        return Response(label_selectors.episode_labeling_data(episode=_episode(request, uuid)))
+
+
+class FrameBundleQuerySerializer(serializers.Serializer):
+    camera = serializers.CharField(max_length=50)
+    start = serializers.IntegerField(min_value=0, max_value=MAX_STEP_INDEX, help_text="First step index.")
+    end = serializers.IntegerField(min_value=0, max_value=MAX_STEP_INDEX, help_text="Last step index (inclusive).")
+
+    def validate(self, attrs):
+        if attrs["end"] < attrs["start"]:
+            raise serializers.ValidationError("end must not be before start")
+        if attrs["end"] - attrs["start"] >= MAX_FRAMES_PER_BUNDLE:
+            raise serializers.ValidationError(f"a bundle holds at most {MAX_FRAMES_PER_BUNDLE} frames")
+        return attrs
+
+
+class FrameBundleView(APIView):
+    """Many frames of one camera in one response, so a page can prefetch an episode in a few requests."""
+
+    @extend_schema(
+        parameters=[FrameBundleQuerySerializer],
+        responses={(200, "application/octet-stream"): OpenApiTypes.BINARY},
+        summary="The encoded frames of one camera for steps start..end, concatenated",
+        description=(
+            "The body is the frames' stored bytes (PNG or JPEG) back to back. Header `X-Frame-Steps` lists the "
+            "step indices and `X-Frame-Lengths` the byte length of each frame, in the same order."
+        ),
+    )
+    def get(self, request, uuid):
+        episode = _episode(request, uuid)
+        query = FrameBundleQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        values = query.validated_data
+        if values["camera"] not in episode.project.camera_views:
+            raise ValidationError({"camera": [f"project cameras are {episode.project.camera_views}"]})
+        frames = (
+            Frame.objects.filter(
+                step__episode=episode,
+                camera=values["camera"],
+                step__index__gte=values["start"],
+                step__index__lte=values["end"],
+            )
+            .order_by("step__index")
+            .values_list("step__index", "image")
+        )
+        steps, lengths, parts = [], [], []
+        for index, name in frames:
+            with default_storage.open(name, "rb") as handle:
+                data = handle.read()
+            steps.append(str(index))
+            lengths.append(str(len(data)))
+            parts.append(data)
+        response = HttpResponse(b"".join(parts), content_type="application/octet-stream")
+        response["X-Frame-Steps"] = ",".join(steps)
+        response["X-Frame-Lengths"] = ",".join(lengths)
+        response["Cache-Control"] = "private, max-age=3600"
+        return response
+
+
+class FrameLabelsView(APIView):
+    parser_classes = [JSONParser]
+
+    @extend_schema(
+        request=FrameLabelsInSerializer,
+        responses={200: FrameChangesSerializer, 409: ConflictResponseSerializer},
+        summary="Set or clear human frame labels (a range or a list)",
+    )
+    def put(self, request, uuid):
+        episode = _episode(request, uuid, access.LABEL)
+        data = FrameLabelsInSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        values = data.validated_data
+        if "items" in values:
+            items = [(item["index"], item["value"]) for item in values["items"]]
+            bases = {item["index"]: item["base"] for item in values["items"] if "base" in item}
+        else:
+            items = [(i, values["value"]) for i in range(values["start"], values["end"] + 1)]
+            bases = {i: values["base"] for i, _ in items} if "base" in values else {}
+        access.require_may_change_labels(request.user, episode, steps=[index for index, _ in items])
+        try:
+            edits = frame_labels_set(episode=episode, items=items, actor=Actor.of(request.user), bases=bases)
+        except LabelConflict as exc:
+            return _conflict_response(exc)
+        except LabelError as exc:
+            raise _bad(exc) from None
+        return Response({"changed": [{"index": e.index, "old": e.old, "new": e.new} for e in edits]})
+
+
+class WindowLabelsView(APIView):
+    parser_classes = [JSONParser]
+
+    @extend_schema(
+        request=WindowLabelsInSerializer,
+        responses={200: WindowChangesSerializer, 409: ConflictResponseSerializer},
+        summary="Set human window labels (value null deletes); windows may overlap",
+    )
+    def post(self, request, uuid):
+        episode = _episode(request, uuid, access.LABEL)
+        data = WindowLabelsInSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        values = data.validated_data
+        rows = values.get("items", [values])
+        items = [(i["start"], i["end"], i["value"]) for i in rows]
+        bases = {(i["start"], i["end"]): i["base"] for i in rows if "base" in i}
+        return self._apply(request, episode, items, bases)
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("start", OpenApiTypes.INT, required=True),
+            OpenApiParameter("end", OpenApiTypes.INT, required=True),
+        ],
+        request=None,
+        responses=WindowChangesSerializer,
+        summary="Delete the human window label of one span",
+    )
+    def delete(self, request, uuid):
+        episode = _episode(request, uuid, access.LABEL)
+        span = WindowSpanSerializer(data=request.query_params)
+        span.is_valid(raise_exception=True)
+        return self._apply(request, episode, [(span.validated_data["start"], span.validated_data["end"], None)])
+
+    def _apply(self, request, episode, items, bases=None):
+        access.require_may_change_labels(request.user, episode, spans=[(start, end) for start, end, _ in items])
+        try:
+            edits = window_labels_set(episode=episode, items=items, actor=Actor.of(request.user), bases=bases or {})
+        except LabelConflict as exc:
+            return _conflict_response(exc)
+        except LabelError as exc:
+            raise _bad(exc) from None
+        return Response({"changed": [{"start": e.start, "end": e.end, "old": e.old, "new": e.new} for e in edits]})
+
+
+class EpisodeHistoryView(APIView):
+    @extend_schema(responses=LabelChangeSerializer(many=True), summary="Label change history, newest first")
+    def get(self, request, uuid):
+        changes = label_selectors.episode_history(episode=_episode(request, uuid))
+        return Response(LabelChangeSerializer(changes, many=True).data)
+
+
+class ProjectProgressView(APIView):
+    @extend_schema(responses=ProjectProgressSerializer, summary="Human labels against the project's targets")
+    def get(self, request, pk):
+        project = _project(request, pk)
+        progress = [
+            {"label": p.label, "kind": p.kind, "done": p.done, "target": p.target, "percent": p.percent}
+            for p in label_selectors.project_progress(project=project)
+        ]
+        return Response(
+            {"progress": progress, "open_proposals": label_selectors.project_open_proposals(project=project)}
+        )
+
+
+class ProposalsGenerateView(APIView):
+    parser_classes = [JSONParser]
+
+    @extend_schema(
+        request=GenerateInSerializer,
+        responses={200: GenerateOutSerializer, 202: ProposalJobSerializer},
+        summary="(Re)compute frame proposals (env success) and window proposals (trend rule)",
+        description=(
+            "With `episode`: that episode's proposals, computed now (200, the counts). Without: every episode "
+            "of the project, in the background (202, a job to poll at its `url` or watch at its `page`); "
+            "while one runs, asking again answers 200 with that job."
+        ),
+    )
+    def post(self, request, pk):
+        project = _project(request, pk, access.REVIEW)
+        data = GenerateInSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        if "episode" not in data.validated_data:
+            job, created = proposal_job_start(project=project, user=request.user)
+            answer = status.HTTP_202_ACCEPTED if created else status.HTTP_200_OK
+            return Response(ProposalJobSerializer(job).data, status=answer)
+        episodes = Episode.objects.filter(uuid=data.validated_data["episode"], project=project)
+        if not episodes.exists():
+            raise ValidationError({"episode": ["no such episode in this project"]})
+        result = proposals.proposals_generate(project=project, episodes=episodes)
+        return Response(GenerateOutSerializer(result).data)
+
+
+class ProposalsDecisionView(APIView):
+    """accept / reject / reopen proposals in a scope: one step, a range, an episode or the whole project."""
+
+    parser_classes = [JSONParser]
+    action = "accept"
+
+    @extend_schema(request=ProposalScopeSerializer, responses=DecisionSerializer)
+    def post(self, request, pk):
+        project = _project(request, pk, access.REVIEW)
+        data = ProposalScopeSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        values = data.validated_data
+        episode = None
+        if "episode" in values:
+            episode = Episode.objects.filter(uuid=values["episode"], project=project).first()
+            if episode is None:
+                raise ValidationError({"episode": ["no such episode in this project"]})
+        scope = {
+            "project": project,
+            "kind": values["kind"],
+            "actor": Actor.of(request.user),
+            "episode": episode,
+            "start": values.get("start"),
+            "end": values.get("end"),
+        }
+        if self.action == "accept":
+            result = proposals.proposals_accept(**scope)
+        else:
+            new_status = ProposalStatus.REJECTED if self.action == "reject" else ProposalStatus.OPEN
+            result = proposals.proposals_set_status(status=new_status, **scope)
+        return Response(DecisionSerializer(result).data, status=status.HTTP_200_OK)
+
+
+class ProposalsAcceptView(ProposalsDecisionView):
+    action = "accept"
+
+    @extend_schema(
+        request=ProposalScopeSerializer,
+        responses=DecisionSerializer,
+        summary="Accept open proposals: their values become the human labels",
+    )
+    def post(self, request, pk):
+        return super().post(request, pk)
+
+
+class ProposalsRejectView(ProposalsDecisionView):
+    action = "reject"
+
+    @extend_schema(request=ProposalScopeSerializer, responses=DecisionSerializer, summary="Reject open proposals")
+    def post(self, request, pk):
+        return super().post(request, pk)
+
+
+class ProposalsReopenView(ProposalsDecisionView):
+    action = "reopen"
+
+    @extend_schema(
+        request=ProposalScopeSerializer,
+        responses=DecisionSerializer,
+        summary="Reopen accepted or rejected proposals (human labels stay as they are)",
+    )
+    def post(self, request, pk):
+        return super().post(request, pk)

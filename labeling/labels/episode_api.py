@@ -1,0 +1,70 @@
+"""Episode list API: a project's episodes with their label counts, filtered as on the project page, one
+page at a time (a project may hold thousands of episodes)."""
+
+from __future__ import annotations
+
+from django.shortcuts import get_object_or_404
+from django.urls import reverse
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers
+from rest_framework.pagination import PageNumberPagination
+from rest_framework.views import APIView
+
+from .. import access
+from ..models import Episode, Project
+from . import selectors as label_selectors
+
+PAGE_SIZE = 100
+MAX_PAGE_SIZE = 500
+
+
+class EpisodeFilterSerializer(serializers.Serializer):
+    source = serializers.ChoiceField(choices=Episode.Source.choices, required=False)  # type: ignore[assignment]
+    agent = serializers.CharField(max_length=200, required=False, help_text="Agent name.")
+    state = serializers.ChoiceField(choices=label_selectors.LABEL_STATES, required=False)
+    proposals = serializers.ChoiceField(choices=["yes", "no"], required=False, help_text="Open proposals exist.")
+    success = serializers.ChoiceField(choices=["yes", "no", "unknown"], required=False)
+
+
+class EpisodeRowSerializer(serializers.Serializer):
+    uuid = serializers.UUIDField()
+    source = serializers.CharField()  # type: ignore[assignment]
+    agent = serializers.CharField(source="agent.name", default=None, allow_null=True)
+    env_id = serializers.CharField()
+    success = serializers.BooleanField(allow_null=True)
+    status = serializers.CharField()
+    num_steps = serializers.IntegerField()
+    human_frames = serializers.IntegerField()
+    human_windows = serializers.IntegerField()
+    open_frame_proposals = serializers.IntegerField()
+    open_window_proposals = serializers.IntegerField()
+    label_state = serializers.CharField()
+    created_at = serializers.DateTimeField()
+    label_url = serializers.SerializerMethodField()
+
+    def get_label_url(self, episode) -> str:
+        return reverse("episode-label", args=[episode.uuid])
+
+
+class EpisodePagination(PageNumberPagination):
+    page_size = PAGE_SIZE
+    page_size_query_param = "page_size"
+    max_page_size = MAX_PAGE_SIZE
+
+
+class EpisodeListView(APIView):
+    @extend_schema(
+        parameters=[EpisodeFilterSerializer],
+        responses=EpisodeRowSerializer(many=True),
+        summary="The project's episodes with label counts, newest first, filtered and paginated",
+    )
+    def get(self, request, pk):
+        project = get_object_or_404(Project, pk=pk)
+        access.require(request.user, access.VIEW, project)
+        filters = EpisodeFilterSerializer(data=request.query_params)
+        filters.is_valid(raise_exception=True)
+        ids = label_selectors.episode_list_ids(project=project, **filters.validated_data)
+        paginator = EpisodePagination()
+        page = paginator.paginate_queryset(ids, request, view=self) or []
+        rows = label_selectors.episodes_by_ids(project=project, ids=list(page))
+        return paginator.get_paginated_response(EpisodeRowSerializer(rows, many=True).data)

@@ -1,0 +1,25 @@
+"""The page of a project-wide proposal generation: a progress bar while the task runs (polled by
+frontend/src/pages/proposal_job.ts), a cancel button, then the counts."""
+
+from __future__ import annotations
+
+from django.contrib.auth.decorators import login_required
+from django.shortcuts import get_object_or_404, render
+
+from .. import access
+from ..models import Project, ProposalJob
+from ..page_data import ProposalJobPageData
+
+
+@login_required
+def proposal_job_page(request, pk: int, job: int):
+    project = get_object_or_404(Project, pk=pk)
+    access.require_page(request, access.VIEW, project)
+    proposal_job = get_object_or_404(ProposalJob, pk=job, project=project)
+    context = {
+        "project": project,
+        "job": proposal_job,
+        "can_cancel": access.can(request.user, access.REVIEW, project),
+        "page_data": ProposalJobPageData(job=proposal_job.pk),
+    }
+    return render(request, "labeling/proposal_job.html", context)

@@ -1,0 +1,4 @@
+"""Running training jobs: `launch` (in this process or under torchrun), `rank_main` (one rank of a
+data-parallel job), `reporter` (the job row's Reporter), `limits` (what a job may ask of this machine),
+`model_paths`, `errors` (why a job failed, as users see it) and `broker_messages` (what waits in a Celery
+queue). The job rows' writes are in training/services.py, its reads in training/selectors.py."""

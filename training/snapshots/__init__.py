@@ -1,0 +1,2 @@
+"""Dataset snapshots: `services` (numbering and building the files) and `recovery` (builds that survive
+their workers)."""
