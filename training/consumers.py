@@ -50,8 +50,7 @@ class JobConsumer(Guarded, AsyncJsonWebsocketConsumer):
 
     @database_sync_to_async
     def _snapshot(self):
-        from .selectors import job_history
-        from .views_data import job_state
+        from .selectors import job_history, job_state
 
         state = job_state(self.job_id)
         if state is None:

@@ -1,4 +1,5 @@
-"""Reads for the training app: the labels a snapshot takes, jobs, models and their curves."""
+"""Reads for the training app: the labels a snapshot takes, jobs, models and their curves, and a job's state
+as the pages, the API and the WebSocket show it."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from labeling.selectors import effective_frame_label_steps, effective_frame_labe
 from .datasets.rlinf_binary import FAIL, SUCCESS, FrameRef
 from .datasets.trend import WindowRef
 from .models import DatasetSnapshot, JobMetric, TrainedModel, TrainingJob
+from .page_data import JobState
 
 
 def _episode_stem(episode: Episode) -> str:
@@ -163,3 +165,24 @@ def label_queue_empty_reason(*, project: Project) -> str:
     if not TrainedModel.objects.filter(project=project, kind=ModelKind.RESNET).exists():
         return "Nothing queued yet: the queue is ranked by a ResNet model, and this project has none. Train one."
     return "Nothing queued yet: recompute the queue to rank the unlabeled frames with the newest model."
+
+
+def job_state(job_id: int) -> JobState | None:
+    job = TrainingJob.objects.filter(pk=job_id).select_related("snapshot").first()
+    return None if job is None else job_state_of(job)
+
+
+def job_state_of(job: TrainingJob) -> JobState:
+    return {
+        "job": job.pk,
+        "kind": job.kind,
+        "status": job.status,
+        "cancel_requested": job.cancel_requested,
+        "progress": job.progress,
+        "eta_seconds": job.eta_seconds,
+        "error": job.error,
+        "log": job.log[-20000:],
+        "summary": job.summary,
+        "models": list(TrainedModel.objects.filter(job_id=job.pk).values_list("pk", flat=True)),
+        "epochs": (job.config or {}).get("epochs"),
+    }

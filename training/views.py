@@ -29,7 +29,6 @@ from .queue.efficiency import label_efficiency_data, measure_command
 from .services import JobError
 from .snapshots.services import SnapshotError, snapshot_archive_stream, snapshot_delete, snapshot_start
 from .storage import local_path
-from .views_data import job_state_of
 from .vlm.evaluation import trend_evaluation_rows
 
 
@@ -179,7 +178,7 @@ def job_detail(request, job_id: int):
             "job": job,
             "project": job.project,
             "models": job.models.all(),
-            "page_data": JobPageData(job=job.pk, ws=f"/ws/jobs/{job.pk}/", state=job_state_of(job)),
+            "page_data": JobPageData(job=job.pk, ws=f"/ws/jobs/{job.pk}/", state=selectors.job_state_of(job)),
         },
     )
 
