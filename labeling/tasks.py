@@ -28,8 +28,8 @@ def generate_episode_proposals(episode_id: int) -> int:
     acks_late=False,
 )
 def run_import_job(job_id: int) -> str:
-    """Import an uploaded batch of files (labeling.import_jobs); never retried: a job ends done or failed."""
-    from .import_jobs import import_job_run
+    """Import an uploaded batch of files (labeling.imports.jobs); never retried: a job ends done or failed."""
+    from .imports.jobs import import_job_run
 
     job = import_job_run(job_id)
     return job.status if job else "missing"
@@ -52,7 +52,7 @@ def generate_project_proposals(job_id: int) -> str:
 def fail_stale_jobs() -> dict:
     """Scheduled by beat (webapp/celery.py) on the default queue: import and proposal jobs whose worker is gone
     are requeued, or failed once they lost JOBS_MAX_ATTEMPTS runs (labeling.job_liveness)."""
-    from .import_jobs import import_jobs_recover_stale
+    from .imports.jobs import import_jobs_recover_stale
     from .proposals.jobs import proposal_jobs_recover_stale
 
     return {"imports": import_jobs_recover_stale().as_dict(), "proposals": proposal_jobs_recover_stale().as_dict()}

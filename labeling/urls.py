@@ -5,6 +5,6 @@ from django.urls import include, path
 urlpatterns = [
     path("", include("labeling.ingest.urls")),
     path("", include("labeling.labels.urls")),
-    path("", include("labeling.import_urls")),
+    path("", include("labeling.imports.urls")),
     path("", include("labeling.proposals.urls")),
 ]

@@ -9,7 +9,7 @@ import time
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
-from labeling.import_jobs import memory_limit
+from labeling.imports.jobs import memory_limit
 from labeling.models import Episode, ImportJob, Membership
 from tests.labeling import pickle_bombs
 from tests.labeling.import_builders import rlinf_episode

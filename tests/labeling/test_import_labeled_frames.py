@@ -11,7 +11,7 @@ import torch
 from django.core.management import CommandError, call_command
 
 from labeling.images import decode_rgb
-from labeling.import_services import import_paths
+from labeling.imports.services import import_paths
 from labeling.models import Episode, Frame, FrameLabel, LabelChange, Step
 from tests.labeling.import_builders import (
     RunsShell,

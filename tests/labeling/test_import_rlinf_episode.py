@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from labeling.rlinf_episode import EpisodeFormatError, parse_episode, parse_file_name, step_success
+from labeling.imports.rlinf_episode import EpisodeFormatError, parse_episode, parse_file_name, step_success
 from tests.labeling.import_builders import expected_step_success, image, rlinf_episode
 
 

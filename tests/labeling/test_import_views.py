@@ -14,7 +14,7 @@ import pytest
 import torch
 from django.core.files.uploadedfile import SimpleUploadedFile
 
-from labeling.import_jobs import import_job_run
+from labeling.imports.jobs import import_job_run
 from labeling.models import Episode, FrameLabel, ImportJob, Step
 from tests.labeling.import_builders import RunsShell, image, png_bytes, reward_payload, rlinf_episode
 

@@ -18,8 +18,8 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from labeling import safe_pickle
-from labeling.rlinf_episode import EpisodeFormatError, parse_episode
+from labeling.imports import safe_pickle
+from labeling.imports.rlinf_episode import EpisodeFormatError, parse_episode
 from tests.labeling import import_builders, pickle_bombs
 
 SMALL = safe_pickle.PickleLimits(
@@ -59,7 +59,7 @@ def test_bombs_take_bounded_memory_and_time():
     script = """
 import json, resource, sys, time
 import torch  # noqa: F401  (import first so its footprint is in the baseline)
-from labeling import safe_pickle
+from labeling.imports import safe_pickle
 from tests.labeling import pickle_bombs
 blobs = {name: build() for name, build in pickle_bombs.ALL.items()}
 blobs["stateless-episode"] = pickle_bombs.stateless_episode(40, 1024)

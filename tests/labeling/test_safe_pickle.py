@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from labeling import safe_pickle
+from labeling.imports import safe_pickle
 from tests.labeling.import_builders import RunsShell, TorchStorageAttack
 
 PROTOCOLS = [0, 2, 4, 5]

@@ -8,7 +8,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from labeling import table_stats
-from labeling.import_services import import_paths
+from labeling.imports.services import import_paths
 from labeling.models import FrameLabel
 from labeling.proposals.services import proposals_generate
 from tests.labeling.import_builders import label_folders

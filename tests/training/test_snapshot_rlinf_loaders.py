@@ -120,7 +120,7 @@ def test_frame_split_follows_rlinfs_real_world_rule():
 
 @pytest.mark.django_db
 def test_imported_success_and_failure_folders_alone_build_a_snapshot_rlinf_reads(project, media):
-    from labeling.import_services import import_paths
+    from labeling.imports.services import import_paths
 
     folder = media / "collected"
     for name, values in (("success", range(200, 230)), ("failure", range(10, 70))):
@@ -184,7 +184,7 @@ def test_a_single_episode_builds_a_snapshot_with_both_classes_and_a_trend_manife
 
 @pytest.mark.django_db
 def test_an_imported_train_and_val_payload_keeps_its_split(project, media):
-    from labeling.import_services import import_paths
+    from labeling.imports.services import import_paths
 
     folder = media / "payload"
     folder.mkdir()

@@ -21,7 +21,7 @@ import pytest
 import requests
 from PIL import Image
 
-from labeling.import_jobs import import_job_run
+from labeling.imports.jobs import import_job_run
 from labeling.models import Episode
 from tests.conftest import _spawn, _stop, _wait_for_port, free_port
 from tests.inference.conftest import deploy, make_trained_model

@@ -8,8 +8,8 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from tqdm import tqdm
 
-from labeling.import_services import import_paths
-from labeling.import_sources import SourceError
+from labeling.imports.services import import_paths
+from labeling.imports.sources import SourceError
 from labeling.models import Project
 
 

@@ -24,10 +24,10 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
-from .import_services import import_paths
-from .import_sources import ImportSummary, Source, SourceError, safe_file_name
-from .job_liveness import Heartbeat, Sweep, stale_sweep
-from .models import ImportJob, Project
+from ..job_liveness import Heartbeat, Sweep, stale_sweep
+from ..models import ImportJob, Project
+from .services import import_paths
+from .sources import ImportSummary, Source, SourceError, safe_file_name
 
 
 def import_job_create(*, project: Project, files: Iterable, env_id: str = "", user=None) -> ImportJob:
@@ -42,7 +42,7 @@ def import_job_create(*, project: Project, files: Iterable, env_id: str = "", us
     job = ImportJob.objects.create(
         project=project, created_by=user if getattr(user, "pk", None) else None, folder=str(folder), env_id=env_id
     )
-    from .tasks import run_import_job
+    from ..tasks import run_import_job
 
     transaction.on_commit(lambda: run_import_job.delay(job.pk))
     return job
@@ -123,7 +123,7 @@ def import_jobs_recover_stale(*, now=None) -> Sweep:
     next run imports the stored upload again, episodes already in are skipped), or fail them with the
     reason once JOBS_MAX_ATTEMPTS runs were lost (their uploads are removed then). Queued imports are left
     alone: their message may wait behind other imports for any time."""
-    from .tasks import run_import_job
+    from ..tasks import run_import_job
 
     now = now or timezone.now()
     silent = settings.JOBS_STALE_AFTER_SECONDS

@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from . import import_views
+from . import views as import_views
 
 urlpatterns = [
     path("projects/<int:pk>/import/", import_views.project_import, name="project-import"),

@@ -36,8 +36,13 @@ from django.conf import settings
 from django.core.files.storage import default_storage
 from django.db import transaction
 
-from .images import CheckedImage, ImageError, check_image, decode_rgb, encode_array
-from .import_sources import (
+from ..images import CheckedImage, ImageError, check_image, decode_rgb, encode_array
+from ..ingest.services import IngestError, StepInput, episode_create, episode_finish, steps_append
+from ..models import Episode, Frame, FrameLabel, LabelChange, LabelSource, Project, Step
+from ..table_stats import EPISODE_TABLES, refresh_after_bulk_write
+from .pickle_errors import PickleLoadError
+from .rlinf_episode import EpisodeFormatError, parse_episode, to_json
+from .sources import (
     ImportSummary,
     Source,
     SourceError,
@@ -49,11 +54,6 @@ from .import_sources import (
     folder_sha256,
     load_payload,
 )
-from .ingest.services import IngestError, StepInput, episode_create, episode_finish, steps_append
-from .models import Episode, Frame, FrameLabel, LabelChange, LabelSource, Project, Step
-from .pickle_errors import PickleLoadError
-from .rlinf_episode import EpisodeFormatError, parse_episode, to_json
-from .table_stats import EPISODE_TABLES, refresh_after_bulk_write
 
 if TYPE_CHECKING:
     from .safe_pickle import PickleLimits

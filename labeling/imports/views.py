@@ -8,10 +8,10 @@ from django import forms
 from django.contrib.auth.decorators import login_required
 from django.shortcuts import get_object_or_404, redirect, render
 
-from . import access
-from .import_jobs import import_job_create, summary_from_json
-from .import_sources import PAYLOAD_SUFFIXES, PICKLE_SUFFIXES, ZIP_SUFFIXES
-from .models import ImportJob, Project
+from .. import access
+from ..models import ImportJob, Project
+from .jobs import import_job_create, summary_from_json
+from .sources import PAYLOAD_SUFFIXES, PICKLE_SUFFIXES, ZIP_SUFFIXES
 
 UPLOAD_SUFFIXES = sorted(PICKLE_SUFFIXES | PAYLOAD_SUFFIXES | ZIP_SUFFIXES)
 

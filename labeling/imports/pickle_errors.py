@@ -1,6 +1,6 @@
 """The errors of reading an untrusted pickle, and the sentence worth showing from torch's refusal. No torch.
 
-Kept apart from labeling.safe_pickle (which needs torch for its allow-list) so that the import pages and views,
+Kept apart from labeling.imports.safe_pickle (which needs torch for its allow-list) so that the import pages and views,
 which only name these errors, do not load torch into the web process.
 """
 
