@@ -3,6 +3,7 @@
 import uPlot from "uplot";
 import type { JobState } from "../generated/page-data";
 import { pageData } from "../lib/api";
+import { $ } from "../lib/dom";
 import { reconnectingSocket } from "../lib/socket";
 import { themedAxes } from "../lib/chart_theme";
 
@@ -10,7 +11,6 @@ interface Point { kind: "step" | "epoch"; step: number; epoch: number | null; [m
 type State = JobState; // also what the socket's history and status events carry (in part)
 
 const data = pageData("job");
-const $ = (id: string) => document.getElementById(id)!;
 const steps = new Map<number, Point>();
 const epochs = new Map<number, Point>();
 let status = data.state.status;

@@ -7,7 +7,8 @@ import { historyShow } from "./labeling/history";
 import { Keys } from "./labeling/keys";
 import { Navigator } from "./labeling/navigation";
 import { Proposals } from "./labeling/proposals";
-import { $, type Probe, Renderer } from "./labeling/render";
+import { $ } from "../lib/dom";
+import { type Probe, Renderer } from "./labeling/render";
 import { type FrameValue, LabelingState, type WindowValue } from "./labeling/state";
 import { Writer } from "./labeling/writes";
 

@@ -2,6 +2,7 @@
 // boundaries and operator labels, and the stream's health. Reconnects by itself (backoff) and resumes.
 import uPlot from "uplot";
 import { pageData } from "../lib/api";
+import { $ } from "../lib/dom";
 import { ema, RateMeter } from "../lib/rate";
 import { reconnectingSocket } from "../lib/socket";
 import { cssVar, themedAxes } from "../lib/chart_theme";
@@ -10,7 +11,6 @@ type Message = Record<string, any> & { type: string };
 
 const WINDOW_S = 60;
 const data = pageData("teleop_dashboard");
-const $ = (id: string) => document.getElementById(id) as HTMLElement;
 let threshold = data.threshold;
 
 // --- cameras ---------------------------------------------------------------------------------

@@ -1,10 +1,10 @@
 // Drawing the labeling page: camera views, the filmstrip of the current window, the timeline, the step and
 // window panels, and short flash messages. Reads the state; never changes labels.
 import { FrameStore } from "../../lib/frames";
+import { $ } from "../../lib/dom";
 import { Timeline } from "../../lib/timeline";
 import type { LabelingState } from "./state";
 
-export const $ = <T extends HTMLElement>(id: string) => document.getElementById(id) as T;
 
 /** What the browser tests and benches read (window.__rs): readiness, the last draw, the state and labels. */
 export interface Probe {
