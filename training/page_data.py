@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from typing_extensions import TypedDict  # pydantic (tests) needs typing_extensions' TypedDict on 3.11
 
-from .evaluation import EvaluationSummary
+from .evaluation import EvaluationSummary, PrecisionDifference
 
 
 class TrainingPageData(TypedDict):
@@ -82,6 +82,7 @@ class ModelEvaluation(TypedDict):
     summary: EvaluationSummary
     items: list[EvaluationItem]
     order: list[int]
+    precisions: list[PrecisionDifference]  # bf16 and fp16 against these (fp32) probabilities
 
 
 class LabelEfficiencyRun(TypedDict):

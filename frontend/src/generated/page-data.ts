@@ -182,6 +182,18 @@ export interface EvaluationItem {
   probability: number;
 }
 
+/** One reduced inference precision against fp32 on the same validation frames (`precision_difference`). */
+export interface PrecisionDifference {
+  precision: string;
+  device: string;
+  frames: number;
+  probabilities: number[];
+  max_abs: number | null;
+  mean_abs: number | null;
+  flips: number | null;
+  refused: string;
+}
+
 /** One model on a snapshot's validation split (also the answer of GET /api/models/<id>/evaluation). */
 export interface ModelEvaluation {
   model: EvaluationModel;
@@ -192,6 +204,7 @@ export interface ModelEvaluation {
   summary: EvaluationSummary;
   items: EvaluationItem[];
   order: number[];
+  precisions: PrecisionDifference[];
 }
 
 /** One simulated labeling run of bench/active.py: validation accuracy after each round of labels. */
