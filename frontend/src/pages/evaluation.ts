@@ -83,8 +83,9 @@ function precisionPanel(ev: Evaluation): string {
     : `<tr data-precision="${p.precision}"><th>${p.precision}</th><td>${p.max_abs!.toExponential(2)}</td><td>${p.mean_abs!.toExponential(2)}</td><td data-flips></td></tr>`).join("");
   const first = ev.precisions[0];
   return `<div class="panel precision-panel"><h2>Inference precision against fp32</h2>
-    <table class="precision"><tr><th></th><th>max |Δp|</th><th>mean |Δp|</th><th>decisions flipped at the threshold</th></tr>${rows}</table>
-    <p class="muted">On the first ${first.frames} validation frames, measured on ${esc(first.device)}; a deployment's
+    <table class="precision"><tr><th></th><th>max |Δp|</th><th>mean |Δp|</th><th>decisions flipped</th></tr>${rows}</table>
+    <p class="muted">On the first ${first.frames} validation frames, measured on ${esc(first.device)}: decisions
+    (probability &gt; threshold) that differ from fp32's at the slider's threshold. A deployment's
     <code>inference_precision</code> picks one.</p></div>`;
 }
 
