@@ -1,13 +1,16 @@
 """A deployment's inference precision: set through the API, the admin and the deploy form, refused where the
 model's family ignores it, a change reloads the model, and a real inference worker serves it (bf16 close to
-fp32 on this CPU) or reports clearly what its device cannot run (fp16 on a CPU worker)."""
+fp32 on this CPU) or reports clearly what its device cannot run (fp16 on a CPU worker); packed JPEG/PNG frames
+decoded by the worker."""
 
 from __future__ import annotations
 
+import io
 import time
 
 import numpy as np
 import pytest
+from PIL import Image
 from rest_framework.test import APIClient
 
 from reward_client import RewardClient
@@ -99,3 +102,33 @@ def test_a_cpu_worker_serves_bf16_close_to_fp32_and_reports_fp16_as_unhealthy_wi
         RewardClient(live_server_url, token, fp16.name, retries=0).compute_rewards(images)
     fp16 = _wait_for_status(fp16, "unhealthy")
     assert "deploy with bf16 or fp32 for a CPU worker" in fp16.error
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.slow
+def test_a_worker_scores_packed_jpeg_and_png_frames_as_it_scores_their_pixels(project, inference_worker_process):
+    """Compressed frames travel packed (training.resnet.wire) through Redis to the real worker, which decodes them on
+    its device (the CPU here) and answers with the probabilities of the frames decoded first."""
+    from django.conf import settings
+
+    from inference.broker import dump_npy
+    from training.resnet.wire import EncodedImage, images_pack
+
+    from .conftest import broker_submit
+
+    model = make_trained_model(project, seed=6)
+    deployment = deploy(model)
+    frames = random_images(4, seed=8)
+    encoded = []
+    for i, frame in enumerate(frames):
+        buffer = io.BytesIO()
+        Image.fromarray(frame).save(buffer, format="PNG" if i % 2 else "JPEG", quality=95)
+        encoded.append(EncodedImage(buffer.getvalue(), frame.shape[0], frame.shape[1]))
+    pixels = np.stack([np.asarray(Image.open(io.BytesIO(e.data)).convert("RGB")) for e in encoded])
+    packed, plain = broker_submit(
+        settings.REDIS_URL,
+        (deployment.name, deployment.version, dump_npy(images_pack(encoded)), {"timeout": 60}),
+        (deployment.name, deployment.version, dump_npy(pixels), {"timeout": 60}),
+    )
+    np.testing.assert_allclose(packed.unwrap(), plain.unwrap(), atol=2e-3)
+    np.testing.assert_allclose(plain.unwrap(), direct_probabilities(model.checkpoint_path, pixels), atol=1e-5)
