@@ -63,7 +63,7 @@ def setup():
     from django.test import Client
 
     from inference.services import deployment_create
-    from labeling.models import Membership, Project
+    from labeling.models import AgentScope, Membership, Project
     from labeling.services import agent_create
     from training.models import TrainedModel
     from training.resnet.checkpoint import save_checkpoint
@@ -83,8 +83,12 @@ def setup():
         )
         deployment = deployment_create(name=f"bench-teleop-{size}-{uuid.uuid4().hex[:6]}", trained_model=model)
         deployments[size] = (deployment.name, default_storage.path(folder))
-    # a robot's token streams teleop to this project; the viewer is a member of it
-    _, token = agent_create(name=f"bench-teleop-{uuid.uuid4().hex[:6]}", kind="robot", projects=[project])
+    # a robot's token streams teleop to this project and may score its frames (the rewards scope: without it
+    # the session records unscored); the viewer is a member of the project
+    scopes = [AgentScope.INGEST, AgentScope.TELEOP, AgentScope.REWARDS]
+    _, token = agent_create(
+        name=f"bench-teleop-{uuid.uuid4().hex[:6]}", kind="robot", scopes=scopes, projects=[project]
+    )
     user = get_user_model().objects.create_user(f"bench-{uuid.uuid4().hex[:6]}", password="x-bench-pw-1")
     Membership.objects.create(project=project, user=user, role=Membership.Role.ANNOTATOR)
     client = Client()
@@ -180,7 +184,9 @@ def report(title: str, raw_ms: float, summary, elapsed: float, outs: list[dict],
         )
     dropped = max(o["dropped"] for o in outs)
     print(f"  dropped frames (reported by the server): {dropped}")
-    if limit_ms is not None:
+    if any(not out["latencies"] for out in outs):
+        print("  NO RESULTS at some client: the frames were not scored (see the server's log)")
+    elif limit_ms is not None:
         verdict = "OK" if worst <= limit_ms else "OVER"
         print(
             f"  worst p95 {worst:.1f} ms vs limit raw + 20 ms = {limit_ms:.1f} ms: ratio {worst / limit_ms:.2f} [{verdict}]"
