@@ -126,6 +126,7 @@ async def dashboard(url: str, cookie: str, origin: str, stop: asyncio.Event, out
             message = json.loads(raw)
             if message["type"] == "result" and message.get("sent_at"):
                 out["latencies"].append((time.time() - message["sent_at"]) * 1000)
+                out["scoring"].append(message["inference_ms"])
                 out["dropped"] = message.get("dropped", 0)
             elif message["type"] == "frame":
                 out["frames"] += 1
@@ -143,7 +144,7 @@ async def scenario(base: str, token: str, cookie: str, deployment: str, size: in
     streamer = Streamer(base, token, hello).start()
     ws_base = base.replace("http://", "ws://")
     stop = asyncio.Event()
-    outs = [{"latencies": [], "frames": 0, "dropped": 0} for _ in range(n)]
+    outs = [{"latencies": [], "scoring": [], "frames": 0, "dropped": 0} for _ in range(n)]
     tasks = [
         asyncio.create_task(dashboard(f"{ws_base}/ws/teleop/sessions/{streamer.session_id}/", cookie, base, stop, o))
         for o in outs
@@ -181,6 +182,14 @@ def report(title: str, raw_ms: float, summary, elapsed: float, outs: list[dict],
         own = stats.latencies_ms
         print(
             f"  agent:    results {len(own):4d}  latency p50 {percentile(own, 0.5):7.1f} ms  p95 {percentile(own, 0.95):7.1f} ms"
+        )
+    scoring = outs[0]["scoring"]
+    if scoring:  # where the time goes: the server's own scoring round trip, and the rest of the path
+        rest = [total - own for total, own in zip(outs[0]["latencies"], scoring, strict=True)]
+        print(
+            f"  split at client 1: the server's scoring (reward path, broker, worker) p50 "
+            f"{percentile(scoring, 0.5):7.1f} ms, p95 {percentile(scoring, 0.95):7.1f} ms; the rest (agent to "
+            f"server, checks, decode, fan-out) p50 {percentile(rest, 0.5):7.1f} ms, p95 {percentile(rest, 0.95):7.1f} ms"
         )
     dropped = max(o["dropped"] for o in outs)
     print(f"  dropped frames (reported by the server): {dropped}")

@@ -32,13 +32,14 @@ from collections.abc import Callable, Coroutine
 from functools import lru_cache
 from typing import Any, Protocol
 
+import numpy as np
 from django.conf import settings
 
 from labeling import access
 from labeling.db_threads import DatabaseThreads
-from labeling.images import CheckedImage, ImageError, check_image
+from labeling.images import CheckedImage, ImageError, check_image, decode_rgb
 from labeling.models import Agent
-from robot_agent.protocol import ProtocolError, decode_image
+from robot_agent.protocol import ProtocolError
 from webapp import metrics
 from webapp.json_limits import loads_bounded
 
@@ -70,15 +71,23 @@ def group_name(session_id: int) -> str:
     return f"teleop_{session_id}"
 
 
-def frames_check(images: dict[str, bytes]) -> dict[str, CheckedImage]:
-    """Every camera's image validated (size limits, format); ImageError names the bad one. Run in a thread."""
-    checked = {}
+def frames_check(
+    images: dict[str, bytes], *, decode: str | None = None
+) -> tuple[dict[str, CheckedImage], np.ndarray | None]:
+    """Every camera's image validated (size limits, format), and camera `decode`'s pixels (uint8 HxWx3) when
+    named, for scoring: one thread hop per step and, for a PNG, one inflate (the check walks its chunks, the
+    decode inflates). ImageError names the bad camera. Run in a thread."""
+    checked, pixels = {}, None
     for camera, raw in images.items():
         try:
-            checked[camera] = check_image(raw, max_side=settings.MAX_IMAGE_SIDE, max_pixels=settings.MAX_IMAGE_PIXELS)
+            checked[camera] = check_image(
+                raw, max_side=settings.MAX_IMAGE_SIDE, max_pixels=settings.MAX_IMAGE_PIXELS, inflate=camera != decode
+            )
+            if camera == decode:
+                pixels = decode_rgb(raw)
         except ImageError as exc:
             raise ImageError(f"camera {camera!r}: {exc}") from None
-    return checked
+    return checked, pixels
 
 
 def record_now(buffered: int, *, scoring: bool) -> bool:
@@ -143,7 +152,7 @@ class TeleopStream:
         self.buffer: list[services.RecordedStep] = []
         self.flush_lock = asyncio.Lock()
         self.stats = StreamStats()
-        self.slot: LatestFrameSlot[tuple[Step, bytes]] = LatestFrameSlot(self.infer)
+        self.slot: LatestFrameSlot[tuple[Step, np.ndarray]] = LatestFrameSlot(self.infer)
         self.tasks: set[asyncio.Task] = set()
         self.ticker: asyncio.Task | None = None
         self.watcher: asyncio.Task | None = None
@@ -355,8 +364,9 @@ class TeleopStream:
             await self.warn(f"step skipped: {exc}")
             return
         images = step.images
+        scoring_camera = self.main_camera if self.deployment_name and self.main_camera in images else None
         try:
-            checked = await asyncio.to_thread(frames_check, images)
+            checked, pixels = await asyncio.to_thread(frames_check, images, decode=scoring_camera)
         except ImageError as exc:
             self.stats.bad_frame()
             await self.warn(f"step {step.index} skipped: {exc}")
@@ -364,8 +374,7 @@ class TeleopStream:
         self.stats.step_received()
         metrics.teleop_steps.inc()
         # Inference first: the frame's trip to the model does not wait for the broadcast or the recording.
-        scored = self.deployment_name and self.main_camera in images
-        if scored and self.slot.submit((step, images[self.main_camera])):
+        if pixels is not None and self.slot.submit((step, pixels)):
             self.stats.frame_dropped()
             metrics.teleop_dropped_frames.inc()
         await self.broadcast(frame_event(step, images))
@@ -374,9 +383,8 @@ class TeleopStream:
             self.start_task(self.flush())
 
     # -- inference, recording, stats --------------------------------------------------------------
-    async def infer(self, item: tuple[Step, bytes]) -> None:
-        step, data = item
-        image = await asyncio.to_thread(decode_image, data)
+    async def infer(self, item: tuple[Step, np.ndarray]) -> None:
+        step, image = item
         try:
             score = await scoring.score_frame(
                 self.deployment_name,
