@@ -2,7 +2,11 @@
 
 For each stream rate it prints, at every dashboard client, the latency from frame sent (the agent's
 `sent_at`) to probability received (p50, p95), beside the raw single-image forward time of the same
-checkpoint measured in this process with the same torch threads as the worker, in the same run.
+checkpoint measured in this process with the same torch threads as the worker, in the same run. Each
+scenario also splits client 1's latency into the server's own scoring round trip (the result's
+`inference_ms`: reward path, broker, worker, forward) and the rest (agent to server, image checks and
+decode, waiting in the newest-frame slot, the fan-out to viewers); the agent's line, beside the clients',
+shows what the viewers' channel-layer fan-out adds to the agent's direct reply.
 
   1. 10 Hz, ResNet18 128x128: target p95 <= raw forward + 20 ms at every client.
   2. 20 Hz, same model.

@@ -157,6 +157,7 @@ class TeleopStream:
         self.ticker: asyncio.Task | None = None
         self.watcher: asyncio.Task | None = None
         self.hello_seen = False
+        self.started = False
         self.ended = False
         self.stopped = False
 
@@ -164,6 +165,7 @@ class TeleopStream:
     def start(self) -> None:
         """Watch the token (the socket is accepted)."""
         metrics.teleop_streams.inc()
+        self.started = True
         self.watcher = self.start_task(self.watch_token())
 
     async def stop(self) -> None:
@@ -172,7 +174,8 @@ class TeleopStream:
         if self.stopped:
             return
         self.stopped = True
-        metrics.teleop_streams.dec()
+        if self.started:
+            metrics.teleop_streams.dec()
         if self.watcher is not None and self.watcher is not asyncio.current_task():
             self.watcher.cancel()
         try:

@@ -16,6 +16,7 @@ from inference.teleop.models import TeleopSession
 from inference.teleop.stream import FLUSH_EVERY, TeleopStream, group_name
 from labeling.models import Episode, Step
 from robot_agent.protocol import decode_image, unpack_step
+from webapp import metrics
 
 from .test_consumers import HELLO, step_message
 
@@ -115,7 +116,9 @@ def test_stop_closes_the_session_and_every_task_when_its_end_fails(project, agen
         await stream.stop()  # a second stop (the socket's disconnect after a close) does nothing
         return outlet, stream, running
 
+    streams = metrics.teleop_streams._value.get()
     outlet, stream, running = asyncio.run(scenario())
+    assert metrics.teleop_streams._value.get() == streams  # counted once, uncounted once
     assert running == 2  # the token watcher and the status ticker
     assert stream.tasks == set()
     warnings = [w["message"] for w in outlet.of_type("warning")]
@@ -137,7 +140,9 @@ def test_bad_messages_are_warnings_and_a_second_hello_is_refused(project, agent_
         await stream.stop()
         return outlet
 
+    streams = metrics.teleop_streams._value.get()
     outlet = asyncio.run(scenario())
+    assert metrics.teleop_streams._value.get() == streams  # never started: never counted
     warnings = [w["message"] for w in outlet.of_type("warning")]
     assert len(outlet.of_type("session")) == 1 and len(warnings) == 6, warnings
     expected = ("say hello before sending steps", "say hello first", "one hello per socket", "must be JSON objects")
