@@ -15,6 +15,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from labeling.images import decode_rgb
 from labeling.video_frames import encode_frames
 
 SIZE = 64
@@ -91,3 +92,19 @@ def write_v21_dataset(root: Path, *, lengths: list[int], cameras: list[str], fps
             write_mp4(root / "videos" / "chunk-000" / key / f"episode_{e:06d}.mp4", solid_frames(e, n, c), fps)
         start += n
     return root
+
+
+def first_pixels(episode, camera: str) -> list[int]:
+    """The red level of the top-left pixel of each stored frame of `camera` in the episode, in step order."""
+    from labeling.models import Frame
+
+    values = []
+    for frame in Frame.objects.filter(step__episode=episode, camera=camera).order_by("step__index"):
+        with frame.image.open("rb") as handle:
+            values.append(int(decode_rgb(handle.read())[0, 0, 0]))
+    return values
+
+
+def close(got: list[int], want: list[int]) -> bool:
+    """Equal lengths and every level within 3 (the codecs are lossy; the frames are solid colours)."""
+    return len(got) == len(want) and int(np.abs(np.array(got) - np.array(want)).max()) <= 3

@@ -9,17 +9,15 @@ import json
 import zipfile
 from pathlib import Path
 
-import numpy as np
 import pyarrow.parquet as pq
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import call_command
 
-from labeling.images import decode_rgb
 from labeling.import_jobs import import_job_run
 from labeling.import_services import import_paths
-from labeling.models import Episode, Frame, FrameLabel, ImportJob, Project, Step
-from tests.labeling.lerobot_builders import pixel, solid_frames, write_mp4, write_v21_dataset
+from labeling.models import Episode, FrameLabel, ImportJob, Project, Step
+from tests.labeling.lerobot_builders import close, first_pixels, pixel, solid_frames, write_mp4, write_v21_dataset
 
 
 @pytest.fixture
@@ -29,16 +27,8 @@ def media(settings, tmp_path) -> Path:
     return tmp_path / "media"
 
 
-def first_pixels(episode: Episode, camera: str) -> list[int]:
-    values = []
-    for frame in Frame.objects.filter(step__episode=episode, camera=camera).order_by("step__index"):
-        with frame.image.open("rb") as handle:
-            values.append(int(decode_rgb(handle.read())[0, 0, 0]))
-    return values
-
-
 def assert_close(got: list[int], want: list[int]) -> None:
-    assert len(got) == len(want) and np.abs(np.array(got) - np.array(want)).max() <= 3, (got, want)
+    assert close(got, want), (got, want)
 
 
 @pytest.mark.django_db
