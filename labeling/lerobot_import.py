@@ -93,19 +93,15 @@ def import_videos(*, project: Project, source: Source, env_id: str, summary: Imp
     uuid = import_uuid(project=project, kind="video", digest=digest)
     if _already_imported(uuid, source, summary):
         return
-    frames = {camera: decode_frames(path, video_limits()) for camera, path in by_camera.items()}
+    frames = {
+        camera: [_encode(a, f"{path.name} frame {i}") for i, a in enumerate(decode_frames(path, video_limits()))]
+        for camera, path in by_camera.items()
+    }
     length = max(len(f) for f in frames.values())
     if length == 0:
         raise SourceError(f"{source.name}: the video holds no frames")
     steps = [
-        StepInput(
-            index=index,
-            images={
-                camera: _encode(arrays[index], f"{by_camera[camera].name} frame {index}")
-                for camera, arrays in frames.items()
-                if index < len(arrays)
-            },
-        )
+        StepInput(index=index, images={camera: pngs[index] for camera, pngs in frames.items() if index < len(pngs)})
         for index in range(length)
     ]
     metadata = {

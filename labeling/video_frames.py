@@ -7,7 +7,7 @@ image limits, and decoding stops with an error past `max_frames` frames. No Djan
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
@@ -38,15 +38,16 @@ class VideoInfo:
 
 def decode_frames(
     path: Path, limits: VideoLimits, *, start_s: float | None = None, end_s: float | None = None
-) -> list[np.ndarray]:
-    """RGB uint8 [H, W, 3] frames of the first video stream, in presentation order.
+) -> Iterator[np.ndarray]:
+    """RGB uint8 [H, W, 3] frames of the first video stream, in presentation order, one at a time (the caller
+    keeps what it needs: a long video is never held decoded whole).
 
     With `start_s`/`end_s`, only frames whose timestamp t satisfies start_s - 1/(2 fps) <= t < end_s - 1/(2 fps)
     (LeRobot v3.0 keeps many episodes in one file, each a time range). Raises VideoError on a file FFmpeg
     cannot read, a frame size over the limits, or more than `limits.max_frames` frames."""
     import av
 
-    frames: list[np.ndarray] = []
+    count = 0
     try:
         with av.open(str(path)) as container:
             info = _stream_info(container, path)
@@ -58,17 +59,17 @@ def decode_frames(
                 time_base = stream.time_base or Fraction(1, 1_000_000)
                 container.seek(int(max(start_s - 1.0, 0.0) / time_base), stream=stream, backward=True)
             for frame in container.decode(stream):
-                t = float(frame.time) if frame.time is not None else len(frames) / max(info.fps, 1e-9)
+                t = float(frame.time) if frame.time is not None else count / max(info.fps, 1e-9)
                 if start_s is not None and t < start_s - half:
                     continue
                 if end_s is not None and t >= end_s - half:
                     break
-                if len(frames) >= limits.max_frames:
-                    raise VideoError(f"{path.name}: more than {limits.max_frames} frames (the limit)")
-                frames.append(frame.to_ndarray(format="rgb24"))
+                if count >= limits.max_frames:
+                    raise VideoError(f"{path.name}: more than {limits.max_frames} frames (VIDEO_MAX_FRAMES)")
+                count += 1
+                yield frame.to_ndarray(format="rgb24")
     except av.FFmpegError as exc:
         raise VideoError(f"{path.name}: not a readable video ({exc})") from None
-    return frames
 
 
 def encode_frames(path: Path, frames: Iterable[np.ndarray], *, fps: int, codec: str = "libx264") -> int:
