@@ -154,7 +154,7 @@ IMPORT_MAX_MEMORY_BYTES = env_int("IMPORT_MAX_MEMORY_BYTES", 8 * 1024 * 1024 * 1
 # episode), episodes of one dataset; frames of one LeRobot export (labeling/lerobot_export.py).
 VIDEO_MAX_FRAMES = env_int("VIDEO_MAX_FRAMES", 20_000, minimum=1)
 LEROBOT_MAX_EPISODES = env_int("LEROBOT_MAX_EPISODES", 10_000, minimum=1)
-LEROBOT_EXPORT_MAX_FRAMES = env_int("LEROBOT_EXPORT_MAX_FRAMES", 200_000, minimum=1)
+LEROBOT_EXPORT_MAX_FRAMES = env_int("LEROBOT_EXPORT_MAX_FRAMES", 20_000, minimum=1)
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"

@@ -8,12 +8,14 @@ LeRobot's own code are imported in tests/interop/test_lerobot_dataset.py.
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+from PIL import Image
 
 from labeling.images import decode_rgb
 from labeling.video_frames import encode_frames
@@ -35,9 +37,12 @@ def write_mp4(path: Path, frames: list[np.ndarray], fps: int = 10) -> Path:
     return path
 
 
-def write_v21_dataset(root: Path, *, lengths: list[int], cameras: list[str], fps: int = 10) -> Path:
-    """Episode e ends in success when e is even (`next.success` on its last frame)."""
-    video = {"dtype": "video", "shape": [SIZE, SIZE, 3], "names": ["height", "width", "channels"]}
+def write_v21_dataset(
+    root: Path, *, lengths: list[int], cameras: list[str], fps: int = 10, dtype: str = "video"
+) -> Path:
+    """Episode e ends in success when e is even (`next.success` on its last frame). dtype "image": frames as
+    PNG bytes in the parquet rows ({"bytes", "path"}, as the datasets library stores an Image feature)."""
+    video = {"dtype": dtype, "shape": [SIZE, SIZE, 3], "names": ["height", "width", "channels"]}
     scalar = {"shape": [1], "names": None}
     features = {f"observation.images.{c}": video for c in cameras} | {
         "action": {"dtype": "float32", "shape": [2], "names": None},
@@ -69,8 +74,16 @@ def write_v21_dataset(root: Path, *, lengths: list[int], cameras: list[str], fps
     for e, n in enumerate(lengths):
         last = [i == n - 1 for i in range(n)]
         success = [flag and e % 2 == 0 for flag in last]
+        images = {
+            f"observation.images.{camera}": pa.array(
+                [{"bytes": _png(frame), "path": f"frame_{i:06d}.png"} for i, frame in enumerate(solid_frames(e, n, c))]
+            )
+            for c, camera in enumerate(cameras)
+            if dtype == "image"
+        }
         table = pa.table(
-            {
+            images
+            | {
                 "action": pa.FixedSizeListArray.from_arrays(
                     pa.array([v for i in range(n) for v in (i, -i)], pa.float32()), 2
                 ),
@@ -87,7 +100,7 @@ def write_v21_dataset(root: Path, *, lengths: list[int], cameras: list[str], fps
         data = root / "data" / "chunk-000" / f"episode_{e:06d}.parquet"
         data.parent.mkdir(parents=True, exist_ok=True)
         pq.write_table(table, data)
-        for c, camera in enumerate(cameras):
+        for c, camera in enumerate(cameras if dtype == "video" else []):
             key = f"observation.images.{camera}"
             write_mp4(root / "videos" / "chunk-000" / key / f"episode_{e:06d}.mp4", solid_frames(e, n, c), fps)
         start += n
@@ -108,3 +121,9 @@ def first_pixels(episode, camera: str) -> list[int]:
 def close(got: list[int], want: list[int]) -> bool:
     """Equal lengths and every level within 3 (the codecs are lossy; the frames are solid colours)."""
     return len(got) == len(want) and int(np.abs(np.array(got) - np.array(want)).max()) <= 3
+
+
+def _png(array: np.ndarray) -> bytes:
+    buffer = io.BytesIO()
+    Image.fromarray(array).save(buffer, format="PNG")
+    return buffer.getvalue()

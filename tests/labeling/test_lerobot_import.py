@@ -54,6 +54,34 @@ def test_a_v21_dataset_imports_its_episodes_cameras_and_success_columns(project,
 
 
 @pytest.mark.django_db
+def test_image_features_in_the_parquet_rows_import_too(project, media, tmp_path):
+    root = write_v21_dataset(tmp_path / "pngs", lengths=[2], cameras=["main"], dtype="image")
+
+    summary = import_paths(project=project, paths=[root])
+
+    assert (summary.episodes, summary.frames, summary.failed) == (1, 2, [])
+    assert first_pixels(Episode.objects.get(), "main") == [pixel(0, 0, 0), pixel(0, 1, 0)]  # PNG: exact
+
+
+@pytest.mark.django_db
+def test_a_zipped_dataset_uploads_through_the_import_page(user_client, project, media, tmp_path):
+    root = write_v21_dataset(tmp_path / "aloha_sim", lengths=[2, 3], cameras=["top"])
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        for path in sorted(root.rglob("*")):
+            if path.is_file():
+                archive.write(path, path.relative_to(root.parent).as_posix())
+    upload = SimpleUploadedFile("aloha_sim.zip", buffer.getvalue())
+
+    assert user_client.post(f"/projects/{project.pk}/import/", {"files": [upload]}).status_code == 302
+    job = import_job_run(ImportJob.objects.latest("pk").pk)
+
+    assert job.status == "done" and (job.summary["episodes"], job.summary["steps"]) == (2, 5), job.summary
+    page = user_client.get(f"/projects/{project.pk}/import/{job.pk}/").content.decode()
+    assert '<td id="summary-episodes">2</td><td id="summary-steps">5</td>' in page
+
+
+@pytest.mark.django_db
 def test_export_writes_labels_as_columns_and_imports_back(project, media, tmp_path, user):
     import_paths(project=project, paths=[write_v21_dataset(tmp_path / "ds", lengths=[3, 2], cameras=["front"])])
     first = Episode.objects.get(metadata__episode_index=0)
