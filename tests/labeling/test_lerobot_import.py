@@ -162,6 +162,8 @@ def test_bad_videos_and_datasets_fail_with_the_reason_and_store_nothing(project,
 
 @pytest.mark.django_db
 def test_export_url_sends_a_zip_and_refuses_what_it_cannot_make(user_client, project, media, tmp_path, settings):
+    page = user_client.get(f"/projects/{project.pk}/").content.decode()
+    assert f'href="/projects/{project.pk}/export/lerobot/">Export LeRobot dataset</a>' in page
     assert user_client.get(f"/projects/{project.pk}/export/lerobot/").status_code == 400  # no episodes yet
     import_paths(project=project, paths=[write_v21_dataset(tmp_path / "ds", lengths=[2, 2], cameras=["front"])])
 
