@@ -19,7 +19,11 @@ FILTERS = ("source", "agent", "state", "proposals", "success")
 # Extension points for other apps (append from AppConfig.ready()):
 # PROJECT_LINKS: (label, URL name taking the project pk) shown as buttons at the top of the project page;
 # PROJECT_SECTIONS: template names rendered as panels on the project page, with `project` in their context.
-PROJECT_LINKS: list[tuple[str, str]] = [("Import files", "project-import"), ("Training", "training-project")]
+PROJECT_LINKS: list[tuple[str, str]] = [
+    ("Import files", "project-import"),
+    ("Export LeRobot dataset", "project-export-lerobot"),
+    ("Training", "training-project"),
+]
 PROJECT_SECTIONS: list[str] = []
 
 

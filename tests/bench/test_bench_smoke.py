@@ -160,6 +160,13 @@ def test_labeling(postgres_env):
     assert not Project.objects.filter(name="Bench labeling").exists(), "the bench left its project behind"
 
 
+def test_lerobot(bench_env):
+    """A LeRobot dataset of 2 episodes x 6 frames imported and exported, each beside its raw limit."""
+    out = smoke("lerobot", bench_env)
+    assert "dataset: 2 episodes x 6 frames x 1 camera(s) at 32 px" in out, out
+    assert_rows(out, r"import \(decode, store\)", r"export \(read, encode\)", "  CPU s per 1,000 frames")
+
+
 def test_reward_client_cpu(bench_env):
     out = smoke("reward_client_cpu", bench_env)
     assert re.search(r"^client\s+CPU µs/request\s+median ms$", out, re.MULTILINE), out

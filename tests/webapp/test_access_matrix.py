@@ -141,6 +141,7 @@ MATRIX: dict[str, list[Case]] = {
     "projects/<int:pk>/import/<int:job>/": [
         Case("GET", "/projects/{project}/import/{import_job}/", MANAGERS, page=True)
     ],
+    "projects/<int:pk>/export/lerobot/": [Case("GET", "/projects/{project}/export/lerobot/", VIEWERS, page=True)],
     # -- training ------------------------------------------------------------------------------------
     "projects/<int:pk>/training/": [Case("GET", "/projects/{project}/training/", VIEWERS, page=True)],
     "projects/<int:pk>/training/snapshots/new": [
