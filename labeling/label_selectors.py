@@ -260,8 +260,12 @@ def episode_labeling_data(*, episode: Episode) -> EpisodeLabelingData:
     }
 
 
-def episode_history(*, episode: Episode, limit: int = 200) -> QuerySet[LabelChange]:
-    return LabelChange.objects.filter(episode=episode).select_related("author", "agent").order_by("-at", "-pk")[:limit]
+def episode_history(*, episode: Episode, limit: int = 200, before: int | None = None) -> QuerySet[LabelChange]:
+    """Newest first, `limit` of them; `before`: only changes older than that change (the next page)."""
+    changes = LabelChange.objects.filter(episode=episode)
+    if before is not None:
+        changes = changes.filter(pk__lt=before)
+    return changes.select_related("author", "agent").order_by("-pk")[:limit]
 
 
 def episode_neighbours(*, episode: Episode) -> tuple[Episode | None, Episode | None]:
