@@ -116,3 +116,21 @@ class EvaluationPageData(TypedDict):
     evaluations: list[ModelEvaluation]
     label_efficiency: LabelEfficiencyData | None
     label_efficiency_command: str
+
+
+class RunChoice(TypedDict):
+    """A training job the runs page can overlay: its curves come from `metrics` (the job's metrics API)."""
+
+    id: int
+    name: str
+    status: str
+    metrics: str
+
+
+class RunsPageData(TypedDict):
+    """Several runs' curves overlaid: the project's latest jobs and those picked at first."""
+
+    project: int
+    runs: list[RunChoice]
+    picked: list[int]
+    smoothing: float

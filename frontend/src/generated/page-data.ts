@@ -236,6 +236,22 @@ export interface EvaluationPageData {
   label_efficiency_command: string;
 }
 
+/** A training job the runs page can overlay: its curves come from `metrics` (the job's metrics API). */
+export interface RunChoice {
+  id: number;
+  name: string;
+  status: string;
+  metrics: string;
+}
+
+/** Several runs' curves overlaid: the project's latest jobs and those picked at first. */
+export interface RunsPageData {
+  project: number;
+  runs: RunChoice[];
+  picked: number[];
+  smoothing: number;
+}
+
 /** The alarm and the current window's rates. */
 export interface MonitorState {
   frames: number;
@@ -309,6 +325,7 @@ export interface PageData {
   training: TrainingPageData;
   job: JobPageData;
   evaluation: EvaluationPageData;
+  runs: RunsPageData;
   monitor: MonitorPageData;
   teleop_dashboard: TeleopDashboardData;
 }
