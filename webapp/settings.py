@@ -223,6 +223,7 @@ CELERY_TASK_ROUTES = {
     "training.tasks.recover_stale_jobs": {"queue": CELERY_QUEUE_DEFAULT},
     "training.tasks.recover_stale_snapshots": {"queue": CELERY_QUEUE_DEFAULT},
     "labeling.tasks.fail_stale_jobs": {"queue": CELERY_QUEUE_DEFAULT},
+    "labeling.tasks.sweep_orphan_frames": {"queue": CELERY_QUEUE_DEFAULT},
     "labeling.tasks.run_import_job": {"queue": CELERY_QUEUE_INGEST},
     "labeling.tasks.generate_project_proposals": {"queue": CELERY_QUEUE_INGEST},
     "webhooks.tasks.deliver_webhook": {"queue": CELERY_QUEUE_DEFAULT},
@@ -270,6 +271,9 @@ SNAPSHOT_MAX_ATTEMPTS = env_int("SNAPSHOT_MAX_ATTEMPTS", 3, minimum=1)
 JOBS_HEARTBEAT_SECONDS = env_int("JOBS_HEARTBEAT_SECONDS", 20, minimum=1)
 JOBS_STALE_AFTER_SECONDS = env_int("JOBS_STALE_AFTER_SECONDS", 180, minimum=2)
 JOBS_MAX_ATTEMPTS = env_int("JOBS_MAX_ATTEMPTS", 3, minimum=1)
+# Frame files no row names (a web process killed mid-chunk) are removed once this old, by a sweep this often.
+ORPHAN_FRAMES_GRACE_SECONDS = env_int("ORPHAN_FRAMES_GRACE_SECONDS", 3600, minimum=60)
+ORPHAN_FRAMES_SWEEP_SECONDS = env_int("ORPHAN_FRAMES_SWEEP_SECONDS", 3600, minimum=10)
 # Training jobs within the machine: processes per node at most this (0: the host's GPUs, one without any);
 # a multi-node job whose nodes have not all joined this long after it started fails with the reason.
 TRAINING_MAX_PROCESSES = env_int("TRAINING_MAX_PROCESSES", 0, minimum=0)
