@@ -124,6 +124,8 @@ MAX_IMAGE_PIXELS = env_int("MAX_IMAGE_PIXELS", 2048 * 2048, minimum=256)
 # concurrent decoding per process, and what one imported pickle may allocate.
 MAX_REQUEST_PIXELS = env_int("MAX_REQUEST_PIXELS", 1024 * 224 * 224, minimum=256)
 MAX_JSON_BODY_BYTES = env_int("MAX_JSON_BODY_BYTES", 64 * 1024 * 1024, minimum=1024)
+# Any other request body that reaches Django (import uploads, multipart chunks): 413 at once past this.
+MAX_REQUEST_BODY_BYTES = env_int("MAX_REQUEST_BODY_BYTES", 4 * 1024 * 1024 * 1024, minimum=1024 * 1024)
 INGEST_MAX_STEPS_PER_CHUNK = env_int("INGEST_MAX_STEPS_PER_CHUNK", 1000, minimum=1)
 INGEST_MAX_IMAGES_PER_CHUNK = env_int("INGEST_MAX_IMAGES_PER_CHUNK", 1024, minimum=1)
 # Ingest transactions on PostgreSQL commit without waiting for the WAL flush unless this is on

@@ -13,6 +13,7 @@ import pytest
 import redis
 
 from tests.conftest import _spawn, _stop
+from tests.labeling.test_import_worker_killed import _wait
 from training.models import DatasetSnapshot
 from training.snapshot_recovery import snapshots_recover_stale
 from training.snapshot_services import snapshot_create
@@ -21,15 +22,6 @@ pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 QUEUE = "snapshot-heartbeat-test"  # the requeued build's message: never taken by the session's worker
 STALE_AFTER_S = 3
-
-
-def _wait(predicate, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if value := predicate():
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
 
 
 def test_a_silent_build_is_kept_alive_by_its_heartbeat_and_swept_once_its_worker_is_killed(
