@@ -32,7 +32,7 @@ from . import selectors
 from .datasets.binary_split import leak_warning, missing_classes, plan_split, shared_episodes
 from .datasets.options import SnapshotOptions
 from .datasets.rlinf_binary import FrameRef, payload_metadata, realworld_metadata, write_payload
-from .datasets.trend import TrendOptions, split_windows, write_trend_dataset
+from .datasets.trend import TrendOptions, eval_warning, split_windows, write_trend_dataset
 from .job_errors import failure_reason
 from .models import DatasetSnapshot
 from .storage import local_path
@@ -428,7 +428,8 @@ def _write_trend(
             "sources": opts.sources,
         },
     )
-    return {k: info[k] for k in ("num_train_samples", "num_eval_samples", "train_label_counts", "eval_label_counts")}
+    kept = ("num_train_samples", "num_eval_samples", "train_label_counts", "eval_label_counts")
+    return {**{k: info[k] for k in kept}, "warning": eval_warning(split, trend_opts)}
 
 
 def _archive_name(snapshot: DatasetSnapshot) -> str:
