@@ -98,6 +98,8 @@ def stack(process_env, private_redis):  # noqa: F811
         yield f"http://127.0.0.1:{port}", {name: proc.pid for name, proc in procs.items()}
     finally:
         for proc in procs.values():
+            proc.terminate()  # all at once: each may take seconds to shut down
+        for proc in procs.values():
             _stop(proc)
 
 
