@@ -254,6 +254,9 @@ def extract_zip(path: Path, dest: Path, *, max_bytes: int = MAX_ZIP_BYTES, max_m
         members = archive.infolist()
         if len(members) > max_members:
             raise SourceError(f"zip holds {len(members)} entries; the limit is {max_members}")
+        declared = sum(member.file_size for member in members)  # zipfile never inflates past these sizes
+        if declared > max_bytes:
+            raise SourceError(f"zip unpacks to {declared} bytes, more than {max_bytes} bytes; nothing was unpacked")
         total = 0
         for member in members:
             name = PurePosixPath(member.filename.replace("\\", "/"))
