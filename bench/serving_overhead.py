@@ -12,6 +12,8 @@ each figure, measured in the same run and interleaved with it:
 - the same-host limit: a memory copy of the same bytes (`numpy.copyto`).
 
 Time outside the forward = the round trip minus the instant scorer's own time on that batch (measured here).
+CPU ms/req is the web process's / the inference worker's CPU time per request (/proc), the figure a busy
+machine moves least.
 With 16 clients it is per image: the wall time per image served minus the scorer's time per image. A figure
 of 16 clients whose bodies together exceed INFERENCE_QUEUE_MAX_BYTES is skipped (the service refuses such
 a flood with 503s by design). The clients run in this process, on the same cores as the service.
@@ -132,6 +134,15 @@ def images(batch: int, size: int, seed: int) -> np.ndarray:
     return array
 
 
+def cpu_seconds(pids: list[int]) -> np.ndarray:
+    """User + system CPU seconds each process has used (Linux /proc): what the service costs whatever the load."""
+    ticks = []
+    for pid in pids:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        ticks.append(int(fields[11]) + int(fields[12]))
+    return np.array(ticks) / os.sysconf("SC_CLK_TCK")
+
+
 def mb(nbytes: float) -> str:
     return f"{nbytes / 1e6:.2f}"
 
@@ -141,11 +152,14 @@ def row(label: str, clients: int, body: int, latency: float, per_image: float, r
     return (
         f"{label:>13} {clients:>3} {mb(body):>8} {limits['round_trip'] * 1e3:>9.2f} {latency * 1e3:>14.2f} "
         f"{per_image * 1e6:>14.1f} {rate / body * limits['batch']:>10.0f} {mb(rate):>10} {mb(limits['tcp']):>10} "
-        f"{rate / limits['tcp']:>6.2f} {mb(limits['copy']):>10} {rate / limits['copy']:>6.2g}"
+        f"{rate / limits['tcp']:>6.2f} {mb(limits['copy']):>10} {rate / limits['copy']:>6.2g} "
+        f"{'/'.join(f'{v * 1e3:.1f}' for v in limits['cpu']):>14}"
     )
 
 
-def measure(frames: np.ndarray, clients: list, transport: Transport, scorer, args: argparse.Namespace) -> None:
+def measure(
+    frames: np.ndarray, clients: list, transport: Transport, scorer, args: argparse.Namespace, service: list[int]
+) -> None:
     """The rows of one body: one client, then all of them, each beside the transport and copy limits."""
     from django.conf import settings
 
@@ -164,14 +178,17 @@ def measure(frames: np.ndarray, clients: list, transport: Transport, scorer, arg
     repeats = max(3, min(args.requests, round(args.mb_per_figure * 1e6 / len(body))))
     forward = statistics.median(harness.timed(lambda: scorer.score(frame_view)) for _ in range(5))
     copy = statistics.median(harness.timed(lambda: np.copyto(target, source)) for _ in range(repeats))
+    cpu_before = cpu_seconds(service)
     tcp_times, http_times = harness.interleaved(
         lambda _: transport.send(body), lambda _: clients[0].rewards(body), repeats
     )
+    cpu = (cpu_seconds(service) - cpu_before) / repeats
     round_trip = statistics.median(http_times)
-    limits = {"batch": batch, "tcp": len(body) / statistics.median(tcp_times), "copy": len(body) / copy}
+    limits = {"batch": batch, "tcp": len(body) / statistics.median(tcp_times), "copy": len(body) / copy, "cpu": cpu}
     outside = round_trip - forward
     print(
-        row(label, 1, len(body), outside, outside / batch, len(body) / round_trip, limits | {"round_trip": round_trip})
+        row(label, 1, len(body), outside, outside / batch, len(body) / round_trip, limits | {"round_trip": round_trip}),
+        flush=True,  # each figure as it is measured
     )
     many = len(clients)
     if many < 2:
@@ -190,9 +207,10 @@ def measure(frames: np.ndarray, clients: list, transport: Transport, scorer, arg
 
     tcp_before = [harness.timed(lambda: transport.send(body)) for _ in range(per_client)]
     with ThreadPoolExecutor(many) as pool:
-        started = time.perf_counter()
+        cpu_before, started = cpu_seconds(service), time.perf_counter()
         latencies = [t for own in pool.map(run_client, clients) for t in own]
         wall = time.perf_counter() - started
+    limits["cpu"] = (cpu_seconds(service) - cpu_before) / len(latencies)
     tcp_after = [harness.timed(lambda: transport.send(body)) for _ in range(per_client)]
     limits["tcp"] = len(body) / statistics.median(tcp_before + tcp_after)
     latency = statistics.median(latencies)
@@ -232,6 +250,7 @@ def main() -> None:
     )
     try:
         harness.wait_for_inference_worker(worker)
+        service = [server.pid, worker.pid]  # uvicorn is exec'd by its bash line: the same process
         clients = [LeanRewardClient(url, token, deployment.name) for _, token in agents]
         print(
             f"instant model (BENCH_MODELS=1), uvicorn as the Procfile, worker "
@@ -240,14 +259,16 @@ def main() -> None:
         )
         print(
             f"{'images':>13} {'cl':>3} {'body MB':>8} {'round ms':>9} {'outside/req ms':>14} {'outside/img us':>14} "
-            f"{'images/s':>10} {'HTTP MB/s':>10} {'TCP MB/s':>10} {'ratio':>6} {'copy MB/s':>10} {'ratio':>6}"
+            f"{'images/s':>10} {'HTTP MB/s':>10} {'TCP MB/s':>10} {'ratio':>6} {'copy MB/s':>10} {'ratio':>6} "
+            f"{'CPU ms/req':>14}"
         )
         for size in sizes:
             for batch in batches:
-                measure(images(batch, size, seed=batch + size), clients, transport, scorer, args)
+                measure(images(batch, size, seed=batch + size), clients, transport, scorer, args, service)
         print(
             f"load average {os.getloadavg()[0]:.1f} at the end. round ms: median round trip (16 clients: each "
-            "request's); outside: minus the instant scorer's own time; ratio: HTTP bytes/s over the limit's"
+            "request's); outside: minus the instant scorer's own time; ratio: HTTP bytes/s over the limit's; CPU ms/req: "
+            "the web process's / the inference worker's, per request (/proc, 10 ms ticks)"
         )
     finally:
         transport.close()
