@@ -233,6 +233,7 @@ class DeploymentSerializer(serializers.ModelSerializer):
             "max_batch_size",
             "max_wait_ms",
             "sample_every",
+            "inference_precision",
             "status",
             "error",
             "version",

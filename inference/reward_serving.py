@@ -36,6 +36,7 @@ class RewardRequest:
     stream: str = ""  # optional stream name within a client (e.g. an RL worker rank)
     env_success: list[bool] | None = None  # per-item env success: gt_success_bonus and the reward-hacking monitor
     episode_ids: list[str] | None = None  # the RL episode of each frame (monitor: success per step)
+    timeout: float | None = None  # seconds to wait for the workers (None: INFERENCE_TIMEOUT_S); teleop's is short
 
 
 NPY_FIELDS = ("env_rewards", "dones", "env_success", "stream", "episode_ids")
@@ -104,11 +105,13 @@ async def rewards_serve(config: DeploymentConfig, request: RewardRequest) -> lis
     scored, counts_after = plan_scoring(config.reward, n, request.dones, history)
     probabilities: list[float | None] = [None] * n
     if all(scored):
-        probabilities = [float(p) for p in await infer_payload(config, request.payload, client=request.client)]
+        results = await infer_payload(config, request.payload, client=request.client, timeout=request.timeout)
+        probabilities = [float(p) for p in results]
     elif any(scored):
         picks = [i for i, s in enumerate(scored) if s]
         subset = load_npy(request.payload)[np.asarray(picks)]
-        for i, p in zip(picks, await infer_payload(config, dump_npy(subset), client=request.client), strict=True):
+        results = await infer_payload(config, dump_npy(subset), client=request.client, timeout=request.timeout)
+        for i, p in zip(picks, results, strict=True):
             probabilities[i] = float(p)
     if counts_after is not None:
         pipe = redis.pipeline(transaction=False)
