@@ -26,13 +26,10 @@ from .payloads import (
     MAX_ITEMS,
     PayloadError,
     PayloadTooLarge,
-    bool_list,
-    float_list,
-    id_list,
     images_from_base64,
     npy_shape,
 )
-from .reward_serving import RewardRequest, rewards_answer
+from .reward_serving import NPY_FIELDS, RewardRequest, npy_fields, reward_request, rewards_answer
 from .serving import DeploymentNotFound, DeploymentUnavailable, deployment_config
 from .throttles import ApiRateThrottle, RewardsRateThrottle, bad_request_limit, limit_check, limit_hit
 
@@ -182,13 +179,7 @@ class RewardsView(APIView):
         if content_type == NpyParser.media_type:
             payload = request.data if isinstance(request.data, bytes) else b""
             shape = npy_shape(payload, max_side=settings.MAX_IMAGE_SIDE, max_request_pixels=settings.MAX_REQUEST_PIXELS)
-            meta = {
-                "env_rewards": request.query_params.get("env_rewards", request.META.get("HTTP_X_ENV_REWARDS")),
-                "dones": request.query_params.get("dones", request.META.get("HTTP_X_DONES")),
-                "env_success": request.query_params.get("env_success", request.META.get("HTTP_X_ENV_SUCCESS")),
-                "stream": request.query_params.get("stream", request.META.get("HTTP_X_STREAM", "")),
-                "episode_ids": request.query_params.get("episode_ids", request.META.get("HTTP_X_EPISODE_IDS")),
-            }
+            meta: dict = npy_fields(request.query_params, request.headers)
         elif content_type == "application/json":
             data = request.data
             if not isinstance(data, dict) or "images" not in data:
@@ -201,8 +192,7 @@ class RewardsView(APIView):
                     max_request_pixels=settings.MAX_REQUEST_PIXELS,
                 )
             payload, shape = dump_npy(images), images.shape
-            meta = {k: data.get(k) for k in ("env_rewards", "dones", "env_success", "episode_ids")}
-            meta["stream"] = data.get("stream") or ""
+            meta = {k: data.get(k) for k in NPY_FIELDS}
         else:
             raise exceptions.UnsupportedMediaType(
                 content_type, "send application/x-npy (uint8 [B,H,W,3]) or application/json with base64 images"
@@ -210,16 +200,7 @@ class RewardsView(APIView):
         n = int(shape[0])
         if n > MAX_ITEMS:
             raise PayloadError(f"at most {MAX_ITEMS} images per request")
-        stream = str(meta["stream"] or "")[:100]
-        return RewardRequest(
-            payload=payload,
-            count=n,
-            env_rewards=float_list(meta["env_rewards"], n, "env_rewards"),
-            dones=bool_list(meta["dones"], n, "dones"),
-            stream=stream,
-            env_success=bool_list(meta["env_success"], n, "env_success"),
-            episode_ids=id_list(meta["episode_ids"], n, "episode_ids"),
-        )
+        return reward_request(payload, n, meta)
 
 
 def _deployment(request, name: str, perm=access.DEPLOYMENT_VIEW) -> Deployment:

@@ -11,6 +11,7 @@ several web processes can serve the same RL run.
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -18,6 +19,7 @@ import numpy as np
 from .broker import HISTORY_PREFIX, dump_npy, load_npy
 from .gallery import sample_served
 from .monitor.services import ServedBatch, monitor_submit
+from .payloads import bool_list, float_list, id_list
 from .rewards import HISTORY_BUFFER, ItemReward, compute_rewards, plan_scoring
 from .serving import DeploymentConfig, abroker, infer_payload
 
@@ -35,6 +37,30 @@ class RewardRequest:
     env_success: list[bool] | None = None  # per-item env success: gt_success_bonus and the reward-hacking monitor
     episode_ids: list[str] | None = None  # the RL episode of each frame (monitor: success per step)
     timeout: float | None = None  # seconds to wait for the workers (None: INFERENCE_TIMEOUT_S); teleop's is short
+
+
+NPY_FIELDS = ("env_rewards", "dones", "env_success", "stream", "episode_ids")
+
+
+def npy_fields(query: Mapping[str, str], headers: Mapping[str, str]) -> dict[str, str | None]:
+    """The per-request fields of an `.npy` reward request, each from the query string, else from its header
+    (`env_rewards` from `X-Env-Rewards`, ...): `headers` must look names up in lower case."""
+    return {name: query.get(name, headers.get("x-" + name.replace("_", "-"))) for name in NPY_FIELDS}
+
+
+def reward_request(payload: bytes, count: int, fields: Mapping[str, object], client: str = "") -> RewardRequest:
+    """The one reader of a reward request's fields (the ASGI fast path and the DRF view, `.npy` and JSON):
+    lists of `count` values, or comma-separated strings; PayloadError says which one is wrong."""
+    return RewardRequest(
+        payload=payload,
+        count=count,
+        env_rewards=float_list(fields.get("env_rewards"), count, "env_rewards"),
+        dones=bool_list(fields.get("dones"), count, "dones"),
+        client=client,
+        stream=str(fields.get("stream") or "")[:100],
+        env_success=bool_list(fields.get("env_success"), count, "env_success"),
+        episode_ids=id_list(fields.get("episode_ids"), count, "episode_ids"),
+    )
 
 
 def item_json(item: ItemReward) -> dict:

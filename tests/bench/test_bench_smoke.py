@@ -134,6 +134,12 @@ def test_inference(bench_env):
     )
 
 
+def test_serving_overhead(bench_env):
+    out = smoke("serving_overhead", bench_env)
+    assert re.search(r"^\s+images\s+cl\s+body MB\s+round ms.*TCP MB/s.*copy MB/s", out, re.MULTILINE), out
+    assert_rows(out, r"1x32x32\s+1\s", r"1x32x32\s+2\s", r"64x32x32\s+1\s", r"64x32x32\s+2\s")
+
+
 def test_ingest(bench_env):
     out = smoke("ingest", bench_env)
     assert "database: sqlite" in out
