@@ -34,6 +34,8 @@ from .payloads import (
 )
 from .reward_serving import RewardRequest, rewards_answer
 from .serving import DeploymentNotFound, DeploymentUnavailable, deployment_config
+from .shm_frames import MEDIA_TYPE as SHM_MEDIA_TYPE
+from .shm_serving import request_descriptor
 from .throttles import ApiRateThrottle, RewardsRateThrottle, bad_request_limit, limit_check, limit_hit
 
 
@@ -44,6 +46,12 @@ class NpyParser(BaseParser):
 
     def parse(self, stream, media_type=None, parser_context=None):
         return stream.read() if stream is not None else b""
+
+
+class ShmParser(NpyParser):
+    """`application/x-rs-shm`: a same-host descriptor (inference.shm_frames), checked in the view."""
+
+    media_type = SHM_MEDIA_TYPE
 
 
 class BadRequest(exceptions.APIException):
@@ -95,7 +103,7 @@ class RewardsJsonSerializer(serializers.Serializer):
 class RewardsView(APIView):
     """Rewards for a batch of images from a deployment's model."""
 
-    parser_classes = [NpyParser, BoundedJSONParser]
+    parser_classes = [NpyParser, ShmParser, BoundedJSONParser]
     authentication_classes = REWARDS_AUTHENTICATION
     throttle_classes = [ApiRateThrottle, RewardsRateThrottle]
 
@@ -179,9 +187,16 @@ class RewardsView(APIView):
 
     def _parse(self, request) -> RewardRequest:
         content_type = (request.content_type or "").split(";")[0].strip()
-        if content_type == NpyParser.media_type:
+        shm = None
+        if content_type in (NpyParser.media_type, SHM_MEDIA_TYPE):
             payload = request.data if isinstance(request.data, bytes) else b""
-            shape = npy_shape(payload, max_side=settings.MAX_IMAGE_SIDE, max_request_pixels=settings.MAX_REQUEST_PIXELS)
+            if content_type == SHM_MEDIA_TYPE:
+                shm = request_descriptor(payload, client_id(request.user))
+                payload, shape = b"", shm.shape
+            else:
+                shape = npy_shape(
+                    payload, max_side=settings.MAX_IMAGE_SIDE, max_request_pixels=settings.MAX_REQUEST_PIXELS
+                )
             meta = {
                 "env_rewards": request.query_params.get("env_rewards", request.META.get("HTTP_X_ENV_REWARDS")),
                 "dones": request.query_params.get("dones", request.META.get("HTTP_X_DONES")),
@@ -213,6 +228,7 @@ class RewardsView(APIView):
         stream = str(meta["stream"] or "")[:100]
         return RewardRequest(
             payload=payload,
+            shm=shm,
             count=n,
             env_rewards=float_list(meta["env_rewards"], n, "env_rewards"),
             dones=bool_list(meta["dones"], n, "dones"),

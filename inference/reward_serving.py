@@ -20,6 +20,8 @@ from .gallery import sample_served
 from .monitor_store import ServedBatch, monitor_submit
 from .rewards import HISTORY_BUFFER, ItemReward, compute_rewards, plan_scoring
 from .serving import DeploymentConfig, abroker, infer_payload
+from .shm_frames import ShmDescriptor
+from .shm_serving import shm_frames, shm_kept_frames
 
 HISTORY_TTL_S = 24 * 3600
 
@@ -34,6 +36,7 @@ class RewardRequest:
     stream: str = ""  # optional stream name within a client (e.g. an RL worker rank)
     env_success: list[bool] | None = None  # per-item env success: gt_success_bonus and the reward-hacking monitor
     episode_ids: list[str] | None = None  # the RL episode of each frame (monitor: success per step)
+    shm: ShmDescriptor | None = None  # same-host frames (checked): `payload` is empty
 
 
 def item_json(item: ItemReward) -> dict:
@@ -76,9 +79,13 @@ async def rewards_serve(config: DeploymentConfig, request: RewardRequest) -> lis
         values = await redis.hmget(history_key, [str(i) for i in range(n)])
         history = [int(v) if v is not None else 0 for v in values]
     scored, counts_after = plan_scoring(config.reward, n, request.dones, history)
+    if request.shm is not None and not all(scored):  # some items only: read here, sent on as an .npy body
+        request.payload, request.shm = dump_npy(await shm_frames(request.shm)), None
+    shm = request.shm.to_header() if request.shm is not None else None
     probabilities: list[float | None] = [None] * n
     if all(scored):
-        probabilities = [float(p) for p in await infer_payload(config, request.payload, client=request.client)]
+        results = await infer_payload(config, request.payload, client=request.client, shm=shm)
+        probabilities = [float(p) for p in results]
     elif any(scored):
         picks = [i for i, s in enumerate(scored) if s]
         subset = load_npy(request.payload)[np.asarray(picks)]
@@ -92,6 +99,8 @@ async def rewards_serve(config: DeploymentConfig, request: RewardRequest) -> lis
     items = compute_rewards(
         config.reward, probabilities, scored=scored, env_rewards=request.env_rewards, env_success=request.env_success
     )
+    if request.shm is not None:  # the frames the gallery or the monitor keep, read before the client reuses them
+        request.payload = await shm_kept_frames(config, request.shm, probabilities, request.env_success)
     await sample_served(config, request.payload, probabilities)
     monitor_served(config, request, probabilities)
     return items

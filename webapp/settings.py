@@ -306,6 +306,8 @@ INFERENCE_CLIENT_QUEUE_MAX = env_int("INFERENCE_CLIENT_QUEUE_MAX", 250, minimum=
 INFERENCE_QUEUE_MAX_BYTES = env_int("INFERENCE_QUEUE_MAX_BYTES", 512 * 1024 * 1024, minimum=1024 * 1024)
 INFERENCE_CLIENT_QUEUE_MAX_BYTES = env_int("INFERENCE_CLIENT_QUEUE_MAX_BYTES", 256 * 1024 * 1024, minimum=1024 * 1024)
 INFERENCE_BATCH_MAX_PIXELS = env_int("INFERENCE_BATCH_MAX_PIXELS", 16 * 1024 * 1024, minimum=224 * 224)
+# Same-host frames (inference/shm_frames.py): a client on this machine may name its shared-memory segment.
+SHM_ENABLED = env_bool("SHM_ENABLED", True)
 VLM_CLIENT_BUFFER_MAX_BYTES = env_int("VLM_CLIENT_BUFFER_MAX_BYTES", 512 * 1024 * 1024, minimum=1024 * 1024)
 VLM_STREAM_TTL_S = env_int("VLM_STREAM_TTL_S", 600, minimum=1)
 VLM_MAX_STREAMS = env_int("VLM_MAX_STREAMS", 256, minimum=1)

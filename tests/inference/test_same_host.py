@@ -1,0 +1,184 @@
+"""Same-host frames (inference/shm_frames.py, reward_client/shm.py) against the real stack: the ASGI server, Redis
+and a real inference worker process, with RL clients in this process and in a subprocess killed mid-request."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import numpy as np
+import pytest
+import requests
+
+from reward_client import RewardClient
+from tests.conftest import ROOT
+from tests.inference.conftest import deploy, direct_probabilities, make_trained_model, random_images
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+
+
+@pytest.fixture
+def rl_token(db):
+    from labeling.services import agent_create
+
+    return agent_create(name="rl-same-host", kind="rl_worker", all_projects=True)[1]
+
+
+def _memfd_holders(name_part: str) -> list[str]:
+    """`pid:fd` of every process of ours holding a memfd whose name contains `name_part`."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                if name_part in os.readlink(f"/proc/{pid}/fd/{fd}"):
+                    found.append(f"{pid}:{fd}")
+            except OSError:
+                continue
+    return found
+
+
+def test_the_same_frames_through_http_and_shared_memory_get_identical_rewards(
+    project, rl_token, live_server_url, inference_worker_process
+):
+    model = make_trained_model(project, seed=11)
+    per_step = deploy(model, reward_type="soft", env_reward_weight=0.5, reward_weight=2.0)
+    terminal = deploy(model, reward_mode="terminal", threshold=0.0, reward_weight=3.0)  # some items only
+    images = random_images(12, seed=5)
+    env = np.linspace(-1, 1, 12)
+    dones = [i % 3 == 2 for i in range(12)]
+    for deployment in (per_step, terminal):
+        over_http = RewardClient(live_server_url, rl_token, deployment.name, transport="http")
+        over_shm = RewardClient(live_server_url, rl_token, deployment.name, transport="shm")
+        a = over_http.compute_rewards(images, env_rewards=env, dones=dones)
+        b = over_shm.compute_rewards(images, env_rewards=env, dones=dones)
+        assert (over_http.transport_used, over_shm.transport_used) == ("http", "shm")
+        assert a.items == b.items
+        buffer = over_shm.frames_buffer(images.shape)  # frames written in place: sent with no copy
+        buffer[:] = images
+        assert over_shm.compute_rewards(buffer, env_rewards=env, dones=dones).items == a.items
+        over_shm.close()
+    p = direct_probabilities(model.checkpoint_path, images)
+    np.testing.assert_allclose(a.probabilities[a.scored], p[a.scored], atol=1e-5)
+
+
+def test_auto_falls_back_to_http_when_the_server_refuses_the_segment(
+    project, rl_token, live_server_url, inference_worker_process
+):
+    deployment = deploy(make_trained_model(project, seed=12))
+    images = random_images(3, seed=6)
+    client = RewardClient(live_server_url, rl_token, deployment.name)  # transport "auto"
+    expected = RewardClient(live_server_url, rl_token, deployment.name, transport="http").compute_rewards(images)
+    assert client.frames_buffer((1, 8, 8, 3)).shape == (1, 8, 8, 3)  # decided: the same-host path is on
+    assert client.transport_used == "shm"
+    assert client._shm is not None
+    client._shm.close()
+    client._shm.key = "0" * 16  # its next segment's name does not carry this client's key
+    got = client.compute_rewards(images)
+    assert got.items == expected.items
+    assert client.transport_used == "http"
+    assert "key" in client.shm_reason
+
+
+def test_bad_descriptors_get_a_clear_4xx(project, rl_token, live_server_url, inference_worker_process):
+    deployment = deploy(make_trained_model(project, seed=13))
+    client = RewardClient(live_server_url, rl_token, deployment.name, transport="shm")
+    good = client._shm_ready() and client._shm is not None and client._shm.write(random_images(2, seed=7))
+    assert good
+    url = f"{live_server_url}/api/deployments/{deployment.name}/rewards"
+    headers = {"Authorization": f"Bearer {rl_token}", "Content-Type": "application/x-rs-shm"}
+
+    def post(body) -> requests.Response:
+        raw = body if isinstance(body, bytes) else json.dumps(body).encode()
+        return requests.post(url, data=raw, headers=headers, timeout=30)
+
+    assert post(good).status_code == 200
+    key = good["name"].split("-")[1]
+    other = f"rs-{key}-{'ab' * 16}"
+    cases = [
+        (b"not json", 400, "JSON shared-memory descriptor"),
+        ({**good, "extra": 1}, 400, "an object with"),
+        ({**good, "dtype": "float32"}, 400, "uint8"),
+        ({**good, "name": "/etc/passwd"}, 400, "rs-<your key>"),
+        ({**good, "name": f"rs-{'0' * 16}-{'ab' * 16}"}, 400, "this client's key"),
+        ({**good, "shape": [2, 32, 32, 4]}, 400, "[B,H,W,3]"),
+        ({**good, "shape": [2000, 32, 32, 3]}, 413, "at most"),
+        ({**good, "shape": [1024, 2048, 2048, 3]}, 413, "MAX_REQUEST_PIXELS"),
+        ({**good, "fd": -1}, 400, "'fd'"),
+        ({**good, "pid": 2**31 - 2}, 400, "on this host"),  # no such process
+        ({**good, "name": other}, 400, "is not the segment"),  # the client's fd, another name
+        ({**good, "fd": 0}, 400, "is not the segment"),  # not a memfd at all
+        ({**good, "offset": client._shm.size}, 400, "needs"),  # past its end
+        (b"x" * 5000, 413, "at most 4096 bytes"),
+    ]
+    for body, status, words in cases:
+        response = post(body)
+        assert response.status_code == status, (body, response.text)
+        assert words in response.json()["detail"], (body, response.text)
+    client.close()
+
+
+KILLED_CLIENT = """
+import sys, numpy as np
+from reward_client import RewardClient
+client = RewardClient(sys.argv[1], sys.argv[2], sys.argv[3], transport="shm")
+frames = client.frames_buffer((4, 32, 32, 3))
+frames[:] = 7
+print(client._shm.name, flush=True)
+client.compute_rewards(frames)  # waits: the inference worker is stopped
+"""
+
+
+def test_a_client_killed_mid_request_leaves_no_shared_memory(
+    project, rl_token, live_server_url, inference_worker_process
+):
+    import redis
+    from django.conf import settings
+
+    from inference.broker import PAYLOAD_PREFIX
+
+    def queued() -> int:  # requests stored and not yet answered (a stopped worker may have popped them already)
+        return len(list(queue.scan_iter(match=PAYLOAD_PREFIX + "*")))
+
+    deployment = deploy(make_trained_model(project, seed=14))
+    RewardClient(live_server_url, rl_token, deployment.name).compute_rewards(random_images(1))  # model loaded
+    shm_before = set(os.listdir("/dev/shm"))
+    queue = redis.Redis.from_url(settings.REDIS_URL)
+    os.kill(inference_worker_process.pid, signal.SIGSTOP)  # requests wait in the queue
+    try:
+        client = subprocess.Popen(
+            [sys.executable, "-c", textwrap.dedent(KILLED_CLIENT), live_server_url, rl_token, deployment.name],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert client.stdout is not None
+        name = client.stdout.readline().strip()
+        assert name.startswith("rs-")
+        deadline = time.monotonic() + 20
+        while not queued():  # checked by the web process, queued
+            assert time.monotonic() < deadline and client.poll() is None
+            time.sleep(0.02)
+        assert _memfd_holders(name) and not set(os.listdir("/dev/shm")) - shm_before
+        client.kill()  # SIGKILL: no clean-up of any kind
+        client.wait(10)
+    finally:
+        os.kill(inference_worker_process.pid, signal.SIGCONT)
+    assert _memfd_holders(name) == []  # nobody holds it: the kernel freed it
+    assert set(os.listdir("/dev/shm")) - shm_before == set()
+    deadline = time.monotonic() + 20
+    while queued():  # the worker takes the orphan request, finds no segment, answers it (to nobody)
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    alive = RewardClient(live_server_url, rl_token, deployment.name, transport="shm")
+    assert len(alive.compute_rewards(random_images(2)).rewards) == 2  # and serves on
+    assert _memfd_holders(name) == []
+    alive.close()
