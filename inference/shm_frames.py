@@ -8,11 +8,13 @@ When the RL worker runs on the machine of the web process and the inference work
      "dtype": "uint8"}
 
 The web process checks it (`descriptor_parse` then `segment_check`: the shape within the limits of an
-`.npy` body, the file `/proc/<pid>/fd/<fd>` a memfd of exactly that name, its size holding offset + bytes),
-so a bad descriptor is a 4xx before anything is queued; the inference worker reads the frames with one
-`preadv` into its own array (`segment_read`), never mapping the file: a client that shrinks its file
-afterwards gets an error reply, never a SIGBUS in the worker. Both open the file for the request only
-and close it before answering.
+`.npy` body, the file `/proc/<pid>/fd/<fd>` a memfd of exactly that name, sealed against shrinking
+(F_SEAL_SHRINK), its size holding offset + bytes), so a bad descriptor is a 4xx before anything is queued.
+The inference worker maps the frames read-only (`segment_map`, MAP_POPULATE: the page tables are filled
+by the kernel at once) and scores them where they are, with no copy; the seal is what makes this safe: a
+file that can never shrink cannot SIGBUS a process that maps it. Where the web process needs pixels
+itself it reads them with `preadv` (`segment_read`). Both open the file for the request only; the
+worker's mapping goes with the request once it is answered.
 
 Cleanup needs nobody: a memfd has no name in any file system, and the kernel frees it when the last
 descriptor and mapping are gone, so a client killed with `kill -9` (mid-request included) leaves nothing in
@@ -24,10 +26,12 @@ rule), which keeps other users' processes out.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import hmac
 import json
 import math
+import mmap
 import os
 import re
 import stat
@@ -160,6 +164,10 @@ def _open(descriptor: ShmDescriptor) -> int:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
             raise SegmentError(f"segment {descriptor.name!r} is not a memory file")
+        if not fcntl.fcntl(fd, fcntl.F_GET_SEALS) & fcntl.F_SEAL_SHRINK:
+            raise SegmentError(
+                f"segment {descriptor.name!r} is not sealed against shrinking (fcntl F_ADD_SEALS, F_SEAL_SHRINK)"
+            )
         if info.st_size < descriptor.offset + descriptor.nbytes:
             raise SegmentError(
                 f"segment {descriptor.name!r} holds {info.st_size} bytes; offset {descriptor.offset} plus shape "
@@ -174,6 +182,25 @@ def _open(descriptor: ShmDescriptor) -> int:
 def segment_check(descriptor: ShmDescriptor) -> None:
     """Raise SegmentError unless the descriptor names a readable segment large enough (the web side)."""
     os.close(_open(descriptor))
+
+
+def segment_map(descriptor: ShmDescriptor) -> np.ndarray:
+    """The frames where they are: a read-only array over a shared, populated mapping of the client's segment
+    (no copy; safe because the segment is sealed against shrinking). The mapping lives as long as the array."""
+    fd = _open(descriptor)
+    try:
+        start = descriptor.offset - descriptor.offset % mmap.ALLOCATIONGRANULARITY
+        mapped = mmap.mmap(
+            fd,
+            descriptor.offset - start + descriptor.nbytes,
+            flags=mmap.MAP_SHARED | mmap.MAP_POPULATE,
+            prot=mmap.PROT_READ,
+            offset=start,
+        )
+    finally:
+        os.close(fd)
+    array = np.frombuffer(mapped, dtype=np.uint8, count=descriptor.nbytes, offset=descriptor.offset - start)
+    return array.reshape(descriptor.shape)
 
 
 def segment_read(descriptor: ShmDescriptor, indices: list[int] | None = None) -> np.ndarray:

@@ -4,13 +4,15 @@ so a request to a server on this machine carries a small descriptor instead of t
 The memfd has no name in any file system and the kernel frees it with the last descriptor or mapping of it,
 so a client that exits, crashes or is killed (`kill -9`, mid-request included) leaves nothing behind: there
 is nothing in /dev/shm to clean up, and no tracker process to trust. The server opens it through
-`/proc/<pid>/fd/<fd>` (the same user as the client may) for one request and reads it with one copy.
+`/proc/<pid>/fd/<fd>` (the same user as the client may) for one request and maps it: the segment is sealed
+against shrinking (F_SEAL_SHRINK), so the server's mapping can never fault.
 Only numpy and the standard library.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import mmap
 import os
 import secrets
@@ -64,9 +66,10 @@ class SharedFrames:
         self.close()
         size = 1 << max(16, (max(nbytes, 1) - 1).bit_length())  # powers of two: few regrowths
         self.name = f"rs-{self.key}-{secrets.token_hex(16)}"
-        fd = os.memfd_create(self.name, os.MFD_CLOEXEC)
+        fd = os.memfd_create(self.name, os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
         try:
             os.ftruncate(fd, size)
+            fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK)  # the server maps it: it may never shrink
             mapped = mmap.mmap(fd, size)
         except BaseException:
             os.close(fd)

@@ -68,6 +68,9 @@ def test_the_same_frames_through_http_and_shared_memory_get_identical_rewards(
         over_shm.close()
     p = direct_probabilities(model.checkpoint_path, images)
     np.testing.assert_allclose(a.probabilities[a.scored], p[a.scored], atol=1e-5)
+    over_http.compute_rewards(images[:1])  # the worker's next request: the mapped ones are answered and gone
+    with open(f"/proc/{inference_worker_process.pid}/maps") as maps:
+        assert "/memfd:rs-" not in maps.read()
 
 
 def test_auto_falls_back_to_http_when_the_server_refuses_the_segment(
@@ -119,10 +122,14 @@ def test_bad_descriptors_get_a_clear_4xx(project, rl_token, live_server_url, inf
         ({**good, "offset": client._shm.size}, 400, "needs"),  # past its end
         (b"x" * 5000, 413, "at most 4096 bytes"),
     ]
+    unsealed = os.memfd_create(f"rs-{key}-{'cd' * 16}")  # a segment the server could not map safely
+    os.ftruncate(unsealed, 1 << 16)
+    cases.append(({**good, "pid": os.getpid(), "fd": unsealed, "name": f"rs-{key}-{'cd' * 16}"}, 400, "sealed"))
     for body, status, words in cases:
         response = post(body)
         assert response.status_code == status, (body, response.text)
         assert words in response.json()["detail"], (body, response.text)
+    os.close(unsealed)
     client.close()
 
 
