@@ -50,8 +50,15 @@ _FIELDS = {"pid", "fd", "name", "offset", "shape", "dtype"}
 BOOT_ID_PATH = "/proc/sys/kernel/random/boot_id"
 
 
+UNUSABLE = "shared memory: "  # how every SegmentError's message starts: the client falls back to HTTP on it
+
+
 class SegmentError(PayloadError):
-    """The descriptor names no readable segment on this host (a 400 the client falls back on)."""
+    """The descriptor names no segment this server may use (a 400; its message starts with UNUSABLE, on which
+    the client goes on over HTTP)."""
+
+    def __init__(self, message: str):
+        super().__init__(UNUSABLE + message)
 
 
 @dataclass(frozen=True)
@@ -125,7 +132,7 @@ def descriptor_parse(
     if match is None:
         raise PayloadError("descriptor field 'name' must be rs-<your key>-<32 hex digits> (GET /api/shm tells the key)")
     if not hmac.compare_digest(match["key"], key):
-        raise PayloadError("the segment's name does not carry this client's key (GET /api/shm tells it)")
+        raise SegmentError("the segment's name does not carry this client's key (GET /api/shm tells it)")
     shape = data["shape"]
     if not isinstance(shape, list) or not all(isinstance(v, int) and not isinstance(v, bool) for v in shape):
         raise PayloadError(f"descriptor field 'shape' must be a list of integers, got {shape!r}")

@@ -16,16 +16,15 @@ from django.conf import settings
 
 from . import monitor
 from .broker import LARGE_PAYLOAD_BYTES, dump_npy
-from .payloads import PayloadError
 from .serving import DeploymentConfig
-from .shm_frames import ShmDescriptor, client_key, descriptor_parse, segment_check, segment_read
+from .shm_frames import SegmentError, ShmDescriptor, client_key, descriptor_parse, segment_check, segment_read
 
 
 def request_descriptor(body: bytes, client: str) -> ShmDescriptor:
-    """The checked descriptor of a same-host request from `client` ("a12", "n10.0.0.5"): PayloadError (400,
-    SegmentError when no such segment is readable here) or PayloadTooLarge (413) say what is wrong."""
+    """The checked descriptor of a same-host request from `client` ("a12", "n10.0.0.5"): PayloadError (400;
+    SegmentError when the segment cannot be used here) or PayloadTooLarge (413) say what is wrong."""
     if not settings.SHM_ENABLED:
-        raise PayloadError("the same-host path is off on this server (SHM_ENABLED=0): send the frames as .npy")
+        raise SegmentError("the same-host path is off on this server (SHM_ENABLED=0): send the frames as .npy")
     descriptor = descriptor_parse(
         body,
         key=client_key(settings.SECRET_KEY, client),

@@ -64,6 +64,7 @@ class RewardResult:
 
 _Response = TypeVar("_Response")
 TRANSPORTS = ("auto", "http", "shm")
+SEGMENT_UNUSABLE = "shared memory: "  # the server's messages about a segment it cannot use (then: HTTP)
 NPY = "application/x-npy"
 _DEPLOYMENT_URL = re.compile(r"^(?P<base>.*?)/api/deployments/(?P<name>[-\w]+)/?$")
 
@@ -184,11 +185,10 @@ class RewardClient:
                 self.transport_used = "shm"
                 return data
             except (BadRequestError, ServiceUnavailable) as exc:
-                if self.transport == "shm" or (exc.status == 503 and "segment" not in exc.detail):
+                if self.transport == "shm" or SEGMENT_UNUSABLE not in exc.detail:
                     raise
-                data = self._post(_npy(array), params)  # a bad request stays bad over HTTP: raised there
                 self._shm_off(f"the server could not use the segment: {exc.detail}")
-                return data
+                return self._post(_npy(array), params)
         return self._post(_npy(array), params)
 
     def _shm_ready(self) -> bool:
