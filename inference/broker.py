@@ -51,7 +51,7 @@ import numpy as np
 from redis.exceptions import OutOfMemoryError, RedisError
 
 from .npy_header import npy_array, npy_header
-from .shm_frames import ShmDescriptor, segment_map
+from .shm_frames import ShmDescriptor, segment_maps
 
 QUEUE_PREFIX = "rs:inf:q:"
 REPLY_PREFIX = "rs:inf:r:"
@@ -137,7 +137,7 @@ class InferenceRequest:
     @property
     def array(self) -> np.ndarray:
         if self._array is None and self.shm is not None:
-            self._array = segment_map(ShmDescriptor.from_header(self.shm))
+            self._array = segment_maps.array(ShmDescriptor.from_header(self.shm))
         if self._array is None:
             self._array = load_npy(self.payload)
         return self._array

@@ -10,15 +10,15 @@ When the RL worker runs on the machine of the web process and the inference work
 The web process checks it (`descriptor_parse` then `segment_check`: the shape within the limits of an
 `.npy` body, the file `/proc/<pid>/fd/<fd>` a memfd of exactly that name, sealed against shrinking
 (F_SEAL_SHRINK), its size holding offset + bytes), so a bad descriptor is a 4xx before anything is queued.
-The inference worker maps the frames read-only (`segment_map`, MAP_POPULATE: the page tables are filled
-by the kernel at once) and scores them where they are, with no copy; the seal is what makes this safe: a
-file that can never shrink cannot SIGBUS a process that maps it. Where the web process needs pixels
-itself it reads them with `preadv` (`segment_read`). Both open the file for the request only; the
-worker's mapping goes with the request once it is answered.
+The inference worker maps the segment read-only (`SegmentMaps`, MAP_POPULATE: the page tables are filled
+by the kernel at once), keeps the mapping while the client holds the segment (one per client, checked
+before each use and each second), and scores the frames where they are, with no copy; the seal is what
+makes this safe: a file that can never shrink cannot SIGBUS a process that maps it. Where the web process
+needs pixels itself it reads them with `preadv` (`segment_read`), opening the file for that request only.
 
 Cleanup needs nobody: a memfd has no name in any file system, and the kernel frees it when the last
 descriptor and mapping are gone, so a client killed with `kill -9` (mid-request included) leaves nothing in
-/dev/shm or anywhere else. Ownership: the name carries the client's key (an HMAC of who asks, made with
+/dev/shm or anywhere else (the worker's mapping of it goes at its next sweep, within a second). Ownership: the name carries the client's key (an HMAC of who asks, made with
 the server's secret and told to the client by `GET /api/shm`), so a descriptor naming another client's
 memfd is refused; reading `/proc/<pid>/fd/<fd>` needs the same user as the client (the kernel's ptrace
 rule), which keeps other users' processes out.
@@ -26,6 +26,7 @@ rule), which keeps other users' processes out.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import hashlib
 import hmac
@@ -35,6 +36,7 @@ import mmap
 import os
 import re
 import stat
+from collections import OrderedDict
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -191,23 +193,70 @@ def segment_check(descriptor: ShmDescriptor) -> None:
     os.close(_open(descriptor))
 
 
-def segment_map(descriptor: ShmDescriptor) -> np.ndarray:
-    """The frames where they are: a read-only array over a shared, populated mapping of the client's segment
-    (no copy; safe because the segment is sealed against shrinking). The mapping lives as long as the array."""
-    fd = _open(descriptor)
+class SegmentMaps:
+    """The inference worker's read-only mappings of clients' segments, kept while their clients hold them.
+
+    Mapping a segment costs page-table work in proportion to its size (MAP_POPULATE: about one memory
+    copy's time); a client reuses its segment for every batch, so the mapping is made once and reused. Each
+    use checks first that `/proc/<pid>/fd/<fd>` still is that memfd (its name and inode: ten microseconds),
+    `sweep` (the worker, every second) drops the mappings of clients that closed their segment or died, and
+    at most `capacity` are kept (least recently used first out): a dead client's memory is freed within a
+    second. The seal against shrinking makes a kept mapping as safe as a fresh one."""
+
+    def __init__(self, capacity: int = 32) -> None:
+        self.capacity = capacity
+        self._maps: OrderedDict[tuple[int, int, str], tuple[int, mmap.mmap]] = OrderedDict()
+
+    def array(self, descriptor: ShmDescriptor) -> np.ndarray:
+        """The frames where they are: a read-only array over the segment's mapping (no copy)."""
+        key = (descriptor.pid, descriptor.fd, descriptor.name)
+        found = self._maps.get(key)
+        end = descriptor.offset + descriptor.nbytes
+        if found is not None and len(found[1]) >= end and _still(key, found[0]):
+            self._maps.move_to_end(key)
+            mapped = found[1]
+        else:
+            self._drop(key)
+            fd = _open(descriptor)  # every check, as the web process made them
+            try:
+                info = os.fstat(fd)
+                mapped = mmap.mmap(fd, info.st_size, flags=mmap.MAP_SHARED | mmap.MAP_POPULATE, prot=mmap.PROT_READ)
+            finally:
+                os.close(fd)
+            self._maps[key] = (info.st_ino, mapped)
+            while len(self._maps) > self.capacity:
+                self._drop(next(iter(self._maps)))
+        array = np.frombuffer(mapped, dtype=np.uint8, count=descriptor.nbytes, offset=descriptor.offset)
+        return array.reshape(descriptor.shape)
+
+    def sweep(self) -> int:
+        """Drop the mappings whose clients closed their segment or died; how many were dropped."""
+        gone = [key for key, (inode, _) in self._maps.items() if not _still(key, inode)]
+        for key in gone:
+            self._drop(key)
+        return len(gone)
+
+    def __len__(self) -> int:
+        return len(self._maps)
+
+    def _drop(self, key: tuple[int, int, str]) -> None:
+        entry = self._maps.pop(key, None)
+        if entry is not None:
+            with contextlib.suppress(BufferError):  # a request's array still uses it: unmapped when that goes
+                entry[1].close()
+
+
+def _still(key: tuple[int, int, str], inode: int) -> bool:
+    """Whether `/proc/<pid>/fd/<fd>` is still the memfd of that name and inode."""
+    pid, fd, name = key
+    path = f"/proc/{pid}/fd/{fd}"
     try:
-        start = descriptor.offset - descriptor.offset % mmap.ALLOCATIONGRANULARITY
-        mapped = mmap.mmap(
-            fd,
-            descriptor.offset - start + descriptor.nbytes,
-            flags=mmap.MAP_SHARED | mmap.MAP_POPULATE,
-            prot=mmap.PROT_READ,
-            offset=start,
-        )
-    finally:
-        os.close(fd)
-    array = np.frombuffer(mapped, dtype=np.uint8, count=descriptor.nbytes, offset=descriptor.offset - start)
-    return array.reshape(descriptor.shape)
+        return os.readlink(path) == f"/memfd:{name} (deleted)" and os.stat(path).st_ino == inode
+    except OSError:
+        return False
+
+
+segment_maps = SegmentMaps()  # the inference worker's (one per process)
 
 
 def segment_read(descriptor: ShmDescriptor, indices: list[int] | None = None) -> np.ndarray:

@@ -46,6 +46,18 @@ def _memfd_holders(name_part: str) -> list[str]:
     return found
 
 
+def _maps(pid: int) -> str:
+    with open(f"/proc/{pid}/maps") as maps:
+        return maps.read()
+
+
+def _wait_until(condition, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, "not within the time given"
+        time.sleep(0.05)
+
+
 def test_the_same_frames_through_http_and_shared_memory_get_identical_rewards(
     project, rl_token, live_server_url, inference_worker_process
 ):
@@ -68,9 +80,8 @@ def test_the_same_frames_through_http_and_shared_memory_get_identical_rewards(
         over_shm.close()
     p = direct_probabilities(model.checkpoint_path, images)
     np.testing.assert_allclose(a.probabilities[a.scored], p[a.scored], atol=1e-5)
-    over_http.compute_rewards(images[:1])  # the worker's next request: the mapped ones are answered and gone
-    with open(f"/proc/{inference_worker_process.pid}/maps") as maps:
-        assert "/memfd:rs-" not in maps.read()
+    # the clients closed their segments: the worker lets go of its mappings at its next sweep (each second)
+    _wait_until(lambda: "/memfd:rs-" not in _maps(inference_worker_process.pid), 10)
 
 
 def test_auto_falls_back_to_http_when_the_server_refuses_the_segment(
@@ -139,7 +150,9 @@ from reward_client import RewardClient
 client = RewardClient(sys.argv[1], sys.argv[2], sys.argv[3], transport="shm")
 frames = client.frames_buffer((4, 32, 32, 3))
 frames[:] = 7
+client.compute_rewards(frames)  # answered: the inference worker has mapped the segment
 print(client._shm.name, flush=True)
+sys.stdin.readline()
 client.compute_rewards(frames)  # waits: the inference worker is stopped
 """
 
@@ -156,20 +169,23 @@ def test_a_client_killed_mid_request_leaves_no_shared_memory(
         return len(list(queue.scan_iter(match=PAYLOAD_PREFIX + "*")))
 
     deployment = deploy(make_trained_model(project, seed=14))
-    RewardClient(live_server_url, rl_token, deployment.name).compute_rewards(random_images(1))  # model loaded
+    worker = inference_worker_process.pid
     shm_before = set(os.listdir("/dev/shm"))
     queue = redis.Redis.from_url(settings.REDIS_URL)
-    os.kill(inference_worker_process.pid, signal.SIGSTOP)  # requests wait in the queue
+    client = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(KILLED_CLIENT), live_server_url, rl_token, deployment.name],
+        cwd=ROOT,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert client.stdout is not None and client.stdin is not None
+    name = client.stdout.readline().strip()
+    assert name.startswith("rs-") and name in _maps(worker)  # one request answered: the worker keeps its mapping
+    os.kill(worker, signal.SIGSTOP)  # the next request waits in the queue
     try:
-        client = subprocess.Popen(
-            [sys.executable, "-c", textwrap.dedent(KILLED_CLIENT), live_server_url, rl_token, deployment.name],
-            cwd=ROOT,
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        assert client.stdout is not None
-        name = client.stdout.readline().strip()
-        assert name.startswith("rs-")
+        client.stdin.write("go\n")
+        client.stdin.flush()
         deadline = time.monotonic() + 20
         while not queued():  # checked by the web process, queued
             assert time.monotonic() < deadline and client.poll() is None
@@ -178,13 +194,11 @@ def test_a_client_killed_mid_request_leaves_no_shared_memory(
         client.kill()  # SIGKILL: no clean-up of any kind
         client.wait(10)
     finally:
-        os.kill(inference_worker_process.pid, signal.SIGCONT)
-    assert _memfd_holders(name) == []  # nobody holds it: the kernel freed it
+        os.kill(worker, signal.SIGCONT)
+    assert _memfd_holders(name) == []  # no descriptor of it anywhere
     assert set(os.listdir("/dev/shm")) - shm_before == set()
-    deadline = time.monotonic() + 20
-    while queued():  # the worker takes the orphan request, finds no segment, answers it (to nobody)
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
+    _wait_until(lambda: not queued(), 20)  # the worker takes the orphan request, finds no segment, answers it
+    _wait_until(lambda: name not in _maps(worker), 10)  # and lets go of its mapping: the kernel frees the memory
     alive = RewardClient(live_server_url, rl_token, deployment.name, transport="shm")
     assert len(alive.compute_rewards(random_images(2)).rewards) == 2  # and serves on
     assert _memfd_holders(name) == []

@@ -209,7 +209,9 @@ def test_a_pickled_client_opens_its_own_connection(stub):
     assert copy.compute_rewards(image()).version == 7
     assert stub.connections == 2 and copy.timeout == 5.0
     assert stub.requests[1]["headers"]["Authorization"] == "Bearer rs_token"
-    on_requests = pickle.loads(pickle.dumps(RewardClient(stub.url, "rs_token", "pick", session=requests.Session(), transport="http")))
+    on_requests = pickle.loads(
+        pickle.dumps(RewardClient(stub.url, "rs_token", "pick", session=requests.Session(), transport="http"))
+    )
     assert on_requests._pool is None and on_requests.compute_rewards(image()).version == 7
 
 
