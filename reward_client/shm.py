@@ -4,8 +4,8 @@ so a request to a server on this machine carries a small descriptor instead of t
 The memfd has no name in any file system and the kernel frees it with the last descriptor or mapping of it,
 so a client that exits, crashes or is killed (`kill -9`, mid-request included) leaves nothing behind: there
 is nothing in /dev/shm to clean up, and no tracker process to trust. The server opens it through
-`/proc/<pid>/fd/<fd>` (the same user as the client may) for one request and maps it: the segment is sealed
-against shrinking (F_SEAL_SHRINK), so the server's mapping can never fault.
+`/proc/<pid>/fd/<fd>` (the same user as the client may) and maps it, keeping the mapping while the segment
+lives: the segment is sealed against shrinking (F_SEAL_SHRINK), so the server's mapping can never fault.
 Only numpy and the standard library.
 """
 

@@ -203,3 +203,34 @@ def test_a_client_killed_mid_request_leaves_no_shared_memory(
     assert len(alive.compute_rewards(random_images(2)).rewards) == 2  # and serves on
     assert _memfd_holders(name) == []
     alive.close()
+
+
+def test_a_person_s_session_gets_the_same_rewards_through_the_django_view(
+    project, member_client, inference_worker_process
+):
+    from reward_client.shm import SharedFrames
+
+    deployment = deploy(make_trained_model(project, seed=15), reward_type="soft")
+    web = member_client(project, "annotator")
+    info = web.get("/api/shm").json()
+    assert info["enabled"] and info["workers_here"] >= 1 and info["media_type"] == "application/x-rs-shm"
+    images = random_images(3, seed=8)
+    frames = SharedFrames(info["key"])
+    url = f"/api/deployments/{deployment.name}/rewards"
+    shm = web.post(url, data=json.dumps(frames.write(images)), content_type="application/x-rs-shm")
+    npy = web.post(url, data=_npy(images), content_type="application/x-npy")
+    assert shm.status_code == npy.status_code == 200, shm.content
+    assert shm.json()["items"] == npy.json()["items"]
+    stranger = SharedFrames("f" * 16)  # a key that is not this person's
+    refused = web.post(url, data=json.dumps(stranger.write(images)), content_type="application/x-rs-shm")
+    assert refused.status_code == 400 and "this client's key" in refused.json()["detail"]
+    frames.close()
+    stranger.close()
+
+
+def _npy(images: np.ndarray) -> bytes:
+    import io
+
+    buffer = io.BytesIO()
+    np.save(buffer, images)
+    return buffer.getvalue()
