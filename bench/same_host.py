@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -117,12 +118,13 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=20, help="timed requests per batch size and transport")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parse_args(parser, batches="4", size=32, repeats=2)
-    scratch = scratch_environment("same-host")
     import django
 
-    django.setup()
-    if args.worker:
+    if args.worker:  # started by the bench below: its settings are in the environment it inherited
+        django.setup()
         return run_worker()
+    scratch = scratch_environment("same-host")
+    django.setup()
     from reward_client import RewardClient
 
     token = setup()
@@ -156,6 +158,7 @@ def main() -> None:
         shm.close()
     finally:
         stop(worker, web)
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 if __name__ == "__main__":
