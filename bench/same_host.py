@@ -101,14 +101,16 @@ def measure(shm, http, shape: tuple[int, ...], repeats: int) -> str:
         np.copyto(target, frames)
 
     copies: list[float] = []
-    figures = []
+    times = []
     for client, sent in ((shm, buffer), (shm, frames), (http, frames)):
         copy_t, service_t = interleaved(copy, lambda i, c=client, s=sent: c.compute_rewards(s), repeats)
         copies += copy_t
-        figures.append(gbps(frames.nbytes, service_t))
+        times.append(service_t)
     limit = gbps(frames.nbytes, copies)
+    figures = [gbps(frames.nbytes, t) for t in times]
     cells = " ".join(f"{f:>{w}.2f} {f / limit:>6.2f}" for f, w in zip(figures, (9, 8, 6), strict=True))
-    return f"{shape[0]:>6} {frames.nbytes / 1e6:>7.2f} {limit:>7.2f} {cells}"
+    ms = f"{statistics.median(copies) * 1e3:>9.2f} {statistics.median(times[0]) * 1e3:>11.2f}"
+    return f"{shape[0]:>6} {frames.nbytes / 1e6:>7.2f} {limit:>7.2f} {cells} {ms}"
 
 
 def main() -> None:
@@ -150,7 +152,7 @@ def main() -> None:
         print(f"load average at start: {os.getloadavg()[0]:.2f}")
         print(
             f"{'batch':>6} {'MB':>7} {'memcpy':>7} {'in place':>9} {'ratio':>6} {'copy in':>8} {'ratio':>6} "
-            f"{'HTTP':>6} {'ratio':>6}  target: in place >= 0.5 of memcpy"
+            f"{'HTTP':>6} {'ratio':>6} {'memcpy ms':>9} {'in place ms':>11}  target: in place >= 0.5 of memcpy"
         )
         for batch in [int(b) for b in args.batches.split(",")]:
             print(measure(shm, http, (batch, args.size, args.size, 3), args.repeats), flush=True)
