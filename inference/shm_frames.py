@@ -166,6 +166,8 @@ def _open(descriptor: ShmDescriptor) -> int:
             f"cannot open {descriptor.path}: the client runs as another user than this server; send the frames "
             "over HTTP instead"
         ) from None
+    except OSError as exc:  # e.g. ENXIO: that descriptor is a socket now
+        raise SegmentError(f"{descriptor.path} is not the segment {descriptor.name!r} ({exc.strerror})") from None
     try:
         target = os.readlink(f"/proc/self/fd/{fd}")  # what was opened, not what the path named a moment before
         if target != f"/memfd:{descriptor.name} (deleted)":
@@ -196,12 +198,13 @@ def segment_check(descriptor: ShmDescriptor) -> None:
 class SegmentMaps:
     """The inference worker's read-only mappings of clients' segments, kept while their clients hold them.
 
-    Mapping a segment costs page-table work in proportion to its size (MAP_POPULATE: about one memory
-    copy's time); a client reuses its segment for every batch, so the mapping is made once and reused. Each
-    use checks first that `/proc/<pid>/fd/<fd>` still is that memfd (its name and inode: ten microseconds),
-    `sweep` (the worker, every second) drops the mappings of clients that closed their segment or died, and
-    at most `capacity` are kept (least recently used first out): a dead client's memory is freed within a
-    second. The seal against shrinking makes a kept mapping as safe as a fresh one."""
+        Mapping a segment costs page-table work in proportion to its size (MAP_POPULATE: about one memory
+        copy's time); a client reuses its segment for every batch, so the mapping is made once and reused. Each
+        use checks first that `/proc/<pid>/fd/<fd>` still is that memfd (its name and inode: ten microseconds),
+        `sweep` (the worker, every second) drops the mappings of clients that closed their segment or died (each
+    kept mapping also holds a descriptor of the segment: CPython's mmap keeps a dup of the file), and
+        at most `capacity` are kept (least recently used first out): a dead client's memory is freed within a
+        second. The seal against shrinking makes a kept mapping as safe as a fresh one."""
 
     def __init__(self, capacity: int = 32) -> None:
         self.capacity = capacity

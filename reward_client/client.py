@@ -17,6 +17,7 @@ worker here), `compute_rewards` writes the batch into a shared-memory segment (r
 descriptor of it instead of the pixels; `frames_buffer(shape)` gives that memory out to write frames into in
 place. `transport="auto"` (the default) does so when it can and otherwise, or after the server refuses the
 segment, uses HTTP; `"http"` never tries; `"shm"` raises when it cannot. `client.transport_used` says which.
+The segment holds one batch at a time: calls from other threads meanwhile go over HTTP ("shm": they wait).
 
 `compute_rewards`, the RL loop's hot path, sends through a urllib3 connection pool (kept-alive connections,
 a fraction of a requests.Session's CPU per call); `call()` (any other endpoint) goes through requests. A
@@ -30,6 +31,7 @@ import io
 import json
 import os
 import re
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -109,17 +111,19 @@ class RewardClient:
         self.shm_reason = "transport='http'" if transport == "http" else ""  # why HTTP carries the frames
         self._shm: SharedFrames | None = None
         self._shm_media = ""
+        self._shm_lock = threading.Lock()
 
     def __getstate__(self) -> dict[str, Any]:
         """Picklable, as with a requests.Session alone (Ray ships reward models to its workers): the pool's
         sockets and the shared-memory segment stay behind and the copy opens its own."""
-        state = {**self.__dict__, "_pool": self._pool is not None, "_shm": None}
+        state = {**self.__dict__, "_pool": self._pool is not None, "_shm": None, "_shm_lock": None}
         state["transport_used"] = "http" if self.transport == "http" else ""
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
         self._pool = _pool_for(self.base_url) if state["_pool"] else None
+        self._shm_lock = threading.Lock()
 
     @property
     def rewards_url(self) -> str:
@@ -177,32 +181,33 @@ class RewardClient:
     def _send(self, array: np.ndarray, params: dict[str, str]) -> Any:
         """The rewards answer for a batch: through shared memory when it is on, else (or when the server
         refuses the segment, transport "auto") as an `.npy` body."""
-        if self._shm_ready():
-            assert self._shm is not None
-            body = json.dumps(self._shm.write(array)).encode()
-            try:
-                data = self._post(body, params, self._shm_media)
-                self.transport_used = "shm"
-                return data
+        if self._shm_ready() and self._shm_lock.acquire(blocking=self.transport == "shm"):
+            try:  # one batch at a time in the segment: another thread's call meanwhile goes over HTTP
+                assert self._shm is not None
+                body = json.dumps(self._shm.write(array)).encode()
+                return self._post(body, params, self._shm_media)
             except (BadRequestError, ServiceUnavailable) as exc:
                 if self.transport == "shm" or SEGMENT_UNUSABLE not in exc.detail:
                     raise
                 self._shm_off(f"the server could not use the segment: {exc.detail}")
-                return self._post(_npy(array), params)
+            finally:
+                self._shm_lock.release()
         return self._post(_npy(array), params)
 
     def _shm_ready(self) -> bool:
         """Whether the same-host path is on: decided once per client (one `GET /api/shm`)."""
         if self.transport_used:
             return self.transport_used == "shm"
-        reason = self._shm_check()
-        if reason:
-            if self.transport == "shm":
-                raise RewardServiceError(f"transport='shm' is not possible: {reason}")
-            self._shm_off(reason)
-            return False
-        self.transport_used = "shm"
-        return True
+        with self._shm_lock:  # threads asking at once: one decides, and makes the one segment
+            if not self.transport_used:
+                reason = self._shm_check()
+                if reason and self.transport == "shm":
+                    raise RewardServiceError(f"transport='shm' is not possible: {reason}")
+                if reason:
+                    self._shm_off(reason)
+                else:
+                    self.transport_used = "shm"
+        return self.transport_used == "shm"
 
     def _shm_check(self) -> str:
         """Why the same-host path cannot be used ("" when it can); makes the segment when it can."""

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
@@ -40,7 +41,8 @@ def _memfd_holders(name_part: str) -> list[str]:
         for fd in fds:
             try:
                 if name_part in os.readlink(f"/proc/{pid}/fd/{fd}"):
-                    found.append(f"{pid}:{fd}")
+                    with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
+                        found.append(f"{pid}:{fd} {cmdline.read()[:200]!r}")
             except OSError:
                 continue
     return found
@@ -80,6 +82,13 @@ def test_the_same_frames_through_http_and_shared_memory_get_identical_rewards(
         over_shm.close()
     p = direct_probabilities(model.checkpoint_path, images)
     np.testing.assert_allclose(a.probabilities[a.scored], p[a.scored], atol=1e-5)
+    shared = RewardClient(live_server_url, rl_token, per_step.name)  # one client, four threads at once
+    with ThreadPoolExecutor(4) as pool:
+        got = list(pool.map(lambda i: shared.compute_rewards(images[i : i + 3]).probabilities, range(8)))
+    for i, probabilities in enumerate(got):
+        np.testing.assert_allclose(probabilities, p[i : i + 3], atol=1e-5)
+    assert shared.transport_used == "shm"
+    shared.close()
     # the clients closed their segments: the worker lets go of its mappings at its next sweep (each second)
     _wait_until(lambda: "/memfd:rs-" not in _maps(inference_worker_process.pid), 10)
 
@@ -165,8 +174,8 @@ def test_a_client_killed_mid_request_leaves_no_shared_memory(
 
     from inference.broker import PAYLOAD_PREFIX
 
-    def queued() -> int:  # requests stored and not yet answered (a stopped worker may have popped them already)
-        return len(list(queue.scan_iter(match=PAYLOAD_PREFIX + "*")))
+    def stored() -> set:  # requests stored and not yet answered (a stopped worker may have popped them already)
+        return set(queue.scan_iter(match=PAYLOAD_PREFIX + "*"))
 
     deployment = deploy(make_trained_model(project, seed=14))
     worker = inference_worker_process.pid
@@ -182,23 +191,26 @@ def test_a_client_killed_mid_request_leaves_no_shared_memory(
     assert client.stdout is not None and client.stdin is not None
     name = client.stdout.readline().strip()
     assert name.startswith("rs-") and name in _maps(worker)  # one request answered: the worker keeps its mapping
+    before = stored()
     os.kill(worker, signal.SIGSTOP)  # the next request waits in the queue
     try:
         client.stdin.write("go\n")
         client.stdin.flush()
         deadline = time.monotonic() + 20
-        while not queued():  # checked by the web process, queued
+        while not stored() - before:  # checked by the web process, queued
             assert time.monotonic() < deadline and client.poll() is None
             time.sleep(0.02)
+        pending = stored() - before
         assert _memfd_holders(name) and not set(os.listdir("/dev/shm")) - shm_before
         client.kill()  # SIGKILL: no clean-up of any kind
         client.wait(10)
     finally:
         os.kill(worker, signal.SIGCONT)
-    assert _memfd_holders(name) == []  # no descriptor of it anywhere
-    assert set(os.listdir("/dev/shm")) - shm_before == set()
-    _wait_until(lambda: not queued(), 20)  # the worker takes the orphan request, finds no segment, answers it
-    _wait_until(lambda: name not in _maps(worker), 10)  # and lets go of its mapping: the kernel frees the memory
+    assert set(os.listdir("/dev/shm")) - shm_before == set()  # a memfd never had a name there
+    _wait_until(lambda: not stored() & pending, 20)  # the worker takes the orphan request, finds no segment
+    # and lets go of its kept mapping (with the descriptor CPython's mmap keeps) at its next sweep: nothing
+    # of the segment is left anywhere, so the kernel has freed it
+    _wait_until(lambda: name not in _maps(worker) and _memfd_holders(name) == [], 10)
     alive = RewardClient(live_server_url, rl_token, deployment.name, transport="shm")
     assert len(alive.compute_rewards(random_images(2)).rewards) == 2  # and serves on
     assert _memfd_holders(name) == []
