@@ -25,6 +25,10 @@ class LeanRewardClient:
 
     def rewards(self, body: bytes) -> list[float]:
         """The rewards for one `.npy` body (uint8 [B,H,W,3]); RuntimeError for an HTTP error."""
+        return [item["reward"] for item in self.items(body)]
+
+    def items(self, body: bytes) -> list[dict]:
+        """The answer's items (probability, reward, ...) for one `.npy` body; RuntimeError for an HTTP error."""
         try:
             status, data = self._post(body)
         except (ConnectionError, http.client.HTTPException):  # the server closed the kept-alive connection
@@ -33,7 +37,7 @@ class LeanRewardClient:
             status, data = self._post(body)
         if status != 200:
             raise RuntimeError(f"HTTP {status}: {data[:300]!r}")
-        return [item["reward"] for item in json.loads(data)["items"]]
+        return json.loads(data)["items"]
 
     def _post(self, body: bytes) -> tuple[int, bytes]:
         self.connection.request("POST", self.path, body=body, headers=self.headers)

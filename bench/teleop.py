@@ -2,7 +2,11 @@
 
 For each stream rate it prints, at every dashboard client, the latency from frame sent (the agent's
 `sent_at`) to probability received (p50, p95), beside the raw single-image forward time of the same
-checkpoint measured in this process with the same torch threads as the worker, in the same run.
+checkpoint measured in this process with the same torch threads as the worker, in the same run. Each
+scenario also splits client 1's latency into the server's own scoring round trip (the result's
+`inference_ms`: reward path, broker, worker, forward) and the rest (agent to server, image checks and
+decode, waiting in the newest-frame slot, the fan-out to viewers); the agent's line, beside the clients',
+shows what the viewers' channel-layer fan-out adds to the agent's direct reply.
 
   1. 10 Hz, ResNet18 128x128: target p95 <= raw forward + 20 ms at every client.
   2. 20 Hz, same model.
@@ -63,7 +67,7 @@ def setup():
     from django.test import Client
 
     from inference.services import deployment_create
-    from labeling.models import Membership, Project
+    from labeling.models import AgentScope, Membership, Project
     from labeling.services import agent_create
     from training.models import TrainedModel
     from training.resnet.checkpoint import save_checkpoint
@@ -83,8 +87,12 @@ def setup():
         )
         deployment = deployment_create(name=f"bench-teleop-{size}-{uuid.uuid4().hex[:6]}", trained_model=model)
         deployments[size] = (deployment.name, default_storage.path(folder))
-    # a robot's token streams teleop to this project; the viewer is a member of it
-    _, token = agent_create(name=f"bench-teleop-{uuid.uuid4().hex[:6]}", kind="robot", projects=[project])
+    # a robot's token streams teleop to this project and may score its frames (the rewards scope: without it
+    # the session records unscored); the viewer is a member of the project
+    scopes = [AgentScope.INGEST, AgentScope.TELEOP, AgentScope.REWARDS]
+    _, token = agent_create(
+        name=f"bench-teleop-{uuid.uuid4().hex[:6]}", kind="robot", scopes=scopes, projects=[project]
+    )
     user = get_user_model().objects.create_user(f"bench-{uuid.uuid4().hex[:6]}", password="x-bench-pw-1")
     Membership.objects.create(project=project, user=user, role=Membership.Role.ANNOTATOR)
     client = Client()
@@ -122,6 +130,7 @@ async def dashboard(url: str, cookie: str, origin: str, stop: asyncio.Event, out
             message = json.loads(raw)
             if message["type"] == "result" and message.get("sent_at"):
                 out["latencies"].append((time.time() - message["sent_at"]) * 1000)
+                out["scoring"].append(message["inference_ms"])
                 out["dropped"] = message.get("dropped", 0)
             elif message["type"] == "frame":
                 out["frames"] += 1
@@ -139,7 +148,7 @@ async def scenario(base: str, token: str, cookie: str, deployment: str, size: in
     streamer = Streamer(base, token, hello).start()
     ws_base = base.replace("http://", "ws://")
     stop = asyncio.Event()
-    outs = [{"latencies": [], "frames": 0, "dropped": 0} for _ in range(n)]
+    outs = [{"latencies": [], "scoring": [], "frames": 0, "dropped": 0} for _ in range(n)]
     tasks = [
         asyncio.create_task(dashboard(f"{ws_base}/ws/teleop/sessions/{streamer.session_id}/", cookie, base, stop, o))
         for o in outs
@@ -178,9 +187,19 @@ def report(title: str, raw_ms: float, summary, elapsed: float, outs: list[dict],
         print(
             f"  agent:    results {len(own):4d}  latency p50 {percentile(own, 0.5):7.1f} ms  p95 {percentile(own, 0.95):7.1f} ms"
         )
+    scoring = outs[0]["scoring"]
+    if scoring:  # where the time goes: the server's own scoring round trip, and the rest of the path
+        rest = [total - own for total, own in zip(outs[0]["latencies"], scoring, strict=True)]
+        print(
+            f"  split at client 1: the server's scoring (reward path, broker, worker) p50 "
+            f"{percentile(scoring, 0.5):7.1f} ms, p95 {percentile(scoring, 0.95):7.1f} ms; the rest (agent to "
+            f"server, checks, decode, fan-out) p50 {percentile(rest, 0.5):7.1f} ms, p95 {percentile(rest, 0.95):7.1f} ms"
+        )
     dropped = max(o["dropped"] for o in outs)
     print(f"  dropped frames (reported by the server): {dropped}")
-    if limit_ms is not None:
+    if any(not out["latencies"] for out in outs):
+        print("  NO RESULTS at some client: the frames were not scored (see the server's log)")
+    elif limit_ms is not None:
         verdict = "OK" if worst <= limit_ms else "OVER"
         print(
             f"  worst p95 {worst:.1f} ms vs limit raw + 20 ms = {limit_ms:.1f} ms: ratio {worst / limit_ms:.2f} [{verdict}]"

@@ -19,9 +19,15 @@ class DeploymentForm(forms.ModelForm):
             "sample_every",
             "aliases",
             "chat_prompt",
+            "inference_precision",
         ]
 
-    OPTIONAL = ("gt_success_bonus", "aliases", "chat_prompt")  # left out of a form, they keep their defaults
+    OPTIONAL = (
+        "gt_success_bonus",
+        "aliases",
+        "chat_prompt",
+        "inference_precision",
+    )  # left out of a form, they keep their defaults
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -37,6 +43,8 @@ class DeploymentForm(forms.ModelForm):
         values = {f: data[f] for f in (*services.SETTING_FIELDS, "max_batch_size", "max_wait_ms") if f in data}
         try:
             services.check_settings(values)
+            if data.get("trained_model") is not None:
+                services.check_precision(data["trained_model"].kind, data["inference_precision"])
         except services.DeploymentError as exc:
             raise forms.ValidationError(str(exc)) from None
         return data
@@ -56,6 +64,7 @@ class DeploymentAdmin(admin.ModelAdmin):
         "max_batch_size",
         "max_wait_ms",
         "sample_every",
+        "inference_precision",
         "updated_at",
     ]
     list_filter = ["status", "reward_mode", "reward_type"]

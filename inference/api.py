@@ -26,13 +26,10 @@ from .payloads import (
     MAX_ITEMS,
     PayloadError,
     PayloadTooLarge,
-    bool_list,
-    float_list,
-    id_list,
     images_from_base64,
     npy_shape,
 )
-from .reward_serving import RewardRequest, rewards_answer
+from .reward_serving import NPY_FIELDS, RewardRequest, npy_fields, reward_request, rewards_answer
 from .serving import DeploymentNotFound, DeploymentUnavailable, deployment_config
 from .shm_frames import MEDIA_TYPE as SHM_MEDIA_TYPE
 from .shm_serving import request_descriptor
@@ -190,20 +187,14 @@ class RewardsView(APIView):
         shm = None
         if content_type in (NpyParser.media_type, SHM_MEDIA_TYPE):
             payload = request.data if isinstance(request.data, bytes) else b""
-            if content_type == SHM_MEDIA_TYPE:
+            if content_type == SHM_MEDIA_TYPE:  # same-host frames: a descriptor of the client's segment
                 shm = request_descriptor(payload, client_id(request.user))
                 payload, shape = b"", shm.shape
             else:
                 shape = npy_shape(
                     payload, max_side=settings.MAX_IMAGE_SIDE, max_request_pixels=settings.MAX_REQUEST_PIXELS
                 )
-            meta = {
-                "env_rewards": request.query_params.get("env_rewards", request.META.get("HTTP_X_ENV_REWARDS")),
-                "dones": request.query_params.get("dones", request.META.get("HTTP_X_DONES")),
-                "env_success": request.query_params.get("env_success", request.META.get("HTTP_X_ENV_SUCCESS")),
-                "stream": request.query_params.get("stream", request.META.get("HTTP_X_STREAM", "")),
-                "episode_ids": request.query_params.get("episode_ids", request.META.get("HTTP_X_EPISODE_IDS")),
-            }
+            meta: dict = npy_fields(request.query_params, request.headers)
         elif content_type == "application/json":
             data = request.data
             if not isinstance(data, dict) or "images" not in data:
@@ -216,8 +207,7 @@ class RewardsView(APIView):
                     max_request_pixels=settings.MAX_REQUEST_PIXELS,
                 )
             payload, shape = dump_npy(images), images.shape
-            meta = {k: data.get(k) for k in ("env_rewards", "dones", "env_success", "episode_ids")}
-            meta["stream"] = data.get("stream") or ""
+            meta = {k: data.get(k) for k in NPY_FIELDS}
         else:
             raise exceptions.UnsupportedMediaType(
                 content_type, "send application/x-npy (uint8 [B,H,W,3]) or application/json with base64 images"
@@ -225,17 +215,9 @@ class RewardsView(APIView):
         n = int(shape[0])
         if n > MAX_ITEMS:
             raise PayloadError(f"at most {MAX_ITEMS} images per request")
-        stream = str(meta["stream"] or "")[:100]
-        return RewardRequest(
-            payload=payload,
-            shm=shm,
-            count=n,
-            env_rewards=float_list(meta["env_rewards"], n, "env_rewards"),
-            dones=bool_list(meta["dones"], n, "dones"),
-            stream=stream,
-            env_success=bool_list(meta["env_success"], n, "env_success"),
-            episode_ids=id_list(meta["episode_ids"], n, "episode_ids"),
-        )
+        reward = reward_request(payload, n, meta)
+        reward.shm = shm
+        return reward
 
 
 def _deployment(request, name: str, perm=access.DEPLOYMENT_VIEW) -> Deployment:
@@ -268,6 +250,7 @@ class DeploymentSerializer(serializers.ModelSerializer):
             "max_batch_size",
             "max_wait_ms",
             "sample_every",
+            "inference_precision",
             "status",
             "error",
             "version",

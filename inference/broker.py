@@ -99,7 +99,7 @@ def share_key(deployment: str) -> str:
 class InferenceRequest:
     deployment: str
     version: int
-    payload: bytes  # .npy bytes
+    payload: bytes | bytearray  # .npy bytes (a bytearray once a worker read it from Redis, or from a large body)
     deadline: float  # unix time after which nobody waits for the reply
     max_batch_size: int = 64
     max_wait_ms: float = 2.0
@@ -241,8 +241,8 @@ def dump_npy(array: np.ndarray) -> bytes:
     return buffer.getvalue()
 
 
-def load_npy(raw: bytes) -> np.ndarray:
-    """The array of an `.npy` body (np.save's header form read fast, any other by numpy)."""
+def load_npy(raw: bytes | bytearray) -> np.ndarray:
+    """The array of an `.npy` body (np.save's header form read fast, as a view of `raw`; any other by numpy)."""
     array = npy_array(raw)
     return array if array is not None else np.load(io.BytesIO(raw), allow_pickle=False)
 

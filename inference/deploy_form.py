@@ -10,6 +10,7 @@ from typing import Any
 
 from django import forms
 
+from training import precision
 from training.models import ModelKind, TrainedModel
 
 from .models import Deployment
@@ -24,7 +25,15 @@ HISTORY = [
     "input_on_done",
     "history_reward_assign",
 ]
-ADVANCED = ["env_reward_weight", "reward_weight", "gt_success_bonus", "max_batch_size", "max_wait_ms", "sample_every"]
+ADVANCED = [
+    "env_reward_weight",
+    "reward_weight",
+    "gt_success_bonus",
+    "max_batch_size",
+    "max_wait_ms",
+    "sample_every",
+    "inference_precision",
+]
 # The reward modes that apply to each model kind: a ResNet scores single frames, a VLM judges windows.
 MODES = {
     ModelKind.RESNET: [Deployment.RewardMode.PER_STEP, Deployment.RewardMode.TERMINAL],
@@ -51,10 +60,17 @@ class DeployForm(forms.ModelForm):
         if trained_model.kind != ModelKind.VLM:
             for name in HISTORY:
                 del self.fields[name]
+        if trained_model.kind not in precision.HONOURED_BY:  # the VLM serves in its checkpoint's dtype
+            del self.fields["inference_precision"]
+        else:  # a form posted without it (a script, an older page) deploys in fp32
+            self.fields["inference_precision"].required = False
         for name, field in self.fields.items():
             if name != "name" and not self.is_bound and name not in self.initial:
                 self.initial[name] = deployment_field_default(name)
             field.widget.attrs.setdefault("id", f"id_{name}")
+
+    def clean_inference_precision(self) -> str:
+        return self.cleaned_data.get("inference_precision") or precision.FP32
 
     def common_fields(self) -> list[forms.BoundField]:
         return [self[name] for name in COMMON]
@@ -63,7 +79,7 @@ class DeployForm(forms.ModelForm):
         return [self[name] for name in HISTORY if name in self.fields]
 
     def advanced_fields(self) -> list[forms.BoundField]:
-        return [self[name] for name in ADVANCED]
+        return [self[name] for name in ADVANCED if name in self.fields]
 
     def settings(self) -> dict[str, Any]:
         """The cleaned values as `deployment_create` takes them (the name apart)."""

@@ -24,8 +24,8 @@ from webapp.asgi_http import HttpError, read_body, respond_json
 
 from .admission import admitted_agent
 from .limits import client_key
-from .payloads import PayloadError, PayloadTooLarge, bool_list, float_list, id_list, npy_shape
-from .reward_serving import RewardRequest, rewards_answer
+from .payloads import PayloadError, PayloadTooLarge, npy_shape
+from .reward_serving import npy_fields, reward_request, rewards_answer
 from .serving import DeploymentConfig, DeploymentNotFound, DeploymentUnavailable, deployment_config
 from .shm_frames import MEDIA_TYPE as SHM
 from .shm_serving import request_descriptor
@@ -91,18 +91,8 @@ class RewardsFastPath:
                 shape = npy_shape(
                     payload, max_side=settings.MAX_IMAGE_SIDE, max_request_pixels=settings.MAX_REQUEST_PIXELS
                 )
-            n = shape[0]
-            request = RewardRequest(
-                shm=shm,
-                payload=payload,
-                count=n,
-                env_rewards=float_list(query.get("env_rewards", headers.get("x-env-rewards")), n, "env_rewards"),
-                dones=bool_list(query.get("dones", headers.get("x-dones")), n, "dones"),
-                client=f"a{agent.pk}",
-                stream=str(query.get("stream", headers.get("x-stream", "")) or "")[:100],
-                env_success=bool_list(query.get("env_success", headers.get("x-env-success")), n, "env_success"),
-                episode_ids=id_list(query.get("episode_ids", headers.get("x-episode-ids")), n, "episode_ids"),
-            )
+            request = reward_request(payload, shape[0], npy_fields(query, headers), client=f"a{agent.pk}")
+            request.shm = shm
         except PayloadTooLarge as exc:
             raise HttpError(413, str(exc)) from None
         except PayloadError as exc:

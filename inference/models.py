@@ -14,6 +14,7 @@ import time
 from django.db import models
 
 from labeling.models import Episode, Project
+from training import precision
 
 __all__ = ["Deployment", "DeploymentMonitor", "ServedFrame"]
 
@@ -90,6 +91,12 @@ class Deployment(models.Model):
         choices=ChatPrompt.choices,
         default=ChatPrompt.TRAINED,
         help_text="Which prompt a chat request is judged with; a request whose text differs is reported either way.",
+    )
+    inference_precision = models.CharField(
+        max_length=4,
+        choices=precision.CHOICES,
+        default=precision.FP32,
+        help_text="The arithmetic of a ResNet model's forward pass in the workers; one a worker's device cannot run is refused.",
     )
     # Dynamic batching in the inference workers.
     max_batch_size = models.PositiveIntegerField(default=64)

@@ -35,7 +35,7 @@ class NpyHeader:
         return math.prod(self.shape) * self.dtype.itemsize
 
 
-def npy_header(raw: bytes) -> NpyHeader | None:
+def npy_header(raw: bytes | bytearray) -> NpyHeader | None:
     """The header of an `.npy` body as `np.save` writes it; None for any other form (use numpy's reader)."""
     if raw[:6] != MAGIC or len(raw) < 10:
         return None
@@ -51,13 +51,14 @@ def npy_header(raw: bytes) -> NpyHeader | None:
     return NpyHeader(shape, np.dtype(match["descr"].decode()), match["fortran"] == b"True", start + size)
 
 
-def npy_array(raw: bytes) -> np.ndarray | None:
-    """The (writable, C-ordered) array of an `.npy` body in `np.save`'s form; None for any other form.
-    Raises ValueError when the body holds fewer bytes than its header says."""
+def npy_array(raw: bytes | bytearray) -> np.ndarray | None:
+    """The C-ordered array of an `.npy` body in `np.save`'s form, a view of `raw`'s own bytes (no copy:
+    writable when `raw` is a bytearray, read-only for bytes); None for any other form. Raises ValueError
+    when the body holds fewer bytes than its header says."""
     header = npy_header(raw)
     if header is None or header.fortran_order or header.dtype.hasobject:
         return None
     if len(raw) - header.offset < header.nbytes:
         raise ValueError(f"the .npy body is cut short: {len(raw) - header.offset} bytes for {header.nbytes}")
     flat = np.frombuffer(raw, dtype=header.dtype, count=math.prod(header.shape), offset=header.offset)
-    return flat.reshape(header.shape).copy()
+    return flat.reshape(header.shape)

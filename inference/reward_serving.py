@@ -11,6 +11,7 @@ several web processes can serve the same RL run.
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -18,6 +19,7 @@ import numpy as np
 from .broker import HISTORY_PREFIX, dump_npy, load_npy
 from .gallery import sample_served
 from .monitor_store import ServedBatch, monitor_submit
+from .payloads import bool_list, float_list, id_list
 from .rewards import HISTORY_BUFFER, ItemReward, compute_rewards, plan_scoring
 from .serving import DeploymentConfig, abroker, infer_payload
 from .shm_frames import ShmDescriptor
@@ -36,7 +38,32 @@ class RewardRequest:
     stream: str = ""  # optional stream name within a client (e.g. an RL worker rank)
     env_success: list[bool] | None = None  # per-item env success: gt_success_bonus and the reward-hacking monitor
     episode_ids: list[str] | None = None  # the RL episode of each frame (monitor: success per step)
+    timeout: float | None = None  # seconds to wait for the workers (None: INFERENCE_TIMEOUT_S); teleop's is short
     shm: ShmDescriptor | None = None  # same-host frames (checked): `payload` is empty
+
+
+NPY_FIELDS = ("env_rewards", "dones", "env_success", "stream", "episode_ids")
+
+
+def npy_fields(query: Mapping[str, str], headers: Mapping[str, str]) -> dict[str, str | None]:
+    """The per-request fields of an `.npy` reward request, each from the query string, else from its header
+    (`env_rewards` from `X-Env-Rewards`, ...): `headers` must look names up in lower case."""
+    return {name: query.get(name, headers.get("x-" + name.replace("_", "-"))) for name in NPY_FIELDS}
+
+
+def reward_request(payload: bytes, count: int, fields: Mapping[str, object], client: str = "") -> RewardRequest:
+    """The one reader of a reward request's fields (the ASGI fast path and the DRF view, `.npy` and JSON):
+    lists of `count` values, or comma-separated strings; PayloadError says which one is wrong."""
+    return RewardRequest(
+        payload=payload,
+        count=count,
+        env_rewards=float_list(fields.get("env_rewards"), count, "env_rewards"),
+        dones=bool_list(fields.get("dones"), count, "dones"),
+        client=client,
+        stream=str(fields.get("stream") or "")[:100],
+        env_success=bool_list(fields.get("env_success"), count, "env_success"),
+        episode_ids=id_list(fields.get("episode_ids"), count, "episode_ids"),
+    )
 
 
 def item_json(item: ItemReward) -> dict:
@@ -84,12 +111,13 @@ async def rewards_serve(config: DeploymentConfig, request: RewardRequest) -> lis
     shm = request.shm.to_header() if request.shm is not None else None
     probabilities: list[float | None] = [None] * n
     if all(scored):
-        results = await infer_payload(config, request.payload, client=request.client, shm=shm)
+        results = await infer_payload(config, request.payload, client=request.client, timeout=request.timeout, shm=shm)
         probabilities = [float(p) for p in results]
     elif any(scored):
         picks = [i for i, s in enumerate(scored) if s]
         subset = load_npy(request.payload)[np.asarray(picks)]
-        for i, p in zip(picks, await infer_payload(config, dump_npy(subset), client=request.client), strict=True):
+        results = await infer_payload(config, dump_npy(subset), client=request.client, timeout=request.timeout)
+        for i, p in zip(picks, results, strict=True):
             probabilities[i] = float(p)
     if counts_after is not None:
         pipe = redis.pipeline(transaction=False)

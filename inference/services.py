@@ -17,6 +17,7 @@ from labeling.label_services import Actor, frame_labels_set
 from labeling.models import Episode, Project
 from labeling.services import StepInput, episode_create, episode_finish, steps_append
 from training.models import TrainedModel
+from training.precision import FP32, PrecisionError, precision_check
 from webhooks import events
 from webhooks.services import webhook_emit_safely
 
@@ -40,7 +41,16 @@ SETTING_FIELDS = (
     "history_reward_assign",
     "gt_success_bonus",
 )
-OTHER_FIELDS = ("max_batch_size", "max_wait_ms", "sample_every", "project", "aliases", "chat_prompt")
+OTHER_FIELDS = (
+    "max_batch_size",
+    "max_wait_ms",
+    "sample_every",
+    "project",
+    "aliases",
+    "chat_prompt",
+    "inference_precision",
+)
+RELOAD_FIELDS = ("inference_precision",)  # a change makes the workers load the model again
 MAX_ALIASES = 20
 
 
@@ -83,6 +93,13 @@ def check_aliases(aliases: object, *, name: str, exclude_pk: int | None = None) 
     return cleaned
 
 
+def check_precision(kind: str, value: str) -> None:
+    try:
+        precision_check(kind, value)
+    except PrecisionError as exc:
+        raise DeploymentError(str(exc)) from None
+
+
 def deployment_field_default(name: str) -> object:
     """A deployment field's default, as a new row would get it (a callable default called)."""
     field = Deployment._meta.get_field(name)
@@ -99,6 +116,7 @@ def deployment_create(*, name: str, trained_model: TrainedModel, **values) -> De
         raise DeploymentError(name_taken_message(name))
     defaults = {f: deployment_field_default(f) for f in SETTING_FIELDS}
     check_settings({**defaults, **values})
+    check_precision(trained_model.kind, values.get("inference_precision", FP32))
     if values.get("project") is None:
         values["project"] = trained_model.project
     values["aliases"] = check_aliases(values.get("aliases") or [], name=name)
@@ -115,11 +133,17 @@ def deployment_update(*, deployment: Deployment, trained_model: TrainedModel | N
         raise DeploymentError(f"unknown deployment field(s): {', '.join(sorted(unknown))}")
     current = {f: getattr(deployment, f) for f in SETTING_FIELDS}
     check_settings({**current, **values})
+    check_precision(
+        (trained_model or deployment.trained_model).kind,
+        values.get("inference_precision", deployment.inference_precision),
+    )
     if "aliases" in values:
         values["aliases"] = check_aliases(values["aliases"] or [], name=deployment.name, exclude_pk=deployment.pk)
     updates = dict(values)
     if trained_model is not None and trained_model.pk != deployment.trained_model_id:
         updates.update(trained_model=trained_model, version=_next_version(), status=Deployment.Status.LOADING, error="")
+    elif any(f in values and values[f] != getattr(deployment, f) for f in RELOAD_FIELDS):
+        updates.update(version=_next_version(), status=Deployment.Status.LOADING, error="")
     switched_from = deployment.trained_model_id if "trained_model" in updates else None
     if updates:
         Deployment.objects.filter(pk=deployment.pk).update(**updates)

@@ -60,6 +60,7 @@ from .broker import (
     replies_queue,
     shares_release,
 )
+from .payload_read import payloads_get
 from .shm_frames import segment_maps
 
 log = logging.getLogger(__name__)
@@ -283,11 +284,12 @@ class InferenceWorker:
         return replies
 
     def _payloads_read(self, requests: list[InferenceRequest]) -> None:
-        """Read the payloads stored apart (one round trip); a missing one (expired) fails its request only."""
+        """Read the payloads stored apart (one round trip, each into a bytearray of its own: `payloads_get`);
+        a missing one (expired) fails its request only."""
         stored = [r for r in requests if r.payload_key and not r.payload]
         if stored:
-            for request, payload in zip(stored, self.redis.mget([r.payload_key for r in stored]), strict=True):
-                request.payload = cast(bytes, payload) or b""  # a bytes client
+            for request, payload in zip(stored, payloads_get(self.redis, [r.payload_key for r in stored]), strict=True):
+                request.payload = payload or b""
 
     def _answer(
         self, deployment: str, requests: list[InferenceRequest], policy: BatchPolicy

@@ -11,6 +11,7 @@ from rest_framework.pagination import PageNumberPagination
 from rest_framework.views import APIView
 
 from . import access, label_selectors
+from .episode_browse import SEARCH_MAX_CHARS, SORTS, attach_thumbnails
 from .models import Episode, Project
 
 PAGE_SIZE = 100
@@ -23,6 +24,12 @@ class EpisodeFilterSerializer(serializers.Serializer):
     state = serializers.ChoiceField(choices=label_selectors.LABEL_STATES, required=False)
     proposals = serializers.ChoiceField(choices=["yes", "no"], required=False, help_text="Open proposals exist.")
     success = serializers.ChoiceField(choices=["yes", "no", "unknown"], required=False)
+    q = serializers.CharField(
+        max_length=SEARCH_MAX_CHARS,
+        required=False,
+        help_text="Start of the episode id, or part of its env id or agent.",
+    )
+    sort = serializers.ChoiceField(choices=list(SORTS), required=False, help_text="Order; newest first by default.")
 
 
 class EpisodeRowSerializer(serializers.Serializer):
@@ -40,6 +47,7 @@ class EpisodeRowSerializer(serializers.Serializer):
     label_state = serializers.CharField()
     created_at = serializers.DateTimeField()
     label_url = serializers.SerializerMethodField()
+    thumbnail = serializers.CharField(allow_null=True, help_text="The episode's last frame, first camera.")
 
     def get_label_url(self, episode) -> str:
         return reverse("episode-label", args=[episode.uuid])
@@ -55,7 +63,7 @@ class EpisodeListView(APIView):
     @extend_schema(
         parameters=[EpisodeFilterSerializer],
         responses=EpisodeRowSerializer(many=True),
-        summary="The project's episodes with label counts, newest first, filtered and paginated",
+        summary="The project's episodes with label counts and thumbnails, searched, filtered, sorted and paginated",
     )
     def get(self, request, pk):
         project = get_object_or_404(Project, pk=pk)
@@ -65,5 +73,7 @@ class EpisodeListView(APIView):
         ids = label_selectors.episode_list_ids(project=project, **filters.validated_data)
         paginator = EpisodePagination()
         page = paginator.paginate_queryset(ids, request, view=self) or []
-        rows = label_selectors.episodes_by_ids(project=project, ids=list(page))
+        rows = attach_thumbnails(
+            project=project, episodes=label_selectors.episodes_by_ids(project=project, ids=list(page))
+        )
         return paginator.get_paginated_response(EpisodeRowSerializer(rows, many=True).data)

@@ -54,6 +54,7 @@ from .pickle_errors import PickleLoadError
 from .rlinf_episode import EpisodeFormatError, parse_episode, to_json
 from .services import IngestError, StepInput, episode_create, episode_finish, steps_append
 from .table_stats import EPISODE_TABLES, refresh_after_bulk_write
+from .video_frames import VideoError
 
 if TYPE_CHECKING:
     from .safe_pickle import PickleLimits
@@ -62,7 +63,7 @@ logger = logging.getLogger(__name__)
 
 IMPORT_NAMESPACE = uuid_lib.UUID("7d0c5f1e-3b8a-4f39-9a52-4c1e2d6b8a10")
 CHUNK_STEPS = 32
-EXPECTED_ERRORS = (SourceError, PickleLoadError, EpisodeFormatError, ImageError, IngestError)
+EXPECTED_ERRORS = (SourceError, PickleLoadError, EpisodeFormatError, ImageError, IngestError, VideoError)
 
 
 @dataclass(frozen=True)
@@ -106,7 +107,8 @@ def import_paths(
         if not sources:
             passed_over = f" (passed over: {', '.join(name for name, _ in ignored[:3])})" if ignored else ""
             raise SourceError(
-                "nothing to import: no .pkl or .pt files and no folders with success/ or failure/" + passed_over
+                "nothing to import: no .pkl, .pt or .mp4 files, LeRobot datasets or folders with success/ or failure/"
+                + passed_over
             )
         summary.ignored.extend(ignored)
         if on_sources:
@@ -121,7 +123,12 @@ def import_paths(
 
 
 def import_source(*, project: Project, source: Source, env_id: str, summary: ImportSummary) -> None:
-    importer = {"pickle": _import_pickle, "payload": _import_payload, "folder": _import_folder}[source.kind]
+    from .lerobot_import import import_lerobot, import_videos  # it builds on this module's storing helpers
+
+    importers = {"lerobot": import_lerobot, "video": import_videos}
+    importer = {"pickle": _import_pickle, "payload": _import_payload, "folder": _import_folder, **importers}[
+        source.kind
+    ]
     try:
         importer(project=project, source=source, env_id=env_id, summary=summary)
     except EXPECTED_ERRORS as exc:

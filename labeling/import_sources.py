@@ -7,6 +7,9 @@ Importable things (auto-detected):
   `torch.load(weights_only=True)`.
 - a folder holding `success/` and/or `failure/` (RLinf's older collector): every image in it is one
   labeled frame.
+- a LeRobot dataset folder (`meta/info.json`; see lerobot_format.py): its episodes.
+- `*.mp4` (and .mkv, .webm, .mov): video episodes; `NAME.<camera>.mp4` files of one folder (or one upload) with
+  the same NAME are one episode (see lerobot_import.py).
 - `*.zip`: unpacked (paths checked, size capped) and searched for all of the above.
 - any other folder: searched recursively for all of the above.
 No Django imports.
@@ -25,6 +28,7 @@ from pathlib import Path, PurePosixPath
 import numpy as np
 
 from .pickle_errors import weights_only_error
+from .video_frames import VIDEO_SUFFIXES, video_episode_name
 
 PICKLE_SUFFIXES = {".pkl", ".pickle"}
 PAYLOAD_SUFFIXES = {".pt", ".pth"}
@@ -41,9 +45,10 @@ class SourceError(ValueError):
 
 @dataclass(frozen=True)
 class Source:
-    kind: str  # "pickle" | "payload" | "folder"
+    kind: str  # "pickle" | "payload" | "folder" | "lerobot" | "video"
     path: Path
     name: str  # shown in summaries
+    parts: tuple[Path, ...] = ()  # "video": the episode's files, one per camera
 
 
 @dataclass
@@ -85,6 +90,7 @@ def discover(paths: Iterable[Path]) -> tuple[list[Source], list[tuple[str, str]]
     """
     sources: list[Source] = []
     ignored: list[tuple[str, str]] = []
+    videos: dict[tuple[str, str], list[Path]] = {}  # (folder or "" for given files, episode name) -> files
     for path in paths:
         if not path.exists():
             raise SourceError(f"{path}: no such file or folder")
@@ -93,13 +99,18 @@ def discover(paths: Iterable[Path]) -> tuple[list[Source], list[tuple[str, str]]
             if kind is None:
                 raise SourceError(
                     f"{path}: unsupported file type {path.suffix or '(none)'}; "
-                    "expected .pkl, .pt, .zip or a folder with success/ and failure/"
+                    "expected .pkl, .pt, .zip, .mp4, a LeRobot dataset folder or a folder with success/ and failure/"
                 )
             if kind == "zip":
                 raise SourceError(f"{path}: unpack zips with extract_zip() before discover()")
-            sources.append(Source(kind, path, path.name))
+            if kind == "video":
+                videos.setdefault(("", video_episode_name(path)), []).append(path)
+            else:
+                sources.append(Source(kind, path, path.name))
         else:
-            _walk(path, path, sources, ignored)
+            _walk(path, path, sources, ignored, videos)
+    for (folder, name), parts in videos.items():
+        sources.append(Source("video", parts[0], f"{folder}/{name}" if folder else name, tuple(parts)))
     return sources, ignored
 
 
@@ -111,11 +122,22 @@ def file_kind(path: Path) -> str | None:
         return "payload"
     if suffix in ZIP_SUFFIXES:
         return "zip"
+    if suffix in VIDEO_SUFFIXES:
+        return "video"
     return None
 
 
-def _walk(folder: Path, root: Path, sources: list[Source], ignored: list[tuple[str, str]]) -> None:
+def _walk(
+    folder: Path,
+    root: Path,
+    sources: list[Source],
+    ignored: list[tuple[str, str]],
+    videos: dict[tuple[str, str], list[Path]],
+) -> None:
     display = folder.name if folder == root else str(folder.relative_to(root.parent))
+    if is_lerobot_folder(folder):
+        sources.append(Source("lerobot", folder, display))
+        return
     if is_label_folder(folder):
         sources.append(Source("folder", folder, display))
         return
@@ -123,13 +145,20 @@ def _walk(folder: Path, root: Path, sources: list[Source], ignored: list[tuple[s
         if child.is_symlink():
             ignored.append((str(child.relative_to(root.parent)), "symbolic link"))
         elif child.is_dir():
-            _walk(child, root, sources, ignored)
+            _walk(child, root, sources, ignored, videos)
         else:
             kind = file_kind(child)
-            if kind in ("pickle", "payload"):
+            if kind == "video":
+                videos.setdefault((display, video_episode_name(child)), []).append(child)
+            elif kind in ("pickle", "payload"):
                 sources.append(Source(kind, child, str(child.relative_to(root.parent))))
             elif not child.name.startswith("."):
                 ignored.append((str(child.relative_to(root.parent)), "not an importable file"))
+
+
+def is_lerobot_folder(folder: Path) -> bool:
+    """A LeRobot dataset's root: it has meta/info.json (read by lerobot_format.py)."""
+    return (folder / "meta" / "info.json").is_file()
 
 
 def is_label_folder(folder: Path) -> bool:
@@ -225,6 +254,9 @@ def extract_zip(path: Path, dest: Path, *, max_bytes: int = MAX_ZIP_BYTES, max_m
         members = archive.infolist()
         if len(members) > max_members:
             raise SourceError(f"zip holds {len(members)} entries; the limit is {max_members}")
+        declared = sum(member.file_size for member in members)  # zipfile never inflates past these sizes
+        if declared > max_bytes:
+            raise SourceError(f"zip unpacks to {declared} bytes, more than {max_bytes} bytes; nothing was unpacked")
         total = 0
         for member in members:
             name = PurePosixPath(member.filename.replace("\\", "/"))

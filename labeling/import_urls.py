@@ -1,10 +1,12 @@
-"""The import page (the import_episodes command is its command-line twin)."""
+"""The import page (the import_episodes command is its command-line twin) and the LeRobot export
+(export_lerobot)."""
 
 from django.urls import path
 
-from . import import_views
+from . import import_views, lerobot_views
 
 urlpatterns = [
     path("projects/<int:pk>/import/", import_views.project_import, name="project-import"),
     path("projects/<int:pk>/import/<int:job>/", import_views.project_import_job, name="project-import-job"),
+    path("projects/<int:pk>/export/lerobot/", lerobot_views.project_export_lerobot, name="project-export-lerobot"),
 ]

@@ -1,4 +1,5 @@
-"""The import page: upload RLinf pickles, train.pt/val.pt payloads or zips of image folders."""
+"""The import page: upload RLinf pickles, train.pt/val.pt payloads, mp4 videos or zips of image folders or of
+LeRobot datasets."""
 
 from __future__ import annotations
 
@@ -12,8 +13,9 @@ from . import access
 from .import_jobs import import_job_create, summary_from_json
 from .import_sources import PAYLOAD_SUFFIXES, PICKLE_SUFFIXES, ZIP_SUFFIXES
 from .models import ImportJob, Project
+from .video_frames import VIDEO_SUFFIXES
 
-UPLOAD_SUFFIXES = sorted(PICKLE_SUFFIXES | PAYLOAD_SUFFIXES | ZIP_SUFFIXES)
+UPLOAD_SUFFIXES = sorted(PICKLE_SUFFIXES | PAYLOAD_SUFFIXES | ZIP_SUFFIXES | VIDEO_SUFFIXES)
 
 
 class MultipleFileInput(forms.ClearableFileInput):
@@ -34,7 +36,10 @@ class MultipleFileField(forms.FileField):
 class ImportForm(forms.Form):
     # a field named like BaseForm.files: the form metaclass moves it into base_fields, so the attribute stays
     files = MultipleFileField(  # type: ignore[assignment]
-        help_text="RLinf episode pickles (.pkl), train.pt / val.pt, or a .zip of folders."
+        help_text=(
+            "RLinf episode pickles (.pkl), train.pt / val.pt, mp4 videos (NAME.mp4, or NAME.<camera>.mp4 per camera), "
+            "or a .zip of folders or of a LeRobot dataset."
+        )
     )
     env_id = forms.CharField(
         required=False, max_length=100, label="Env id", help_text="For files that name none, e.g. PickCube-v1."

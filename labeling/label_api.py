@@ -228,7 +228,11 @@ class ProjectProgressSerializer(serializers.Serializer):
     open_proposals = serializers.DictField(child=serializers.IntegerField())
 
 
+HISTORY_LIMIT, HISTORY_MAX_LIMIT = 200, 1000
+
+
 class LabelChangeSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
     at = serializers.DateTimeField()
     kind = serializers.CharField()
     action = serializers.CharField()
@@ -398,10 +402,21 @@ class WindowLabelsView(APIView):
         return Response({"changed": [{"start": e.start, "end": e.end, "old": e.old, "new": e.new} for e in edits]})
 
 
+class HistoryPageSerializer(serializers.Serializer):
+    limit = serializers.IntegerField(min_value=1, max_value=HISTORY_MAX_LIMIT, default=HISTORY_LIMIT)
+    before = serializers.IntegerField(min_value=1, required=False, help_text="A change's id: the older ones follow.")
+
+
 class EpisodeHistoryView(APIView):
-    @extend_schema(responses=LabelChangeSerializer(many=True), summary="Label change history, newest first")
+    @extend_schema(
+        parameters=[HistoryPageSerializer],
+        responses=LabelChangeSerializer(many=True),
+        summary="Label change history, newest first, a page at a time (the next: ?before=<last id>)",
+    )
     def get(self, request, uuid):
-        changes = label_selectors.episode_history(episode=_episode(request, uuid))
+        page = HistoryPageSerializer(data=request.query_params)
+        page.is_valid(raise_exception=True)
+        changes = label_selectors.episode_history(episode=_episode(request, uuid), **page.validated_data)
         return Response(LabelChangeSerializer(changes, many=True).data)
 
 

@@ -9,6 +9,7 @@ from django.core.files.storage import default_storage
 from django.db.models import Count, Exists, F, IntegerField, OuterRef, Q, QuerySet, Subquery, Sum
 from django.db.models.functions import Coalesce, Greatest
 
+from .episode_browse import episode_order, episode_search
 from .models import Episode, Frame, FrameLabel, LabelChange, LabelSource, Project, ProposalStatus, Step, WindowLabel
 from .page_data import EpisodeLabelingData, LabelingWindow
 
@@ -130,16 +131,17 @@ def episode_list(
     state: str = "",
     proposals: str = "",
     success: str = "",
+    q: str = "",
+    sort: str = "",
 ) -> QuerySet[Episode]:
-    """The project's episodes with label counts, filtered, newest first. Pages list `.values_list("pk")` of
-    it (only the filters are computed) and fetch one page's rows with `episodes_by_ids`.
+    """The project's episodes with label counts, filtered, newest first (or by `sort`). Pages list
+    `.values_list("pk")` of it (only the filters are computed) and fetch one page's rows with `episodes_by_ids`.
 
     state: see `label_state`. proposals: yes / no (open proposals exist). success: yes / no / unknown
-    (episode-level success).
+    (episode-level success). q, sort: see `episode_browse`.
     """
-    episodes = _with_counts(Episode.objects.filter(project=project).select_related("agent")).order_by(
-        "-created_at", "-pk"
-    )
+    episodes = _with_counts(Episode.objects.filter(project=project).select_related("agent"))
+    episodes = episode_order(episode_search(episodes, q), sort)
     if source:
         episodes = episodes.filter(source=source)
     if agent:
@@ -258,8 +260,12 @@ def episode_labeling_data(*, episode: Episode) -> EpisodeLabelingData:
     }
 
 
-def episode_history(*, episode: Episode, limit: int = 200) -> QuerySet[LabelChange]:
-    return LabelChange.objects.filter(episode=episode).select_related("author", "agent").order_by("-at", "-pk")[:limit]
+def episode_history(*, episode: Episode, limit: int = 200, before: int | None = None) -> QuerySet[LabelChange]:
+    """Newest first, `limit` of them; `before`: only changes older than that change (the next page)."""
+    changes = LabelChange.objects.filter(episode=episode)
+    if before is not None:
+        changes = changes.filter(pk__lt=before)
+    return changes.select_related("author", "agent").order_by("-pk")[:limit]
 
 
 def episode_neighbours(*, episode: Episode) -> tuple[Episode | None, Episode | None]:

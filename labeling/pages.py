@@ -11,15 +11,20 @@ from django.urls import NoReverseMatch, reverse
 from django.views.decorators.http import require_POST
 
 from . import access, label_selectors, services
+from .episode_browse import SORTS, attach_thumbnails
 from .models import Agent, Episode, Membership, Project
 from .page_data import EpisodeLinks, ProjectPageData
 
-FILTERS = ("source", "agent", "state", "proposals", "success")
+FILTERS = ("source", "agent", "state", "proposals", "success", "q", "sort")
 
 # Extension points for other apps (append from AppConfig.ready()):
 # PROJECT_LINKS: (label, URL name taking the project pk) shown as buttons at the top of the project page;
 # PROJECT_SECTIONS: template names rendered as panels on the project page, with `project` in their context.
-PROJECT_LINKS: list[tuple[str, str]] = [("Import files", "project-import"), ("Training", "training-project")]
+PROJECT_LINKS: list[tuple[str, str]] = [
+    ("Import files", "project-import"),
+    ("Export LeRobot dataset", "project-export-lerobot"),
+    ("Training", "training-project"),
+]
 PROJECT_SECTIONS: list[str] = []
 
 
@@ -106,7 +111,10 @@ def _project_page(request, project: Project, settings_form: LabelingSettingsForm
         {
             "project": project,
             "page": page,
-            "episodes": label_selectors.episodes_by_ids(project=project, ids=list(page.object_list)),
+            "episodes": attach_thumbnails(
+                project=project, episodes=label_selectors.episodes_by_ids(project=project, ids=list(page.object_list))
+            ),
+            "sorts": {name: label for name, (label, _order) in SORTS.items()},
             "filters": filters,
             "filter_query": query.urlencode(),
             "progress": label_selectors.project_progress(project=project),

@@ -56,3 +56,12 @@ def fail_stale_jobs() -> dict:
     from .proposal_jobs import proposal_jobs_recover_stale
 
     return {"imports": import_jobs_recover_stale().as_dict(), "proposals": proposal_jobs_recover_stale().as_dict()}
+
+
+@shared_task
+def sweep_orphan_frames() -> dict:
+    """Scheduled by beat every ORPHAN_FRAMES_SWEEP_SECONDS (default queue): frame files no row names, older
+    than ORPHAN_FRAMES_GRACE_SECONDS, are removed (labeling.orphan_frames)."""
+    from .orphan_frames import orphan_frames_sweep
+
+    return orphan_frames_sweep().as_dict()

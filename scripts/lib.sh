@@ -106,29 +106,39 @@ setup_all() {
   ensure_frontend
 }
 
-interop_hash() { cat requirements-interop.txt requirements.lock | sha256sum | cut -c1-16; }
+side_env_hash() { cat "$1" requirements.lock | sha256sum | cut -c1-16; }
 
-ensure_interop_env() {
-  # The side environment for tests/interop: RLinf's and DI-engine's released packages (requirements-interop.txt,
-  # installed with --no-deps), built once and cached. The main virtualenv's site-packages follow its own on
-  # sys.path (a .pth file), so torch and the shared libraries are not downloaded twice while the versions
-  # pinned here (peft 0.11.1, transformers 4.57.6) take precedence.
-  local home env main_site
+ensure_side_env() {
+  # ensure_side_env NAME REQUIREMENTS CHECK: a side environment for tests/interop, NAME-<hash> under the venv home
+  # with REQUIREMENTS installed with --no-deps, built once and cached, linked as .NAME in the checkout. The main
+  # virtualenv's site-packages follow its own on sys.path (a .pth file), so torch and the shared libraries are
+  # not downloaded twice while the versions pinned in REQUIREMENTS take precedence. CHECK: Python it must run.
+  local name="$1" requirements="$2" check="$3" home env main_site
   home="${RS_VENV_HOME:-$HOME/.cache/reward-studio}"
-  env="$home/interop-$(interop_hash)"
+  env="$home/$name-$(side_env_hash "$requirements")"
   if [ ! -f "$env/.rs-complete" ]; then
     [ -x "$ROOT/.venv/bin/python" ] || ensure_venv
-    log "creating the interop environment $env (RLinf and DI-engine releases: a minute once)"
+    log "creating the $name environment $env ($requirements: a minute once)"
     rm -rf "$env"; mkdir -p "$home"
     "$ROOT/.venv/bin/python" -m venv --without-pip "$env"
     main_site="$("$ROOT/.venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
-    "$ROOT/.venv/bin/python" -m pip --python "$env/bin/python" install -q --no-deps -r requirements-interop.txt
+    "$ROOT/.venv/bin/python" -m pip --python "$env/bin/python" install -q --no-deps -r "$requirements"
     echo "$main_site" > "$("$env/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/zz-main-venv.pth"
-    "$env/bin/python" -c 'import peft, transformers, torch, rlinf, ding, ding.entry.serial_entry_reward_model_offpolicy, ding.framework.middleware; assert peft.__version__ == "0.11.1", peft.__version__' \
-      || die "the interop environment $env does not import (see above)"
+    HF_HUB_OFFLINE=1 "$env/bin/python" -c "$check" || die "the $name environment $env does not import (see above)"
     touch "$env/.rs-complete"
   fi
-  ln -sfn "$env" "$ROOT/.interop"
+  ln -sfn "$env" "$ROOT/.$name"
+}
+
+ensure_interop_env() {
+  # RLinf's and DI-engine's released packages (peft 0.11.1, transformers 4.57.6 as RLinf pins them)
+  ensure_side_env interop requirements-interop.txt \
+    'import peft, transformers, torch, rlinf, ding, ding.entry.serial_entry_reward_model_offpolicy, ding.framework.middleware; assert peft.__version__ == "0.11.1", peft.__version__'
+}
+
+ensure_lerobot_env() {
+  # LeRobot's released dataset code, for tests/interop/test_lerobot_dataset.py
+  ensure_side_env lerobot requirements-lerobot.txt 'from lerobot.datasets.lerobot_dataset import LeRobotDataset'
 }
 
 require_redis_maxmemory() {

@@ -7,6 +7,7 @@ source "$(dirname "$0")/lib.sh"
 
 setup_all
 ensure_interop_env  # RLinf's and DI-engine's releases for tests/interop
+ensure_lerobot_env  # LeRobot's release for tests/interop/test_lerobot_dataset.py
 apt_install chromium
 ensure_postgres
 export REDIS_URL="${REDIS_URL:-redis://127.0.0.1:6379/1}"

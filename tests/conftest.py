@@ -23,6 +23,8 @@ os.environ["RS_RUN_ENV"] = ""
 TEST_MEDIA_ROOT = os.environ.setdefault("MEDIA_ROOT", tempfile.mkdtemp(prefix="rs-test-media-"))
 # Model files a job may name (MODEL_DIR) likewise: jobs' paths are confined to it, in every process.
 TEST_MODEL_DIR = os.environ.setdefault("MODEL_DIR", tempfile.mkdtemp(prefix="rs-test-models-"))
+# The tests' webhook receivers listen on loopback; the tests of the refusal turn this off themselves.
+os.environ.setdefault("WEBHOOK_ALLOW_PRIVATE_TARGETS", "1")
 
 
 @pytest.fixture(autouse=True, scope="session")
@@ -31,6 +33,7 @@ def _test_media_root():
 
     settings.MEDIA_ROOT = TEST_MEDIA_ROOT
     settings.MODEL_DIR = Path(TEST_MODEL_DIR).resolve()
+    settings.WEBHOOK_ALLOW_PRIVATE_TARGETS = os.environ["WEBHOOK_ALLOW_PRIVATE_TARGETS"] == "1"
     yield
 
 

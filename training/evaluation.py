@@ -64,6 +64,19 @@ class RewardPreview(TypedDict):
     missed_rewards: int
 
 
+class PrecisionDifference(TypedDict):
+    """One reduced inference precision against fp32 on the same validation frames (`precision_difference`)."""
+
+    precision: str  # bf16 or fp16
+    device: str  # where it was measured (the web process's device)
+    frames: int  # the first `frames` validation frames
+    probabilities: list[float]  # at this precision (empty when refused); the page recounts flips per threshold
+    max_abs: float | None  # largest |p - p_fp32|
+    mean_abs: float | None
+    flips: int | None  # frames whose decision (probability > threshold) differs from fp32's
+    refused: str  # why this device cannot run it ("" when measured)
+
+
 class EvaluationSummary(TypedDict):
     count: int
     positives: int
@@ -270,3 +283,16 @@ def evaluate_predictions(probs, labels, threshold: float = 0.5) -> EvaluationSum
 
 def _finite(values: np.ndarray) -> list[float | None]:
     return [float(v) if np.isfinite(v) else None for v in values]
+
+
+def precision_difference(reference, other, threshold: float = 0.5) -> tuple[float, float, int]:
+    """(max |difference|, mean |difference|, decisions flipped at the threshold) of `other` probabilities
+    against the `reference` (fp32) ones for the same frames, in the same order."""
+    ref, oth = np.asarray(reference, dtype=np.float64), np.asarray(other, dtype=np.float64)
+    if ref.shape != oth.shape:
+        raise ValueError(f"{len(oth)} probabilities to compare with {len(ref)}")
+    if ref.size == 0:
+        return 0.0, 0.0, 0
+    difference = np.abs(oth - ref)
+    flips = int(np.count_nonzero((ref > threshold) != (oth > threshold)))
+    return float(difference.max()), float(difference.mean()), flips

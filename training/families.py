@@ -81,6 +81,30 @@ def family(kind: str) -> Family:
         raise UnknownKind(f"unknown model kind {kind!r}; known: {', '.join(sorted(FAMILIES))}") from None
 
 
+class BenchOnlyKind(UnknownKind):
+    pass
+
+
+def bench_scorer(spec: ModelSpec) -> Scorer:
+    """The bench-only instant scorer (`training.instant`), in a process started with BENCH_MODELS=1 only:
+    it is no family (nothing trains it, no page shows it) and no choice offered to users."""
+    from django.conf import settings
+
+    if not settings.BENCH_MODELS:
+        raise BenchOnlyKind(
+            f"model kind {spec.kind!r} serves benches only (bench/serving_overhead.py): this process was not "
+            "started with BENCH_MODELS=1, and no user deployment may serve it"
+        )
+    from .instant.scorer import InstantScorer
+
+    return InstantScorer(spec)
+
+
 def scorer_load(spec: ModelSpec) -> Scorer:
-    """The scorer of a trained model of `spec.kind` (UnknownKind when no family has that kind)."""
+    """The scorer of a trained model of `spec.kind` (UnknownKind when no family has that kind; BenchOnlyKind
+    for the bench-only instant model outside a bench)."""
+    from .instant.scorer import KIND as INSTANT
+
+    if spec.kind == INSTANT:
+        return bench_scorer(spec)
     return family(spec.kind).scorer(spec)

@@ -33,12 +33,14 @@ class RunResult:
 
 @dataclass(frozen=True)
 class ModelSpec:
-    """A trained model as a scorer loader sees it: its checkpoint's local folder, its config, the device."""
+    """A trained model as a scorer loader sees it: its checkpoint's local folder, its config, the device, and
+    the deployment's inference precision (`training.precision`; the families in its HONOURED_BY use it)."""
 
     kind: str
     folder: Path
     config: dict[str, Any] = field(default_factory=dict)
     device: str = "cpu"
+    precision: str = "fp32"
 
 
 class Scorer(Protocol):

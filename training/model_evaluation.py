@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 from django.conf import settings
@@ -14,10 +15,15 @@ from labeling.models import Frame
 
 from . import evaluation
 from .datasets.rlinf_binary import read_payload
+from .evaluation import PrecisionDifference
 from .models import DatasetSnapshot, ModelKind, TrainedModel
 from .page_data import EvaluationItem, ModelEvaluation, ValFrame
+from .precision import BF16, FP16, FP32, PrecisionError
 from .resnet.val_predictions import VAL_PREDICTIONS, read_val_predictions
 from .storage import local_path
+
+PRECISION_FRAMES = 256  # validation frames each reduced precision is compared on (bounds the page's first load)
+REDUCED = (BF16, FP16)
 
 
 class EvaluationUnavailable(ValueError):
@@ -48,21 +54,66 @@ def model_predictions(*, model: TrainedModel, snapshot: DatasetSnapshot) -> tupl
     return probs.astype(np.float64), labels
 
 
-def _predictions_within_budget(checkpoint: Path, images) -> np.ndarray:
+def _predictions_within_budget(checkpoint: Path, images, precision: str = FP32, device: str = "cpu") -> np.ndarray:
     """The checkpoint's probabilities for a payload's frames, each cut and resized to the model's input on
-    its own (input_frame) and scored a batch of settings.BACKGROUND_DECODE_PIXELS at a time."""
+    its own (input_frame) and scored a batch of settings.BACKGROUND_DECODE_PIXELS at a time, at `precision`
+    on `device` as an inference worker places the model (PrecisionError when the device cannot run it)."""
     from .resnet.checkpoint import load_checkpoint
     from .resnet.model import input_frame, predict_proba, uncropped
+    from .resnet.placement import HostStaging, model_place, placement_for
 
+    placement = placement_for(device, precision)
     net, config = load_checkpoint(checkpoint)
-    net = uncropped(net)
+    net = model_place(uncropped(net), placement)
+    staging = HostStaging(placement)
     per_frame = config.image_size[1] * config.image_size[2]
     step = max(1, settings.BACKGROUND_DECODE_PIXELS // per_frame)
     probabilities = [np.zeros(0, dtype=np.float32)]
     for start in range(0, len(images), step):
         batch = np.stack([input_frame(np.asarray(image), config) for image in images[start : start + step]])
-        probabilities.append(predict_proba(net, batch, batch_size=64))
+        probabilities.append(predict_proba(net, batch, batch_size=64, to_device=staging.to_device))
     return np.concatenate(probabilities)
+
+
+def precision_differences(
+    *, model: TrainedModel, snapshot: DatasetSnapshot, reference: np.ndarray, threshold: float
+) -> list[PrecisionDifference]:
+    """bf16 and fp16 against the fp32 probabilities the page shows (`reference`), on the first
+    PRECISION_FRAMES validation frames, on this process's device (a GPU when it has one); computed once per
+    (model, snapshot), then cached beside the checkpoint. A precision the device refuses says why."""
+    import torch
+
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    folder = local_path(model.checkpoint_path)
+    frames = min(len(reference), PRECISION_FRAMES)
+    cached = folder / f"val_precisions_snapshot_{snapshot.pk}_{device}.json"
+    if cached.exists():
+        measured = json.loads(cached.read_text())
+    else:
+        try:
+            images = read_payload(local_path(snapshot.folder) / "val.pt", mmap=True)["images"][:frames]
+        except (OSError, ValueError, KeyError):  # the snapshot's files are gone: nothing to compare on
+            return []
+        measured = {}
+        for precision in REDUCED:
+            try:
+                probs = _predictions_within_budget(folder, images, precision, device)
+                measured[precision] = {"probabilities": [float(p) for p in probs], "refused": ""}
+            except PrecisionError as exc:
+                measured[precision] = {"probabilities": [], "refused": str(exc)}
+        cached.write_text(json.dumps(measured))
+    rows: list[PrecisionDifference] = []
+    for precision in REDUCED:
+        probs, refused = measured[precision]["probabilities"], measured[precision]["refused"]
+        figures = (
+            (None, None, None)
+            if refused
+            else evaluation.precision_difference(reference[: len(probs)], probs, threshold)
+        )
+        where = {"precision": precision, "device": device, "frames": frames, "refused": refused}
+        row = {**where, "probabilities": probs, **dict(zip(("max_abs", "mean_abs", "flips"), figures, strict=True))}
+        rows.append(cast(PrecisionDifference, row))
+    return rows
 
 
 def val_items(*, snapshot: DatasetSnapshot) -> list[ValFrame]:
@@ -120,4 +171,5 @@ def evaluation_data(
         "summary": evaluation.evaluate_predictions(probs, labels, threshold),
         "items": items,
         "order": evaluation.error_order(probs, labels),
+        "precisions": precision_differences(model=model, snapshot=snapshot, reference=probs, threshold=threshold),
     }

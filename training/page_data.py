@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from typing_extensions import TypedDict  # pydantic (tests) needs typing_extensions' TypedDict on 3.11
 
-from .evaluation import EvaluationSummary
+from .evaluation import EvaluationSummary, PrecisionDifference
 
 
 class TrainingPageData(TypedDict):
@@ -82,6 +82,7 @@ class ModelEvaluation(TypedDict):
     summary: EvaluationSummary
     items: list[EvaluationItem]
     order: list[int]
+    precisions: list[PrecisionDifference]  # bf16 and fp16 against these (fp32) probabilities
 
 
 class LabelEfficiencyRun(TypedDict):
@@ -115,3 +116,21 @@ class EvaluationPageData(TypedDict):
     evaluations: list[ModelEvaluation]
     label_efficiency: LabelEfficiencyData | None
     label_efficiency_command: str
+
+
+class RunChoice(TypedDict):
+    """A training job the runs page can overlay: its curves come from `metrics` (the job's metrics API)."""
+
+    id: int
+    name: str
+    status: str
+    metrics: str
+
+
+class RunsPageData(TypedDict):
+    """Several runs' curves overlaid: the project's latest jobs and those picked at first."""
+
+    project: int
+    runs: list[RunChoice]
+    picked: list[int]
+    smoothing: float

@@ -23,6 +23,7 @@ from django.db.models import F, Max, Q
 from django.utils import timezone
 
 from labeling.images import PNG_SIGNATURE, ImageError, check_png, decode_rgb, encode_array
+from labeling.job_liveness import Heartbeat
 from labeling.models import Project
 from webhooks import events
 from webhooks.services import webhook_emit_safely
@@ -31,7 +32,7 @@ from . import selectors
 from .datasets.binary_split import leak_warning, missing_classes, plan_split, shared_episodes
 from .datasets.options import SnapshotOptions
 from .datasets.rlinf_binary import FrameRef, payload_metadata, realworld_metadata, write_payload
-from .datasets.trend import TrendOptions, split_windows, write_trend_dataset
+from .datasets.trend import TrendOptions, eval_warning, split_windows, write_trend_dataset
 from .job_errors import failure_reason
 from .models import DatasetSnapshot
 from .storage import local_path
@@ -158,7 +159,8 @@ def snapshot_build(*, snapshot_id: int) -> str:
     try:
         shutil.rmtree(folder, ignore_errors=True)
         folder.mkdir(parents=True)
-        stats = _write_files(snapshot, folder, attempt)
+        with build_heartbeat(snapshot_id, attempt=attempt):
+            stats = _write_files(snapshot, folder, attempt)
     except BuildSuperseded:
         return _status_or_deleted(snapshot_id, folder)
     except Exception as exc:
@@ -177,6 +179,20 @@ def snapshot_build(*, snapshot_id: int) -> str:
     snapshot_data = {"snapshot": {"id": snapshot_id, "number": snapshot.number, "stats": stats}}
     webhook_emit_safely(project_id=snapshot.project_id, event=events.SNAPSHOT_READY, data=snapshot_data)
     return DatasetSnapshot.Status.READY
+
+
+def build_heartbeat(snapshot_id: int, *, attempt: int) -> Heartbeat:
+    """Keeps a build's heartbeat fresh from a thread every JOBS_HEARTBEAT_SECONDS (labeling.job_liveness),
+    also while the build writes nothing for minutes (a large `torch.save`, a slow disk); it stops with the
+    process, so a killed worker's build goes stale and the sweep requeues it."""
+    return Heartbeat(
+        DatasetSnapshot,
+        snapshot_id,
+        status=DatasetSnapshot.Status.BUILDING,
+        attempt=attempt,
+        field="heartbeat_at",
+        interval=float(settings.JOBS_HEARTBEAT_SECONDS),
+    )
 
 
 def _status_or_deleted(snapshot_id: int, folder: Path) -> str:
@@ -412,7 +428,8 @@ def _write_trend(
             "sources": opts.sources,
         },
     )
-    return {k: info[k] for k in ("num_train_samples", "num_eval_samples", "train_label_counts", "eval_label_counts")}
+    kept = ("num_train_samples", "num_eval_samples", "train_label_counts", "eval_label_counts")
+    return {**{k: info[k] for k in kept}, "warning": eval_warning(split, trend_opts)}
 
 
 def _archive_name(snapshot: DatasetSnapshot) -> str:

@@ -2,13 +2,14 @@
 
 from django.urls import URLPattern, URLResolver, include, path
 
-from . import api, views
+from . import api, runs_page, views
 
 urlpatterns: list[URLPattern | URLResolver] = [
     path("projects/<int:pk>/training/", views.project_training, name="training-project"),
     path("projects/<int:pk>/training/snapshots/new", views.snapshot_new, name="training-snapshot-new"),
     path("projects/<int:pk>/training/jobs/new", views.job_new, name="training-job-new"),
     path("projects/<int:pk>/compare", views.compare, name="training-compare"),
+    path("projects/<int:pk>/runs/", runs_page.runs, name="training-runs"),
     path("snapshots/<int:snapshot_id>/", views.snapshot_detail, name="training-snapshot"),
     path("snapshots/<int:snapshot_id>/download", views.snapshot_download, name="training-snapshot-download"),
     path("snapshots/<int:snapshot_id>/delete", views.snapshot_remove, name="training-snapshot-delete"),

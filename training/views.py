@@ -16,6 +16,7 @@ from django.views.decorators.http import require_POST
 from labeling import access
 from labeling.models import Frame, Project
 from webapp.file_streaming import stream_response
+from webapp.paging import list_page
 
 from . import runners, selectors, services
 from .families import FAMILIES
@@ -85,9 +86,13 @@ def _training_page(request, project, snapshot_form, job_form, status=200):
         "training/project_training.html",
         {
             "project": project,
-            "snapshots": selectors.snapshots_for_project(project),
-            "jobs": selectors.jobs_for_project(project)[:100],
-            "models": selectors.models_for_project(project),
+            "snapshots": list_page(
+                request.GET, selectors.snapshots_for_project(project), param="snapshots_page", anchor="snapshots"
+            ),
+            "jobs": list_page(request.GET, selectors.jobs_for_project(project), param="jobs_page", anchor="jobs"),
+            "models": list_page(
+                request.GET, selectors.models_for_project(project), param="models_page", anchor="models"
+            ),
             "snapshot_form": snapshot_form,
             "job_form": job_form,
             "page_data": TrainingPageData(project=project.pk, default_configs=defaults),

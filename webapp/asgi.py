@@ -3,7 +3,8 @@
 Reward requests with an `.npy` body (`POST /api/deployments/<name>/rewards`) are answered on the event
 loop by inference.fastpath, and binary step chunks (`POST /api/episodes/<uuid>/steps`,
 `application/x-rs-steps`) by webapp.ingest_fastpath, before Django's per-request thread and
-middleware; everything else reaches Django unchanged.
+middleware; everything else reaches Django, its body bounded first (webapp.body_limit: 413 at once past
+MAX_JSON_BODY_BYTES for JSON, MAX_REQUEST_BODY_BYTES for the rest).
 
 Behind reverse proxies listed in `FORWARDED_ALLOW_IPS`, the client's address (for `TRUSTED_CIDRS` and rate
 limits) is read from their `X-Forwarded-For` (webapp.proxy_headers); run uvicorn with `--no-proxy-headers`, as
@@ -30,6 +31,7 @@ from inference.fastpath import RewardsFastPath  # noqa: E402
 from labeling.auth import AgentTokenMiddleware  # noqa: E402
 from webapp.ingest_fastpath import IngestFastPath  # noqa: E402
 
+from .body_limit import BodyLimit  # noqa: E402
 from .proxy_headers import behind_proxies  # noqa: E402
 from .routing import websocket_urlpatterns  # noqa: E402
 from .ws_origin import AgentOrAllowedOriginValidator  # noqa: E402
@@ -87,7 +89,7 @@ def _forwarded_allow_ips() -> list[str]:
 application = behind_proxies(
     ProtocolTypeRouter(
         {
-            "http": IngestFastPath(RewardsFastPath(django_asgi_app)),
+            "http": IngestFastPath(RewardsFastPath(BodyLimit(django_asgi_app))),
             "websocket": AgentOrAllowedOriginValidator(
                 AuthMiddlewareStack(AgentTokenMiddleware(URLRouter(websocket_urlpatterns())))
             ),

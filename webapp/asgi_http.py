@@ -3,6 +3,7 @@ carrying the status, reading a body up to a limit, and a JSON answer. No Django 
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 
@@ -25,8 +26,13 @@ def declared_length(headers: dict[str, str], limit: int, what: str) -> None:
         raise HttpError(413, f"body of {declared} bytes; the limit is {limit} bytes ({what})")
 
 
+JOIN_OFF_LOOP_BYTES = 1024 * 1024  # a body this large is joined in a thread: the event loop never copies it
+
+
 async def read_body(receive, limit: int, what: str) -> bytes:
-    """The whole body, or 413 as soon as it grows past `limit` (`what` names the limit in the message)."""
+    """The whole body, or 413 as soon as it grows past `limit` (`what` names the limit in the message).
+    The chunks of a body of JOIN_OFF_LOOP_BYTES or more are joined in a thread (one copy, with the GIL
+    released), so a large body holds no other request of this process."""
     chunks, size = [], 0
     while True:
         message = await receive()
@@ -38,7 +44,11 @@ async def read_body(receive, limit: int, what: str) -> bytes:
             raise HttpError(413, f"body larger than {limit} bytes ({what})")
         chunks.append(chunk)
         if not message.get("more_body", False):
-            return b"".join(chunks)
+            if len(chunks) == 1:
+                return chunks[0]
+            if size < JOIN_OFF_LOOP_BYTES:
+                return b"".join(chunks)
+            return await asyncio.to_thread(b"".join, chunks)
 
 
 async def respond_json(send, status: int, body: dict, retry_after: int = 0, encoder=None) -> None:

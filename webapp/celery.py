@@ -82,7 +82,7 @@ def _beat_sends_heartbeat(**_kwargs) -> None:
 def beat_schedule() -> dict:
     """Periodic tasks. The stale-work sweeps go to the default queue, where a running job cannot hold them up:
     training jobs and snapshot builds whose worker died are requeued (or failed), import and proposal jobs
-    whose worker is gone are failed."""
+    whose worker is gone are failed, frame files no row names are removed."""
     from django.conf import settings
 
     sweep = float(settings.TRAINING_SWEEP_SECONDS)
@@ -90,6 +90,11 @@ def beat_schedule() -> dict:
         "training-recover-stale-jobs": {"task": "training.tasks.recover_stale_jobs", "schedule": sweep},
         "training-recover-stale-snapshots": {"task": "training.tasks.recover_stale_snapshots", "schedule": sweep},
         "labeling-fail-stale-jobs": {"task": "labeling.tasks.fail_stale_jobs", "schedule": sweep},
+        # frame files of a web process killed mid-write, never referenced by a row
+        "labeling-sweep-orphan-frames": {
+            "task": "labeling.tasks.sweep_orphan_frames",
+            "schedule": float(settings.ORPHAN_FRAMES_SWEEP_SECONDS),
+        },
         # train-to-target loops: projects with enough new labels get a fresh snapshot and a job
         "training-retrain-sweep": {"task": "training.tasks.retrain_sweep", "schedule": 30.0},
         # beat stamps its heartbeat when it sends this (webapp.heartbeats); the worker that gets it does nothing

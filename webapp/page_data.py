@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing_extensions import TypedDict
 
 from labeling.page_data import EpisodeLabelingData, ProjectPageData, ProposalJobPageData
-from training.page_data import EvaluationPageData, JobPageData, TrainingPageData
+from training.page_data import EvaluationPageData, JobPageData, RunsPageData, TrainingPageData
 
 # ---- inference (its pages' views do not use these yet) ---------------------------------------------------
 
@@ -95,6 +95,7 @@ PAGES: dict[str, type] = {
     "training": TrainingPageData,
     "job": JobPageData,
     "evaluation": EvaluationPageData,
+    "runs": RunsPageData,
     "monitor": MonitorPageData,
     "teleop_dashboard": TeleopDashboardData,
 }

@@ -124,6 +124,8 @@ MAX_IMAGE_PIXELS = env_int("MAX_IMAGE_PIXELS", 2048 * 2048, minimum=256)
 # concurrent decoding per process, and what one imported pickle may allocate.
 MAX_REQUEST_PIXELS = env_int("MAX_REQUEST_PIXELS", 1024 * 224 * 224, minimum=256)
 MAX_JSON_BODY_BYTES = env_int("MAX_JSON_BODY_BYTES", 64 * 1024 * 1024, minimum=1024)
+# Any other request body that reaches Django (import uploads, multipart chunks): 413 at once past this.
+MAX_REQUEST_BODY_BYTES = env_int("MAX_REQUEST_BODY_BYTES", 4 * 1024 * 1024 * 1024, minimum=1024 * 1024)
 INGEST_MAX_STEPS_PER_CHUNK = env_int("INGEST_MAX_STEPS_PER_CHUNK", 1000, minimum=1)
 INGEST_MAX_IMAGES_PER_CHUNK = env_int("INGEST_MAX_IMAGES_PER_CHUNK", 1024, minimum=1)
 # Ingest transactions on PostgreSQL commit without waiting for the WAL flush unless this is on
@@ -150,6 +152,11 @@ IMPORT_TIME_LIMIT_SECONDS = env_int("IMPORT_TIME_LIMIT_SECONDS", 3600, minimum=1
 # Project-wide proposal generation (a Celery task): the longest one may run.
 PROPOSALS_TIME_LIMIT_SECONDS = env_int("PROPOSALS_TIME_LIMIT_SECONDS", 1800, minimum=10)
 IMPORT_MAX_MEMORY_BYTES = env_int("IMPORT_MAX_MEMORY_BYTES", 8 * 1024 * 1024 * 1024, minimum=64 * 1024 * 1024)
+# Video and LeRobot imports (labeling/lerobot_import.py): frames decoded from one video (one camera of one
+# episode), episodes of one dataset; frames of one LeRobot export (labeling/lerobot_export.py).
+VIDEO_MAX_FRAMES = env_int("VIDEO_MAX_FRAMES", 20_000, minimum=1)
+LEROBOT_MAX_EPISODES = env_int("LEROBOT_MAX_EPISODES", 10_000, minimum=1)
+LEROBOT_EXPORT_MAX_FRAMES = env_int("LEROBOT_EXPORT_MAX_FRAMES", 20_000, minimum=1)
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
@@ -223,6 +230,7 @@ CELERY_TASK_ROUTES = {
     "training.tasks.recover_stale_jobs": {"queue": CELERY_QUEUE_DEFAULT},
     "training.tasks.recover_stale_snapshots": {"queue": CELERY_QUEUE_DEFAULT},
     "labeling.tasks.fail_stale_jobs": {"queue": CELERY_QUEUE_DEFAULT},
+    "labeling.tasks.sweep_orphan_frames": {"queue": CELERY_QUEUE_DEFAULT},
     "labeling.tasks.run_import_job": {"queue": CELERY_QUEUE_INGEST},
     "labeling.tasks.generate_project_proposals": {"queue": CELERY_QUEUE_INGEST},
     "webhooks.tasks.deliver_webhook": {"queue": CELERY_QUEUE_DEFAULT},
@@ -270,6 +278,9 @@ SNAPSHOT_MAX_ATTEMPTS = env_int("SNAPSHOT_MAX_ATTEMPTS", 3, minimum=1)
 JOBS_HEARTBEAT_SECONDS = env_int("JOBS_HEARTBEAT_SECONDS", 20, minimum=1)
 JOBS_STALE_AFTER_SECONDS = env_int("JOBS_STALE_AFTER_SECONDS", 180, minimum=2)
 JOBS_MAX_ATTEMPTS = env_int("JOBS_MAX_ATTEMPTS", 3, minimum=1)
+# Frame files no row names (a web process killed mid-chunk) are removed once this old, by a sweep this often.
+ORPHAN_FRAMES_GRACE_SECONDS = env_int("ORPHAN_FRAMES_GRACE_SECONDS", 3600, minimum=60)
+ORPHAN_FRAMES_SWEEP_SECONDS = env_int("ORPHAN_FRAMES_SWEEP_SECONDS", 3600, minimum=10)
 # Training jobs within the machine: processes per node at most this (0: the host's GPUs, one without any);
 # a multi-node job whose nodes have not all joined this long after it started fails with the reason.
 TRAINING_MAX_PROCESSES = env_int("TRAINING_MAX_PROCESSES", 0, minimum=0)
@@ -308,6 +319,8 @@ INFERENCE_CLIENT_QUEUE_MAX_BYTES = env_int("INFERENCE_CLIENT_QUEUE_MAX_BYTES", 2
 INFERENCE_BATCH_MAX_PIXELS = env_int("INFERENCE_BATCH_MAX_PIXELS", 16 * 1024 * 1024, minimum=224 * 224)
 # Same-host frames (inference/shm_frames.py): a client on this machine may name its shared-memory segment.
 SHM_ENABLED = env_bool("SHM_ENABLED", True)
+# Benches only: an inference worker started with it serves the instant model (training/instant), never offered to users.
+BENCH_MODELS = env_bool("BENCH_MODELS", False)
 VLM_CLIENT_BUFFER_MAX_BYTES = env_int("VLM_CLIENT_BUFFER_MAX_BYTES", 512 * 1024 * 1024, minimum=1024 * 1024)
 VLM_STREAM_TTL_S = env_int("VLM_STREAM_TTL_S", 600, minimum=1)
 VLM_MAX_STREAMS = env_int("VLM_MAX_STREAMS", 256, minimum=1)

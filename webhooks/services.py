@@ -8,14 +8,19 @@ from __future__ import annotations
 
 import json
 import logging
+import socket
+from collections.abc import Callable
 from datetime import timedelta
 
-import requests
+import urllib3
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
 from .events import DELIVERY_HEADER, EVENT_HEADER, EVENTS, MAX_ATTEMPTS, SIGNATURE_HEADER, backoff_s, sign
 from .models import Webhook, WebhookDelivery
+from .pinned_post import post_pinned
+from .targets import TargetRefused, target_resolve
 
 log = logging.getLogger(__name__)
 
@@ -71,9 +76,10 @@ def webhook_emit_safely(**kwargs) -> None:
         log.exception("could not record webhook event %s", kwargs.get("event"))
 
 
-def delivery_attempt(*, delivery_id: int) -> int | None:
+def delivery_attempt(*, delivery_id: int, resolve: Callable = socket.getaddrinfo) -> int | None:
     """POST the delivery once. None when finished (delivered, failed for good, or gone); else the seconds
-    to wait before the next attempt."""
+    to wait before the next attempt. The target is resolved and checked again now (webhooks.targets) and the
+    POST goes to the checked address; a refused target counts as a failed attempt, with the reason."""
     delivery = WebhookDelivery.objects.select_related("webhook").filter(pk=delivery_id).first()
     if delivery is None or delivery.status != WebhookDelivery.Status.PENDING:
         return None
@@ -89,12 +95,13 @@ def delivery_attempt(*, delivery_id: int) -> int | None:
     delivery.attempts += 1
     delivery.last_attempt_at = timezone.now()
     try:
-        response = requests.post(hook.url, data=body, headers=headers, timeout=TIMEOUT_S, allow_redirects=False)
-        delivery.response_status = response.status_code
-        delivery.response_body = response.text[:RESPONSE_KEEP]
-        delivery.error = "" if response.ok else f"HTTP {response.status_code}"
-        ok = response.ok
-    except requests.RequestException as exc:
+        target = target_resolve(hook.url, allow_private=settings.WEBHOOK_ALLOW_PRIVATE_TARGETS, resolve=resolve)
+        answer = post_pinned(target, body, headers, timeout=TIMEOUT_S, keep=RESPONSE_KEEP)
+        ok = 200 <= answer.status < 400
+        delivery.response_status = answer.status
+        delivery.response_body = answer.text
+        delivery.error = "" if ok else f"HTTP {answer.status}"
+    except (TargetRefused, urllib3.exceptions.HTTPError) as exc:
         delivery.response_status = None
         delivery.response_body = ""
         delivery.error = f"{exc.__class__.__name__}: {exc}"[:RESPONSE_KEEP]

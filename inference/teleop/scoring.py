@@ -1,8 +1,14 @@
 """Scoring one live frame with a deployment's model through the inference workers (never in-process).
 
-Thin over the server app's `inference.serving` (`deployment_config` + `infer_payload`): the
-deployment's settings come from its short in-process cache, so 20 Hz streams make no database query
-per frame. The reward is computed with the deployment's own settings (per-step, as a live stream is).
+A ResNet frame goes through the REST rewards path (`inference.reward_serving.rewards_serve`), as a
+one-item request of the agent (`client`, counted against its share of the queue) on its own `stream`:
+the same place turns probabilities into rewards, and the frame reaches the served-frames gallery (every
+`sample_every`-th) and the reward-hacking monitor (with the env's success flag and the episode) as a REST
+frame does. One difference, on purpose: a live frame is always scored (`per_step`), whatever the
+deployment's reward mode, since the operator watches every frame's probability; the reward is then the
+deployment's own formula (reward type, weights, bonus) for a scored step. The deployment's settings come
+from the serving core's short in-process cache, so 20 Hz streams make no database query per frame.
+
 A VLM deployment judges windows: each frame joins the stream's step buffer in Redis (the same buffers as
 the `history_vlm` REST mode), so any inference worker can score it, and the probability shown is
 P(positive progress).
@@ -10,14 +16,16 @@ P(positive progress).
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass
 
 import numpy as np
 
 from inference.broker import dump_npy
-from inference.rewards import combine, model_output
-from inference.serving import DeploymentNotFound, DeploymentUnavailable, deployment_config, infer_payload
+from inference.reward_serving import RewardRequest, rewards_serve
+from inference.rewards import PER_STEP
+from inference.serving import DeploymentConfig, DeploymentNotFound, DeploymentUnavailable, deployment_config
 
 __all__ = ["DeploymentNotFound", "DeploymentUnavailable", "FrameScore", "score_frame"]
 
@@ -31,26 +39,52 @@ class FrameScore:
     inference_ms: float
 
 
-async def score_frame(
-    deployment: str, image: np.ndarray, env_reward: float = 0.0, timeout: float = 10.0, *, stream: str = "live"
-) -> FrameScore:
-    """Probability, success and reward for one uint8 HxWx3 frame of a live `stream`.
+def per_step(config: DeploymentConfig) -> DeploymentConfig:
+    """The deployment's settings with every frame scored (see the module's docstring)."""
+    if config.reward.reward_mode == PER_STEP:
+        return config
+    return dataclasses.replace(config, reward=dataclasses.replace(config.reward, reward_mode=PER_STEP))
 
-    Raises DeploymentNotFound or DeploymentUnavailable (unhealthy, no worker answered in `timeout`).
+
+async def score_frame(
+    deployment: str,
+    image: np.ndarray,
+    env_reward: float = 0.0,
+    timeout: float = 10.0,
+    *,
+    stream: str = "live",
+    client: str = "",
+    env_success: bool | None = None,
+    episode: str | None = None,
+) -> FrameScore:
+    """Probability, success and reward for one uint8 HxWx3 frame of a live `stream` of `client` (the
+    agent, "a<id>"); `env_success` and `episode` feed the reward-hacking monitor (and `gt_success_bonus`).
+    `timeout`: seconds to wait for the workers (a live frame is worth little after a few).
+
+    Raises DeploymentNotFound or DeploymentUnavailable (unhealthy, no worker answered in time).
     """
     config = await deployment_config(deployment)
     if config.kind == "vlm":
         return await _score_vlm_step(deployment, image, env_reward, stream)
+    config = per_step(config)
+    request = RewardRequest(
+        payload=dump_npy(image[None]),
+        count=1,
+        env_rewards=[env_reward],
+        client=client,
+        stream=stream,
+        env_success=None if env_success is None else [env_success],
+        episode_ids=None if episode is None else [episode],
+        timeout=timeout,
+    )
     started = time.perf_counter()
-    results = await infer_payload(config, dump_npy(image[None]), timeout=timeout)
+    [item] = await rewards_serve(config, request)
     elapsed = (time.perf_counter() - started) * 1000
-    first = results[0]
-    probability = float(first["probability"] if isinstance(first, dict) else first)
-    reward = combine(env_reward, model_output(probability, config.reward), config.reward)
+    assert item.probability is not None and item.success is not None  # per_step: every item is scored
     return FrameScore(
-        probability=probability,
-        success=probability > config.reward.threshold,
-        reward=reward,
+        probability=item.probability,
+        success=item.success,
+        reward=item.reward,
         threshold=config.reward.threshold,
         inference_ms=elapsed,
     )

@@ -112,6 +112,15 @@ def test_gpu_check(bench_env):
     assert re.search(r"^gpu_check: PASS \(8/8 checks passed\)", out, re.MULTILINE), out
 
 
+def test_gpu_serving(bench_env):
+    """The whole service (web, Redis, inference worker) against the worker's scorer in process, on the CPU here: each
+    row checks the served probabilities against raw before it is timed."""
+    out = smoke("gpu_serving", bench_env)
+    assert re.search(r"^GPU serving: ResNet18 \(hidden 256\), device cpu \(CPU\), precision fp32", out, re.MULTILINE)
+    assert re.search(r"^size batch\s+service img/s\s+raw img/s\s+ratio\s+forward img/s", out, re.MULTILINE), out
+    assert_rows(out, r"32\s+1\s", r"32\s+4\s", "done in")
+
+
 def test_inference(bench_env):
     out = smoke("inference", bench_env)
     assert re.search(r"^scenario\s+service\s+raw limit\s+ratio\s+target$", out, re.MULTILINE), out
@@ -123,6 +132,12 @@ def test_inference(bench_env):
         r"3\. 2 clients, single images \(images/s\)",
         "latency p50",
     )
+
+
+def test_serving_overhead(bench_env):
+    out = smoke("serving_overhead", bench_env)
+    assert re.search(r"^\s+images\s+cl\s+body MB\s+round ms.*TCP MB/s.*copy MB/s", out, re.MULTILINE), out
+    assert_rows(out, r"1x32x32\s+1\s", r"1x32x32\s+2\s", r"64x32x32\s+1\s", r"64x32x32\s+2\s")
 
 
 def test_ingest(bench_env):
@@ -149,6 +164,13 @@ def test_labeling(postgres_env):
     from labeling.models import Project
 
     assert not Project.objects.filter(name="Bench labeling").exists(), "the bench left its project behind"
+
+
+def test_lerobot(bench_env):
+    """A LeRobot dataset of 2 episodes x 6 frames imported and exported, each beside its raw limit."""
+    out = smoke("lerobot", bench_env)
+    assert "dataset: 2 episodes x 6 frames x 1 camera(s) at 32 px" in out, out
+    assert_rows(out, r"import \(decode, store\)", r"export \(read, encode\)", "  CPU s per 1,000 frames")
 
 
 def test_reward_client_cpu(bench_env):

@@ -60,6 +60,7 @@ def main_pages(project) -> dict[str, str]:
         "project": f"/projects/{project.pk}/",
         "labeling": f"/episodes/{episodes[0].uuid}/label/",
         "training": f"/projects/{project.pk}/training/",
+        "runs": f"/projects/{project.pk}/runs/",
         "job": f"/jobs/{job.pk}/",
         "evaluation": f"/models/{model.pk}/evaluation",
         "deployments": "/deployments/",

@@ -76,6 +76,15 @@ def test_dashboard_shows_live_probabilities_from_the_replay_agent(
             agent.kill()
     assert agent.returncode == 0, output
     assert "done: 2 episodes" in output
+    # the env-success overlay: each scored step's env flag from its frame; the synthetic episodes succeed in
+    # their last quarter, so both values are drawn
+    known, succeeded, results = page.evaluate(
+        "[window.__teleop.envKnownResults, window.__teleop.envSuccessResults, window.__teleop.results]"
+    )
+    assert known >= 0.9 * results and 0 < succeeded < known, (known, succeeded, results)
+    assert "u-off" not in (page.locator(".u-legend .u-series").nth(4).get_attribute("class") or "")
+    page.uncheck("#env-overlay")
+    assert "u-off" in (page.locator(".u-legend .u-series").nth(4).get_attribute("class") or "")
     wait_for(lambda: not TeleopSession.objects.get(pk=session.pk).is_live, timeout=10, what="the session to end")
     session.refresh_from_db()
     assert session.inferred_count > 0 and session.step_count == 160

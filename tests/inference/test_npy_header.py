@@ -32,8 +32,13 @@ def test_np_save_headers_are_read_fast_and_alike(array):
     header = npy_header(raw)
     assert header is not None and header.shape == array.shape and header.dtype == array.dtype
     decoded = npy_array(raw)
-    assert decoded is not None and decoded.flags.writeable
+    assert decoded is not None and not decoded.flags.writeable  # a view of the received bytes, not a copy
     np.testing.assert_array_equal(decoded, array)
+    received = bytearray(raw)  # what the worker reads a stored payload into
+    writable = npy_array(received)
+    assert writable is not None and writable.flags.writeable
+    assert writable.size == 0 or np.shares_memory(writable, np.frombuffer(received, np.uint8))
+    np.testing.assert_array_equal(writable, array)
     np.testing.assert_array_equal(load_npy(raw), array)
 
 

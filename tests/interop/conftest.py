@@ -11,17 +11,23 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 SIDE_PYTHON = ROOT / ".interop" / "bin" / "python"
 RUNNER = Path(__file__).with_name("side_runner.py")
+SIDES = {
+    "interop": (SIDE_PYTHON, RUNNER),
+    "lerobot": (ROOT / ".lerobot" / "bin" / "python", Path(__file__).with_name("lerobot_side.py")),
+}
 
 
-def side_run(command: str, timeout: float = 300, **args) -> dict:
-    """`side_runner.py COMMAND` in the interop environment with `args` as JSON; its JSON answer."""
-    if not SIDE_PYTHON.is_file():
+def side_run(command: str, timeout: float = 300, *, side: str = "interop", **args) -> dict:
+    """`side_runner.py COMMAND` in the interop environment (or, with side="lerobot", `lerobot_side.py COMMAND` in
+    the LeRobot environment) with `args` as JSON; its JSON answer."""
+    python, runner = SIDES[side]
+    if not python.is_file():
         pytest.fail(
-            f"the interop environment ({SIDE_PYTHON.parent.parent}) is missing: run scripts/test.sh once "
-            "(it builds it from requirements-interop.txt), or `source scripts/lib.sh; ensure_interop_env`"
+            f"the {side} environment ({python.parent.parent}) is missing: run scripts/test.sh once "
+            f"(it builds it from requirements-{side}.txt), or `source scripts/lib.sh; ensure_{side}_env`"
         )
     done = subprocess.run(
-        [str(SIDE_PYTHON), str(RUNNER), command],
+        [str(python), str(runner), command],
         input=json.dumps(args, default=str),
         capture_output=True,
         text=True,
@@ -30,7 +36,7 @@ def side_run(command: str, timeout: float = 300, **args) -> dict:
         env={"PATH": "/usr/bin:/bin", "HOME": str(Path.home()), "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"},
     )
     if done.returncode != 0:
-        raise AssertionError(f"side_runner {command} failed ({done.returncode}):\n{done.stderr[-4000:]}")
+        raise AssertionError(f"{runner.name} {command} failed ({done.returncode}):\n{done.stderr[-4000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 

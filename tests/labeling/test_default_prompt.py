@@ -13,3 +13,32 @@ def test_the_project_default_prompt_is_the_one_training_renders():
     assert prompt_render(None, task="pick the cube", window_size=5) == DEFAULT_PROMPT_TEMPLATE.format(
         task="pick the cube", window_size=5
     )
+
+
+def test_the_default_prompt_names_the_projects_window_size():
+    """As RLinf's dataset preprocessing writes it: `{window_size}-frame`; at RLinf's window of 5, the text its
+    reward worker sends word for word."""
+    from labeling.prompts import DEFAULT_PROMPT_TEMPLATE
+    from training.vlm.prompt import prompt_render, prompt_task
+
+    eight = prompt_render(DEFAULT_PROMPT_TEMPLATE, task="pick the cube", window_size=8)
+    assert "two synchronized 8-frame videos" in eight and "5-frame" not in eight
+    assert prompt_task(DEFAULT_PROMPT_TEMPLATE, eight, window_size=8) == "pick the cube"
+    assert prompt_task(DEFAULT_PROMPT_TEMPLATE, eight, window_size=5) is None  # another window: not this prompt
+    assert "two synchronized 5-frame videos" in prompt_render(None, task="t", window_size=5)
+
+
+def test_projects_that_kept_the_old_default_are_moved_to_the_window_sized_one(db):
+    import importlib
+
+    from django.apps import apps
+
+    from labeling.models import Project
+    from labeling.prompts import DEFAULT_PROMPT_TEMPLATE
+
+    migration = importlib.import_module("labeling.migrations.0009_prompt_window_size")
+    kept = Project.objects.create(name="kept", prompt_template=migration.OLD)
+    own = Project.objects.create(name="own", prompt_template="Task: {task}. Judge it.")
+    migration.forwards(apps, None)
+    assert Project.objects.get(pk=kept.pk).prompt_template == DEFAULT_PROMPT_TEMPLATE == migration.NEW
+    assert Project.objects.get(pk=own.pk).prompt_template == "Task: {task}. Judge it."

@@ -7,7 +7,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from training.evaluation import sanity_check
+from training.evaluation import precision_difference, sanity_check
 from training.models import DatasetSnapshot, JobMetric, TrainedModel, TrainingJob
 from training.services import JobError, job_cancel, job_create, job_delete, job_execute, job_retry
 from training.snapshot_services import snapshot_build, snapshot_create
@@ -204,6 +204,15 @@ def test_evaluation_page_and_api_for_a_trained_model(user_client, snapshot):
     assert set(data["summary"]) >= {"roc", "pr", "reliability", "at_threshold", "rl_preview", "sanity"}
     # the sanity check judges this model's own validation predictions (tested on its own in test_evaluation.py)
     assert data["summary"]["sanity"] == sanity_check(data["probabilities"], data["labels"])
+    # bf16 and fp16 against fp32 on the same frames: bf16 measured on this CPU, fp16 refused here with the reason
+    bf16, fp16 = data["precisions"]
+    assert bf16["precision"] == "bf16" and bf16["device"] == "cpu" and not bf16["refused"]
+    assert len(bf16["probabilities"]) == bf16["frames"] == min(256, len(data["probabilities"]))
+    assert (bf16["max_abs"], bf16["mean_abs"], bf16["flips"]) == precision_difference(
+        data["probabilities"][: bf16["frames"]], bf16["probabilities"], 0.3
+    )
+    assert 0 < bf16["max_abs"] < 0.1 and bf16["mean_abs"] <= bf16["max_abs"]
+    assert fp16["precision"] == "fp16" and fp16["probabilities"] == [] and "bf16 or fp32" in fp16["refused"]
     assert user_client.get(f"/api/models/{model.pk}/evaluation?threshold=2").status_code == 400
     other = job_create(project=snapshot.project, snapshot=snapshot, config={**TINY, "seed": 5}, enqueue=False)
     job_execute(job_id=other.pk)

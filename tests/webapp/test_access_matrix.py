@@ -141,6 +141,7 @@ MATRIX: dict[str, list[Case]] = {
     "projects/<int:pk>/import/<int:job>/": [
         Case("GET", "/projects/{project}/import/{import_job}/", MANAGERS, page=True)
     ],
+    "projects/<int:pk>/export/lerobot/": [Case("GET", "/projects/{project}/export/lerobot/", VIEWERS, page=True)],
     # -- training ------------------------------------------------------------------------------------
     "projects/<int:pk>/training/": [Case("GET", "/projects/{project}/training/", VIEWERS, page=True)],
     "projects/<int:pk>/training/snapshots/new": [
@@ -150,6 +151,7 @@ MATRIX: dict[str, list[Case]] = {
         Case("POST", "/projects/{project}/training/jobs/new", MANAGERS, page=True, body={})
     ],
     "projects/<int:pk>/compare": [Case("GET", "/projects/{project}/compare", VIEWERS, page=True)],
+    "projects/<int:pk>/runs/": [Case("GET", "/projects/{project}/runs/", VIEWERS, page=True)],
     "snapshots/<int:snapshot_id>/": [Case("GET", "/snapshots/{snapshot}/", VIEWERS, page=True)],
     "snapshots/<int:snapshot_id>/download": [Case("GET", "/snapshots/{snapshot}/download", VIEWERS, page=True)],
     "snapshots/<int:snapshot_id>/delete": [Case("POST", "/snapshots/{snapshot}/delete", MANAGERS, page=True)],

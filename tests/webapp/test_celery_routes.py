@@ -15,6 +15,7 @@ EXPECTED = {
     "training.tasks.recover_stale_jobs": "default",
     "training.tasks.recover_stale_snapshots": "default",
     "labeling.tasks.fail_stale_jobs": "default",
+    "labeling.tasks.sweep_orphan_frames": "default",
     "labeling.tasks.run_import_job": "ingest",
     "labeling.tasks.generate_project_proposals": "ingest",
     "webhooks.tasks.deliver_webhook": "default",
@@ -43,12 +44,15 @@ SWEEPS = {"training-recover-stale-jobs", "training-recover-stale-snapshots", "la
 def test_beat_sends_the_sweeps_to_the_default_queue():
     app.loader.import_default_modules()
     schedule = app.conf.beat_schedule
-    assert set(schedule) == SWEEPS | {"training-retrain-sweep", "beat-heartbeat"}
+    assert set(schedule) == SWEEPS | {"training-retrain-sweep", "beat-heartbeat", "labeling-sweep-orphan-frames"}
     for name in SWEEPS:
         entry = schedule[name]
         assert entry["task"] in app.tasks
         assert _queue_of(entry["task"]) == settings.CELERY_QUEUE_DEFAULT
         assert entry["schedule"] == float(settings.TRAINING_SWEEP_SECONDS)
+    orphans = schedule["labeling-sweep-orphan-frames"]
+    assert _queue_of(orphans["task"]) == settings.CELERY_QUEUE_DEFAULT
+    assert orphans["schedule"] == float(settings.ORPHAN_FRAMES_SWEEP_SECONDS)
 
 
 def test_training_jobs_are_acknowledged_late_one_at_a_time():

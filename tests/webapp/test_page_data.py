@@ -105,6 +105,7 @@ def test_every_page_embeds_exactly_what_its_script_expects(user_client, project)
         f"/deployments/{deployment.name}/monitor",
         f"/teleop/{session.pk}/",
         f"/projects/{project.pk}/proposals/{proposal_job.pk}/",
+        f"/projects/{project.pk}/runs/?jobs={job.pk}&smoothing=0.5",
     ]
     seen, wrong = set(), []
     for url in urls:

@@ -43,7 +43,10 @@ def server(process_env):
     """Our own uvicorn (like live_server_url), so the test knows the serving process's pid."""
     port = free_port()
     args = [sys.executable, "-m", "uvicorn", "webapp.asgi:application", "--host", "127.0.0.1", "--port", str(port)]
-    proc = _spawn([*args, "--log-level", "warning"], process_env, f"uvicorn-bombs-{port}.log")
+    # no inference worker need run: a warm-up request waiting for one gives up in 5 s (not the 120 s default,
+    # past its client's timeout), and one running for the session answers it sooner
+    env = {**process_env, "INFERENCE_TIMEOUT_S": "5"}
+    proc = _spawn([*args, "--log-level", "warning"], env, f"uvicorn-bombs-{port}.log")
     try:
         _wait_for_port(port, proc)
         yield f"http://127.0.0.1:{port}", proc.pid
@@ -84,6 +87,18 @@ def _login(url: str, username: str, password: str) -> requests.Session:
     return session
 
 
+def import_upload(people: requests.Session, url: str, project_id: int, blob: bytes, name: str) -> requests.Response:
+    """One file through the import page, as a logged-in person uploads it (answered with a redirect to its job)."""
+    return people.post(
+        f"{url}/projects/{project_id}/import/",
+        files={"files": (name, blob, "application/octet-stream")},
+        data={"csrfmiddlewaretoken": people.cookies["csrftoken"]},
+        headers={"Referer": url},
+        timeout=120,
+        allow_redirects=False,
+    )
+
+
 def test_bombs_get_a_4xx_in_bounded_memory_while_the_app_answers(server, project, django_user_model):
     from labeling.services import agent_create
 
@@ -102,14 +117,7 @@ def test_bombs_get_a_4xx_in_bounded_memory_while_the_app_answers(server, project
     rewards = f"{url}/api/deployments/{deployment.name}/rewards"
 
     def import_pickle(blob: bytes, name: str) -> requests.Response:
-        return people.post(
-            f"{url}/projects/{project.pk}/import/",
-            files={"files": (name, blob, "application/octet-stream")},
-            data={"csrfmiddlewaretoken": people.cookies["csrftoken"]},
-            headers={"Referer": url},
-            timeout=120,
-            allow_redirects=False,
-        )
+        return import_upload(people, url, project.pk, blob, name)
 
     # Warm up every path once with valid input, so imports and caches are in the baseline.
     small = {"images": [_png_b64(16)], "env_rewards": [0.0]}

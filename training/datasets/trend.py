@@ -126,6 +126,19 @@ def split_windows(windows: Sequence[WindowRef], options: TrendOptions) -> TrendS
     return result
 
 
+def eval_warning(split: TrendSplit, options: TrendOptions) -> str:
+    """Why the evaluation split is empty when one was asked for (empty string otherwise): it needs two
+    episodes with windows, since an episode never sits in both splits."""
+    if split.eval or options.val_split <= 0:
+        return ""
+    episodes = len(split.train_episodes) + len(split.eval_episodes)
+    return (
+        f"The trend evaluation split is empty: {episodes} episode(s) with windows, and it needs 2 (an episode is "
+        "never in both splits; RLinf's script would put the only one in eval and train on nothing). A VLM model "
+        "trained on this snapshot trains on every window and gets no evaluation: record or label another episode."
+    )
+
+
 def _extract_and_sample(windows: list[WindowRef], options: TrendOptions, rng: random.Random) -> list[WindowRef]:
     groups: dict[str, list[WindowRef]] = {label: [] for label in LABELS}
     for w in windows:

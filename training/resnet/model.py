@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import warnings
+from collections.abc import Callable
 
 import numpy as np
 import torch
@@ -83,7 +84,13 @@ class RewardResNet(nn.Module):
         return (x - self.mean) / self.std
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
-        return self.backbone(self.preprocess(images)).squeeze(-1)
+        """Preprocessing in fp32, then the backbone in its own dtype and memory format (a served model's
+        placement, `training.resnet.placement`, may cast it to bf16/fp16 and channels_last)."""
+        x = self.preprocess(images)
+        weight = self.backbone.conv1.weight
+        if not weight.is_contiguous() and weight.is_contiguous(memory_format=torch.channels_last):
+            x = x.contiguous(memory_format=torch.channels_last)
+        return self.backbone(x.to(weight.dtype)).squeeze(-1)
 
 
 def crop_box(x: torch.Tensor, box: list[float]) -> torch.Tensor:
@@ -156,8 +163,20 @@ def predict_proba_and_features(
     return np.concatenate(probabilities), np.concatenate(features)
 
 
-def predict_proba(model: RewardResNet, images: np.ndarray, *, batch_size: int = 256) -> np.ndarray:
-    """Success probabilities (float32 [B]) for uint8 [B,H,W,3] images."""
+def host_tensor(images: np.ndarray) -> torch.Tensor:
+    """A batch as a tensor over the same memory (copied only when not C-contiguous)."""
+    return torch.from_numpy(np.ascontiguousarray(images))
+
+
+def predict_proba(
+    model: RewardResNet,
+    images: np.ndarray,
+    *,
+    batch_size: int = 256,
+    to_device: Callable[[np.ndarray], torch.Tensor] = host_tensor,
+) -> np.ndarray:
+    """Success probabilities (float32 [B]) for uint8 [B,H,W,3] images; `to_device` moves each chunk (a served
+    model's `HostStaging.to_device` stages it in pinned memory on CUDA)."""
     if images.ndim == 3:
         images = images[None]
     if len(images) == 0:
@@ -165,7 +184,7 @@ def predict_proba(model: RewardResNet, images: np.ndarray, *, batch_size: int = 
     outputs = []
     with torch.inference_mode():
         for start in range(0, len(images), batch_size):
-            batch = torch.from_numpy(np.ascontiguousarray(images[start : start + batch_size]))
+            batch = to_device(images[start : start + batch_size])
             outputs.append(torch.sigmoid(model(batch).float()).cpu().numpy())
     return np.concatenate(outputs).astype(np.float32, copy=False)
 

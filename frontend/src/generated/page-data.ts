@@ -182,6 +182,18 @@ export interface EvaluationItem {
   probability: number;
 }
 
+/** One reduced inference precision against fp32 on the same validation frames (`precision_difference`). */
+export interface PrecisionDifference {
+  precision: string;
+  device: string;
+  frames: number;
+  probabilities: number[];
+  max_abs: number | null;
+  mean_abs: number | null;
+  flips: number | null;
+  refused: string;
+}
+
 /** One model on a snapshot's validation split (also the answer of GET /api/models/<id>/evaluation). */
 export interface ModelEvaluation {
   model: EvaluationModel;
@@ -192,6 +204,7 @@ export interface ModelEvaluation {
   summary: EvaluationSummary;
   items: EvaluationItem[];
   order: number[];
+  precisions: PrecisionDifference[];
 }
 
 /** One simulated labeling run of bench/active.py: validation accuracy after each round of labels. */
@@ -221,6 +234,22 @@ export interface EvaluationPageData {
   evaluations: ModelEvaluation[];
   label_efficiency: LabelEfficiencyData | null;
   label_efficiency_command: string;
+}
+
+/** A training job the runs page can overlay: its curves come from `metrics` (the job's metrics API). */
+export interface RunChoice {
+  id: number;
+  name: string;
+  status: string;
+  metrics: string;
+}
+
+/** Several runs' curves overlaid: the project's latest jobs and those picked at first. */
+export interface RunsPageData {
+  project: number;
+  runs: RunChoice[];
+  picked: number[];
+  smoothing: number;
 }
 
 /** The alarm and the current window's rates. */
@@ -296,6 +325,7 @@ export interface PageData {
   training: TrainingPageData;
   job: JobPageData;
   evaluation: EvaluationPageData;
+  runs: RunsPageData;
   monitor: MonitorPageData;
   teleop_dashboard: TeleopDashboardData;
 }

@@ -75,14 +75,70 @@ function lanes(windows: WindowMark[]): number[] {
   });
 }
 
+/** The fewest steps a zoomed timeline shows (or the whole episode, when shorter). */
+export const MIN_VISIBLE_STEPS = 20;
+
+/** The part of an episode the timeline shows: `start` and `length` in positions, within [0, total). */
+export interface TimelineView {
+  start: number;
+  length: number;
+}
+
+/** `view` zoomed by `factor` (>1: in) around `anchor`, which stays where it was on screen. */
+export function zoomView(view: TimelineView, total: number, factor: number, anchor: number): TimelineView {
+  const length = Math.round(Math.min(total, Math.max(Math.min(MIN_VISIBLE_STEPS, total), view.length / factor)));
+  const fraction = view.length ? (anchor - view.start) / view.length : 0;
+  return clampView({ start: Math.round(anchor - fraction * length), length }, total);
+}
+
+export function clampView(view: TimelineView, total: number): TimelineView {
+  const length = Math.max(1, Math.min(total, view.length));
+  return { start: Math.max(0, Math.min(total - length, view.start)), length };
+}
+
+/** The view moved just enough to show `position` (a page at a time when it runs off an edge). */
+export function followView(view: TimelineView, total: number, position: number): TimelineView {
+  if (position >= view.start && position < view.start + view.length) return view;
+  const start = position < view.start ? position - view.length + 1 : position;
+  return clampView({ start, length: view.length }, total);
+}
+
 export class Timeline {
   private base: HTMLCanvasElement;
   private width = 0;
   private patterns: Record<string, CanvasPattern | string> = {};
+  /** What is shown: the whole episode until zoomed. */
+  view: TimelineView;
 
   constructor(private canvas: HTMLCanvasElement, private model: TimelineModel) {
     this.base = document.createElement("canvas");
+    this.view = { start: 0, length: Math.max(1, model.length) };
     this.resize();
+  }
+
+  /** Shows `view` (clamped to the episode); true when that changed what is shown. */
+  setView(view: TimelineView): boolean {
+    const next = clampView(view, Math.max(1, this.model.length));
+    if (next.start === this.view.start && next.length === this.view.length) return false;
+    this.view = next;
+    this.redrawBase();
+    return true;
+  }
+
+  zoom(factor: number, anchor: number): boolean {
+    return this.setView(zoomView(this.view, Math.max(1, this.model.length), factor, anchor));
+  }
+
+  follow(position: number): boolean {
+    return this.setView(followView(this.view, Math.max(1, this.model.length), position));
+  }
+
+  get zoomed(): boolean {
+    return this.view.length < this.model.length;
+  }
+
+  private get cell(): number {
+    return this.width / Math.max(1, this.view.length);
   }
 
   resize(): void {
@@ -97,12 +153,12 @@ export class Timeline {
   }
 
   x(position: number): number {
-    return (position / Math.max(1, this.model.length)) * this.width;
+    return (position - this.view.start) * this.cell;
   }
 
   positionAt(clientX: number): number {
     const rect = this.canvas.getBoundingClientRect();
-    const p = Math.floor(((clientX - rect.left) / rect.width) * this.model.length);
+    const p = this.view.start + Math.floor(((clientX - rect.left) / rect.width) * this.view.length);
     return Math.max(0, Math.min(this.model.length - 1, p));
   }
 
@@ -117,12 +173,15 @@ export class Timeline {
       this.patterns[key] ??= hatch(ctx, COLORS[key]);
     }
     const m = this.model;
-    const cell = this.width / Math.max(1, m.length);
+    const cell = this.cell;
     // backgrounds
     ctx.fillStyle = cssVar("--sunken", "#f3f4f7");
     ctx.fillRect(0, TRACKS.curve[0], this.width, CURVE_H);
     ctx.fillRect(0, TRACKS.frames[0], this.width, TRACKS.frames[1] - TRACKS.frames[0]);
     ctx.fillRect(0, TRACKS.windows[0], this.width, TRACKS.windows[1] - TRACKS.windows[0]);
+    // the tracks in step positions, shifted to the view (what falls outside the canvas is clipped)
+    ctx.save();
+    ctx.translate(-this.view.start * cell, 0);
     // frame labels
     const top = TRACKS.frames[0];
     for (let i = 0; i < m.length; i++) {
@@ -158,11 +217,12 @@ export class Timeline {
     };
     draw(human, TRACKS.windows[0] + 1, true);
     draw(proposed, TRACKS.windows[0] + 2 + LANES * LANE_H, false);
-    // reward curve
+    // reward curve, scaled to the steps shown
     const values = m.reward;
-    if (values.length) {
-      let lo = Math.min(...values);
-      let hi = Math.max(...values);
+    const shown = values.slice(this.view.start, this.view.start + this.view.length);
+    if (shown.length) {
+      let lo = Math.min(...shown);
+      let hi = Math.max(...shown);
       if (hi - lo < 1e-9) {
         hi += 0.5;
         lo -= 0.5;
@@ -171,8 +231,8 @@ export class Timeline {
       if (lo < 0 && hi > 0) {
         ctx.strokeStyle = cssVar("--line", "#c9cdd6");
         ctx.beginPath();
-        ctx.moveTo(0, y(0));
-        ctx.lineTo(this.width, y(0));
+        ctx.moveTo(this.view.start * cell, y(0));
+        ctx.lineTo(this.view.start * cell + this.width, y(0));
         ctx.stroke();
       }
       ctx.strokeStyle = cssVar("--accent", "#3b6df0");
@@ -184,11 +244,12 @@ export class Timeline {
         else ctx.lineTo(px, y(v));
       });
       ctx.stroke();
+      ctx.restore();
       ctx.fillStyle = cssVar("--muted", "#667085");
       ctx.font = "10px system-ui, sans-serif";
       ctx.fillText(`reward ${hi.toFixed(2)}`, 4, TRACKS.curve[0] + 11);
       ctx.fillText(lo.toFixed(2), 4, TRACKS.curve[0] + CURVE_H - 3);
-    }
+    } else ctx.restore();
   }
 
   /** Composes the base layer with the cursor, selection and current window. */
@@ -200,7 +261,8 @@ export class Timeline {
     ctx.clearRect(0, 0, this.canvas.width, this.canvas.height);
     ctx.drawImage(this.base, 0, 0);
     ctx.setTransform(ratio, 0, 0, ratio, 0, 0);
-    const cell = this.width / Math.max(1, this.model.length);
+    const cell = this.cell;
+    ctx.translate(-this.view.start * cell, 0);
     if (selection) {
       ctx.fillStyle = "rgba(59, 109, 240, 0.18)";
       ctx.fillRect(selection[0] * cell, 0, (selection[1] - selection[0] + 1) * cell, TIMELINE_HEIGHT);

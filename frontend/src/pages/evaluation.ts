@@ -68,6 +68,27 @@ function sanityNotice(ev: Evaluation): string {
     schedule and more epochs; then compare the new model here.</p></div>`;
 }
 
+/** Decisions (probability > t) that differ between fp32 (the page's probabilities) and a reduced precision. */
+export function flipsAt(reference: number[], other: number[], t: number): number {
+  let flips = 0;
+  for (let i = 0; i < other.length; i++) if ((reference[i] > t) !== (other[i] > t)) flips++;
+  return flips;
+}
+
+/** bf16 and fp16 (a deployment's inference_precision) against fp32 on the same validation frames. */
+function precisionPanel(ev: Evaluation): string {
+  if (!ev.precisions.length) return "";
+  const rows = ev.precisions.map((p) => p.refused
+    ? `<tr data-precision="${p.precision}"><th>${p.precision}</th><td colspan="3" class="muted">not measured on ${esc(p.device)}: ${esc(p.refused)}</td></tr>`
+    : `<tr data-precision="${p.precision}"><th>${p.precision}</th><td>${p.max_abs!.toExponential(2)}</td><td>${p.mean_abs!.toExponential(2)}</td><td data-flips></td></tr>`).join("");
+  const first = ev.precisions[0];
+  return `<div class="panel precision-panel"><h2>Inference precision against fp32</h2>
+    <table class="precision"><tr><th></th><th>max |Δp|</th><th>mean |Δp|</th><th>decisions flipped</th></tr>${rows}</table>
+    <p class="muted">On the first ${first.frames} validation frames, measured on ${esc(first.device)}: decisions
+    (probability &gt; threshold) that differ from fp32's at the slider's threshold. A deployment's
+    <code>inference_precision</code> picks one.</p></div>`;
+}
+
 function column(ev: Evaluation, index: number): HTMLElement {
   const col = document.createElement("div");
   col.className = "eval-column";
@@ -93,6 +114,7 @@ function column(ev: Evaluation, index: number): HTMLElement {
         <tr><th>labeled fail</th><td class="bad" data-cell="fp"></td><td class="good" data-cell="tn"></td></tr></table>
     </div>
     <div class="panel"><h2>What an RL run receives</h2><p class="rl-preview"></p></div>
+    ${precisionPanel(ev)}
     <div class="eval-grid">
       <div class="panel"><div class="chart roc"></div></div>
       <div class="panel"><div class="chart pr"></div></div>
@@ -141,6 +163,10 @@ function update(threshold: number): void {
       `With <code>success = probability &gt; ${threshold.toFixed(2)}</code> and binary rewards (1.0 / 0.0), a run is rewarded on ` +
       `<b>${pct(m.rewarded)}</b> of these frames: <b>${pct(m.rewardOnSuccess)}</b> of the frames labeled success and ` +
       `<b>${pct(m.rewardOnFail)}</b> of the frames labeled fail (${m.fp} false rewards, ${m.fn} missed).`;
+    for (const p of ev.precisions) {
+      const cell = col.querySelector<HTMLElement>(`[data-precision=${p.precision}] [data-flips]`);
+      if (cell) cell.textContent = `${flipsAt(ev.probabilities, p.probabilities, threshold)} of ${p.probabilities.length}`;
+    }
     col.querySelectorAll<HTMLElement>(".gallery a").forEach((a) => {
       const idx = Number(a.dataset.index);
       a.classList.toggle("wrong", (ev.probabilities[idx] > threshold) !== (ev.labels[idx] === 1));

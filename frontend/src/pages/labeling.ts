@@ -45,6 +45,34 @@ window.addEventListener("mousemove", (event) => {
 window.addEventListener("mouseup", () => {
   dragging = null;
 });
+// ---- timeline zoom: ctrl+wheel (or a pinch) at the pointer, + and - keys and buttons at the cursor ------------
+const ZOOM_STEP = 2;
+function zoom(factor: number, anchor = s.view.cursor): void {
+  if (r.timeline.zoom(factor, anchor)) r.drawTimeline();
+}
+timelineCanvas.addEventListener(
+  "wheel",
+  (event) => {
+    if (event.ctrlKey || event.metaKey) {
+      zoom(event.deltaY < 0 ? ZOOM_STEP : 1 / ZOOM_STEP, r.timeline.positionAt(event.clientX));
+    } else if (Math.abs(event.deltaX) > Math.abs(event.deltaY) && r.timeline.zoomed) {
+      const { start, length } = r.timeline.view;
+      const steps = Math.sign(event.deltaX) * Math.max(1, Math.round(length / 10));
+      if (r.timeline.setView({ start: start + steps, length })) r.drawTimeline();
+    } else return; // a plain vertical wheel scrolls the page
+    event.preventDefault();
+  },
+  { passive: false },
+);
+$("zoom-in").addEventListener("click", () => zoom(ZOOM_STEP));
+$("zoom-out").addEventListener("click", () => zoom(1 / ZOOM_STEP));
+$("zoom-fit").addEventListener("click", () => zoom(0));
+document.addEventListener("keydown", (event) => {
+  const target = event.target as HTMLElement | null;
+  if (event.ctrlKey || event.metaKey || event.altKey || target?.closest("input, select, textarea")) return;
+  if (event.key === "+" || event.key === "=") zoom(ZOOM_STEP);
+  else if (event.key === "-") zoom(1 / ZOOM_STEP);
+});
 window.addEventListener("resize", () => {
   r.timeline.resize();
   r.drawTimeline();
@@ -61,7 +89,7 @@ autoBox.addEventListener("change", () => {
   autoBox.blur();
 });
 historyPanel.addEventListener("toggle", () => {
-  if (historyPanel.open) w.queue.run(() => historyShow(s.episodeApi, $("history-rows"))).catch(w.failed);
+  if (historyPanel.open) w.queue.run(() => historyShow(s.episodeApi, $("history-rows"), $<HTMLButtonElement>("history-more"))).catch(w.failed);
 });
 for (const button of document.querySelectorAll<HTMLButtonElement>("[data-frame]")) {
   button.addEventListener("click", () => {

@@ -39,6 +39,12 @@ const xs: number[] = [];
 const probs: (number | null)[] = [];
 const thresholds: number[] = [];
 const smoothed: (number | null)[] = [];
+// The env's own success flag of each scored step (1 / 0; null when its frame was not seen), drawn as a
+// stepped band under p(success) so the model can be read against what the simulator says.
+const envSuccess: (number | null)[] = [];
+const envSuccessOf = new Map<string, boolean>(); // "episode:index" -> the frame's env success, the latest few
+const ENV_FLAGS_KEPT = 4096;
+const envBox = $("env-overlay") as HTMLInputElement;
 const SMOOTH_KEY = "rs.teleop.smoothing";
 const smoothBox = $("smooth") as HTMLInputElement;
 const smoothAlpha = $("smooth-alpha") as HTMLInputElement;
@@ -85,10 +91,14 @@ const plot = new uPlot(
       { label: "p(success)", stroke: "#3b6df0", width: 2, spanGaps: true },
       { label: "threshold", stroke: "#d68f1f", dash: [6, 4], width: 1.5, points: { show: false } },
       { label: "smoothed", stroke: "#7a3bf0", width: 2.5, spanGaps: true, points: { show: false }, show: smoothBox.checked },
+      {
+        label: "env success", stroke: "#1f9d55", fill: "rgba(31, 157, 85, 0.12)", width: 1, spanGaps: false,
+        paths: uPlot.paths.stepped!({ align: 1 }), points: { show: false }, show: envBox.checked,
+      },
     ],
     hooks: { draw: [drawMarks] },
   },
-  [xs, probs, thresholds, smoothed] as uPlot.AlignedData,
+  [xs, probs, thresholds, smoothed, envSuccess] as uPlot.AlignedData,
   chartEl,
 );
 window.addEventListener("resize", () => plot.setSize({ width: Math.max(240, chartEl.clientWidth), height: 260 }));
@@ -99,6 +109,7 @@ function trim(now: number) {
     probs.shift();
     thresholds.shift();
     smoothed.shift();
+    envSuccess.shift();
   }
   while (boundaries.length && boundaries[0].t < now - WINDOW_S) boundaries.shift();
   while (labels.length && labels[0].t < now - WINDOW_S) labels.shift();
@@ -113,7 +124,7 @@ function redraw() {
     const now = Date.now() / 1000;
     trim(now);
     plot.batch(() => {
-      plot.setData([xs, probs, thresholds, smoothed] as uPlot.AlignedData, false);
+      plot.setData([xs, probs, thresholds, smoothed, envSuccess] as uPlot.AlignedData, false);
       // Zoom to the data until a full window has arrived, so a fresh session is not a dot at the edge.
       const first = xs.length ? xs[0] : now - 10;
       plot.setScale("x", { min: Math.max(now - WINDOW_S, Math.min(first, now - 10) - 1), max: now + 1 });
@@ -134,6 +145,7 @@ smoothBox.addEventListener("change", () => {
   document.body.dataset.smoothing = smoothBox.checked ? "on" : "off";
 });
 document.body.dataset.smoothing = smoothBox.checked ? "on" : "off";
+envBox.addEventListener("change", () => plot.setSeries(4, { show: envBox.checked }));
 
 // Step rate from the frames this page receives, spaced by the agent's own send times.
 const stepRate = new RateMeter(5, 2);
@@ -147,7 +159,10 @@ function showRate() {
 setInterval(showRate, 500);
 
 // --- state shown -----------------------------------------------------------------------------
-const state = { results: 0, frames: 0, lastProbability: null as number | null, connected: false, reconnects: 0 };
+const state = {
+  results: 0, frames: 0, lastProbability: null as number | null, connected: false, reconnects: 0,
+  envSuccessResults: 0, envKnownResults: 0, // scored steps whose frame said env success / whose flag was seen
+};
 (window as any).__teleop = state;
 const e2e: number[] = [];
 
@@ -181,6 +196,8 @@ function handle(msg: Message) {
       stepRate.add(typeof msg.sent_at === "number" ? msg.sent_at : now);
       for (const [name, url] of Object.entries(msg.images ?? {})) camera(name).src = url as string;
       $("step").textContent = String(msg.index);
+      envSuccessOf.set(`${msg.episode}:${msg.index}`, Boolean(msg.success));
+      if (envSuccessOf.size > ENV_FLAGS_KEPT) envSuccessOf.delete(envSuccessOf.keys().next().value!);
       $("env-reward").textContent = fmt(msg.reward);
       break;
     case "result":
@@ -192,6 +209,12 @@ function handle(msg: Message) {
       thresholds.push(threshold);
       smoothValue = ema(smoothValue, msg.probability, alpha());
       smoothed.push(smoothValue);
+      {
+        const flag = envSuccessOf.get(`${msg.episode}:${msg.index}`);
+        envSuccess.push(flag === undefined ? null : Number(flag));
+        state.envKnownResults += Number(flag !== undefined);
+        state.envSuccessResults += Number(flag === true);
+      }
       (window as any).__teleop.smoothed = smoothValue;
       $("prob").textContent = fmt(msg.probability);
       $("success").textContent = msg.success ? "SUCCESS" : "no";

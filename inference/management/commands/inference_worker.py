@@ -32,7 +32,13 @@ def deployment_scorer(name: str, device: str) -> tuple[int, Scorer]:
     """The deployment's version and its model's scorer, from the model's family (`training.families`)."""
     row = Deployment.objects.select_related("trained_model").get(name=name)
     model = row.trained_model
-    spec = ModelSpec(kind=model.kind, folder=local_path(model.checkpoint_path), config=model.config, device=device)
+    spec = ModelSpec(
+        kind=model.kind,
+        folder=local_path(model.checkpoint_path),
+        config=model.config,
+        device=device,
+        precision=row.inference_precision,
+    )
     return row.version, scorer_load(spec)
 
 

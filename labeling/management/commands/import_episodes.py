@@ -1,4 +1,5 @@
-"""manage.py import_episodes --project NAME PATH...: import RLinf pickles, .pt payloads, image folders."""
+"""manage.py import_episodes --project NAME PATH...: import RLinf pickles, .pt payloads, image folders, LeRobot
+datasets and mp4 videos."""
 
 from __future__ import annotations
 
@@ -16,7 +17,8 @@ from labeling.models import Project
 class Command(BaseCommand):
     help = (
         "Import existing data into a project: RLinf episode pickles (*.pkl), RLinf reward datasets "
-        "(train.pt / val.pt), folders with success/ and failure/ images, zips of these, or folders "
+        "(train.pt / val.pt), folders with success/ and failure/ images, LeRobot dataset folders, mp4 videos "
+        "(NAME.mp4 or NAME.<camera>.mp4), zips of these, or folders "
         "holding any of them. Re-importing the same file changes nothing."
     )
 

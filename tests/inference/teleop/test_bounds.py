@@ -31,7 +31,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def _socket_tasks() -> list[asyncio.Task]:
-    names = ("TeleopAgentConsumer.", "LatestFrameSlot.")
+    names = ("TeleopAgentConsumer.", "TeleopStream.", "LatestFrameSlot.")
     return [t for t in asyncio.all_tasks() if not t.done() and t.get_coro().__qualname__.startswith(names)]
 
 

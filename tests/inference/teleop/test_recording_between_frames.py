@@ -8,8 +8,8 @@ import uuid
 
 import pytest
 
-from inference.teleop import consumers
-from inference.teleop.consumers import FLUSH_EVERY, FLUSH_LIMIT, record_now
+from inference.teleop import stream
+from inference.teleop.stream import FLUSH_EVERY, FLUSH_LIMIT, record_now
 
 from .test_consumers import HELLO, agent_communicator, close_consumer_connections, step_message  # noqa: F401
 
@@ -37,10 +37,10 @@ def test_steps_buffered_during_a_frames_scoring_are_recorded_after_its_result(pr
         return real_record(session_id=session_id, steps=steps)
 
     monkeypatch.setattr(services, "teleop_steps_record", record)
-    monkeypatch.setattr(consumers, "TICK_S", 60.0)  # only the flushes under test
+    monkeypatch.setattr(stream, "TICK_S", 60.0)  # only the flushes under test
     release = asyncio.Event()
 
-    async def slow_score(deployment, image, env_reward=0.0, timeout=10.0, *, stream="live"):
+    async def slow_score(deployment, image, env_reward=0.0, timeout=10.0, **_):
         await release.wait()
         return scoring.FrameScore(0.5, False, 0.0, 0.5, 1.0)
 

@@ -95,8 +95,21 @@ export class Renderer {
     this.renderWindow();
   }
 
+  private followed = -1; // the step the timeline last followed
+
   drawTimeline(): void {
+    // a zoomed timeline keeps the current step in sight when it moves (a zoom or pan away from it stays put)
+    if (this.s.view.cursor !== this.followed) this.timeline.follow(this.s.view.cursor);
+    this.followed = this.s.view.cursor;
     this.timeline.draw(this.s.view.cursor, this.s.selection(), this.s.windowSpan());
+    const zoom = document.getElementById("zoom-text");
+    if (zoom) {
+      const { start, length } = this.timeline.view;
+      const { indexOf } = this.s;
+      zoom.textContent = this.timeline.zoomed
+        ? `steps ${indexOf[start]}–${indexOf[start + length - 1]} of ${this.s.n}`
+        : `all ${this.s.n} steps`;
+    }
   }
 
   /** A frame arrived: redraw what shows it. */

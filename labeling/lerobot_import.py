@@ -1,0 +1,187 @@
+"""Import LeRobot datasets and mp4 episodes into a project (import job kinds `lerobot` and `video`).
+
+- A LeRobot dataset folder (v2.x or v3.0, see lerobot_format.py) -> one Episode per dataset episode, one step
+  per frame. Camera keys `observation.images.<cam>` go to the project's camera `<cam>`, the others in order to
+  its remaining cameras (lerobot_format.map_cameras; the mapping and dropped keys are kept in the episode's
+  metadata). Per step: `action`, `next.reward` -> reward, `next.done` -> terminated, `next.success` -> the
+  step's env success; `frame_index`, `timestamp` and `observation.state` go to the step's info. The episode's
+  success is whether any frame has `next.success`; without that column it is unknown. No labels are made.
+- mp4 files -> one Episode per group: `NAME.mp4` is one episode on the project's first camera; `NAME.<cam>.mp4`
+  files with the same NAME are one episode, each on camera `<cam>` (a camera the project lacks is refused).
+  One step per frame; a camera with fewer frames leaves the later steps without its image.
+
+Frames are decoded with PyAV under VIDEO_MAX_FRAMES, MAX_IMAGE_SIDE and MAX_IMAGE_PIXELS (checked from the
+stream header before decoding) and stored as PNG. Episode UUIDs derive from the project and a hash of the
+dataset's metadata (with the episode index) or of the video files, so importing again changes nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+
+from .images import CheckedImage, ImageError, check_image
+from .import_services import _already_imported, _count, _encode, _store_episode, import_uuid
+from .import_sources import ImportSummary, Source, SourceError, file_sha256
+from .lerobot_format import EpisodeRef, LeRobotDataset, camera_name, episode_rows, map_cameras, read_dataset
+from .models import Project
+from .services import StepInput
+from .video_frames import VideoError, VideoLimits, decode_frames, video_camera
+
+
+def video_limits() -> VideoLimits:
+    return VideoLimits(
+        max_frames=settings.VIDEO_MAX_FRAMES, max_side=settings.MAX_IMAGE_SIDE, max_pixels=settings.MAX_IMAGE_PIXELS
+    )
+
+
+def import_lerobot(*, project: Project, source: Source, env_id: str, summary: ImportSummary) -> None:
+    """Every episode of the dataset at `source.path`; an episode that fails is listed and the others import."""
+    dataset = read_dataset(source.path, max_episodes=settings.LEROBOT_MAX_EPISODES)
+    mapping = map_cameras(dataset.camera_keys, list(project.camera_views or []))
+    digest = _dataset_digest(dataset)
+    for ref in dataset.episodes:
+        name = f"{source.name} episode {ref.index}"
+        uuid = import_uuid(project=project, kind="lerobot", digest=f"{digest}:{ref.index}")
+        if _already_imported(uuid, Source("lerobot", source.path, name), summary):
+            continue
+        try:
+            steps = _episode_steps(dataset, ref, mapping)
+        except (SourceError, VideoError, ImageError) as exc:
+            summary.failed.append((name, str(exc)))
+            continue
+        successes = [step.success for step in steps]
+        has_success = "next.success" in dataset.features
+        metadata = {
+            "format": f"lerobot_{dataset.version}",
+            "dataset": source.name,
+            "episode_index": ref.index,
+            "task_description": ref.task,
+            "fps": dataset.fps,
+            "cameras": mapping,
+            "cameras_dropped": [key for key in dataset.camera_keys if key not in mapping],
+            "sha256": digest,
+        }
+        success = any(successes) if has_success else None
+        _count(
+            summary,
+            _store_episode(project=project, steps=steps, metadata=metadata, uuid=uuid, env_id=env_id, success=success),
+        )
+
+
+def import_videos(*, project: Project, source: Source, env_id: str, summary: ImportSummary) -> None:
+    """One episode from the group of video files `source.parts` (see video_frames.video_groups)."""
+    cameras = list(project.camera_views or [])
+    if not cameras:
+        raise SourceError(f"project {project.name!r} has no cameras to put video frames on")
+    by_camera: dict[str, Path] = {}
+    for path in source.parts:
+        camera = video_camera(path)
+        if camera is None:
+            camera = cameras[0]
+        elif camera not in cameras:
+            raise SourceError(f"{path.name}: the project has no camera {camera!r} (it has {', '.join(cameras)})")
+        if camera in by_camera:
+            raise SourceError(f"{path.name} and {by_camera[camera].name} are both camera {camera!r}")
+        by_camera[camera] = path
+    digest = hashlib.sha256(
+        "".join(f"{camera}:{file_sha256(path)}\n" for camera, path in sorted(by_camera.items())).encode()
+    ).hexdigest()
+    uuid = import_uuid(project=project, kind="video", digest=digest)
+    if _already_imported(uuid, source, summary):
+        return
+    frames = {
+        camera: [_encode(a, f"{path.name} frame {i}") for i, a in enumerate(decode_frames(path, video_limits()))]
+        for camera, path in by_camera.items()
+    }
+    length = max(len(f) for f in frames.values())
+    if length == 0:
+        raise SourceError(f"{source.name}: the video holds no frames")
+    steps = [
+        StepInput(index=index, images={camera: pngs[index] for camera, pngs in frames.items() if index < len(pngs)})
+        for index in range(length)
+    ]
+    metadata = {
+        "format": "video",
+        "files": {camera: path.name for camera, path in by_camera.items()},
+        "frames": {camera: len(f) for camera, f in frames.items()},
+        "sha256": digest,
+    }
+    _count(
+        summary,
+        _store_episode(project=project, uuid=uuid, env_id=env_id, metadata=metadata, steps=steps, success=None),
+    )
+
+
+def _episode_steps(dataset: LeRobotDataset, ref: EpisodeRef, mapping: dict[str, str]) -> list[StepInput]:
+    rows = episode_rows(dataset, ref)
+    if len(rows) > settings.VIDEO_MAX_FRAMES:
+        raise SourceError(f"{len(rows)} frames; the limit is {settings.VIDEO_MAX_FRAMES} (VIDEO_MAX_FRAMES)")
+    images: dict[str, list[CheckedImage]] = {}
+    for key, camera in mapping.items():
+        span = ref.videos.get(key)
+        if span is not None:
+            arrays = decode_frames(span.path, video_limits(), start_s=span.start_s, end_s=span.end_s)
+            images[camera] = [_encode(a, f"{camera_name(key)} frame {i}") for i, a in enumerate(arrays)]
+        else:
+            images[camera] = [_row_image(row.get(key), f"{key} frame {i}") for i, row in enumerate(rows)]
+        if len(images[camera]) < len(rows):
+            raise SourceError(
+                f"episode {ref.index}: {key} has {len(images[camera])} frames for {len(rows)} rows of data"
+            )
+    return [
+        StepInput(
+            index=index,
+            action=_floats(row.get("action")),
+            reward=float(_scalar(row.get("next.reward"), 0.0)),
+            terminated=bool(_scalar(row.get("next.done"), False)),
+            success=bool(_scalar(row.get("next.success"), False)),
+            info=_info(row),
+            images={camera: frames[index] for camera, frames in images.items()},
+        )
+        for index, row in enumerate(rows)
+    ]
+
+
+def _row_image(value: Any, where: str) -> CheckedImage:
+    """An `image` feature's cell: {"bytes": PNG/JPEG, "path": ...} as the datasets library stores it."""
+    raw = value.get("bytes") if isinstance(value, dict) else None
+    if not raw:
+        raise SourceError(f"{where}: no image bytes in the parquet row")
+    try:
+        return check_image(raw, max_side=settings.MAX_IMAGE_SIDE, max_pixels=settings.MAX_IMAGE_PIXELS)
+    except ImageError as exc:
+        raise ImageError(f"{where}: {exc}") from None
+
+
+def _scalar(value: Any, default: Any) -> Any:
+    """LeRobot writes shape-(1,) features as scalars or one-element lists."""
+    if isinstance(value, list | tuple):
+        value = value[0] if value else None
+    return default if value is None else value
+
+
+def _floats(value: Any) -> list[float]:
+    if value is None:
+        return []
+    values = value if isinstance(value, list | tuple) else [value]
+    return [float(v) for v in values]
+
+
+def _info(row: dict[str, Any]) -> dict[str, Any]:
+    info: dict[str, Any] = {key: row[key] for key in ("frame_index", "timestamp") if key in row}
+    if row.get("observation.state") is not None:
+        info["observation.state"] = _floats(row["observation.state"])
+    return info
+
+
+def _dataset_digest(dataset: LeRobotDataset) -> str:
+    """A hash of the dataset's metadata files (info and episode lists): cheap, and it changes with the dataset."""
+    meta = dataset.root / "meta"
+    files = [meta / "info.json", meta / "episodes.jsonl", *sorted((meta / "episodes").glob("chunk-*/file-*.parquet"))]
+    return hashlib.sha256(
+        "".join(f"{path.relative_to(meta)}:{file_sha256(path)}\n" for path in files if path.is_file()).encode()
+    ).hexdigest()

@@ -1,0 +1,1 @@
+"""The bench-only instant model family (`kind="instant"`): see `training.instant.scorer`."""
