@@ -31,6 +31,8 @@ from .payloads import (
 )
 from .reward_serving import NPY_FIELDS, RewardRequest, npy_fields, reward_request, rewards_answer
 from .serving import DeploymentNotFound, DeploymentUnavailable, deployment_config
+from .shm.frames import MEDIA_TYPE as SHM_MEDIA_TYPE
+from .shm.serving import request_descriptor
 from .throttles import ApiRateThrottle, RewardsRateThrottle, bad_request_limit, limit_check, limit_hit
 
 
@@ -41,6 +43,12 @@ class NpyParser(BaseParser):
 
     def parse(self, stream, media_type=None, parser_context=None):
         return stream.read() if stream is not None else b""
+
+
+class ShmParser(NpyParser):
+    """`application/x-rs-shm`: a same-host descriptor (inference.shm.frames), checked in the view."""
+
+    media_type = SHM_MEDIA_TYPE
 
 
 class BadRequest(exceptions.APIException):
@@ -92,7 +100,7 @@ class RewardsJsonSerializer(serializers.Serializer):
 class RewardsView(APIView):
     """Rewards for a batch of images from a deployment's model."""
 
-    parser_classes = [NpyParser, BoundedJSONParser]
+    parser_classes = [NpyParser, ShmParser, BoundedJSONParser]
     authentication_classes = REWARDS_AUTHENTICATION
     throttle_classes = [ApiRateThrottle, RewardsRateThrottle]
 
@@ -176,9 +184,16 @@ class RewardsView(APIView):
 
     def _parse(self, request) -> RewardRequest:
         content_type = (request.content_type or "").split(";")[0].strip()
-        if content_type == NpyParser.media_type:
+        shm = None
+        if content_type in (NpyParser.media_type, SHM_MEDIA_TYPE):
             payload = request.data if isinstance(request.data, bytes) else b""
-            shape = npy_shape(payload, max_side=settings.MAX_IMAGE_SIDE, max_request_pixels=settings.MAX_REQUEST_PIXELS)
+            if content_type == SHM_MEDIA_TYPE:  # same-host frames: a descriptor of the client's segment
+                shm = request_descriptor(payload, client_id(request.user))
+                payload, shape = b"", shm.shape
+            else:
+                shape = npy_shape(
+                    payload, max_side=settings.MAX_IMAGE_SIDE, max_request_pixels=settings.MAX_REQUEST_PIXELS
+                )
             meta: dict = npy_fields(request.query_params, request.headers)
         elif content_type == "application/json":
             data = request.data
@@ -200,7 +215,9 @@ class RewardsView(APIView):
         n = int(shape[0])
         if n > MAX_ITEMS:
             raise PayloadError(f"at most {MAX_ITEMS} images per request")
-        return reward_request(payload, n, meta)
+        reward = reward_request(payload, n, meta)
+        reward.shm = shm
+        return reward
 
 
 def _deployment(request, name: str, perm=access.DEPLOYMENT_VIEW) -> Deployment:

@@ -51,6 +51,7 @@ import numpy as np
 from redis.exceptions import OutOfMemoryError, RedisError
 
 from .npy_header import npy_array, npy_header
+from .shm.frames import ShmDescriptor, segment_maps
 
 QUEUE_PREFIX = "rs:inf:q:"
 REPLY_PREFIX = "rs:inf:r:"
@@ -110,6 +111,7 @@ class InferenceRequest:
     items: int = -1  # items in the payload (first axis); -1: read from the payload
     pixels: int = -1  # uint8 RGB pixels in it (bytes / 3); -1: read from the payload
     attempts: int = 0  # times a worker took it and died before answering
+    shm: dict | None = None  # same-host frames: the client's segment (inference.shm.frames), no payload bytes
     message: bytes = field(default=b"", repr=False, compare=False)  # the queue message it was decoded from
     _array: np.ndarray | None = field(default=None, repr=False)
 
@@ -125,13 +127,17 @@ class InferenceRequest:
         """Fill `items` and `pixels` from the payload's `.npy` header, without reading (or copying) its data:
         on the event loop, `array` (a writable copy) held a web process's pages for seconds per 154 MB payload.
         A payload in another `.npy` form is read by numpy."""
-        header = npy_header(self.payload)
-        shape = header.shape if header is not None else self.array.shape
+        header = npy_header(self.payload) if self.shm is None else None
+        shape = tuple(self.shm["shape"]) if self.shm is not None else header.shape if header else self.array.shape
+        if self.shm is not None:
+            self.nbytes = math.prod(shape)  # counted against the byte budgets like a payload of those frames
         self.items = max(1, int(shape[0])) if shape else 1
         self.pixels = max(1, math.prod(shape) // 3)
 
     @property
     def array(self) -> np.ndarray:
+        if self._array is None and self.shm is not None:
+            self._array = segment_maps.array(ShmDescriptor.from_header(self.shm))
         if self._array is None:
             self._array = load_npy(self.payload)
         return self._array
@@ -154,6 +160,8 @@ class InferenceRequest:
         }
         if not inline:
             header["payload_key"] = self.payload_key
+        if self.shm is not None:
+            header["shm"] = self.shm
         raw = json.dumps(header).encode()
         return _HEADER_LEN.pack(len(raw)) + raw + (self.payload if inline else b"")
 
@@ -177,6 +185,7 @@ class InferenceRequest:
                 items=int(header.get("items", -1)),
                 pixels=int(header.get("pixels", -1)),
                 attempts=int(header.get("attempts", 0)),
+                shm=header.get("shm"),
                 message=bytes(message),
             )
         except (struct.error, ValueError, KeyError, TypeError) as exc:
@@ -465,6 +474,7 @@ class AsyncBrokerClient:
         max_wait_ms: float = 2.0,
         client: str = "",
         bounds: QueueBounds | None = None,
+        shm: dict | None = None,
     ) -> Reply:
         """Store the payload, queue its header if there is room (one round trip), then wait for the
         reply. A refusal (no room, a byte budget, Redis out of memory) is answered at once: a Reply with
@@ -472,6 +482,7 @@ class AsyncBrokerClient:
         from a thread (`payload_redis`), so the event loop never copies it."""
         request = _request(deployment, version, payload, timeout, max_batch_size, max_wait_ms)
         request.client = client
+        request.shm = shm  # same-host frames: the payload is empty, the header names the client's segment
         request.payload_key = PAYLOAD_PREFIX + request.id
         request.describe_payload()
         bounds = bounds or self.bounds

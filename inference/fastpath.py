@@ -27,6 +27,8 @@ from .limits import client_key
 from .payloads import PayloadError, PayloadTooLarge, npy_shape
 from .reward_serving import npy_fields, reward_request, rewards_answer
 from .serving import DeploymentConfig, DeploymentNotFound, DeploymentUnavailable, deployment_config
+from .shm.frames import MEDIA_TYPE as SHM
+from .shm.serving import request_descriptor
 from .throttles import bad_request_limit, limiter, rewards_limit
 
 ROUTE = re.compile(r"^/api/deployments/(?P<name>[-a-zA-Z0-9_]+)/rewards$")
@@ -45,13 +47,13 @@ class RewardsFastPath:
         headers = {name.decode("latin-1").lower(): value.decode("latin-1") for name, value in scope["headers"]}
         content_type = headers.get("content-type", "").split(";")[0].strip().lower()
         authorization = headers.get("authorization", "")
-        if match is None or content_type != NPY or not authorization:
+        if match is None or content_type not in (NPY, SHM) or not authorization:
             return await self.app(scope, receive, send)  # DRF answers these (and their errors)
         client = client_key(authorization, (scope.get("client") or ("", 0))[0])
         retry_after = 0
         started = time.perf_counter()
         try:
-            status, body = 200, await self._rewards(match["name"], scope, receive, headers, client)
+            status, body = 200, await self._rewards(match["name"], scope, receive, headers, client, content_type)
         except HttpError as exc:
             status, body, retry_after = exc.status, {"detail": exc.detail}, exc.retry_after
             if 400 <= status < 500 and status != 429:
@@ -60,7 +62,7 @@ class RewardsFastPath:
         deployment = match["name"][:100] if status != 404 else ""
         metrics.observe_request(ENDPOINT, "POST", status, time.perf_counter() - started, deployment)
 
-    async def _rewards(self, name: str, scope, receive, headers: dict, client: str) -> dict:
+    async def _rewards(self, name: str, scope, receive, headers: dict, client: str, content_type: str) -> dict:
         agent = await admitted_agent(
             headers["authorization"], client, rewards_limit(), "rewards", "reward rate limit reached for this token"
         )
@@ -81,8 +83,16 @@ class RewardsFastPath:
             )
         query = {k: v[-1] for k, v in parse_qs(scope.get("query_string", b"").decode("latin-1")).items()}
         try:
-            shape = npy_shape(payload, max_side=settings.MAX_IMAGE_SIDE, max_request_pixels=settings.MAX_REQUEST_PIXELS)
+            if content_type == SHM:  # same-host frames: a descriptor of the client's segment, checked here
+                shm = request_descriptor(payload, f"a{agent.pk}")
+                payload, shape = b"", shm.shape
+            else:
+                shm = None
+                shape = npy_shape(
+                    payload, max_side=settings.MAX_IMAGE_SIDE, max_request_pixels=settings.MAX_REQUEST_PIXELS
+                )
             request = reward_request(payload, shape[0], npy_fields(query, headers), client=f"a{agent.pk}")
+            request.shm = shm
         except PayloadTooLarge as exc:
             raise HttpError(413, str(exc)) from None
         except PayloadError as exc:

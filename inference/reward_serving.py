@@ -22,6 +22,8 @@ from .monitor.services import ServedBatch, monitor_submit
 from .payloads import bool_list, float_list, id_list
 from .rewards import HISTORY_BUFFER, ItemReward, compute_rewards, plan_scoring
 from .serving import DeploymentConfig, abroker, infer_payload
+from .shm.frames import ShmDescriptor
+from .shm.serving import shm_frames, shm_kept_frames
 
 HISTORY_TTL_S = 24 * 3600
 
@@ -37,6 +39,7 @@ class RewardRequest:
     env_success: list[bool] | None = None  # per-item env success: gt_success_bonus and the reward-hacking monitor
     episode_ids: list[str] | None = None  # the RL episode of each frame (monitor: success per step)
     timeout: float | None = None  # seconds to wait for the workers (None: INFERENCE_TIMEOUT_S); teleop's is short
+    shm: ShmDescriptor | None = None  # same-host frames (checked): `payload` is empty
 
 
 NPY_FIELDS = ("env_rewards", "dones", "env_success", "stream", "episode_ids")
@@ -103,9 +106,12 @@ async def rewards_serve(config: DeploymentConfig, request: RewardRequest) -> lis
         values = await redis.hmget(history_key, [str(i) for i in range(n)])
         history = [int(v) if v is not None else 0 for v in values]
     scored, counts_after = plan_scoring(config.reward, n, request.dones, history)
+    if request.shm is not None and not all(scored):  # some items only: read here, sent on as an .npy body
+        request.payload, request.shm = dump_npy(await shm_frames(request.shm)), None
+    shm = request.shm.to_header() if request.shm is not None else None
     probabilities: list[float | None] = [None] * n
     if all(scored):
-        results = await infer_payload(config, request.payload, client=request.client, timeout=request.timeout)
+        results = await infer_payload(config, request.payload, client=request.client, timeout=request.timeout, shm=shm)
         probabilities = [float(p) for p in results]
     elif any(scored):
         picks = [i for i, s in enumerate(scored) if s]
@@ -121,6 +127,8 @@ async def rewards_serve(config: DeploymentConfig, request: RewardRequest) -> lis
     items = compute_rewards(
         config.reward, probabilities, scored=scored, env_rewards=request.env_rewards, env_success=request.env_success
     )
+    if request.shm is not None:  # the frames the gallery or the monitor keep, read before the client reuses them
+        request.payload = await shm_kept_frames(config, request.shm, probabilities, request.env_success)
     await sample_served(config, request.payload, probabilities)
     monitor_served(config, request, probabilities)
     return items

@@ -270,18 +270,19 @@ async def _timeout_reason(exc: InferenceTimeout) -> str:
 
 
 async def infer_payload(
-    config: DeploymentConfig, payload: bytes, *, timeout: float | None = None, client: str = ""
+    config: DeploymentConfig, payload: bytes, *, timeout: float | None = None, client: str = "", shm: dict | None = None
 ) -> list[Any]:
     """Per-item results for an `.npy` payload already validated by the caller. `client` (e.g. "a12") is
     counted against its share of the deployment's queue (INFERENCE_CLIENT_QUEUE_MAX; TRUSTED_CLIENT_QUEUE_MAX
-    for a trusted network's "n<address>"). Never blocks the event loop; sync callers:
+    for a trusted network's "n<address>"). With `shm` (a checked same-host descriptor's header) the payload
+    is empty and the worker reads the frames from the client's segment. Never blocks the event loop; sync callers:
     `async_to_sync(infer_payload)(...)`."""
     config.check_available()
     try:
         options = _submit_options(config, timeout)
         if client.startswith(TRUSTED_CLIENT_PREFIX):
             options["bounds"] = queue_bounds(trusted=True)
-        reply = await abroker().submit(config.name, config.version, payload, client=client, **options)
+        reply = await abroker().submit(config.name, config.version, payload, client=client, shm=shm, **options)
         return reply.unwrap()
     except InferenceTimeout as exc:
         raise DeploymentUnavailable(await _timeout_reason(exc)) from None

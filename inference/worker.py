@@ -61,6 +61,7 @@ from .broker import (
     shares_release,
 )
 from .payload_read import payloads_get
+from .shm.frames import segment_maps
 
 log = logging.getLogger(__name__)
 
@@ -367,6 +368,7 @@ class InferenceWorker:
         pipe.execute()
 
     def _refresh(self) -> None:
+        segment_maps.sweep()  # same-host frames: let go of the segments of clients that closed them or died
         self._deployments = sorted(self.list_deployments())
         self._refreshed_at = time.monotonic()
         for gone in set(self.models) - set(self._deployments):

@@ -12,6 +12,13 @@ Authorization header (from a network the server trusts, `TRUSTED_CIDRS`). Errors
 subclasses (reward_client.errors) carrying the HTTP status and the server's message; connection errors and
 timeouts are retried with backoff first.
 
+Same host: when the server runs on this machine (its `GET /api/shm` tells the same boot id and an inference
+worker here), `compute_rewards` writes the batch into a shared-memory segment (reward_client.shm) and sends a
+descriptor of it instead of the pixels; `frames_buffer(shape)` gives that memory out to write frames into in
+place. `transport="auto"` (the default) does so when it can and otherwise, or after the server refuses the
+segment, uses HTTP; `"http"` never tries; `"shm"` raises when it cannot. `client.transport_used` says which.
+The segment holds one batch at a time: calls from other threads meanwhile go over HTTP ("shm": they wait).
+
 `compute_rewards`, the RL loop's hot path, sends through a urllib3 connection pool (kept-alive connections,
 a fraction of a requests.Session's CPU per call); `call()` (any other endpoint) goes through requests. A
 client given `session=` (a requests.Session), or one whose URL the environment sends through a proxy, or one
@@ -24,6 +31,7 @@ import io
 import json
 import os
 import re
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -36,7 +44,8 @@ import urllib3
 from urllib3 import exceptions as urllib3_errors
 
 from .arrays import flat, uint8_batch
-from .errors import ConnectionFailed, error_for
+from .errors import BadRequestError, ConnectionFailed, RewardServiceError, ServiceUnavailable, error_for
+from .shm import SharedFrames, local_boot_id, shm_supported
 
 __all__ = ["RewardClient", "RewardResult"]
 
@@ -56,6 +65,9 @@ class RewardResult:
 
 
 _Response = TypeVar("_Response")
+TRANSPORTS = ("auto", "http", "shm")
+SEGMENT_UNUSABLE = "shared memory: "  # the server's messages about a segment it cannot use (then: HTTP)
+NPY = "application/x-npy"
 _DEPLOYMENT_URL = re.compile(r"^(?P<base>.*?)/api/deployments/(?P<name>[-\w]+)/?$")
 
 
@@ -70,7 +82,10 @@ class RewardClient:
         retries: int = 3,
         backoff_s: float = 0.5,
         session: requests.Session | None = None,
+        transport: str = "auto",
     ) -> None:
+        if transport not in TRANSPORTS:
+            raise ValueError(f"transport must be one of {', '.join(TRANSPORTS)}, got {transport!r}")
         base_url = base_url.rstrip("/")
         match = _DEPLOYMENT_URL.match(base_url)
         if deployment is None:
@@ -91,15 +106,24 @@ class RewardClient:
             None if session is not None or requests.utils.get_environ_proxies(base_url) else _pool_for(base_url)
         )
         self._path_prefix = urlsplit(base_url).path
+        self.transport = transport
+        self.transport_used = "http" if transport == "http" else ""  # "" until the first request decides
+        self.shm_reason = "transport='http'" if transport == "http" else ""  # why HTTP carries the frames
+        self._shm: SharedFrames | None = None
+        self._shm_media = ""
+        self._shm_lock = threading.Lock()
 
     def __getstate__(self) -> dict[str, Any]:
         """Picklable, as with a requests.Session alone (Ray ships reward models to its workers): the pool's
-        sockets stay behind and the copy opens its own."""
-        return {**self.__dict__, "_pool": self._pool is not None}
+        sockets and the shared-memory segment stay behind and the copy opens its own."""
+        state = {**self.__dict__, "_pool": self._pool is not None, "_shm": None, "_shm_lock": None}
+        state["transport_used"] = "http" if self.transport == "http" else ""
+        return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
         self._pool = _pool_for(self.base_url) if state["_pool"] else None
+        self._shm_lock = threading.Lock()
 
     @property
     def rewards_url(self) -> str:
@@ -131,9 +155,7 @@ class RewardClient:
             params["stream"] = stream
         if episode_ids is not None:
             params["episode_ids"] = ",".join(map(str, flat(episode_ids)))
-        buffer = io.BytesIO()
-        np.save(buffer, array, allow_pickle=False)
-        data = self._post(buffer.getvalue(), params)
+        data = self._send(array, params)
         items = data["items"]
         return RewardResult(
             rewards=np.array([i["reward"] for i in items], dtype=np.float32),
@@ -147,7 +169,80 @@ class RewardClient:
             items=items,
         )
 
-    def _post(self, body: bytes, params: dict[str, str]) -> Any:
+    def frames_buffer(self, shape: Any) -> np.ndarray:
+        """A writable uint8 array of `shape` ([B,H,W,3]) in the shared-memory segment when the same-host path
+        is on (frames written there are sent with no copy by `compute_rewards(buffer)`), else a plain array."""
+        shape = tuple(int(v) for v in shape)
+        if self._shm_ready():
+            assert self._shm is not None
+            return self._shm.view(shape)
+        return np.empty(shape, dtype=np.uint8)
+
+    def _send(self, array: np.ndarray, params: dict[str, str]) -> Any:
+        """The rewards answer for a batch: through shared memory when it is on, else (or when the server
+        refuses the segment, transport "auto") as an `.npy` body."""
+        if self._shm_ready() and self._shm_lock.acquire(blocking=self.transport == "shm"):
+            try:  # one batch at a time in the segment: another thread's call meanwhile goes over HTTP
+                assert self._shm is not None
+                body = json.dumps(self._shm.write(array)).encode()
+                return self._post(body, params, self._shm_media)
+            except (BadRequestError, ServiceUnavailable) as exc:
+                if self.transport == "shm" or SEGMENT_UNUSABLE not in exc.detail:
+                    raise
+                self._shm_off(f"the server could not use the segment: {exc.detail}")
+            finally:
+                self._shm_lock.release()
+        return self._post(_npy(array), params)
+
+    def _shm_ready(self) -> bool:
+        """Whether the same-host path is on: decided once per client (one `GET /api/shm`)."""
+        if self.transport_used:
+            return self.transport_used == "shm"
+        with self._shm_lock:  # threads asking at once: one decides, and makes the one segment
+            if not self.transport_used:
+                reason = self._shm_check()
+                if reason and self.transport == "shm":
+                    raise RewardServiceError(f"transport='shm' is not possible: {reason}")
+                if reason:
+                    self._shm_off(reason)
+                else:
+                    self.transport_used = "shm"
+        return self.transport_used == "shm"
+
+    def _shm_check(self) -> str:
+        """Why the same-host path cannot be used ("" when it can); makes the segment when it can."""
+        if not shm_supported():
+            return "this machine has no memfd shared memory (Linux only)"
+        try:
+            info = self.call("GET", "/api/shm")
+        except RewardServiceError as exc:
+            return f"GET /api/shm: {exc}"
+        if not info.get("enabled"):
+            return "the server has the same-host path off (SHM_ENABLED=0)"
+        if not info.get("boot_id") or info.get("boot_id") != local_boot_id():
+            return "the server runs on another machine (another boot id)"
+        if not info.get("workers_here"):
+            return "no inference worker runs on the server's machine"
+        self._shm, self._shm_media = SharedFrames(str(info["key"])), str(info["media_type"])
+        return ""
+
+    def _shm_off(self, reason: str) -> None:
+        self.transport_used, self.shm_reason = "http", reason
+        if self._shm is not None:
+            self._shm.close()
+            self._shm = None
+
+    def close(self) -> None:
+        """Give back the shared-memory segment (the process's end does too) and the kept-alive connections."""
+        if self._shm is not None:
+            self._shm.close()
+            self._shm = None
+        if self.transport_used == "shm":
+            self.transport_used = ""
+        if self._pool is not None:
+            self._pool.close()
+
+    def _post(self, body: bytes, params: dict[str, str], content_type: str = NPY) -> Any:
         """The rewards request: through the urllib3 pool, or requests where this client has no pool."""
         if self._pool is None:
             return self.call(
@@ -155,12 +250,12 @@ class RewardClient:
                 self.rewards_url,
                 data=body,
                 params=params,
-                headers={"Content-Type": "application/x-npy"},
+                headers={"Content-Type": content_type},
             )
         path = f"{self._path_prefix}/api/deployments/{self.deployment}/rewards"
         if params:
             path += "?" + urlencode(params)
-        headers = {"Content-Type": "application/x-npy"}
+        headers = {"Content-Type": content_type}
         authorization = self.session.headers.get("Authorization")
         if authorization:
             headers["Authorization"] = authorization
@@ -174,7 +269,7 @@ class RewardClient:
         )
         if 300 <= response.status < 400:  # a redirect: requests follows it as a browser would, from now on
             self._pool = None
-            return self._post(body, params)
+            return self._post(body, params, content_type)
         if 200 <= response.status < 300:
             return json.loads(response.data) if response.data else {}
         raise error_for(response.status, response.data, response.reason)
@@ -205,6 +300,12 @@ class RewardClient:
                 if attempt > self.retries:
                     raise ConnectionFailed(f"cannot reach {url} after {attempt} tries: {exc}") from exc
                 time.sleep(self.backoff_s * 2 ** (attempt - 1))
+
+
+def _npy(array: np.ndarray) -> bytes:
+    buffer = io.BytesIO()
+    np.save(buffer, array, allow_pickle=False)
+    return buffer.getvalue()
 
 
 # What requests raises as ConnectionError or Timeout, as urllib3 raises it with retries=False.

@@ -20,12 +20,16 @@ def cfg_get(cfg: Any, key: str, default: Any = None) -> Any:
 
 
 def client_from_config(cfg: Any) -> RewardClient:
-    """A RewardClient from a `reward_studio` block (or the config itself): url, token, deployment, timeout;
-    env RS_URL, RS_TOKEN, RS_DEPLOYMENT where the block leaves them out."""
+    """A RewardClient from a `reward_studio` block (or the config itself): url, token, deployment, timeout,
+    transport (auto, http or shm: RewardClient); env RS_URL, RS_TOKEN, RS_DEPLOYMENT, RS_TRANSPORT where the
+    block leaves them out."""
     block = cfg_get(cfg, "reward_studio", cfg)
     url = cfg_get(block, "url") or os.environ.get("RS_URL")
     deployment = cfg_get(block, "deployment") or os.environ.get("RS_DEPLOYMENT")
     token = cfg_get(block, "token") or os.environ.get("RS_TOKEN")
     if not url or not deployment:
         raise ValueError("name the service: reward_studio.url and reward_studio.deployment (or RS_URL, RS_DEPLOYMENT)")
-    return RewardClient(url, token, deployment=deployment, timeout=float(cfg_get(block, "timeout", 120.0)))
+    transport = cfg_get(block, "transport") or os.environ.get("RS_TRANSPORT") or "auto"
+    return RewardClient(
+        url, token, deployment=deployment, timeout=float(cfg_get(block, "timeout", 120.0)), transport=transport
+    )

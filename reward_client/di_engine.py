@@ -67,6 +67,7 @@ class DIEngineRewardModel:
         url="http://127.0.0.1:8000",
         token=None,
         deployment="",
+        transport="auto",  # frames through shared memory when the service runs on this machine: auto | http | shm
         obs_key="next_obs",  # the frame a transition's reward is for
         image_key="main_images",
         camera="main",
@@ -100,7 +101,9 @@ class DIEngineRewardModel:
             raise ValueError(f"env_reward must be one of {', '.join(ENV_REWARD_CHOICES)}, got {cfg['env_reward']!r}")
         self.cfg = cfg
         self.device, self.tb_logger = device, tb_logger
-        self.client = client or RewardClient(cfg["url"], cfg["token"], deployment=cfg["deployment"])
+        self.client = client or RewardClient(
+            cfg["url"], cfg["token"], deployment=cfg["deployment"], transport=cfg["transport"]
+        )
         self.obs_key, self.image_key = cfg["obs_key"], cfg["image_key"]
         self.train_data: list[dict] = []  # transitions collected and not yet cleared
         self._open: dict[Any, list[dict]] = {}  # per env: transitions of the episode under way

@@ -317,6 +317,8 @@ INFERENCE_CLIENT_QUEUE_MAX = env_int("INFERENCE_CLIENT_QUEUE_MAX", 250, minimum=
 INFERENCE_QUEUE_MAX_BYTES = env_int("INFERENCE_QUEUE_MAX_BYTES", 512 * 1024 * 1024, minimum=1024 * 1024)
 INFERENCE_CLIENT_QUEUE_MAX_BYTES = env_int("INFERENCE_CLIENT_QUEUE_MAX_BYTES", 256 * 1024 * 1024, minimum=1024 * 1024)
 INFERENCE_BATCH_MAX_PIXELS = env_int("INFERENCE_BATCH_MAX_PIXELS", 16 * 1024 * 1024, minimum=224 * 224)
+# Same-host frames (inference/shm/frames.py): a client on this machine may name its shared-memory segment.
+SHM_ENABLED = env_bool("SHM_ENABLED", True)
 # Benches only: an inference worker started with it serves the instant model (training/instant), never offered to users.
 BENCH_MODELS = env_bool("BENCH_MODELS", False)
 VLM_CLIENT_BUFFER_MAX_BYTES = env_int("VLM_CLIENT_BUFFER_MAX_BYTES", 512 * 1024 * 1024, minimum=1024 * 1024)

@@ -196,6 +196,13 @@ def test_scale(postgres_env):
     )
 
 
+def test_same_host(bench_env):
+    """Frames through shared memory (in place and copied in) and HTTP, beside a memory copy, checked answers."""
+    out = smoke("same_host", bench_env)
+    assert re.search(r"^ batch\s+MB\s+memcpy\s+in place\s+ratio\s+copy in", out, re.MULTILINE), out
+    assert_rows(out, r"4\s+0\.01")
+
+
 def test_teleop(bench_env):
     out = smoke("teleop", bench_env)
     assert_rows(out, "10 Hz, ResNet18 128x128", "20 Hz, ResNet18 128x128", "overload", "client 1: frames", "scored")

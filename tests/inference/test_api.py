@@ -177,7 +177,7 @@ def test_the_hot_path_makes_no_database_query_once_warm(
 ):
     import inference.reward_serving as reward_serving
 
-    async def infer_payload(config, payload, timeout=None, client=""):
+    async def infer_payload(config, payload, timeout=None, client="", shm=None):
         return [0.75]
 
     monkeypatch.setattr(reward_serving, "infer_payload", infer_payload)

@@ -88,7 +88,7 @@ def image(seed: int = 0) -> np.ndarray:
 
 
 def test_requests_share_one_kept_alive_connection_and_send_the_npy_body(stub):
-    client = RewardClient(stub.url, "rs_token", "pick")
+    client = RewardClient(stub.url, "rs_token", "pick", transport="http")
     results = [client.compute_rewards(image(seed)) for seed in range(5)]
 
     assert stub.connections == 1
@@ -106,7 +106,7 @@ def test_requests_share_one_kept_alive_connection_and_send_the_npy_body(stub):
 
 
 def test_per_image_arguments_go_in_the_query_string_and_a_path_prefix_is_kept(stub):
-    client = RewardClient(f"{stub.url}/studio/api/deployments/pick", None)
+    client = RewardClient(f"{stub.url}/studio/api/deployments/pick", None, transport="http")
     client.compute_rewards(
         np.concatenate([image(0), image(1)]),
         env_rewards=np.array([0.5, -1.0]),
@@ -141,7 +141,7 @@ def test_http_errors_carry_the_status_and_the_servers_message(stub, status, answ
     body = answer.encode() if isinstance(answer, str) else json.dumps(answer).encode()
     stub.answers["/api/deployments/pick/rewards"] = (status, {}, body)
     with pytest.raises(error) as info:
-        RewardClient(stub.url, "rs_token", "pick").compute_rewards(image())
+        RewardClient(stub.url, "rs_token", "pick", transport="http").compute_rewards(image())
     assert str(info.value) == message and info.value.status == status
     assert type(info.value) is error
 
@@ -174,7 +174,7 @@ def test_a_refused_connection_is_retried_then_reported(stub):
 
 def test_a_redirect_is_followed_through_requests_from_then_on(stub):
     stub.answers["/api/deployments/pick/rewards"] = (307, {"Location": "/api/deployments/moved/rewards"}, b"")
-    client = RewardClient(stub.url, "rs_token", "pick")
+    client = RewardClient(stub.url, "rs_token", "pick", transport="http")
     assert client.compute_rewards(image(), dones=[True]).version == 7
     # the pool's request got the redirect; the same request through requests followed it
     pick, moved = "/api/deployments/pick/rewards", "/api/deployments/moved/rewards"
@@ -195,7 +195,7 @@ def test_a_callers_requests_session_carries_the_rewards_requests(stub):
             return super().request(*args, **kwargs)
 
     session = CountingSession()
-    client = RewardClient(stub.url, "rs_token", "pick", session=session)
+    client = RewardClient(stub.url, "rs_token", "pick", session=session, transport="http")
     assert client.compute_rewards(image(), env_rewards=[2.0]).rewards.tolist() == [-1.0]
     assert CountingSession.sent == 1
     assert stub.requests[0]["query"] == {"env_rewards": ["2.0"]}
@@ -203,11 +203,25 @@ def test_a_callers_requests_session_carries_the_rewards_requests(stub):
 
 
 def test_a_pickled_client_opens_its_own_connection(stub):
-    client = RewardClient(stub.url, "rs_token", "pick", timeout=5.0)
+    client = RewardClient(stub.url, "rs_token", "pick", timeout=5.0, transport="http")
     client.compute_rewards(image())
     copy = pickle.loads(pickle.dumps(client))
     assert copy.compute_rewards(image()).version == 7
     assert stub.connections == 2 and copy.timeout == 5.0
     assert stub.requests[1]["headers"]["Authorization"] == "Bearer rs_token"
-    on_requests = pickle.loads(pickle.dumps(RewardClient(stub.url, "rs_token", "pick", session=requests.Session())))
+    on_requests = pickle.loads(
+        pickle.dumps(RewardClient(stub.url, "rs_token", "pick", session=requests.Session(), transport="http"))
+    )
     assert on_requests._pool is None and on_requests.compute_rewards(image()).version == 7
+
+
+def test_auto_transport_uses_http_where_the_server_offers_no_same_host_path(stub):
+    client = RewardClient(stub.url, "rs_token", "pick")  # transport "auto": asks GET /api/shm once (no GET here)
+    assert client.compute_rewards(image()).rewards.tolist() == [-1.0]
+    assert client.compute_rewards(image(1)).rewards.tolist() == [-1.0]
+    assert client.transport_used == "http" and "/api/shm" in client.shm_reason
+    assert [r["headers"]["Content-Type"] for r in stub.requests] == ["application/x-npy"] * 2
+    with pytest.raises(RewardServiceError, match="transport='shm' is not possible: GET /api/shm"):
+        RewardClient(stub.url, "rs_token", "pick", transport="shm").compute_rewards(image())
+    with pytest.raises(ValueError, match="transport must be one of auto, http, shm"):
+        RewardClient(stub.url, "rs_token", "pick", transport="tcp")

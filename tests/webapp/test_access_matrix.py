@@ -208,6 +208,8 @@ MATRIX: dict[str, list[Case]] = {
         Case("GET", "/deployments/{deployment}/monitor", VIEWERS, page=True),
         Case("POST", "/deployments/{deployment}/monitor", MANAGERS, page=True, body={"hold_s": "x"}),
     ],
+    # the same-host path's boot id and the caller's own segment key: no project data; the rewards scope
+    "api/shm": [Case("GET", "/api/shm", set(PEOPLE) | {"rewards", "elsewhere"})],
     "api/deployments/<slug:name>/rewards": [
         Case("POST", "/api/deployments/{deployment}/rewards", VIEWERS | {"rewards"}, body={})
     ],
