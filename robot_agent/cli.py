@@ -257,4 +257,8 @@ def stream(args: argparse.Namespace) -> int:
     if streamer.error:
         print(f"error: {streamer.error}", file=sys.stderr)
         return 1
+    undelivered = streamer.undelivered_steps()
+    if undelivered:
+        print(f"error: {undelivered} steps never reached the server (no session was opened in time)", file=sys.stderr)
+        return 1
     return 0

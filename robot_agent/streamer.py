@@ -109,6 +109,11 @@ class Streamer:
                         break
             self._lock.notify()
 
+    def undelivered_steps(self) -> int:
+        """Steps still queued (after `close`: steps that never reached the server)."""
+        with self._lock:
+            return sum(1 for kind, _ in self._pending if kind == "step")
+
     def close(self, flush_s: float = 5.0) -> None:
         """Send what is queued and a bye, then wait (up to `flush_s`) for the server to close the link."""
         self._reader_done.clear()

@@ -34,6 +34,7 @@ from typing import Any, Protocol
 
 import numpy as np
 from django.conf import settings
+from django.db import DatabaseError
 
 from labeling import access
 from labeling.images import CheckedImage, ImageError, check_image, decode_rgb
@@ -57,6 +58,7 @@ MIME = {"jpeg": "image/jpeg", "png": "image/png"}
 TEXT_MAX_CHARS = 64 * 1024  # hello, episode_start/end, label and bye are a few hundred bytes
 CLOSE_BAD_HELLO = 4400
 CLOSE_REVOKED = 4401
+CLOSE_TRY_AGAIN = 1013  # RFC 6455 "try again later": the agent reconnects and says hello again
 
 
 @lru_cache(maxsize=1)
@@ -278,6 +280,11 @@ class TeleopStream:
         except services.TeleopError as exc:
             await self.outlet.reply({"type": "error", "message": str(exc)})
             await self.outlet.close(CLOSE_BAD_HELLO)
+            return
+        except DatabaseError:  # not the agent's fault: it reconnects (with backoff) and says hello again
+            log.exception("teleop hello: the session could not be opened")
+            self.hello_seen = False
+            await self.outlet.close(CLOSE_TRY_AGAIN)
             return
         self.session_id = session.pk
         self.deployment_name = session.deployment_name

@@ -52,33 +52,52 @@ def test_keyword_arguments_reach_the_function(threads):
     assert asyncio.run(threads.call(describe, 1, retry=True, size=2)) == ((1,), {"size": 2})
 
 
-@pytest.mark.skipif("connection.vendor != 'postgresql'")
-def test_a_dropped_connection_is_replaced_and_a_repeatable_call_runs_again(threads):
-    pid = asyncio.run(threads.call(server_pid))
-    with connection.cursor() as cursor:  # the server ends that session, as a restart would
+def terminate(pid: int) -> None:
+    """The server ends that session, as a restart or an idle timeout would."""
+    with connection.cursor() as cursor:
         cursor.execute("SELECT pg_terminate_backend(%s)", [pid])
+
+
+def dies_once(calls: list[int]):
+    """A call whose connection the server ends during its first run (its own backend terminated)."""
+
+    def call() -> int:
+        calls.append(1)
+        with connection.cursor() as cursor:
+            if len(calls) == 1:
+                cursor.execute("SELECT pg_terminate_backend(pg_backend_pid())")
+            cursor.execute("SELECT pg_backend_pid()")
+            return cursor.fetchone()[0]
+
+    return call
+
+
+@pytest.mark.skipif("connection.vendor != 'postgresql'")
+@pytest.mark.parametrize("retry", [False, True])
+def test_a_connection_the_server_ended_while_idle_is_replaced_before_the_call(threads, retry):
+    pid = asyncio.run(threads.call(server_pid))
+    terminate(pid)
     calls = []
 
     def counted():
         calls.append(1)
         return server_pid()
 
-    new_pid = asyncio.run(threads.call(counted, retry=True))
-    assert new_pid != pid and len(calls) == 2  # failed once on the dead connection, then ran on a new one
+    assert asyncio.run(threads.call(counted, retry=retry)) != pid and len(calls) == 1  # no failed first run
+
+
+@pytest.mark.skipif("connection.vendor != 'postgresql'")
+def test_a_connection_dropped_during_a_repeatable_call_runs_it_again_on_a_new_one(threads):
+    pid = asyncio.run(threads.call(server_pid))
+    calls: list[int] = []
+    assert asyncio.run(threads.call(dies_once(calls), retry=True)) != pid and len(calls) == 2
 
 
 @pytest.mark.skipif("connection.vendor != 'postgresql'")
 def test_a_call_that_may_not_repeat_gets_the_error_and_the_next_call_reconnects(threads):
     pid = asyncio.run(threads.call(server_pid))
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_terminate_backend(%s)", [pid])
-    calls = []
-
-    def counted():
-        calls.append(1)
-        return server_pid()
-
+    calls: list[int] = []
     with pytest.raises(OperationalError):
-        asyncio.run(threads.call(counted))
+        asyncio.run(threads.call(dies_once(calls)))
     assert len(calls) == 1
     assert asyncio.run(threads.call(server_pid)) != pid

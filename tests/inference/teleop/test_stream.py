@@ -10,10 +10,11 @@ import uuid
 
 import numpy as np
 import pytest
+from django.db import OperationalError
 
 from inference.teleop import services
 from inference.teleop.models import TeleopSession
-from inference.teleop.stream import FLUSH_EVERY, TeleopStream, group_name
+from inference.teleop.stream import CLOSE_TRY_AGAIN, FLUSH_EVERY, TeleopStream, group_name
 from labeling.models import Episode, Step
 from robot_agent.protocol import decode_image, unpack_step
 from webapp.common import metrics
@@ -206,3 +207,31 @@ def test_scored_frames_take_the_rest_reward_path_to_the_gallery_and_the_monitor(
     )
     series = monitor_data(deployment)["series"]
     assert sum(series["served_histogram"]) == 3 and run in series["runs"]
+
+
+def test_a_hello_the_database_could_not_answer_closes_for_a_retry_and_a_second_hello_opens(
+    project, agent_token, monkeypatch
+):
+    real_open = services.session_open
+    failures = [OperationalError("the server closed the connection")]
+
+    def session_open(**kwargs):
+        if failures:
+            raise failures.pop()
+        return real_open(**kwargs)
+
+    monkeypatch.setattr(services, "session_open", session_open)
+
+    async def scenario():
+        outlet = Outlet()
+        stream = TeleopStream(agent_token[0], outlet)
+        stream.start()
+        await stream.on_text(json.dumps(HELLO))
+        closed_after_failure = list(outlet.closed)
+        await stream.on_text(json.dumps(HELLO))  # the agent's reconnect says hello again
+        await stream.stop()
+        return outlet, closed_after_failure
+
+    outlet, closed_after_failure = asyncio.run(scenario())
+    assert closed_after_failure == [CLOSE_TRY_AGAIN]  # not a fatal close: the agent reconnects
+    assert not outlet.of_type("error") and len(outlet.of_type("session")) == 1
