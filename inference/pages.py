@@ -9,8 +9,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
 from labeling import access
-from training.evaluation import sanity_check
-from training.model_evaluation import EvaluationUnavailable, model_predictions
+from training.model_evaluation import model_sanity
 from training.models import TrainedModel
 
 from . import selectors, services
@@ -91,7 +90,7 @@ def deploy_model(request, model_id: int):
         if threshold is not None:
             initial["threshold"] = threshold
         form = DeployForm(initial=initial, trained_model=model)
-    context = {"model": model, "form": form, "sanity": _sanity(model), "metrics": _shown_metrics(model.metrics)}
+    context = {"model": model, "form": form, "sanity": model_sanity(model), "metrics": _shown_metrics(model.metrics)}
     return render(request, "inference/deploy.html", context, status=400 if form.errors else 200)
 
 
@@ -101,17 +100,6 @@ def _threshold_param(raw: str | None) -> float | None:
     except ValueError:
         return None
     return value if value is not None and 0.0 <= value <= 1.0 else None
-
-
-def _sanity(model: TrainedModel) -> list[str]:
-    """The evaluation's sanity findings for a ResNet model on its own snapshot (none when it cannot be judged)."""
-    if model.kind != "resnet" or model.snapshot is None:
-        return []
-    try:
-        probs, labels = model_predictions(model=model, snapshot=model.snapshot)
-    except (EvaluationUnavailable, OSError, ValueError):
-        return []
-    return sanity_check(probs, labels)
 
 
 def _shown_metrics(metrics: dict) -> list[tuple[str, str]]:

@@ -30,8 +30,24 @@ class EvaluationUnavailable(ValueError):
     pass
 
 
-def model_predictions(*, model: TrainedModel, snapshot: DatasetSnapshot) -> tuple[np.ndarray, np.ndarray]:
-    """Probabilities and labels of the snapshot's val split; computed once per (model, snapshot), then cached."""
+def model_sanity(model: TrainedModel, *, compute: bool = True) -> list[str]:
+    """The sanity check's findings (evaluation.sanity_check) for a ResNet model on its own snapshot's val split;
+    none when it cannot be judged. `compute=False` judges only from predictions already on disk (those its
+    training wrote, or an earlier evaluation's): the job page's live state must never score a split."""
+    if model.kind != ModelKind.RESNET or model.snapshot is None:
+        return []
+    try:
+        probs, labels = model_predictions(model=model, snapshot=model.snapshot, compute=compute)
+    except (EvaluationUnavailable, OSError, ValueError):
+        return []
+    return evaluation.sanity_check(probs, labels)
+
+
+def model_predictions(
+    *, model: TrainedModel, snapshot: DatasetSnapshot, compute: bool = True
+) -> tuple[np.ndarray, np.ndarray]:
+    """Probabilities and labels of the snapshot's val split; computed once per (model, snapshot), then cached
+    (`compute=False`: EvaluationUnavailable unless they are on disk already)."""
     if model.kind != ModelKind.RESNET:
         raise EvaluationUnavailable("frame evaluation applies to ResNet models; VLM models are scored on windows")
     if snapshot.status != DatasetSnapshot.Status.READY:
@@ -47,6 +63,8 @@ def model_predictions(*, model: TrainedModel, snapshot: DatasetSnapshot) -> tupl
     if cached.exists():
         data = json.loads(cached.read_text())
         return np.asarray(data["probabilities"]), np.asarray(data["labels"])
+    if not compute:
+        raise EvaluationUnavailable("the model's predictions on this split are not computed yet")
     val = read_payload(local_path(snapshot.folder) / "val.pt", mmap=True)  # frames stay on disk until scored
     probs = _predictions_within_budget(folder, val["images"])
     labels = np.asarray(val["labels"], dtype=np.int64)

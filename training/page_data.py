@@ -30,6 +30,7 @@ class JobState(TypedDict):
     summary: dict[str, Any]
     models: list[int]
     epochs: int | None
+    sanity: list[str]  # the sanity check's findings on its ResNet model (empty: passed, or not judged yet)
 
 
 class JobPageData(TypedDict):

@@ -13,6 +13,7 @@ from labeling.selectors import effective_frame_label_steps, effective_frame_labe
 
 from .datasets.rlinf_binary import FAIL, SUCCESS, FrameRef
 from .datasets.trend import WindowRef
+from .model_evaluation import model_sanity
 from .models import DatasetSnapshot, JobMetric, TrainedModel, TrainingJob
 from .page_data import JobState
 
@@ -173,6 +174,7 @@ def job_state(job_id: int) -> JobState | None:
 
 
 def job_state_of(job: TrainingJob) -> JobState:
+    models = list(TrainedModel.objects.filter(job_id=job.pk).select_related("snapshot"))
     return {
         "job": job.pk,
         "kind": job.kind,
@@ -183,6 +185,7 @@ def job_state_of(job: TrainingJob) -> JobState:
         "error": job.error,
         "log": job.log[-20000:],
         "summary": job.summary,
-        "models": list(TrainedModel.objects.filter(job_id=job.pk).values_list("pk", flat=True)),
+        "models": [model.pk for model in models],
         "epochs": (job.config or {}).get("epochs"),
+        "sanity": [finding for model in models for finding in model_sanity(model, compute=False)],
     }

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import json
+import re
 from datetime import timedelta
 
+import numpy as np
 import pytest
 from django.utils import timezone
 
 from training.evaluation import precision_difference, sanity_check
 from training.models import DatasetSnapshot, JobMetric, TrainedModel, TrainingJob
+from training.resnet.val_predictions import VAL_PREDICTIONS, read_val_predictions, write_val_predictions_file
+from training.selectors import job_state
 from training.services import JobError, job_cancel, job_create, job_delete, job_execute, job_retry
 from training.snapshots.services import snapshot_build, snapshot_create
 from training.storage import local_path
@@ -354,3 +359,25 @@ def test_train_again_queues_the_same_config_on_the_same_snapshot(
     assert response.status_code == 302 and response["Location"] == f"/jobs/{clone.pk}/"
     assert clone.snapshot_id == job.snapshot_id and clone.config == job.config and len(callbacks) == 1
     assert user_client.post(f"/jobs/{job.pk}/explode").status_code == 404
+
+
+@pytest.mark.django_db
+def test_the_job_page_carries_its_models_sanity_findings_from_predictions_on_disk_only(user_client, snapshot):
+    job = job_create(project=snapshot.project, snapshot=snapshot, config=TINY, enqueue=False)
+    job_execute(job_id=job.pk)
+    model = TrainedModel.objects.get(job=job)
+    folder = local_path(model.checkpoint_path)
+    probs, labels = read_val_predictions(folder)  # what its training wrote
+    assert job_state(job.pk)["sanity"] == sanity_check(probs, labels)
+    # a model that says "fail" everywhere: flagged on its job page (page data), as on its evaluation page
+    write_val_predictions_file(folder, np.full(len(labels), 0.01), labels)
+    findings = job_state(job.pk)["sanity"]
+    assert findings and findings == sanity_check(np.full(len(labels), 0.01), labels)
+    page = user_client.get(f"/jobs/{job.pk}/")
+    data = re.search(r'<script id="page-data" type="application/json">(.*?)</script>', page.content.decode(), re.S)
+    assert page.status_code == 200 and json.loads(data[1])["state"]["sanity"] == findings
+    assert b'<div id="sanity"></div>' in page.content  # where job.ts renders the notice
+    # the live state never scores a split: without predictions on disk the model is not judged yet
+    (folder / VAL_PREDICTIONS).unlink()
+    assert job_state(job.pk)["sanity"] == []
+    assert not list(folder.glob("val_predictions_snapshot_*.json"))  # nothing was computed

@@ -88,6 +88,7 @@ export interface JobState {
   summary: Record<string, unknown>;
   models: number[];
   epochs: number | null;
+  sanity: string[];
 }
 
 export interface JobPageData {

@@ -6,6 +6,7 @@ import uPlot from "uplot";
 import type { EvaluationItem, LabelEfficiencyData, ModelEvaluation } from "../generated/page-data";
 import { pageData } from "../lib/api";
 import { themedAxes } from "../lib/chart_theme";
+import { sanityNotice } from "../lib/sanity";
 
 type Evaluation = ModelEvaluation;
 type Item = EvaluationItem;
@@ -57,17 +58,6 @@ function plot(el: HTMLElement, title: string, xLabel: string, yLabel: string, xs
   return chart;
 }
 
-/** The sanity check's findings and what to try, or nothing when the model passed it. */
-function sanityNotice(ev: Evaluation): string {
-  if (!ev.summary.sanity.length) return "";
-  const findings = ev.summary.sanity.map((s) => `<li>${esc(s)}</li>`).join("");
-  return `<div class="notice bad" data-sanity="failed" role="alert"><b>This model is unlikely to be a useful reward.</b>
-    <ul>${findings}</ul>
-    <p>What to try: label more episodes with both outcomes; crop to where the task happens (<code>crop</code>, e.g.
-    <code>[0.2, 0.25, 0.5, 0.5]</code>) at the camera's resolution; a higher learning rate (1e-3) with the cosine
-    schedule and more epochs; then compare the new model here.</p></div>`;
-}
-
 /** Decisions (probability > t) that differ between fp32 (the page's probabilities) and a reduced precision. */
 export function flipsAt(reference: number[], other: number[], t: number): number {
   let flips = 0;
@@ -96,7 +86,7 @@ function column(ev: Evaluation, index: number): HTMLElement {
   col.innerHTML = `
     <div class="panel"><h2>${esc(ev.model.name)}</h2>
       <p class="muted">${ev.summary.count} validation frames (${ev.summary.positives} success) of snapshot #${ev.snapshot.number}</p>
-      ${sanityNotice(ev)}
+      ${sanityNotice(ev.summary.sanity)}
       ${ev.snapshot.split_warning ? `<p class="error split-warning">${esc(ev.snapshot.split_warning)}</p>` : ""}
       <div class="metrics">
         <div class="metric"><b data-metric="accuracy"></b><span>accuracy</span></div>

@@ -6,6 +6,7 @@ import { pageData } from "../lib/api";
 import { $ } from "../lib/dom";
 import { reconnectingSocket } from "../lib/socket";
 import { themedAxes } from "../lib/chart_theme";
+import { sanityNotice } from "../lib/sanity";
 
 interface Point { kind: "step" | "epoch"; step: number; epoch: number | null; [metric: string]: number | string | null; }
 type State = JobState; // also what the socket's history and status events carry (in part)
@@ -112,6 +113,7 @@ function setStatus(state: Partial<State>): void {
   if (state.models?.length) {
     $("models-link").innerHTML = state.models.map((id) => `<a href="/models/${id}/evaluation">Open the evaluation</a>`).join(" ");
   }
+  if (state.sanity) $("sanity").innerHTML = sanityNotice(state.sanity);
   if (state.progress !== undefined) setProgress(state.progress, state.eta_seconds ?? null);
 }
 
