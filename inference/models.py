@@ -59,7 +59,7 @@ class Deployment(models.Model):
     # Reward settings (formats.md section 5).
     reward_mode = models.CharField(max_length=20, choices=RewardMode.choices, default=RewardMode.PER_STEP)
     threshold = models.FloatField(default=0.5, help_text="success = probability > threshold")
-    reward_type = models.CharField(max_length=20, choices=RewardType.choices, default=RewardType.BINARY)
+    reward_type = models.CharField(max_length=20, choices=RewardType.choices, default=RewardType.SOFT)
     success_reward = models.FloatField(default=1.0)
     fail_reward = models.FloatField(default=0.0)
     env_reward_weight = models.FloatField(default=0.0)

@@ -49,8 +49,11 @@ def make_trained_model(project, *, seed: int = 0, bias: float = 0.0, checkpoint_
 
 
 def deploy(trained_model, **settings):
+    """A deployment of the model; `binary` rewards unless a test says otherwise (the tests here were written
+    against success_reward/fail_reward; the deployments' own default, `soft`, is tested in test_api.py)."""
     from inference.services import deployment_create
 
+    settings.setdefault("reward_type", "binary")
     return deployment_create(name=f"test-{uuid.uuid4().hex[:8]}", trained_model=trained_model, **settings)
 
 

@@ -164,6 +164,7 @@ def test_deployments_list_for_agents_and_changes_for_staff_only(agent_client, ad
     assert created.status_code == 201, created.json()
     version = created.json()["version"]
     assert created.json()["threshold"] == 0.8 and version > 1
+    assert created.json()["reward_type"] == "soft"  # the probability, as RLinf's stock reward configs give it
     bad = staff.patch("/api/deployments/second/", {"threshold": 3}, format="json")
     assert bad.status_code == 400 and "threshold" in bad.json()["detail"]
     switched = staff.patch(

@@ -19,4 +19,5 @@ def test_an_unreachable_server_is_reported_not_hung(capsys):
     code = main(["replay", "--server", "http://127.0.0.1:9", "--token", "x", "--project", "P", "--synthetic-steps", "3",
                  "--hz", "50", "--quiet", "--connect-timeout", "0.5"])  # fmt: skip
     err = capsys.readouterr().err
-    assert code == 0 and "server not reachable yet" in err and "done: 1 episodes, 3 steps" in err
+    assert "server not reachable yet" in err and "done: 1 episodes, 3 steps" in err
+    assert code == 1 and "error: 3 steps never reached the server" in err  # a run whose steps were lost fails
