@@ -223,13 +223,7 @@ def main() -> None:
 
     env = dict(os.environ)
     server, url = harness.start_web(logs / "uvicorn.log", env)
-    worker = subprocess.Popen(
-        [sys.executable, "manage.py", "inference_worker", "--device", args.device],
-        cwd=ROOT,
-        env={**env, **WORKER_ENV},  # as the Procfile's inference line
-        stdout=open(logs / "worker.log", "w"),  # noqa: SIM115
-        stderr=subprocess.STDOUT,
-    )
+    worker = harness.start_inference_worker(logs / "worker.log", env, "--device", args.device)
     try:
         harness.wait_for_inference_worker(worker)
         print(device_line(args.device, args.precision), flush=True)

@@ -95,6 +95,17 @@ def start_web(log: Path, env: dict[str, str] | None = None, app: str | None = No
     return proc, f"http://127.0.0.1:{port}"
 
 
+def start_inference_worker(log: Path, env: dict[str, str], *args: str) -> subprocess.Popen:
+    """`manage.py inference_worker [args]` with the Procfile's inference environment, its output in `log`."""
+    return subprocess.Popen(
+        [sys.executable, "manage.py", "inference_worker", *args],
+        cwd=ROOT,
+        env={**env, **procfile_env("inference")},  # as the Procfile's inference line
+        stdout=open(log, "w"),  # noqa: SIM115 - closed with the process
+        stderr=subprocess.STDOUT,
+    )
+
+
 def wait_for_inference_worker(proc: subprocess.Popen, timeout: float = 300.0) -> None:
     """Until the inference worker `proc` (`manage.py inference_worker`, started here) wrote its first heartbeat:
     on a busy machine its start (torch, Django) can outlast the 30 s a reward request waits for a worker."""

@@ -37,7 +37,6 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import subprocess
 import sys
 import time
 import uuid
@@ -54,6 +53,7 @@ from harness import (  # noqa: E402
     parse_args,
     procfile_env,
     scratch_environment,
+    start_inference_worker,
     start_web,
     stop,
     timed,
@@ -152,13 +152,7 @@ def main() -> None:
     logs = TMP / "logs"
     logs.mkdir()
     server, url = start_web(logs / "uvicorn.log", env, app=args.app)
-    worker = subprocess.Popen(
-        [sys.executable, "manage.py", "inference_worker", "--threads", str(threads)],
-        cwd=ROOT,
-        env={**env, **WORKER_ENV},  # as the Procfile's inference line
-        stdout=open(logs / "worker.log", "w"),  # noqa: SIM115
-        stderr=subprocess.STDOUT,
-    )
+    worker = start_inference_worker(logs / "worker.log", env, "--threads", str(threads))
     try:
         wait_for_inference_worker(worker)
         client = RewardClient(url, token, deployment.name)

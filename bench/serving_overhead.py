@@ -32,7 +32,6 @@ import os
 import socket
 import statistics
 import struct
-import subprocess
 import sys
 import time
 import uuid
@@ -241,13 +240,7 @@ def main() -> None:
     logs = TMP / "logs"
     logs.mkdir()
     server, url = harness.start_web(logs / "uvicorn.log", env)
-    worker = subprocess.Popen(
-        [sys.executable, "manage.py", "inference_worker"],
-        cwd=ROOT,
-        env={**env, **WORKER_ENV},  # as the Procfile's inference line
-        stdout=open(logs / "worker.log", "w"),  # noqa: SIM115
-        stderr=subprocess.STDOUT,
-    )
+    worker = harness.start_inference_worker(logs / "worker.log", env)
     try:
         harness.wait_for_inference_worker(worker)
         service = [server.pid, worker.pid]  # uvicorn is exec'd by its bash line: the same process
