@@ -11,9 +11,9 @@ from rest_framework.views import APIView
 
 from labeling import access
 from labeling.models import Project
+from training.evaluation.model_evaluation import EvaluationUnavailable, evaluation_data
 
 from . import selectors, services
-from .model_evaluation import EvaluationUnavailable, evaluation_data
 from .models import DatasetSnapshot, ModelKind, TrainedModel, TrainingJob
 from .services import JobError
 from .snapshots.services import SnapshotError, snapshot_start

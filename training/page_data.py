@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from typing_extensions import TypedDict  # pydantic (tests) needs typing_extensions' TypedDict on 3.11
 
-from .evaluation import EvaluationSummary, PrecisionDifference
+from training.evaluation.metrics import EvaluationSummary, PrecisionDifference
 
 
 class TrainingPageData(TypedDict):

@@ -10,10 +10,10 @@ from django.db.models import QuerySet
 
 from labeling.models import Episode, Frame, FrameLabel, Project, Step
 from labeling.selectors import effective_frame_label_steps, effective_frame_labels, effective_window_labels
+from training.evaluation.model_evaluation import model_sanity
 
 from .datasets.rlinf_binary import FAIL, SUCCESS, FrameRef
 from .datasets.trend import WindowRef
-from .model_evaluation import model_sanity
 from .models import DatasetSnapshot, JobMetric, TrainedModel, TrainingJob
 from .page_data import JobState
 
