@@ -34,6 +34,7 @@ from .reward_serving import NPY_FIELDS, RewardRequest, npy_fields, reward_reques
 from .serving import DeploymentNotFound, DeploymentUnavailable, deployment_config
 from .shm.frames import MEDIA_TYPE as SHM_MEDIA_TYPE
 from .shm.serving import request_descriptor
+from .wire.errors import BadRequest, ServiceUnavailable
 
 
 class NpyParser(BaseParser):
@@ -49,18 +50,6 @@ class ShmParser(NpyParser):
     """`application/x-rs-shm`: a same-host descriptor (inference.shm.frames), checked in the view."""
 
     media_type = SHM_MEDIA_TYPE
-
-
-class BadRequest(exceptions.APIException):
-    status_code = status.HTTP_400_BAD_REQUEST
-    default_detail = "bad request"
-    default_code = "bad_request"
-
-
-class ServiceUnavailable(exceptions.APIException):
-    status_code = status.HTTP_503_SERVICE_UNAVAILABLE
-    default_detail = "inference is unavailable"
-    default_code = "unavailable"
 
 
 class ItemSerializer(serializers.Serializer):

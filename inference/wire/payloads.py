@@ -82,6 +82,18 @@ def check_shape(shape: Sequence[int], *, max_side: int, max_items: int = MAX_ITE
         raise PayloadError(f"images must be at most {max_side} px a side, got {shape[1]}x{shape[2]}")
 
 
+def base64_image(text: object, where: str) -> bytes:
+    """The encoded image of a base64 string (a data URL is fine); PayloadError naming `where` if it is none."""
+    if not isinstance(text, str) or not text:
+        raise PayloadError(f"{where}: expected a base64-encoded PNG or JPEG string")
+    if text.startswith("data:"):
+        text = text.split(",", 1)[1] if "," in text else ""
+    try:
+        return base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError) as exc:
+        raise PayloadError(f"{where}: {exc}") from None
+
+
 def images_from_base64(
     items: object,
     *,
@@ -108,15 +120,12 @@ def images_from_base64(
     )
     raws = []
     for i, item in enumerate(items):
-        if not isinstance(item, str):
-            raise PayloadError(f"images[{i}] must be a base64 string")
-        text = item.split(",", 1)[1] if item.startswith("data:") else item
+        raw = base64_image(item, f"images[{i}]")
         try:
-            raw = base64.b64decode(text, validate=True)
             width, height = budget.charge(raw)
         except ImageTooLarge as exc:
             raise PayloadTooLarge(f"images[{i}]: {exc}") from None
-        except (binascii.Error, ValueError) as exc:  # ImageError is a ValueError
+        except ValueError as exc:  # ImageError is a ValueError
             raise PayloadError(f"images[{i}]: {exc}") from None
         if (width, height) != budget.sizes[0]:
             raise PayloadError(f"images[{i}] is {width}x{height}; all images of a batch must share one size")
