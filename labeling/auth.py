@@ -26,6 +26,10 @@ def agent_for_token(token: str):
     return agent
 
 
+MALFORMED = "Malformed Authorization header: use 'Bearer <token>'."
+UNKNOWN = "Unknown or revoked agent token."
+
+
 class AgentTokenAuthentication(authentication.BaseAuthentication):
     """`Authorization: Bearer <token>`; request.user is then the Agent."""
 
@@ -37,11 +41,15 @@ class AgentTokenAuthentication(authentication.BaseAuthentication):
             return None
         token = token_from_header(header)
         if token is None:
-            raise exceptions.AuthenticationFailed("Malformed Authorization header: use 'Bearer <token>'.")
-        agent = agent_for_token(token)
+            raise exceptions.AuthenticationFailed(MALFORMED)
+        agent = self.agent_for(token)
         if agent is None:
-            raise exceptions.AuthenticationFailed("Unknown or revoked agent token.")
+            raise exceptions.AuthenticationFailed(UNKNOWN)
         return agent, token
+
+    def agent_for(self, token: str):
+        """The agent of `token`, or None (a subclass may remember agents: `labeling.gate.auth`)."""
+        return agent_for_token(token)
 
     def authenticate_header(self, request):
         return self.keyword

@@ -13,7 +13,8 @@ from typing import Any
 
 from limits import RateLimitItem
 
-from labeling.gate.auth import MALFORMED, UNKNOWN, agent_remembered, cached_agent
+from labeling.auth import MALFORMED, UNKNOWN
+from labeling.gate.auth import agent_remembered, cached_agent
 from labeling.gate.limits import Verdict, too_many
 from labeling.gate.throttles import bad_request_limit, limiter
 from labeling.tokens import token_from_header
