@@ -163,19 +163,7 @@ def _import_pickle(*, project: Project, source: Source, env_id: str, summary: Im
         for camera, array in step.images.items():
             if camera in cameras:
                 images[camera] = _encode(array, f"step {step.index} camera {camera}")
-        steps.append(
-            StepInput(
-                index=step.index,
-                action=step.action,
-                reward=step.reward,
-                terminated=step.terminated,
-                truncated=step.truncated,
-                success=step.success,
-                score=step.score,
-                info=step.info,
-                images=images,
-            )
-        )
+        steps.append(StepInput.of(step, images))
     metadata = {
         "format": "rlinf_pickle",
         "file_name": source.path.name,

@@ -91,19 +91,7 @@ def chunk_steps(body: bytes, limits: IngestLimits) -> list[StepInput]:
             raise ChunkRefused(413, f"step {index}: images.{camera}: {exc}") from None
         except ImageError as exc:
             raise ChunkRefused(400, f"step {index}: images.{camera}: {exc}") from None
-    inputs = [
-        StepInput(
-            index=step.index,
-            action=step.action,
-            reward=step.reward,
-            terminated=step.terminated,
-            truncated=step.truncated,
-            success=step.success,
-            score=step.score,
-            info=step.info,
-        )
-        for step in steps
-    ]
+    inputs = [StepInput.of(step) for step in steps]
     by_index = {step.index: step for step in inputs}
     if len(by_index) != len(inputs):
         raise ChunkRefused(400, "a chunk lists the same step index twice")

@@ -7,6 +7,7 @@ import uuid as uuid_lib
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from django.conf import settings
 from django.core.files.storage import default_storage
@@ -122,6 +123,22 @@ class StepInput:
     score: float | None = None
     info: dict = field(default_factory=dict)
     images: dict[str, CheckedImage] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, step: Any, images: dict[str, CheckedImage] | None = None) -> StepInput:
+        """A step's values from a parsed step of any source (a chunk's step, an RLinf episode's step), with
+        `images`."""
+        return cls(
+            index=step.index,
+            action=step.action,
+            reward=step.reward,
+            terminated=step.terminated,
+            truncated=step.truncated,
+            success=step.success,
+            score=step.score,
+            info=step.info,
+            images=images or {},
+        )
 
 
 @dataclass(frozen=True)
