@@ -9,6 +9,9 @@ Redis from REDIS_URL), at batch 1, 64, 256 and 1,024 of 128x128 and 224x224 imag
 each figure, measured in the same run and interleaved with it:
 
 - the transport limit: the same bytes through one loopback TCP socket into a numpy array in another process;
+- the relay limit: the transport limit plus the hop the service's design adds, the same bytes SET into Redis
+  from one connection and read back from another (web process to Redis to worker: the bytes cross two more
+  sockets and Redis' memory, whatever the service does with them);
 - the same-host limit: a memory copy of the same bytes (`numpy.copyto`).
 
 Time outside the forward = the round trip minus the instant scorer's own time on that batch (measured here).
@@ -104,6 +107,27 @@ class Transport:
         self.process.join(10)
 
 
+class RedisRelay:
+    """The relay limit's extra hop: `pass_through` SETs a body into Redis from one connection and GETs it from
+    another, as a web process hands a batch to an inference worker (without the service's bookkeeping)."""
+
+    def __init__(self, url: str):
+        import redis
+
+        self.writer, self.reader = redis.Redis.from_url(url), redis.Redis.from_url(url)
+        self.key = f"rs:bench:relay:{uuid.uuid4().hex}"
+
+    def pass_through(self, body: bytes) -> None:
+        self.writer.set(self.key, body)
+        if len(self.reader.get(self.key) or b"") != len(body):
+            raise ConnectionError("the relay lost bytes")
+
+    def close(self) -> None:
+        self.writer.delete(self.key)
+        self.writer.close()
+        self.reader.close()
+
+
 def setup(clients: int):
     import django
 
@@ -151,13 +175,20 @@ def row(label: str, clients: int, body: int, latency: float, per_image: float, r
     return (
         f"{label:>13} {clients:>3} {mb(body):>8} {limits['round_trip'] * 1e3:>9.2f} {latency * 1e3:>14.2f} "
         f"{per_image * 1e6:>14.1f} {rate / body * limits['batch']:>10.0f} {mb(rate):>10} {mb(limits['tcp']):>10} "
-        f"{rate / limits['tcp']:>6.2f} {mb(limits['copy']):>10} {rate / limits['copy']:>6.2g} "
+        f"{rate / limits['tcp']:>6.2f} {mb(limits['relay']):>10} {rate / limits['relay']:>6.2f} "
+        f"{mb(limits['copy']):>10} {rate / limits['copy']:>6.2g} "
         f"{'/'.join(f'{v * 1e3:.1f}' for v in limits['cpu']):>14}"
     )
 
 
 def measure(
-    frames: np.ndarray, clients: list, transport: Transport, scorer, args: argparse.Namespace, service: list[int]
+    frames: np.ndarray,
+    clients: list,
+    transport: Transport,
+    relay: RedisRelay,
+    scorer,
+    args: argparse.Namespace,
+    service: list[int],
 ) -> None:
     """The rows of one body: one client, then all of them, each beside the transport and copy limits."""
     from django.conf import settings
@@ -177,13 +208,21 @@ def measure(
     repeats = max(3, min(args.requests, round(args.mb_per_figure * 1e6 / len(body))))
     forward = statistics.median(harness.timed(lambda: scorer.score(frame_view)) for _ in range(5))
     copy = statistics.median(harness.timed(lambda: np.copyto(target, source)) for _ in range(repeats))
+    relay_times = [harness.timed(lambda: relay.pass_through(body)) for _ in range(repeats)]
     cpu_before = cpu_seconds(service)
     tcp_times, http_times = harness.interleaved(
         lambda _: transport.send(body), lambda _: clients[0].rewards(body), repeats
     )
     cpu = (cpu_seconds(service) - cpu_before) / repeats
     round_trip = statistics.median(http_times)
-    limits = {"batch": batch, "tcp": len(body) / statistics.median(tcp_times), "copy": len(body) / copy, "cpu": cpu}
+    tcp = statistics.median(tcp_times)
+    limits = {
+        "batch": batch,
+        "tcp": len(body) / tcp,
+        "relay": len(body) / (tcp + statistics.median(relay_times)),
+        "copy": len(body) / copy,
+        "cpu": cpu,
+    }
     outside = round_trip - forward
     print(
         row(label, 1, len(body), outside, outside / batch, len(body) / round_trip, limits | {"round_trip": round_trip}),
@@ -212,6 +251,7 @@ def measure(
     limits["cpu"] = (cpu_seconds(service) - cpu_before) / len(latencies)
     tcp_after = [harness.timed(lambda: transport.send(body)) for _ in range(per_client)]
     limits["tcp"] = len(body) / statistics.median(tcp_before + tcp_after)
+    limits["relay"] = 1 / (1 / limits["tcp"] + statistics.median(relay_times) / len(body))
     latency = statistics.median(latencies)
     per_image = wall / (len(latencies) * batch) - forward / batch
     rate = len(latencies) * len(body) / wall
@@ -231,6 +271,9 @@ def main() -> None:
     largest = max(batches) * max(sizes) ** 2 * 3 + 4096
     transport = Transport(largest)  # forked before Django's and redis' threads start
     project, model, deployment, agents = setup(max(1, args.clients))
+    from django.conf import settings
+
+    relay = RedisRelay(settings.REDIS_URL)
 
     from training.instant.scorer import InstantScorer
     from training.kit.family_parts import ModelSpec
@@ -252,19 +295,22 @@ def main() -> None:
         )
         print(
             f"{'images':>13} {'cl':>3} {'body MB':>8} {'round ms':>9} {'outside/req ms':>14} {'outside/img us':>14} "
-            f"{'images/s':>10} {'HTTP MB/s':>10} {'TCP MB/s':>10} {'ratio':>6} {'copy MB/s':>10} {'ratio':>6} "
+            f"{'images/s':>10} {'HTTP MB/s':>10} {'TCP MB/s':>10} {'ratio':>6} {'relay MB/s':>10} {'ratio':>6} "
+            f"{'copy MB/s':>10} {'ratio':>6} "
             f"{'CPU ms/req':>14}"
         )
         for size in sizes:
             for batch in batches:
-                measure(images(batch, size, seed=batch + size), clients, transport, scorer, args, service)
+                measure(images(batch, size, seed=batch + size), clients, transport, relay, scorer, args, service)
         print(
             f"load average {os.getloadavg()[0]:.1f} at the end. round ms: median round trip (16 clients: each "
-            "request's); outside: minus the instant scorer's own time; ratio: HTTP bytes/s over the limit's; CPU ms/req: "
+            "request's); outside: minus the instant scorer's own time; ratio: HTTP bytes/s over the limit's (relay: TCP plus "
+            "one Redis SET and GET of the same bytes); CPU ms/req: "
             "the web process's / the inference worker's, per request (/proc, 10 ms ticks)"
         )
     finally:
         transport.close()
+        relay.close()
         harness.stop(server, worker)
         deployment.delete()
         model.delete()
