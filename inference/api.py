@@ -17,6 +17,7 @@ from inference.wire.payloads import (
     MAX_ITEMS,
     PayloadError,
     PayloadTooLarge,
+    images_checked_from_base64,
     images_from_base64,
     npy_shape,
 )
@@ -24,14 +25,15 @@ from labeling import access
 from labeling.gate.auth import REWARDS_AUTHENTICATION, client_id
 from labeling.gate.limits import client_key, too_many
 from labeling.gate.throttles import ApiRateThrottle, RewardsRateThrottle, bad_request_limit, limit_check, limit_hit
-from training.models import TrainedModel
+from training.models import ModelKind, TrainedModel
+from training.resnet.wire import images_pack
 from webapp.common.parsers import BoundedJSONParser
 
 from . import services
 from .broker import dump_npy
 from .models import Deployment
 from .reward_serving import NPY_FIELDS, RewardRequest, npy_fields, reward_request, rewards_answer
-from .serving import DeploymentNotFound, DeploymentUnavailable, deployment_config
+from .serving import DeploymentConfig, DeploymentNotFound, DeploymentUnavailable, deployment_config
 from .shm.frames import MEDIA_TYPE as SHM_MEDIA_TYPE
 from .shm.serving import request_descriptor
 from .wire.errors import BadRequest, ServiceUnavailable
@@ -159,7 +161,7 @@ class RewardsView(APIView):
                 f"deployment {name!r} serves a VLM trend model: send windows to /api/deployments/{name}/vlm/rewards"
             )
         try:
-            reward_request = self._parse(request)
+            reward_request = self._parse(request, config)
         except PayloadTooLarge as exc:
             raise RequestTooLarge(str(exc)) from None
         except PayloadError as exc:
@@ -171,7 +173,7 @@ class RewardsView(APIView):
         except DeploymentUnavailable as exc:
             raise ServiceUnavailable(str(exc)) from None
 
-    def _parse(self, request) -> RewardRequest:
+    def _parse(self, request, config: DeploymentConfig) -> RewardRequest:
         content_type = (request.content_type or "").split(";")[0].strip()
         shm = None
         if content_type in (NpyParser.media_type, SHM_MEDIA_TYPE):
@@ -188,14 +190,18 @@ class RewardsView(APIView):
             data = request.data
             if not isinstance(data, dict) or "images" not in data:
                 raise PayloadError("JSON body must be an object with an 'images' list")
-            with decode_slot():
-                images = images_from_base64(
-                    data["images"],
-                    max_side=settings.MAX_IMAGE_SIDE,
-                    max_pixels=settings.MAX_IMAGE_PIXELS,
-                    max_request_pixels=settings.MAX_REQUEST_PIXELS,
-                )
-            payload, shape = dump_npy(images), images.shape
+            limits = {
+                "max_side": settings.MAX_IMAGE_SIDE,
+                "max_pixels": settings.MAX_IMAGE_PIXELS,
+                "max_request_pixels": settings.MAX_REQUEST_PIXELS,
+            }
+            if settings.INFERENCE_DECODE_COMPRESSED == "worker" and config.kind == ModelKind.RESNET:
+                packed = images_pack(images_checked_from_base64(data["images"], **limits))  # the worker decodes
+                payload, shape = dump_npy(packed), packed.shape
+            else:
+                with decode_slot():
+                    images = images_from_base64(data["images"], **limits)
+                payload, shape = dump_npy(images), images.shape
             meta = {k: data.get(k) for k in NPY_FIELDS}
         else:
             raise exceptions.UnsupportedMediaType(

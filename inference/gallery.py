@@ -11,6 +11,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 from django.db import close_old_connections
 
+from training.resnet.wire import frame_at
+
 from .broker import SAMPLE_COUNTER_PREFIX, load_npy
 from .serving import DeploymentConfig, abroker
 
@@ -42,7 +44,7 @@ def _store(config: DeploymentConfig, payload: bytes, picks: list[int], probabili
         for index, probability in zip(picks, probabilities, strict=True):
             served_frame_create(
                 deployment_id=config.id,
-                image=images[index],
+                image=frame_at(images, index),
                 probability=probability,
                 success=probability > config.reward.threshold,
                 model_version=config.version,

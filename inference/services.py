@@ -187,8 +187,12 @@ def deployment_set_health(*, name: str, version: int | None, error: str = "") ->
 def served_frame_create(
     *, deployment_id: int, image, probability: float, success: bool, model_version: int
 ) -> ServedFrame:
-    """Keep one served frame (uint8 HxWx3) for the gallery."""
-    checked = encode_array(image, max_side=4096, max_pixels=4096 * 4096)
+    """Keep one served frame (uint8 HxWx3, or a PNG/JPEG file's bytes as a client sent it) for the gallery."""
+    side, pixels = 4096, 4096 * 4096
+    if isinstance(image, bytes):
+        checked = check_image(image, max_side=side, max_pixels=pixels)
+    else:
+        checked = encode_array(image, max_side=side, max_pixels=pixels)
     frame = ServedFrame(
         deployment_id=deployment_id, probability=probability, success=success, model_version=model_version
     )

@@ -189,12 +189,17 @@ def encode_array(array: np.ndarray, *, max_side: int, max_pixels: int) -> Checke
     return CheckedImage(buffer.getvalue(), ".png", width, height)
 
 
-def decode_rgb(raw: bytes) -> np.ndarray:
+def decode_rgb(raw: bytes, *, require_rgb: bool = False) -> np.ndarray:
     """Stored or checked PNG/JPEG bytes to a uint8 HxWx3 array; ImageError naming the problem when they
-    will not decode (a frame stored before ingest inflated PNG data, or a file damaged since)."""
+    will not decode (a frame stored before ingest inflated PNG data, or a file damaged since). With
+    `require_rgb`, an image of another mode is refused rather than converted (what `check_image` refuses)."""
     try:
         with Image.open(io.BytesIO(raw), formats=list(ALLOWED_FORMATS)) as image:
+            if require_rgb and image.mode != "RGB":
+                raise ImageError(f"image must be RGB with 3 channels, got mode {image.mode}")
             return np.asarray(image if image.mode == "RGB" else image.convert("RGB"))
+    except ImageError:
+        raise
     except Image.DecompressionBombError:
         raise ImageError("image rejected as a decompression bomb") from None
     except UnidentifiedImageError:

@@ -8,7 +8,18 @@ from typing import Any
 
 import dj_database_url
 
-from .env import bound_to_loopback, env_bool, env_cidrs, env_int, env_list, env_path, env_rate, env_str, secret_key
+from .env import (
+    bound_to_loopback,
+    env_bool,
+    env_choice,
+    env_cidrs,
+    env_int,
+    env_list,
+    env_path,
+    env_rate,
+    env_str,
+    secret_key,
+)
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 DATA_DIR = env_path("RS_DATA_DIR", BASE_DIR / "data")
@@ -341,6 +352,11 @@ INFERENCE_LOAD_WAIT_S = env_int("INFERENCE_LOAD_WAIT_S", 600, minimum=0)
 # How long a reward, VLM or chat request waits for its answer (queue and forward). An RL run's whole batch
 # arrives at once (RLinf: one request per env), so the last of 1,024 chat windows waits for the 1,023 before it.
 INFERENCE_TIMEOUT_S = env_int("INFERENCE_TIMEOUT_S", 120, minimum=1)
+# Where the JPEG/PNG frames of a JSON reward request to a ResNet deployment are decoded: "web" (the web
+# process decodes them, the worker gets pixels) or "worker" (the web checks their headers only and forwards the
+# compressed bytes; the inference worker decodes them on its device, JPEGs on the GPU with nvJPEG). "worker" is
+# for GPU workers: the web process then spends nothing per pixel.
+INFERENCE_DECODE_COMPRESSED = env_choice("INFERENCE_DECODE_COMPRESSED", "web", ("web", "worker"))
 
 # Every Redis client retries a command once when its pooled connection was dropped (Redis restarted).
 CHANNEL_LAYERS["default"]["CONFIG"]["hosts"] = [

@@ -25,6 +25,8 @@ import django.dispatch
 from django.db import close_old_connections
 from django.utils import timezone
 
+from training.resnet.wire import frame_at
+
 from ..broker import load_npy
 from ..serving import DeploymentConfig, broker
 from . import rules as monitor
@@ -231,7 +233,7 @@ def _keep_disagreements(batch: ServedBatch, picks: list[int], steps: list[int | 
         p = float(batch.probabilities[i] or 0.0)
         frame = served_frame_create(
             deployment_id=batch.config.id,
-            image=images[i],
+            image=frame_at(images, i),
             probability=p,
             success=p > batch.config.reward.threshold,
             model_version=batch.config.version,

@@ -18,6 +18,7 @@ import numpy as np
 from inference.wire.npy_header import npy_header
 from labeling.image_budget import ImageTooLarge, PixelBudget
 from labeling.images import ImageError, check_image, decode_rgb
+from training.resnet.wire import JPEG_START, EncodedImage
 
 MAX_ITEMS = 1024
 
@@ -94,18 +95,16 @@ def base64_image(text: object, where: str) -> bytes:
         raise PayloadError(f"{where}: {exc}") from None
 
 
-def images_from_base64(
+def images_checked_from_base64(
     items: object,
     *,
     max_side: int,
     max_pixels: int,
     max_items: int = MAX_ITEMS,
     max_request_pixels: int | None = None,
-) -> np.ndarray:
-    """A uint8 [B,H,W,3] batch from a list of base64 PNG/JPEG strings (data URLs accepted).
-
-    The count, every image's header size, the request's total pixels and the common size are all
-    checked before the first pixel is decoded."""
+) -> list[EncodedImage]:
+    """The encoded images of a list of base64 PNG/JPEG strings (data URLs accepted), undecoded: the count,
+    every image's header size, the request's total pixels and the common size are checked."""
     if not isinstance(items, list):
         raise PayloadError("images must be a list of base64-encoded PNG or JPEG strings")
     if not items:
@@ -118,7 +117,7 @@ def images_from_base64(
         max_request_pixels=max_request_pixels or max_pixels * max_items,
         max_images=max_items,
     )
-    raws = []
+    images = []
     for i, item in enumerate(items):
         raw = base64_image(item, f"images[{i}]")
         try:
@@ -129,18 +128,38 @@ def images_from_base64(
             raise PayloadError(f"images[{i}]: {exc}") from None
         if (width, height) != budget.sizes[0]:
             raise PayloadError(f"images[{i}] is {width}x{height}; all images of a batch must share one size")
-        raws.append(raw)
-    batch = np.empty((len(raws), budget.sizes[0][1], budget.sizes[0][0], 3), dtype=np.uint8)
-    for i, raw in enumerate(raws):
+        images.append(EncodedImage(raw, height, width))
+    return images
+
+
+def images_from_base64(
+    items: object,
+    *,
+    max_side: int,
+    max_pixels: int,
+    max_items: int = MAX_ITEMS,
+    max_request_pixels: int | None = None,
+) -> np.ndarray:
+    """A uint8 [B,H,W,3] batch from a list of base64 PNG/JPEG strings (data URLs accepted), every check of
+    `images_checked_from_base64` made before the first pixel is decoded."""
+    images = images_checked_from_base64(
+        items, max_side=max_side, max_pixels=max_pixels, max_items=max_items, max_request_pixels=max_request_pixels
+    )
+    batch = np.empty((len(images), images[0].height, images[0].width, 3), dtype=np.uint8)
+    for i, image in enumerate(images):
         try:
-            # decoded at once: the decoder refuses data that will not inflate, so check_image need not inflate it
-            array = decode_rgb(check_image(raw, max_side=max_side, max_pixels=max_pixels, inflate=False).data)
+            if image.data.startswith(JPEG_START):  # decoding it is its check: once, not twice
+                array = decode_rgb(image.data, require_rgb=True)
+            else:  # a PNG's chunks walked (decoding refuses data that will not inflate)
+                array = decode_rgb(
+                    check_image(image.data, max_side=max_side, max_pixels=max_pixels, inflate=False).data
+                )
         except (ImageError, ValueError) as exc:
             raise PayloadError(f"images[{i}]: {exc}") from None
         if array.shape != batch.shape[1:]:
             raise PayloadError(f"images[{i}]: its pixels do not match its header size")
         batch[i] = array
-        raws[i] = b""  # let each encoded image go once decoded
+        images[i] = EncodedImage(b"", 0, 0)  # let each encoded image go once decoded
     return batch
 
 

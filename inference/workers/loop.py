@@ -308,25 +308,37 @@ class InferenceWorker:
                 good.append(request)
             except (ValueError, OSError, EOFError) as exc:
                 replies.append((request, Reply(None, f"unreadable images: {exc}", model.version, self.worker_id)))
+        return replies + self._score(deployment, model, good, policy)
+
+    def _score(
+        self, deployment: str, model: LoadedModel, requests: list[InferenceRequest], policy: BatchPolicy
+    ) -> list[tuple[InferenceRequest, Reply]]:
+        """One forward over `requests`; when it fails, each request again alone, so that one request's bad
+        frames (a JPEG that will not decode) fail only that request."""
+        if not requests:
+            return []
+        assert model.scorer is not None  # `_answer` answered the requests of a model that failed to load
+        series = metrics.inference_series(deployment)
         try:
             started = time.monotonic()
-            arrays = [r.array for r in good]
-            results = score_requests(arrays, model.scorer.score, policy.max_batch_size, self.max_batch_pixels)
-            items = sum(_item_count(r) for r in good)
+            results = score_requests(
+                [r.array for r in requests], model.scorer.score, policy.max_batch_size, self.max_batch_pixels
+            )
+            items = sum(_item_count(r) for r in requests)
             series.batch_seconds.observe(time.monotonic() - started)
             series.batch_size.observe(items)
             series.items.inc(items)
-            replies += [
-                (r, Reply(res, "", model.version, self.worker_id)) for r, res in zip(good, results, strict=True)
+            return [
+                (r, Reply(res, "", model.version, self.worker_id)) for r, res in zip(requests, results, strict=True)
             ]
-        except Exception as exc:  # a scoring failure answers this batch; the worker keeps going
+        except Exception as exc:  # a scoring failure answers its own requests; the worker keeps going
+            if len(requests) > 1:
+                log.warning("a batch of deployment %s failed (%s); scoring its requests one by one", deployment, exc)
+                return [reply for request in requests for reply in self._score(deployment, model, [request], policy)]
             log.exception("scoring failed for deployment %s", deployment)
-            metrics.inference_errors.labels(deployment).inc(len(good))
-            replies += [
-                (r, Reply(None, f"scoring failed: {exc.__class__.__name__}: {exc}", model.version, self.worker_id))
-                for r in good
-            ]
-        return replies
+            metrics.inference_errors.labels(deployment).inc(len(requests))
+            message = f"scoring failed: {exc.__class__.__name__}: {exc}"
+            return [(r, Reply(None, message, model.version, self.worker_id)) for r in requests]
 
     def _retry_later(self, model: LoadedModel) -> bool:
         """A model that failed to load is retried only after retry_failed_s."""

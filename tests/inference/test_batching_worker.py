@@ -211,6 +211,31 @@ def test_worker_batches_concurrent_requests_into_fewer_forward_passes(redis):
     assert health == [(name, 1, "")]
 
 
+def test_a_request_whose_frames_fail_to_score_fails_alone(redis):
+    """A batch that fails is scored again request by request: a client's undecodable frame (compressed frames are
+    decoded by the scorer) fails its own request, not the others batched with it."""
+    name = f"d-{uuid.uuid4().hex[:8]}"
+
+    class PickyScorer(MeanScorer):
+        def score(self, batch):
+            if (batch == 255).all(axis=(1, 2, 3)).any():
+                raise ValueError("image 2 will not decode")
+            return super().score(batch)
+
+    scorer = PickyScorer()
+    worker = _worker(redis, name, {"version": 1, "count": 0}, [], lambda v: scorer)
+    deadline = time.time() + 30
+    good = InferenceRequest(name, 1, dump_npy(np.full((2, 4, 4, 3), 51, np.uint8)), deadline)
+    bad = InferenceRequest(name, 1, dump_npy(np.full((1, 4, 4, 3), 255, np.uint8)), deadline)
+    other = InferenceRequest(name, 1, dump_npy(np.full((1, 4, 4, 3), 102, np.uint8)), deadline)
+    replies = {r.id: reply for r, reply in worker.serve(name, [good.encode(), bad.encode(), other.encode()])}
+    assert replies[good.id].unwrap() == pytest.approx([0.2, 0.2])
+    assert replies[other.id].unwrap() == pytest.approx([0.4])
+    with pytest.raises(WorkerError, match="image 2 will not decode"):
+        replies[bad.id].unwrap()
+    assert scorer.batches == [2, 1]  # the failed batch of 4, then each request alone
+
+
 def test_worker_reports_load_failure_and_answers_with_the_error(redis):
     name = f"d-{uuid.uuid4().hex[:8]}"
     loads, health = {"version": 3, "count": 0, "fail": True}, []

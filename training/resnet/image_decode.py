@@ -11,9 +11,7 @@ from __future__ import annotations
 import torch
 from torchvision.io import ImageReadMode, decode_image, decode_jpeg
 
-from .wire import EncodedImage
-
-JPEG_START = b"\xff\xd8\xff"
+from .wire import JPEG_START, EncodedImage
 
 
 def jpeg_on_device(device: torch.device) -> bool:

@@ -17,6 +17,7 @@ import numpy as np
 import numpy.typing as npt
 
 MAGIC = b"RSIM"
+JPEG_START = b"\xff\xd8\xff"  # a JPEG file's first bytes (SOI and the next marker's 0xff)
 BUCKET = 1 << 12
 _HEAD = struct.Struct(">4sIII")  # magic, height, width, encoded bytes
 
@@ -53,3 +54,10 @@ def images_unpack(batch: np.ndarray) -> list[EncodedImage]:
             raise ValueError(f"row {index} is not a packed image")
         images.append(EncodedImage(row[_HEAD.size : _HEAD.size + length].tobytes(), height, width))
     return images
+
+
+def frame_at(batch: np.ndarray, index: int) -> np.ndarray | bytes:
+    """Frame `index` of a broker batch: its pixels, or, in a batch of packed frames, its encoded bytes."""
+    if is_packed(batch):
+        return images_unpack(batch[index : index + 1])[0].data
+    return batch[index]
