@@ -366,14 +366,6 @@ def _reply(got, deployment: str, timeout: float) -> Reply:
     return Reply.decode(got[1])
 
 
-class BrokerClient:
-    """Web side, blocking Redis (redis-py) for sync reads. Thread-safe: each call borrows a pooled
-    connection. Requests are submitted only through AsyncBrokerClient (sync code: `async_to_sync`)."""
-
-    def __init__(self, redis):
-        self.redis = redis
-
-
 class AsyncBrokerClient:
     """Web side, asyncio (redis.asyncio), for consumers and async views."""
 

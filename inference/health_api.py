@@ -15,7 +15,7 @@ from rest_framework.views import APIView
 from labeling.gate.auth import DEPLOYMENT_AUTHENTICATION
 
 from .broker import WORKERS_KEY, any_worker_alive
-from .serving import broker
+from .serving import sync_redis
 
 
 class HealthView(APIView):
@@ -28,7 +28,7 @@ class HealthView(APIView):
     )
     def get(self, request):
         try:
-            beats = broker().redis.hgetall(WORKERS_KEY)
+            beats = sync_redis().hgetall(WORKERS_KEY)
         except Exception as exc:  # any Redis failure means not ready
             return Response({"status": "unavailable", "detail": f"Redis: {exc}"}, status=503)
         if not any_worker_alive(beats):

@@ -9,7 +9,7 @@ from django.db.models import QuerySet
 
 from .broker import WORKER_ALIVE_S, WORKERS_KEY
 from .models import Deployment, ServedFrame
-from .serving import broker
+from .serving import sync_redis
 
 
 def deployment_list() -> QuerySet[Deployment]:
@@ -23,7 +23,7 @@ def served_frames(*, deployment: Deployment, success: bool, limit: int = 120) ->
 def workers_alive() -> list[dict]:
     """Inference workers that sent a heartbeat recently (id, models loaded, requests served)."""
     now, alive = time.time(), []
-    for worker_id, raw in broker().redis.hgetall(WORKERS_KEY).items():
+    for worker_id, raw in sync_redis().hgetall(WORKERS_KEY).items():
         beat = json.loads(raw)
         if now - beat.get("at", 0) < WORKER_ALIVE_S:
             alive.append({"id": worker_id.decode(), **beat})

@@ -29,7 +29,6 @@ from webapp.common.stale_cache import StaleCache
 from .broker import (
     WORKERS_KEY,
     AsyncBrokerClient,
-    BrokerClient,
     BrokerError,
     InferenceTimeout,
     QueueBounds,
@@ -202,16 +201,16 @@ def queue_bounds(*, trusted: bool = False) -> QueueBounds:
 TRUSTED_CLIENT_PREFIX = "n"  # a trusted network's tokenless caller: "n<address>" (labeling.gate.auth.TrustedClient)
 
 
-_sync_client: BrokerClient | None = None
+_sync_redis = None
 _async_clients: dict[asyncio.AbstractEventLoop, AsyncBrokerClient] = {}
 
 
-def broker() -> BrokerClient:
-    """Blocking Redis for sync reads (worker heartbeats, monitor counters)."""
-    global _sync_client
-    if _sync_client is None:
-        _sync_client = BrokerClient(redis_from_url(settings.REDIS_URL, pool=pool_size()))
-    return _sync_client
+def sync_redis():
+    """This process's blocking Redis client for sync reads (worker heartbeats, monitor counters)."""
+    global _sync_redis
+    if _sync_redis is None:
+        _sync_redis = redis_from_url(settings.REDIS_URL, pool=pool_size())
+    return _sync_redis
 
 
 _payload_redis = None

@@ -8,7 +8,7 @@ import time
 from django.db.models import F
 
 from ..models import Deployment, DeploymentMonitor, ServedFrame
-from ..serving import broker
+from ..serving import sync_redis
 from . import rules as monitor
 from .services import _key, ref_of, settings_of, window_counts
 
@@ -45,7 +45,7 @@ def time_series(ref: str, *, hours: float, now: float | None = None) -> dict:
     """Rates over time, buckets merged into at most MAX_POINTS points, and the period's per-run rates."""
     now = now or time.time()
     start = now - min(max(hours, 0.01), MAX_HOURS) * 3600
-    redis = broker().redis
+    redis = sync_redis()
     buckets = [int(b) for b in redis.zrangebyscore(_key("idx", ref), start, "+inf")]
     pipe = redis.pipeline(transaction=False)
     for b in buckets:
@@ -89,7 +89,7 @@ def training_histogram(deployment: Deployment) -> list[int] | None:
 
 
 def steps_series(ref: str) -> dict:
-    return monitor.steps_series(broker().redis.hgetall(_key("steps", ref)))
+    return monitor.steps_series(sync_redis().hgetall(_key("steps", ref)))
 
 
 def disagreeing_frames(deployment: Deployment, *, limit: int = 60):

@@ -28,7 +28,7 @@ from django.utils import timezone
 from training.resnet.wire import frame_at
 
 from ..broker import load_npy
-from ..serving import DeploymentConfig, broker
+from ..serving import DeploymentConfig, sync_redis
 from . import rules as monitor
 
 log = logging.getLogger(__name__)
@@ -174,7 +174,7 @@ def _episode_steps(redis, batches: list[ServedBatch]) -> list[list[int | None]]:
 def monitor_record(batches: list[ServedBatch]) -> None:
     """Add served batches to the counters (summed per key: one pipelined round trip for all of them, plus
     one to number episode steps), keep disagreeing frames, check the alarms."""
-    redis = broker().redis
+    redis = sync_redis()
     all_steps = _episode_steps(redis, batches)
     increments: dict[str, dict[str, int]] = {}
     expiries: dict[str, int] = {}
@@ -271,7 +271,7 @@ def settings_of(row) -> monitor.MonitorSettings:
 
 def window_counts(ref: str, *, now: float, window_s: float):
     """Counters merged over the buckets that overlap the last `window_s` seconds."""
-    redis = broker().redis
+    redis = sync_redis()
     buckets = redis.zrangebyscore(_key("idx", ref), now - window_s - monitor.BUCKET_S, "+inf")
     pipe = redis.pipeline(transaction=False)
     for b in buckets:
@@ -314,7 +314,7 @@ def _check_alarm(config: DeploymentConfig, now: float) -> None:
         return
     _last_check[config.id] = now
     settings = monitor_settings(config.id)
-    redis = broker().redis
+    redis = sync_redis()
     ref = ref_of(config.name, config.id)
     above_key = _key("above", ref)
     raw = redis.get(above_key)
@@ -388,12 +388,12 @@ def alarm_acknowledge(*, deployment) -> None:
     from ..models import DeploymentMonitor
 
     DeploymentMonitor.objects.filter(deployment=deployment).update(alarm_since=None, alarm_rate=None, alarm_run="")
-    broker().redis.delete(_key("above", ref_of(deployment.name, deployment.pk)))
+    sync_redis().delete(_key("above", ref_of(deployment.name, deployment.pk)))
 
 
 def monitor_reset(*, deployment) -> None:
     """Forget every counter of a deployment (its alarm state stays)."""
-    redis = broker().redis
+    redis = sync_redis()
     ref = ref_of(deployment.name, deployment.pk)
     keys = [k for kind in ("b", "ep", "dis") for k in redis.scan_iter(match=_key(kind, ref, "*"), count=500)]
     keys += [_key("idx", ref), _key("steps", ref), _key("above", ref)]

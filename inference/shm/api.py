@@ -22,7 +22,7 @@ from labeling import access
 from labeling.gate.auth import REWARDS_AUTHENTICATION, client_id
 
 from ..broker import WORKER_ALIVE_S, WORKERS_KEY
-from ..serving import broker
+from ..serving import sync_redis
 from .frames import MEDIA_TYPE, boot_id, client_key
 
 
@@ -60,7 +60,7 @@ class SameHostView(APIView):
                 "boot_id": boot_id(),
                 "host": host,
                 "key": client_key(settings.SECRET_KEY, client_id(request.user)),
-                "workers_here": workers_on_host(broker().redis.hgetall(WORKERS_KEY), host),
+                "workers_here": workers_on_host(sync_redis().hgetall(WORKERS_KEY), host),
                 "media_type": MEDIA_TYPE,
                 "max_side": settings.MAX_IMAGE_SIDE,
                 "max_request_pixels": settings.MAX_REQUEST_PIXELS,

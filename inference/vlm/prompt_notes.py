@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 
 from redis.exceptions import RedisError
 
-from ..serving import broker
+from ..serving import sync_redis
 from .chat_prompt import PromptPick
 
 log = logging.getLogger(__name__)
@@ -48,7 +48,7 @@ def prompt_mismatch_note(deployment_id: int, pick: PromptPick, *, now: float | N
         "at": datetime.now(UTC).isoformat(timespec="seconds"),
     }
     try:
-        pipe = broker().redis.pipeline(transaction=False)
+        pipe = sync_redis().pipeline(transaction=False)
         pipe.hset(key, mapping=fields)
         pipe.hincrby(key, "count", unwritten)
         pipe.expire(key, NOTE_TTL_S)
@@ -62,7 +62,7 @@ def prompt_mismatch_notes(deployment_ids: list[int]) -> dict[int, dict[str, str]
     if not deployment_ids:
         return {}
     try:
-        pipe = broker().redis.pipeline(transaction=False)
+        pipe = sync_redis().pipeline(transaction=False)
         for pk in deployment_ids:
             pipe.hgetall(f"{PREFIX}{pk}")
         rows = pipe.execute()

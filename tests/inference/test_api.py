@@ -11,7 +11,7 @@ import pytest
 from rest_framework.test import APIClient
 
 from inference.broker import queue_key
-from inference.serving import broker
+from inference.serving import sync_redis
 from labeling.gate.throttles import bad_request_limit
 
 from .conftest import deploy, make_trained_model, random_images
@@ -53,7 +53,7 @@ def test_bad_arrays_get_400_with_the_problem_named_and_never_reach_a_worker(agen
     response = post_npy(agent_client, deployment.name, npy(array))
     assert response.status_code == 400
     assert message in response.json()["detail"]
-    assert broker().redis.llen(queue_key(deployment.name)) == 0
+    assert sync_redis().llen(queue_key(deployment.name)) == 0
 
 
 def test_truncated_and_garbage_bodies_get_400(agent_client, deployment):
@@ -118,7 +118,7 @@ def test_a_png_whose_image_data_will_not_inflate_is_a_400_not_a_500(agent_client
     response = agent_client.post(url, {"images": [broken]}, format="json")
     assert response.status_code == 400, response.content
     assert response.json()["detail"].startswith("images[0]: undecodable image: "), response.json()
-    assert broker().redis.llen(queue_key(deployment.name)) == 0
+    assert sync_redis().llen(queue_key(deployment.name)) == 0
 
 
 def test_unhealthy_deployment_answers_503_with_its_error(agent_client, deployment):

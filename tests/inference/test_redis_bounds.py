@@ -23,7 +23,6 @@ import redis as redis_lib
 
 from inference.broker import (
     AsyncBrokerClient,
-    BrokerClient,
     InferenceRequest,
     QueueBounds,
     WorkerError,
@@ -253,7 +252,7 @@ def test_inference_broker_channel_layer_and_celery_survive_a_redis_restart(priva
     stop = threading.Event()
     thread = threading.Thread(target=worker.run, args=(stop,), daemon=True)
     thread.start()
-    blocking = BrokerClient(redis_from_url(url))  # sync reads (heartbeats, monitor counters) reconnect too
+    blocking = redis_from_url(url)  # sync reads (heartbeats, monitor counters) reconnect too
     images = dump_npy(np.full((1, 4, 4, 3), 255, np.uint8))
     layer_config = dict(settings.CHANNEL_LAYERS["default"]["CONFIG"])
     layer_config["hosts"] = [dict(layer_config["hosts"][0], address=url)]
@@ -278,7 +277,7 @@ def test_inference_broker_channel_layer_and_celery_survive_a_redis_restart(priva
         celery.send_task("restart.test")
         private_redis.restart()
         await asyncio.sleep(0.2)
-        got += [blocking.redis.ping()]
+        got += [blocking.ping()]
         got += [await layer_round_trip(layer), await async_submit()]
         celery.send_task("restart.test")  # the publisher's pooled connection was dropped too
         await layer.flush()

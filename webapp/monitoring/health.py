@@ -20,9 +20,9 @@ CELERY_QUEUES = ("ingest", "training", "inference", "default")
 
 
 def _redis():
-    from inference.serving import broker
+    from inference.serving import sync_redis
 
-    return broker().redis
+    return sync_redis()
 
 
 def check_database() -> dict:

@@ -83,7 +83,7 @@ def test_rlinfs_task_text_is_reported_and_judges_only_when_the_deployment_says_s
 ):
     from django.core.files.storage import default_storage
 
-    from inference.serving import broker
+    from inference.serving import sync_redis
     from inference.vlm.prompt_notes import PREFIX, forget_prompt_notes
     from training.models import TrainedModel
     from training.vlm.fixture import build_tiny_qwen3_vl
@@ -100,7 +100,7 @@ def test_rlinfs_task_text_is_reported_and_judges_only_when_the_deployment_says_s
     deployment = deploy(model, max_wait_ms=0.0)
     assert deployment.chat_prompt == "trained"
     forget_prompt_notes()
-    broker().redis.delete(f"{PREFIX}{deployment.pk}")  # a key left by an earlier run whose ids were reused
+    sync_redis().delete(f"{PREFIX}{deployment.pk}")  # a key left by an earlier run whose ids were reused
 
     trained = chat(agent_client, deployment.name, TRAINED_PROMPT)
     assert trained["reward_studio"]["prompt"] == {
