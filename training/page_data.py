@@ -6,6 +6,8 @@ from typing import Any, Literal
 
 from typing_extensions import TypedDict  # pydantic (tests) needs typing_extensions' TypedDict on 3.11
 
+from webapp.common.jobs.payload import JobProgress
+
 from .evaluation import EvaluationSummary, PrecisionDifference
 
 
@@ -16,16 +18,13 @@ class TrainingPageData(TypedDict):
     default_configs: dict[str, dict[str, Any] | None]
 
 
-class JobState(TypedDict):
-    """A training job as the job page and its WebSocket show it."""
+class JobState(JobProgress):
+    """A training job as the job page and its WebSocket show it: its progress payload and more."""
 
     job: int
     kind: str
-    status: str
     cancel_requested: bool
-    progress: float
     eta_seconds: float | None
-    error: str
     log: str
     summary: dict[str, Any]
     models: list[int]

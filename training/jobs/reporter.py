@@ -13,8 +13,10 @@ from django.db.models import F, Value
 from django.db.models.functions import Concat
 from django.utils import timezone
 
+from webapp.common.jobs.models import JobStatus
+
 from ..kit.reporting import Eta
-from ..models import JobMetric, JobStatus, TrainingJob
+from ..models import JobMetric, TrainingJob
 
 logger = logging.getLogger(__name__)
 

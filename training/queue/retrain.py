@@ -19,10 +19,11 @@ from django.urls import reverse
 
 from labeling.models import Project
 from labeling.selectors import human_frame_label_count
+from webapp.common.jobs.models import JobStatus
 
 from .. import evaluation
 from ..model_evaluation import EvaluationUnavailable, model_predictions
-from ..models import JobStatus, RetrainPolicy, TrainedModel, TrainingJob
+from ..models import RetrainPolicy, TrainedModel, TrainingJob
 from ..signals import redeploy_candidate
 
 log = logging.getLogger(__name__)
