@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import asdict
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
@@ -116,7 +117,7 @@ def proposal_job_run(job_id: int) -> str:
             raise
         status = JobStatus.FAILED
         error = f"generation took longer than {settings.PROPOSALS_TIME_LIMIT_SECONDS} s (PROPOSALS_TIME_LIMIT_SECONDS)"
-    fields = {}
+    fields: dict[str, Any] = {}
     if status == JobStatus.SUCCEEDED:
         fields = {"done": result.episodes, "total": max(total, result.episodes), "summary": asdict(result)}
     ended = job_finish(ProposalJob, pk=job.pk, attempt=attempt, status=status, error=error, **fields)

@@ -142,7 +142,7 @@ def snapshot_build(*, snapshot_id: int) -> str:
 
     Idempotent: a snapshot already ready or failed (or deleted) is left alone and its status returned, and
     so is one whose build is alive elsewhere (a duplicate message); one still building whose build went
-    silent (a worker lost mid-build, requeued by `snapshots_recover_stale`) is built again from an empty
+    silent (a worker lost mid-build, requeued by the job sweep) is built again from an empty
     folder, and the silent build stops at its next progress write if it comes back."""
     snapshot = DatasetSnapshot.objects.select_related("project").filter(pk=snapshot_id).first()
     if snapshot is None:
