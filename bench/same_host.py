@@ -8,7 +8,7 @@ HTTP (`.npy` bodies, transport "http").
 
 The model answers at once (a scorer that reads one pixel per frame), so what is timed is the service:
 the Procfile's web process (uvicorn, the rewards fast path, the descriptor's checks), Redis, and the real
-inference worker loop (`inference.worker.InferenceWorker`: queue, batching, the one `preadv` of the
+inference worker loop (`inference.workers.loop.InferenceWorker`: queue, batching, the one `preadv` of the
 frames), started here as a process of its own with that scorer in place of a model. Two client forms:
 "in place" writes the frames into `RewardClient.frames_buffer` (as an RL worker that renders into it
 would: nothing to copy), "copy in" hands `compute_rewards` a numpy batch (one copy into the segment).
@@ -51,8 +51,8 @@ def run_worker() -> None:
     """The inference worker loop with the instant scorer (this file run with --worker)."""
     from django.conf import settings
 
-    from inference.broker import redis_from_url
-    from inference.worker import InferenceWorker
+    from inference.workers.loop import InferenceWorker
+    from webapp.common.redis_clients import redis_from_url
 
     worker = InferenceWorker(
         redis=redis_from_url(settings.REDIS_URL),

@@ -12,28 +12,28 @@ from rest_framework.parsers import BaseParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from labeling import access
-from training.models import TrainedModel
-from webapp.common.parsers import BoundedJSONParser
-
-from . import services
-from .auth import REWARDS_AUTHENTICATION, client_id
-from .broker import dump_npy
-from .decoding import RequestTooLarge, decode_slot
-from .limits import client_key, too_many
-from .models import Deployment
-from .payloads import (
+from inference.wire.decoding import RequestTooLarge, decode_slot
+from inference.wire.payloads import (
     MAX_ITEMS,
     PayloadError,
     PayloadTooLarge,
     images_from_base64,
     npy_shape,
 )
+from labeling import access
+from labeling.gate.auth import REWARDS_AUTHENTICATION, client_id
+from labeling.gate.limits import client_key, too_many
+from labeling.gate.throttles import ApiRateThrottle, RewardsRateThrottle, bad_request_limit, limit_check, limit_hit
+from training.models import TrainedModel
+from webapp.common.parsers import BoundedJSONParser
+
+from . import services
+from .broker import dump_npy
+from .models import Deployment
 from .reward_serving import NPY_FIELDS, RewardRequest, npy_fields, reward_request, rewards_answer
 from .serving import DeploymentNotFound, DeploymentUnavailable, deployment_config
 from .shm.frames import MEDIA_TYPE as SHM_MEDIA_TYPE
 from .shm.serving import request_descriptor
-from .throttles import ApiRateThrottle, RewardsRateThrottle, bad_request_limit, limit_check, limit_hit
 
 
 class NpyParser(BaseParser):

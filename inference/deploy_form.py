@@ -10,7 +10,7 @@ from typing import Any
 
 from django import forms
 
-from training import precision
+from training.evaluation import precision
 from training.models import ModelKind, TrainedModel
 
 from .models import Deployment

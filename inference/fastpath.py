@@ -3,7 +3,7 @@
 RL workers call it at every step, and Django's request cycle (a thread per request, the middleware
 chain) costs more CPU than the rest of the request together. This wrapper answers exactly those
 requests (method POST, that path, `Content-Type: application/x-npy`, a Bearer token) on the event loop
-with the same functions the DRF view calls (through `async_to_sync`): cached token lookup, the rate limits (`inference.limits`, async),
+with the same functions the DRF view calls (through `async_to_sync`): cached token lookup, the rate limits (`labeling.gate.limits`, async),
 header-only `.npy` validation, the reward logic, the same JSON and the same error messages. Everything
 else (JSON bodies, sessions, every other URL, WebSockets) goes to the wrapped application unchanged.
 
@@ -18,18 +18,18 @@ from urllib.parse import parse_qs
 
 from django.conf import settings
 
+from inference.wire.payloads import PayloadError, PayloadTooLarge, npy_shape
 from labeling import access
+from labeling.gate.admission import admitted_agent
+from labeling.gate.limits import client_key
+from labeling.gate.throttles import bad_request_limit, limiter, rewards_limit
 from webapp.common import metrics
 from webapp.common.asgi_http import HttpError, read_body, respond_json
 
-from .admission import admitted_agent
-from .limits import client_key
-from .payloads import PayloadError, PayloadTooLarge, npy_shape
 from .reward_serving import npy_fields, reward_request, rewards_answer
 from .serving import DeploymentConfig, DeploymentNotFound, DeploymentUnavailable, deployment_config
 from .shm.frames import MEDIA_TYPE as SHM
 from .shm.serving import request_descriptor
-from .throttles import bad_request_limit, limiter, rewards_limit
 
 ROUTE = re.compile(r"^/api/deployments/(?P<name>[-a-zA-Z0-9_]+)/rewards$")
 NPY = "application/x-npy"

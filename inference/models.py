@@ -14,7 +14,7 @@ import time
 from django.db import models
 
 from labeling.models import Episode, Project
-from training import precision
+from training.evaluation import precision
 
 __all__ = ["Deployment", "DeploymentMonitor", "ServedFrame"]
 

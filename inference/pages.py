@@ -9,7 +9,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
 from labeling import access
-from training.model_evaluation import model_sanity
+from training.evaluation.model_evaluation import model_sanity
 from training.models import TrainedModel
 
 from . import selectors, services

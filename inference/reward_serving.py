@@ -16,10 +16,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from inference.wire.payloads import bool_list, float_list, id_list
+
 from .broker import HISTORY_PREFIX, dump_npy, load_npy
 from .gallery import sample_served
 from .monitor.services import ServedBatch, monitor_submit
-from .payloads import bool_list, float_list, id_list
 from .rewards import HISTORY_BUFFER, ItemReward, compute_rewards, plan_scoring
 from .serving import DeploymentConfig, abroker, infer_payload
 from .shm.frames import ShmDescriptor

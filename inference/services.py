@@ -16,8 +16,8 @@ from labeling.images import ImageError, check_image, encode_array
 from labeling.ingest.services import StepInput, episode_create, episode_finish, steps_append
 from labeling.labels.services import Actor, frame_labels_set
 from labeling.models import Episode, Project
+from training.evaluation.precision import FP32, PrecisionError, precision_check
 from training.models import TrainedModel
-from training.precision import FP32, PrecisionError, precision_check
 from webhooks import events
 from webhooks.services import webhook_emit_safely
 

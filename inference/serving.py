@@ -23,6 +23,7 @@ import numpy as np
 from django.conf import settings
 
 from webapp.common.db_bridge import DatabaseThreads, orm_call
+from webapp.common.redis_clients import payload_redis_from_url, pool_size, redis_from_url
 from webapp.common.stale_cache import StaleCache
 
 from .broker import (
@@ -31,12 +32,9 @@ from .broker import (
     BrokerClient,
     BrokerError,
     InferenceTimeout,
-    PoolSize,
     QueueBounds,
     any_worker_alive,
     dump_npy,
-    payload_redis_from_url,
-    redis_from_url,
 )
 from .rewards import RewardSettings
 
@@ -201,12 +199,7 @@ def queue_bounds(*, trusted: bool = False) -> QueueBounds:
     )
 
 
-TRUSTED_CLIENT_PREFIX = "n"  # a trusted network's tokenless caller: "n<address>" (inference.auth.TrustedClient)
-
-
-def pool_size() -> PoolSize:
-    """Each request-path Redis pool of this process (REDIS_MAX_CONNECTIONS, REDIS_POOL_TIMEOUT_S)."""
-    return PoolSize(settings.REDIS_MAX_CONNECTIONS, float(settings.REDIS_POOL_TIMEOUT_S))
+TRUSTED_CLIENT_PREFIX = "n"  # a trusted network's tokenless caller: "n<address>" (labeling.gate.auth.TrustedClient)
 
 
 _sync_client: BrokerClient | None = None

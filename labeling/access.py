@@ -2,7 +2,7 @@
 
 One place decides it. A caller (an "actor") is whatever authenticated the request: a User (session), an
 Agent (token) or an AnonymousUser; `actor_of(request)` is where another kind of caller is recognised:
-a tokenless request from a trusted network (inference.auth.TrustedClient) may see deployments and ask
+a tokenless request from a trusted network (labeling.gate.auth.TrustedClient) may see deployments and ask
 them for rewards, nothing else. Permissions are `rules` predicates registered under
 the names in PERMS; views call `require(...)` with one of them and an object:
 
@@ -91,7 +91,7 @@ def is_site_admin(actor) -> bool:
 
 def project_role_rank(actor, project_id: int) -> int:
     """0 when the person is no member of the project, else the rank of the role. Only users have roles:
-    agents, anonymous and trusted-network callers (inference.auth.TrustedClient) rank 0."""
+    agents, anonymous and trusted-network callers (labeling.gate.auth.TrustedClient) rank 0."""
     if not isinstance(actor, get_user_model()) or not actor.is_authenticated:
         return 0
     cache = actor.__dict__.setdefault("_rs_roles", {})
@@ -201,7 +201,7 @@ def _deployment_role(role: str):
 
 @rules.predicate
 def trusted_network(actor) -> bool:
-    """A tokenless caller from TRUSTED_CIDRS (inference.auth.TrustedClient): rewards from any deployment."""
+    """A tokenless caller from TRUSTED_CIDRS (labeling.gate.auth.TrustedClient): rewards from any deployment."""
     return bool(getattr(actor, "trusted_network", False))
 
 

@@ -108,12 +108,21 @@ setup_all() {
 
 side_env_hash() { cat "$1" requirements.lock | sha256sum | cut -c1-16; }
 
+side_env_link_main() {
+  # The side environment at $1 reads the main virtualenv's site-packages after its own (a .pth file). The path is
+  # resolved (the checkout's .venv is a link, and a checkout may be moved or removed while the cache stays) and
+  # written again on every run, so a side environment never points at a checkout that is gone.
+  local main_site
+  main_site="$("$ROOT/.venv/bin/python" -c 'import os, sysconfig; print(os.path.realpath(sysconfig.get_paths()["purelib"]))')"
+  echo "$main_site" > "$("$1/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/zz-main-venv.pth"
+}
+
 ensure_side_env() {
   # ensure_side_env NAME REQUIREMENTS CHECK: a side environment for tests/interop, NAME-<hash> under the venv home
   # with REQUIREMENTS installed with --no-deps, built once and cached, linked as .NAME in the checkout. The main
   # virtualenv's site-packages follow its own on sys.path (a .pth file), so torch and the shared libraries are
   # not downloaded twice while the versions pinned in REQUIREMENTS take precedence. CHECK: Python it must run.
-  local name="$1" requirements="$2" check="$3" home env main_site
+  local name="$1" requirements="$2" check="$3" home env
   home="${RS_VENV_HOME:-$HOME/.cache/reward-studio}"
   env="$home/$name-$(side_env_hash "$requirements")"
   if [ ! -f "$env/.rs-complete" ]; then
@@ -121,12 +130,12 @@ ensure_side_env() {
     log "creating the $name environment $env ($requirements: a minute once)"
     rm -rf "$env"; mkdir -p "$home"
     "$ROOT/.venv/bin/python" -m venv --without-pip "$env"
-    main_site="$("$ROOT/.venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
     "$ROOT/.venv/bin/python" -m pip --python "$env/bin/python" install -q --no-deps -r "$requirements"
-    echo "$main_site" > "$("$env/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/zz-main-venv.pth"
+    side_env_link_main "$env"
     HF_HUB_OFFLINE=1 "$env/bin/python" -c "$check" || die "the $name environment $env does not import (see above)"
     touch "$env/.rs-complete"
   fi
+  side_env_link_main "$env"
   ln -sfn "$env" "$ROOT/.$name"
 }
 

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from tests import process_leaks
+
 ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = ROOT / "artifacts"
 CHROMIUM = os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium")
@@ -25,6 +27,26 @@ TEST_MEDIA_ROOT = os.environ.setdefault("MEDIA_ROOT", tempfile.mkdtemp(prefix="r
 TEST_MODEL_DIR = os.environ.setdefault("MODEL_DIR", tempfile.mkdtemp(prefix="rs-test-models-"))
 # The tests' webhook receivers listen on loopback; the tests of the refusal turn this off themselves.
 os.environ.setdefault("WEBHOOK_ALLOW_PRIVATE_TARGETS", "1")
+# Every process the run starts carries the run's mark, so that one left behind is found (tests/process_leaks.py).
+process_leaks.mark_this_run()
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _no_leftovers_of_earlier_runs():
+    """Processes a killed earlier run left (an inference worker taking this run's requests) are stopped first."""
+    stopped = process_leaks.stop(process_leaks.earlier_runs_leftovers())
+    if stopped:
+        print(f"stopped processes an earlier test run left behind: {stopped}", file=sys.stderr)
+    yield
+
+
+@pytest.fixture(autouse=True)
+def _no_orphan_processes():
+    """A test leaves no process it started running on its own: it is stopped, and the test errors naming it."""
+    yield
+    left = process_leaks.orphans_after()
+    if left:
+        pytest.fail(f"the test left processes running (now stopped): {process_leaks.stop(left)}", pytrace=False)
 
 
 @pytest.fixture(autouse=True, scope="session")

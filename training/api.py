@@ -11,10 +11,10 @@ from rest_framework.views import APIView
 
 from labeling import access
 from labeling.models import Project
+from training.evaluation.model_evaluation import EvaluationUnavailable, evaluation_data
 from webapp.common.jobs.api import JOB_PROGRESS_FIELDS, JobProgressOut
 
 from . import selectors, services
-from .model_evaluation import EvaluationUnavailable, evaluation_data
 from .models import DatasetSnapshot, ModelKind, TrainedModel, TrainingJob
 from .services import JobError
 from .snapshots.services import SnapshotError, snapshot_start

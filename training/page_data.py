@@ -6,9 +6,8 @@ from typing import Any, Literal
 
 from typing_extensions import TypedDict  # pydantic (tests) needs typing_extensions' TypedDict on 3.11
 
+from training.evaluation.metrics import EvaluationSummary, PrecisionDifference
 from webapp.common.jobs.payload import JobProgress
-
-from .evaluation import EvaluationSummary, PrecisionDifference
 
 
 class TrainingPageData(TypedDict):

@@ -10,11 +10,11 @@ from django.db.models import QuerySet
 
 from labeling.models import Episode, Frame, FrameLabel, Project, Step
 from labeling.selectors import effective_frame_label_steps, effective_frame_labels, effective_window_labels
+from training.evaluation.model_evaluation import model_sanity
 from webapp.common.jobs.payload import job_progress_payload
 
 from .datasets.rlinf_binary import FAIL, SUCCESS, FrameRef
 from .datasets.trend import WindowRef
-from .model_evaluation import model_sanity
 from .models import DatasetSnapshot, JobMetric, TrainedModel, TrainingJob
 from .page_data import JobState
 

@@ -2,7 +2,9 @@
 
 from django.urls import URLPattern, URLResolver, include, path
 
-from . import api, runs_page, views
+from training.evaluation import runs_page
+
+from . import api, views
 
 urlpatterns: list[URLPattern | URLResolver] = [
     path("projects/<int:pk>/training/", views.project_training, name="training-project"),

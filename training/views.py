@@ -15,6 +15,7 @@ from django.views.decorators.http import require_POST
 
 from labeling import access
 from labeling.models import Frame, Project
+from training.evaluation.model_evaluation import EvaluationUnavailable, evaluation_data
 from webapp.common.file_streaming import stream_response
 from webapp.common.jobs.payload import job_progress_payload
 from webapp.common.paging import list_page
@@ -23,7 +24,6 @@ from . import selectors, services
 from .families import FAMILIES, default_config
 from .forms import JobForm, SnapshotForm
 from .jobs.limits import paths_relative
-from .model_evaluation import EvaluationUnavailable, evaluation_data
 from .models import DatasetSnapshot, ModelKind, TrainedModel, TrainingJob
 from .page_data import EvaluationPageData, JobPageData, TrainingPageData
 from .presets import PRESETS

@@ -2,17 +2,17 @@
 
 Reward requests with an `.npy` body (`POST /api/deployments/<name>/rewards`) are answered on the event
 loop by inference.fastpath, and binary step chunks (`POST /api/episodes/<uuid>/steps`,
-`application/x-rs-steps`) by webapp.ingest_fastpath, before Django's per-request thread and
-middleware; everything else reaches Django, its body bounded first (webapp.body_limit: 413 at once past
+`application/x-rs-steps`) by labeling.ingest.fastpath, before Django's per-request thread and
+middleware; everything else reaches Django, its body bounded first (webapp.security.body_limit: 413 at once past
 MAX_JSON_BODY_BYTES for JSON, MAX_REQUEST_BODY_BYTES for the rest).
 
 Behind reverse proxies listed in `FORWARDED_ALLOW_IPS`, the client's address (for `TRUSTED_CIDRS` and rate
-limits) is read from their `X-Forwarded-For` (webapp.proxy_headers); run uvicorn with `--no-proxy-headers`, as
+limits) is read from their `X-Forwarded-For` (webapp.security.proxy_headers); run uvicorn with `--no-proxy-headers`, as
 the Procfile does, so that uvicorn's own default (believing the header from 127.0.0.1) does not apply.
 
 People authenticate WebSockets with their session; agents with `Authorization: Bearer <token>`
 (never in the URL), resolved by AgentTokenMiddleware. A browser's Origin must be an allowed host; a
-token-authenticated agent may leave Origin out (webapp.ws_origin).
+token-authenticated agent may leave Origin out (webapp.security.ws_origin).
 """
 
 from __future__ import annotations
@@ -29,12 +29,12 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
 from inference.fastpath import RewardsFastPath  # noqa: E402
 from labeling.auth import AgentTokenMiddleware  # noqa: E402
-from webapp.ingest_fastpath import IngestFastPath  # noqa: E402
+from labeling.ingest.fastpath import IngestFastPath  # noqa: E402
+from webapp.security.body_limit import BodyLimit  # noqa: E402
+from webapp.security.proxy_headers import behind_proxies  # noqa: E402
+from webapp.security.ws_origin import AgentOrAllowedOriginValidator  # noqa: E402
 
-from .body_limit import BodyLimit  # noqa: E402
-from .proxy_headers import behind_proxies  # noqa: E402
 from .routing import websocket_urlpatterns  # noqa: E402
-from .ws_origin import AgentOrAllowedOriginValidator  # noqa: E402
 
 
 def _warn_about_redis_memory() -> None:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from celery import Celery, bootsteps
 from celery.signals import before_task_publish
 
-from .heartbeats import BEAT_TASK, beat_stamp, heartbeat_ttl, queues_stamp
+from webapp.monitoring.heartbeats import BEAT_TASK, beat_stamp, heartbeat_ttl, queues_stamp
 
 if TYPE_CHECKING:
     from webapp.common.jobs.services import JobKind
@@ -36,7 +36,7 @@ def _heartbeat_redis():
 
 class QueueHeartbeat(bootsteps.StartStopStep):
     """Each worker stamps the queues it consumes every HEARTBEAT_SECONDS from its own event loop, so a worker
-    that died or hangs reads as down on /healthz (webapp.heartbeats)."""
+    that died or hangs reads as down on /healthz (webapp.monitoring.heartbeats)."""
 
     requires = ("celery.worker.consumer.tasks:Tasks",)
 
@@ -119,7 +119,7 @@ def beat_schedule() -> dict:
         },
         # train-to-target loops: projects with enough new labels get a fresh snapshot and a job
         "training-retrain-sweep": {"task": "training.tasks.retrain_sweep", "schedule": 30.0},
-        # beat stamps its heartbeat when it sends this (webapp.heartbeats); the worker that gets it does nothing
+        # beat stamps its heartbeat when it sends this (webapp.monitoring.heartbeats); the worker that gets it does nothing
         "beat-heartbeat": {
             "task": BEAT_TASK,
             "schedule": float(settings.HEARTBEAT_SECONDS),

@@ -7,8 +7,8 @@ import time
 
 from django.conf import settings
 
-from .heartbeats import processes_down as _down_names
-from .heartbeats import processes_up
+from webapp.monitoring.heartbeats import processes_down as _down_names
+from webapp.monitoring.heartbeats import processes_up
 
 _cached: tuple[float, list[str]] = (0.0, [])
 

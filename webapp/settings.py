@@ -44,7 +44,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
-    "webapp.metrics_middleware.request_metrics",
+    "webapp.monitoring.metrics_middleware.request_metrics",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -131,7 +131,7 @@ INGEST_MAX_IMAGES_PER_CHUNK = env_int("INGEST_MAX_IMAGES_PER_CHUNK", 1024, minim
 # Ingest transactions on PostgreSQL commit without waiting for the WAL flush unless this is on
 # (labeling.ingest.services._ingest_commit_mode; README "Request and import limits").
 INGEST_SYNCHRONOUS_COMMIT = env_bool("INGEST_SYNCHRONOUS_COMMIT", False)
-# Threads of a web process that store binary step chunks (webapp.ingest_fastpath); SQLite takes one
+# Threads of a web process that store binary step chunks (labeling.ingest.fastpath); SQLite takes one
 # writer at a time, so one thread there.
 INGEST_WRITER_THREADS = env_int(
     "INGEST_WRITER_THREADS", 1 if DATABASES["default"]["ENGINE"].endswith("sqlite3") else 4, minimum=1
@@ -180,7 +180,7 @@ REST_FRAMEWORK = {
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "webapp.common.errors.exception_handler",
-    "DEFAULT_THROTTLE_CLASSES": ["inference.throttles.ApiRateThrottle"],
+    "DEFAULT_THROTTLE_CLASSES": ["labeling.gate.throttles.ApiRateThrottle"],
     "DEFAULT_PARSER_CLASSES": [
         "webapp.common.parsers.BoundedJSONParser",
         "rest_framework.parsers.FormParser",
@@ -293,7 +293,7 @@ CELERY_BEAT_SCHEDULE_FILENAME = str(DATA_DIR / "celerybeat-schedule")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "filters": {"redact_tokens": {"()": "webapp.log_filters.RedactTokens"}},
+    "filters": {"redact_tokens": {"()": "webapp.security.log_filters.RedactTokens"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "filters": ["redact_tokens"]}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
     # uvicorn's own access and error lines (request paths with their query strings)
@@ -367,11 +367,14 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
 
-# Login throttling (django-axes, webapp/login_lockout.py): failures count per username whatever the address;
+# Login throttling (django-axes, webapp/security/login_lockout.py): failures count per username whatever the address;
 # at LOGIN_FAILURE_LIMIT the username waits LOGIN_FIRST_DELAY_SECONDS after its last failure, doubling with each
 # further failure up to LOGIN_COOLOFF_MINUTES. Failures are remembered a day, forgotten at a successful login.
-AUTHENTICATION_BACKENDS = ["webapp.auth_backends.LoginThrottleBackend", "django.contrib.auth.backends.ModelBackend"]
-AXES_HANDLER = "webapp.login_lockout.ProgressiveLockoutHandler"
+AUTHENTICATION_BACKENDS = [
+    "webapp.security.auth_backends.LoginThrottleBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_HANDLER = "webapp.security.login_lockout.ProgressiveLockoutHandler"
 AXES_FAILURE_LIMIT = env_int("LOGIN_FAILURE_LIMIT", 5, minimum=1)
 LOGIN_FIRST_DELAY_SECONDS = env_int("LOGIN_FIRST_DELAY_SECONDS", 30, minimum=1)
 LOGIN_COOLOFF_MINUTES = env_int("LOGIN_COOLOFF_MINUTES", 15, minimum=1)
@@ -382,7 +385,7 @@ AXES_RESET_ON_SUCCESS = True
 AXES_VERBOSE = False
 
 # Error pages shown with DEBUG on never print connection strings (a wrong Host header shows this page).
-DEFAULT_EXCEPTION_REPORTER_FILTER = "webapp.debug_filter.SettingsFilter"
+DEFAULT_EXCEPTION_REPORTER_FILTER = "webapp.security.debug_filter.SettingsFilter"
 
 # Bounded parsers (README "Request and import limits"): how deeply any JSON the app reads may nest (API bodies,
 # fast paths, chunk headers, WebSocket messages), a step chunk's header (binary, or a multipart chunk's `steps`

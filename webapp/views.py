@@ -16,10 +16,10 @@ from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, 
 
 from labeling import access
 from labeling.labels.selectors import project_list_with_counts
+from webapp.monitoring.health import health_report, health_summary
+from webapp.monitoring.metrics_state import StateCollector
 
 from .common.file_streaming import file_response
-from .health import health_report, health_summary
-from .metrics_state import StateCollector
 
 
 @login_required

@@ -13,8 +13,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from labeling import access
+from labeling.gate.auth import MONITOR_AUTHENTICATION
 
-from ..auth import MONITOR_AUTHENTICATION
 from ..models import Deployment, DeploymentMonitor
 from . import selectors as monitor_selectors
 from . import services as monitor_store

@@ -19,8 +19,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from labeling import access
+from labeling.gate.auth import REWARDS_AUTHENTICATION, client_id
 
-from ..auth import REWARDS_AUTHENTICATION, client_id
 from ..broker import WORKER_ALIVE_S, WORKERS_KEY
 from ..serving import broker
 from .frames import MEDIA_TYPE, boot_id, client_key

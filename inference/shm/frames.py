@@ -42,7 +42,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..payloads import MAX_ITEMS, PayloadError, PayloadTooLarge, check_shape
+from inference.wire.payloads import MAX_ITEMS, PayloadError, PayloadTooLarge, check_shape
 
 MEDIA_TYPE = "application/x-rs-shm"
 MAX_DESCRIPTOR_BYTES = 4096

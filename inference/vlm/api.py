@@ -29,12 +29,12 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from inference.api import NpyParser
-from inference.auth import DEPLOYMENT_AUTHENTICATION, client_id
-from inference.decoding import RequestTooLarge, decode_slot, request_budget
-from inference.payloads import PayloadError, bool_list, float_list
 from inference.serving import DeploymentNotFound, DeploymentUnavailable, deployment_config, deployment_name_for
-from inference.throttles import ApiRateThrottle, RewardsRateThrottle
+from inference.wire.decoding import RequestTooLarge, decode_slot, request_budget
+from inference.wire.payloads import PayloadError, bool_list, float_list
 from labeling import access
+from labeling.gate.auth import DEPLOYMENT_AUTHENTICATION, client_id
+from labeling.gate.throttles import ApiRateThrottle, RewardsRateThrottle
 from labeling.image_budget import ImageTooLarge
 from labeling.images import ImageError, check_image, decode_rgb
 from training.vlm.parse import label_parse

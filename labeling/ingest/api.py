@@ -96,7 +96,7 @@ class EpisodeDetailView(APIView):
 
 class BinaryChunkParser(BaseParser):
     """The binary step chunk (robot_agent.chunk_format), up to DATA_UPLOAD_MAX_MEMORY_SIZE. Agents' chunks
-    are answered before Django by webapp.ingest_fastpath; this serves everyone else (sessions) alike."""
+    are answered before Django by labeling.ingest.fastpath; this serves everyone else (sessions) alike."""
 
     media_type = CHUNK_CONTENT_TYPE
 

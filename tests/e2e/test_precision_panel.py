@@ -11,7 +11,7 @@ import pytest
 from tests.conftest import login
 from tests.training.conftest import seed_episodes
 from tests.training.test_pages_and_api import TINY
-from training.evaluation import precision_difference
+from training.evaluation.metrics import precision_difference
 
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")  # Playwright's sync API runs a loop in this thread
 

@@ -109,7 +109,7 @@ def clear_rate_limits():
     import redis
     from django.conf import settings
 
-    from inference.limits import KEY_PREFIX
+    from labeling.gate.limits import KEY_PREFIX
 
     client = redis.Redis.from_url(settings.REDIS_URL)
 
@@ -129,7 +129,8 @@ def broker_submit(url: str, *calls: tuple[str, int, bytes, dict]) -> list:
     side's (async) broker client from sync test code; a failed submit raises."""
     import asyncio
 
-    from inference.broker import AsyncBrokerClient, redis_from_url
+    from inference.broker import AsyncBrokerClient
+    from webapp.common.redis_clients import redis_from_url
 
     async def run() -> list:
         client = AsyncBrokerClient(redis_from_url(url, asyncio=True))

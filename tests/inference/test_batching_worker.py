@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 import redis as redis_lib
 
-from inference.batching import Batcher, BatchPolicy, score_requests
 from inference.broker import InferenceRequest, WorkerError, dump_npy, queue_key
-from inference.worker import InferenceWorker
+from inference.workers.batching import Batcher, BatchPolicy, score_requests
+from inference.workers.loop import InferenceWorker
 
 from .conftest import broker_submit
 

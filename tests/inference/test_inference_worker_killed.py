@@ -16,7 +16,7 @@ import time
 import pytest
 
 from inference.broker import dump_npy, queue_key
-from inference.worker import ALIVE_TTL_S, DIED_TWICE, HELD_PREFIX
+from inference.workers.loop import ALIVE_TTL_S, DIED_TWICE, HELD_PREFIX
 from tests.conftest import _spawn, _stop, free_port
 
 from .conftest import broker_submit, deploy, make_tiny_checkpoint, make_trained_model, random_images

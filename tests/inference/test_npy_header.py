@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from inference.broker import load_npy
-from inference.npy_header import npy_array, npy_header
-from inference.payloads import PayloadError, npy_shape
+from inference.wire.npy_header import npy_array, npy_header
+from inference.wire.payloads import PayloadError, npy_shape
 
 
 def saved(array: np.ndarray) -> bytes:

@@ -1,4 +1,4 @@
-"""The worker's payload reader (`inference/payload_read.py`): MGET read straight into bytearrays, on real
+"""The worker's payload reader (`inference/workers/payload_read.py`): MGET read straight into bytearrays, on real
 Redis; what it returns is what was stored, and the pooled connection stays usable after it."""
 
 from __future__ import annotations
@@ -9,8 +9,9 @@ import uuid
 import numpy as np
 import pytest
 
-from inference.broker import dump_npy, load_npy, redis_from_url
-from inference.payload_read import payloads_get
+from inference.broker import dump_npy, load_npy
+from inference.workers.payload_read import payloads_get
+from webapp.common.redis_clients import redis_from_url
 
 URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/5")
 

@@ -31,11 +31,11 @@ from inference.broker import (
     dump_npy,
     memory_policy_warnings,
     queue_key,
-    redis_from_url,
 )
-from inference.limits import RateLimiter, rate_item
 from inference.vlm.serving import StreamStep, TooManyStreams, streams_admit
-from inference.worker import InferenceWorker
+from inference.workers.loop import InferenceWorker
+from labeling.gate.limits import RateLimiter, rate_item
+from webapp.common.redis_clients import redis_from_url
 
 URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/5")
 

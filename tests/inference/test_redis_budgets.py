@@ -24,12 +24,12 @@ from inference.broker import (
     WorkerError,
     dump_npy,
     queue_key,
-    redis_from_url,
     share_key,
 )
 from inference.rewards import RewardSettings
 from inference.vlm.serving import StreamStep, TooManyStreams, _push_group, streams_admit
-from inference.worker import ALIVE_PREFIX, DIED_TWICE, HELD_PREFIX, InferenceWorker, requests_reclaim
+from inference.workers.loop import ALIVE_PREFIX, DIED_TWICE, HELD_PREFIX, InferenceWorker, requests_reclaim
+from webapp.common.redis_clients import redis_from_url
 
 from .test_redis_bounds import private_redis  # noqa: F401 - a redis-server of the test's own
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from inference.payloads import PayloadError
 from inference.reward_serving import NPY_FIELDS, npy_fields, reward_request
+from inference.wire.payloads import PayloadError
 
 
 def test_each_field_comes_from_the_query_else_its_header():

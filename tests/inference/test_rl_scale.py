@@ -29,14 +29,13 @@ from inference.broker import (
     AsyncBrokerClient,
     BrokerError,
     InferenceTimeout,
-    PoolSize,
     Reply,
     deadline_from_ready,
     dump_npy,
     queue_key,
-    redis_from_url,
 )
 from tests.conftest import _spawn, _stop, _wait_for_port, free_port
+from webapp.common.redis_clients import PoolSize, redis_from_url
 
 from .conftest import deploy, make_trained_model
 from .test_rlinf_api_worker import rlinf_payload

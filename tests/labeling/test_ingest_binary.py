@@ -158,7 +158,7 @@ def test_an_agent_over_its_api_rate_gets_429_on_the_fast_path_and_nothing_is_sto
 
     import redis
 
-    from inference.limits import KEY_PREFIX, RateLimiter, rate_item
+    from labeling.gate.limits import KEY_PREFIX, RateLimiter, rate_item
 
     body = encode_chunk(*chunk([0]))
     path = f"/api/episodes/{episode}/steps"
@@ -393,8 +393,8 @@ def test_a_dropped_database_connection_costs_no_failed_chunk(uploader, episode):
 
 
 def test_the_fast_paths_episode_answer_is_the_serializers_and_carries_no_count_into_the_next(uploader, episode):
+    from labeling.ingest.fastpath import _episode_data
     from labeling.ingest.serializers import EpisodeSerializer
-    from webapp.ingest_fastpath import _episode_data
 
     uploader.append_steps(episode, *chunk([0, 1]))
     stored = Episode.objects.select_related("project", "agent").get(uuid=episode)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from training.evaluation import (
+from training.evaluation.metrics import (
     best_accuracy,
     confusion,
     error_order,

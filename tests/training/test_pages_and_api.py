@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from django.utils import timezone
 
-from training.evaluation import precision_difference, sanity_check
+from training.evaluation.metrics import precision_difference, sanity_check
 from training.models import DatasetSnapshot, JobMetric, TrainedModel, TrainingJob
 from training.resnet.val_predictions import VAL_PREDICTIONS, read_val_predictions, write_val_predictions_file
 from training.selectors import job_state

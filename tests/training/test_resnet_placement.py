@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 import torch
 
-from training.evaluation import precision_difference
+from training.evaluation.metrics import precision_difference
+from training.evaluation.precision import PrecisionError, precision_check
 from training.kit.family_parts import ModelSpec
-from training.precision import PrecisionError, precision_check
 from training.resnet.checkpoint import save_checkpoint
 from training.resnet.config import ResNetConfig
 from training.resnet.model import RewardResNet, predict_proba

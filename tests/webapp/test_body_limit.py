@@ -1,4 +1,4 @@
-"""Bodies bound for Django are bounded before Django reads them (webapp.body_limit): a declared length past
+"""Bodies bound for Django are bounded before Django reads them (webapp.security.body_limit): a declared length past
 the limit is answered 413 without reading a byte, and a body sent without one is cut as soon as it grows past
 it; bodies within the limit reach Django whole. Also against the live server: a POST declaring 10 GiB."""
 
@@ -12,7 +12,7 @@ from urllib.parse import urlsplit
 import pytest
 from django.core.exceptions import RequestAborted
 
-from webapp.body_limit import BodyLimit
+from webapp.security.body_limit import BodyLimit
 
 
 class FakeDjango:

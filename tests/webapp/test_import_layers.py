@@ -127,7 +127,7 @@ def test_celery_and_its_heartbeats_load_no_app_at_start_up():
     """Celery imports webapp.celery before Django is set up; an app's module there would load its models."""
     wrong = [
         f"{module} imports {name}"
-        for module in ("webapp.celery", "webapp.heartbeats")
+        for module in ("webapp.celery", "webapp.monitoring.heartbeats")
         for name, _ in imports_of(module, ROOT / f"{module.replace('.', '/')}.py", top_level_only=True)
         if layer(name) in SERVER - {"webapp"}
     ]

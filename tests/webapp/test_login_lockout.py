@@ -9,7 +9,7 @@ from datetime import timedelta
 import pytest
 from axes.models import AccessAttempt
 
-from webapp.login_lockout import lockout_delay_s
+from webapp.security.login_lockout import lockout_delay_s
 
 pytestmark = pytest.mark.django_db
 

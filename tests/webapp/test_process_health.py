@@ -11,7 +11,7 @@ import time
 import pytest
 
 from tests.conftest import _spawn, _stop
-from webapp.heartbeats import BEAT_KEY, heartbeat_ttl, processes_up
+from webapp.monitoring.heartbeats import BEAT_KEY, heartbeat_ttl, processes_up
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -80,8 +80,8 @@ def test_a_killed_beat_reads_as_down_within_its_ttl_and_the_banner_names_it(
 
 
 def test_stamps_expire_and_a_worker_kind_needs_every_queue_it_consumes(redis_client, monkeypatch):
-    from webapp import heartbeats
-    from webapp.heartbeats import queues_stamp
+    from webapp.monitoring import heartbeats
+    from webapp.monitoring.heartbeats import queues_stamp
 
     monkeypatch.setattr(heartbeats, "QUEUE_KEY", "rs:test:alive:queue:")  # apart from a running worker's stamps
     queues_stamp(redis_client, ["default", "inference"], ttl=1)

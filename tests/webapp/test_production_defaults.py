@@ -93,7 +93,7 @@ def test_repeated_failed_logins_lock_the_account_out(client, user, settings):
 def test_the_api_rate_limit_answers_429_with_retry_after(user_client, settings):
     import redis
 
-    from inference.limits import KEY_PREFIX
+    from labeling.gate.limits import KEY_PREFIX
 
     settings.API_RATE_LIMIT = "3/minute"
     store = redis.Redis.from_url(settings.REDIS_URL)
@@ -109,7 +109,7 @@ def test_the_api_rate_limit_answers_429_with_retry_after(user_client, settings):
 def test_tokens_never_reach_the_logs(caplog):
     import logging
 
-    from webapp.log_filters import redact
+    from webapp.security.log_filters import redact
 
     assert redact('127.0.0.1:5 - "GET /ws/teleop/agent/?token=rs_abc.DEF-1&x=2 HTTP/1.1" 403') == (
         '127.0.0.1:5 - "GET /ws/teleop/agent/?token=[redacted]&x=2 HTTP/1.1" 403'

@@ -17,7 +17,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from tests.conftest import ROOT, _stop, _wait_for_port, free_port
 from webapp import env
-from webapp.proxy_headers import behind_proxies
+from webapp.security.proxy_headers import behind_proxies
 
 PROXY = "192.0.2.10"  # the reverse proxy's address
 STRANGER = "203.0.113.5"  # a client that reaches the app directly

@@ -34,7 +34,7 @@ class RunResult:
 @dataclass(frozen=True)
 class ModelSpec:
     """A trained model as a scorer loader sees it: its checkpoint's local folder, its config, the device, and
-    the deployment's inference precision (`training.precision`; the families in its HONOURED_BY use it)."""
+    the deployment's inference precision (`training.evaluation.precision`; the families in its HONOURED_BY use it)."""
 
     kind: str
     folder: Path

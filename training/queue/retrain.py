@@ -19,10 +19,10 @@ from django.urls import reverse
 
 from labeling.models import Project
 from labeling.selectors import human_frame_label_count
+from training.evaluation import metrics as evaluation
+from training.evaluation.model_evaluation import EvaluationUnavailable, model_predictions
 from webapp.common.jobs.models import JobStatus
 
-from .. import evaluation
-from ..model_evaluation import EvaluationUnavailable, model_predictions
 from ..models import RetrainPolicy, TrainedModel, TrainingJob
 from ..signals import redeploy_candidate
 

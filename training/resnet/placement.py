@@ -2,7 +2,7 @@
 
 On CUDA the backbone runs in `channels_last` (cuDNN's fast layout for convolutions), and batches go through a
 pinned host buffer with a non-blocking copy, so the copy runs by DMA while the CPU queues the forward. On the
-CPU none of that applies: the batch is used where it lies. The precision (`training.precision`) casts the
+CPU none of that applies: the batch is used where it lies. The precision (`training.evaluation.precision`) casts the
 backbone; preprocessing (uint8 to float, resize, ImageNet normalisation) stays in fp32 and the logits come
 back as fp32, so only the network's own arithmetic is reduced.
 """
@@ -15,7 +15,8 @@ import numpy as np
 import torch
 from torch.nn import functional as F
 
-from ..precision import BF16, FP16, FP32, PrecisionError
+from training.evaluation.precision import BF16, FP16, FP32, PrecisionError
+
 from .model import RewardResNet
 
 DTYPES = {FP32: torch.float32, BF16: torch.bfloat16, FP16: torch.float16}

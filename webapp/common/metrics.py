@@ -4,7 +4,7 @@ Every process keeps its own counters and is scraped on its own: a web process at
 inference worker on its own port (`INFERENCE_METRICS_PORT`). Per-process registries keep the hot paths
 free of shared files (prometheus-client's multiprocess mode) and each target's `instance` label tells
 processes apart; sum over instances in queries. State that lives in the database or Redis (queue depths,
-job states, deployment health, workers alive) is read at scrape time by webapp.metrics_state instead.
+job states, deployment health, workers alive) is read at scrape time by webapp.monitoring.metrics_state instead.
 
 Label values are bounded: endpoints are URL patterns (never raw paths), deployments are names that exist.
 """

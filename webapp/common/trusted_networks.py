@@ -5,7 +5,7 @@ RLinf's API reward worker (`rlinf/utils/http_client.py`) posts to `/v1/chat/comp
 (`TRUSTED_CIDRS`, default none; e.g. `127.0.0.1/32,::1/128` for a worker on the same machine); requests
 from those addresses that carry no token reach the deployments' reward, chat and health endpoints.
 Everyone else authenticates with a token as before. The address is the TCP peer (`REMOTE_ADDR`), or behind
-a reverse proxy listed in `FORWARDED_ALLOW_IPS` the client named by its X-Forwarded-For (webapp.proxy_headers).
+a reverse proxy listed in `FORWARDED_ALLOW_IPS` the client named by its X-Forwarded-For (webapp.security.proxy_headers).
 """
 
 from __future__ import annotations

@@ -86,7 +86,7 @@ def demo_model_train(*, project: Project, size: int, epochs: int, lr: float, std
     in this process on the camera's workspace at the camera's resolution (a cosine-decayed learning rate, the
     last epoch's weights; recomputing their BatchNorm statistics made early rewards more frequent), and the
     threshold with the best balanced accuracy on its validation episodes."""
-    from training.model_evaluation import model_predictions
+    from training.evaluation.model_evaluation import model_predictions
     from training.models import TrainedModel
     from training.services import job_create, job_execute
     from training.snapshots.services import snapshot_create

@@ -1,4 +1,4 @@
-// The sanity check's notice (training/evaluation.py sanity_check), shown where a model is judged: the job and
+// The sanity check's notice (training/evaluation/metrics.py sanity_check), shown where a model is judged: the job and
 // evaluation pages (the deploy page renders the same notice on the server).
 
 const esc = (s: string) => s.replace(/[&<>"]/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;" })[c]!);

@@ -17,13 +17,14 @@ from django.core.management.base import BaseCommand
 from django.db import InterfaceError, OperationalError, close_old_connections, connection
 from prometheus_client import start_http_server
 
-from inference.broker import check_memory_policy, redis_from_url
+from inference.broker import check_memory_policy
 from inference.models import Deployment
 from inference.services import deployment_set_health
-from inference.worker import InferenceWorker
+from inference.workers.loop import InferenceWorker
 from training.families import scorer_load
 from training.kit.family_parts import ModelSpec, Scorer
 from training.storage import local_path
+from webapp.common.redis_clients import redis_from_url
 
 T = TypeVar("T")
 
@@ -97,7 +98,7 @@ class Command(BaseCommand):
             deployment_set_health(name=name, version=version, error=error)
 
         redis = redis_from_url(settings.REDIS_URL)
-        check_memory_policy(redis, logging.getLogger("inference.worker"))
+        check_memory_policy(redis, logging.getLogger("inference.workers.loop"))
         if metrics_port:
             try:
                 start_http_server(metrics_port, addr=settings.INFERENCE_METRICS_HOST)

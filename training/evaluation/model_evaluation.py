@@ -12,15 +12,14 @@ from django.core.files.storage import default_storage
 from django.urls import reverse
 
 from labeling.models import Frame
-
-from . import evaluation
-from .datasets.rlinf_binary import read_payload
-from .evaluation import PrecisionDifference
-from .models import DatasetSnapshot, ModelKind, TrainedModel
-from .page_data import EvaluationItem, ModelEvaluation, ValFrame
-from .precision import BF16, FP16, FP32, PrecisionError
-from .resnet.val_predictions import VAL_PREDICTIONS, read_val_predictions
-from .storage import local_path
+from training.datasets.rlinf_binary import read_payload
+from training.evaluation import metrics as evaluation
+from training.evaluation.metrics import PrecisionDifference
+from training.evaluation.precision import BF16, FP16, FP32, PrecisionError
+from training.models import DatasetSnapshot, ModelKind, TrainedModel
+from training.page_data import EvaluationItem, ModelEvaluation, ValFrame
+from training.resnet.val_predictions import VAL_PREDICTIONS, read_val_predictions
+from training.storage import local_path
 
 PRECISION_FRAMES = 256  # validation frames each reduced precision is compared on (bounds the page's first load)
 REDUCED = (BF16, FP16)
@@ -76,9 +75,9 @@ def _predictions_within_budget(checkpoint: Path, images, precision: str = FP32, 
     """The checkpoint's probabilities for a payload's frames, each cut and resized to the model's input on
     its own (input_frame) and scored a batch of settings.BACKGROUND_DECODE_PIXELS at a time, at `precision`
     on `device` as an inference worker places the model (PrecisionError when the device cannot run it)."""
-    from .resnet.checkpoint import load_checkpoint
-    from .resnet.model import input_frame, predict_proba, uncropped
-    from .resnet.placement import HostStaging, model_place, placement_for
+    from training.resnet.checkpoint import load_checkpoint
+    from training.resnet.model import input_frame, predict_proba, uncropped
+    from training.resnet.placement import HostStaging, model_place, placement_for
 
     placement = placement_for(device, precision)
     net, config = load_checkpoint(checkpoint)

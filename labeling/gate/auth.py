@@ -138,7 +138,7 @@ class TrustedNetworkAuthentication(BaseAuthentication):
 class TrustedNetworkScheme(OpenApiAuthenticationExtension):
     """In the OpenAPI schema: the agent token becomes optional (trusted networks need none)."""
 
-    target_class = "inference.auth.TrustedNetworkAuthentication"
+    target_class = "labeling.gate.auth.TrustedNetworkAuthentication"
     name = "TrustedNetwork"
 
     def get_security_requirement(self, auto_schema):

@@ -42,11 +42,7 @@ from typing import cast
 from redis import Redis
 from redis.exceptions import RedisError
 
-from training.kit.family_parts import Scorer
-from webapp.common import metrics
-
-from .batching import Batcher, BatchPolicy, score_requests
-from .broker import (
+from inference.broker import (
     ALIVE_PREFIX,
     LOADING_PREFIX,
     READY_PREFIX,
@@ -60,8 +56,11 @@ from .broker import (
     replies_queue,
     shares_release,
 )
-from .payload_read import payloads_get
-from .shm.frames import segment_maps
+from inference.shm.frames import segment_maps
+from inference.workers.batching import Batcher, BatchPolicy, score_requests
+from inference.workers.payload_read import payloads_get
+from training.kit.family_parts import Scorer
+from webapp.common import metrics
 
 log = logging.getLogger(__name__)
 

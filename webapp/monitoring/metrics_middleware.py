@@ -8,7 +8,7 @@ import time
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction
 from django.utils.decorators import sync_and_async_middleware
 
-from .common import metrics
+from webapp.common import metrics
 
 UNMATCHED = "<unmatched>"
 

@@ -17,7 +17,7 @@ from typing import Any
 from django.conf import settings
 from django.core.exceptions import RequestAborted
 
-from .common.asgi_http import HttpError, declared_length, header_map, respond_json
+from webapp.common.asgi_http import HttpError, declared_length, header_map, respond_json
 
 
 def body_limit(headers: dict[str, str]) -> tuple[int, str]:

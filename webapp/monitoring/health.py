@@ -1,5 +1,5 @@
 """What `/healthz` and the metrics scrape read: database, Redis, inference workers, deployments and which
-Procfile processes are up (webapp.heartbeats).
+Procfile processes are up (webapp.monitoring.heartbeats).
 
 Each check answers `{"ok": bool, ...}` and never raises: a failing dependency is a result, not a crash.
 `health_summary` is what anonymous callers get: each part's `ok`, nothing that names a project, deployment or
@@ -14,8 +14,7 @@ import time
 from django.db import connection
 
 from inference.broker import QUEUE_PREFIX, WORKER_ALIVE_S, WORKERS_KEY
-
-from .heartbeats import PROCESS_KINDS, processes_up
+from webapp.monitoring.heartbeats import PROCESS_KINDS, processes_up
 
 CELERY_QUEUES = ("ingest", "training", "inference", "default")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from prometheus_client.core import GaugeMetricFamily
 
-from . import health
+from webapp.monitoring import health
 
 
 class StateCollector:

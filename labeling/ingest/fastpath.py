@@ -8,7 +8,7 @@ Agents upload at the rate they record; Django's request cycle (a thread per requ
 a token query per request, DRF's parsers, FileSystemStorage's save) cost far more CPU than storing the
 frames. This wrapper answers exactly those requests, when they carry a Bearer token, on the event loop with
 the same rules as the DRF views: the cached token lookup and limits the rewards fast path uses
-(inference.admission: the per-token API rate and the bad-request limit, one Redis round trip for both),
+(labeling.gate.admission: the per-token API rate and the bad-request limit, one Redis round trip for both),
 the views' own serializers and access checks (ingest rights in the project, an agent's own episode), the body and chunk
 limits, header-only image checks (labeling.ingest.chunks) and the same all-or-nothing, idempotent services.
 A chunk's body is read (up to DATA_UPLOAD_MAX_MEMORY_SIZE, a larger Content-Length is refused unread) once
@@ -38,10 +38,10 @@ from django.conf import settings
 from rest_framework import exceptions
 from rest_framework.utils.encoders import JSONEncoder
 
-from inference.admission import admitted_agent
-from inference.limits import client_key
-from inference.throttles import api_limit, bad_request_limit, limiter
 from labeling import access
+from labeling.gate.admission import admitted_agent
+from labeling.gate.limits import client_key
+from labeling.gate.throttles import api_limit, bad_request_limit, limiter
 from labeling.ingest import services
 from labeling.ingest.api import ingest_project
 from labeling.ingest.chunks import ChunkRefused, IngestLimits, chunk_steps

@@ -1,7 +1,7 @@
 """Who may go on: the Bearer token's agent, within the bad-request limit and one per-agent limit.
 
 Both ASGI fast paths (rewards, ingest) admit a request the same way before they read its body. An agent
-remembered from a recent request (no query, `inference.auth`) costs one Redis round trip for both limits
+remembered from a recent request (no query, `labeling.gate.auth`) costs one Redis round trip for both limits
 (`RateLimiter.check_then_hit`); any other token is checked against the bad-request limit before it is
 parsed or looked up, then counted against the agent's limit once it is known.
 """
@@ -13,13 +13,12 @@ from typing import Any
 
 from limits import RateLimitItem
 
+from labeling.gate.auth import MALFORMED, UNKNOWN, agent_remembered, cached_agent
+from labeling.gate.limits import Verdict, too_many
+from labeling.gate.throttles import bad_request_limit, limiter
 from labeling.tokens import token_from_header
 from webapp.common.asgi_http import HttpError
 from webapp.common.db_bridge import orm_call
-
-from .auth import MALFORMED, UNKNOWN, agent_remembered, cached_agent
-from .limits import Verdict, too_many
-from .throttles import bad_request_limit, limiter
 
 
 async def admitted_agent(

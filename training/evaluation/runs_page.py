@@ -10,9 +10,8 @@ from django.urls import reverse
 
 from labeling import access
 from labeling.models import Project
-
-from . import selectors
-from .page_data import RunChoice, RunsPageData
+from training import selectors
+from training.page_data import RunChoice, RunsPageData
 
 RUNS_LISTED = 50  # the latest jobs offered
 RUNS_PICKED_MAX = 10  # curves on one chart

@@ -1,4 +1,4 @@
-"""The rate limits of `inference.limits` wired to the settings, and DRF throttles on top of them.
+"""The rate limits of `labeling.gate.limits` wired to the settings, and DRF throttles on top of them.
 
 `ApiRateThrottle` is a default DRF throttle (settings.REST_FRAMEWORK); `RewardsRateThrottle` adds the
 reward limit on the reward views. A trusted network's tokenless caller (an RL run's envs, all from one
@@ -16,7 +16,8 @@ from django.conf import settings
 from limits import RateLimitItem
 from rest_framework.throttling import BaseThrottle
 
-from .limits import RateLimiter, Verdict, rate_item
+from labeling.gate.limits import RateLimiter, Verdict, rate_item
+from webapp.common.redis_clients import pool_size
 
 _limiters: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
@@ -26,8 +27,6 @@ def limiter() -> RateLimiter:
     loop = asyncio.get_running_loop()
     found = _limiters.get(loop)
     if found is None:
-        from .serving import pool_size
-
         found = _limiters[loop] = RateLimiter(settings.REDIS_URL, pool_size())
     return found
 

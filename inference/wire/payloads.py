@@ -15,10 +15,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from inference.wire.npy_header import npy_header
 from labeling.image_budget import ImageTooLarge, PixelBudget
 from labeling.images import ImageError, check_image, decode_rgb
-
-from .npy_header import npy_header
 
 MAX_ITEMS = 1024
 
