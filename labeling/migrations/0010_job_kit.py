@@ -1,31 +1,7 @@
 # Import and proposal jobs inherit the job kit's row (webapp.common.jobs.models.Job): their heartbeat
-# `updated_at` becomes `heartbeat_at` (kept while a run holds the job; a queued job's becomes its
-# `enqueued_at`), status `done` becomes the shared `succeeded`, and the progress is stored.
+# `updated_at` becomes `heartbeat_at`; 0011 moves the data to the kit's meaning.
 
 from django.db import migrations, models
-from django.db.models import F, FloatField
-from django.db.models.functions import Cast, Coalesce
-
-MODELS = ("ImportJob", "ProposalJob")
-
-
-def forward(apps, schema_editor):
-    for name in MODELS:
-        rows = apps.get_model("labeling", name).objects
-        rows.filter(status="done").update(status="succeeded")
-        rows.filter(status="queued").update(enqueued_at=F("heartbeat_at"), heartbeat_at=None)
-        rows.filter(enqueued_at__isnull=True).update(enqueued_at=F("created_at"))
-        rows.filter(status="succeeded").update(progress=1.0)
-        rows.exclude(status="succeeded").filter(total__gt=0).update(
-            progress=Cast(F("done"), FloatField()) / Cast(F("total"), FloatField())
-        )
-
-
-def backward(apps, schema_editor):
-    for name in MODELS:
-        rows = apps.get_model("labeling", name).objects
-        rows.filter(status="succeeded").update(status="done")
-        rows.update(heartbeat_at=Coalesce(F("heartbeat_at"), F("enqueued_at"), F("created_at")))
 
 
 class Migration(migrations.Migration):
@@ -97,5 +73,4 @@ class Migration(migrations.Migration):
             name='status',
             field=models.CharField(choices=[('queued', 'Queued'), ('running', 'Running'), ('succeeded', 'Succeeded'), ('failed', 'Failed'), ('cancelled', 'Cancelled')], default='queued', max_length=10),
         ),
-        migrations.RunPython(forward, backward),
     ]
