@@ -126,8 +126,10 @@ def _emit_job_event(job_id: int, event: str) -> None:
 
 
 def _status_extra(job_id: int) -> dict:
-    """What a status push carries: the job's progress payload, its ETA and its models."""
-    job = TrainingJob.objects.get(pk=job_id)
+    """What a status push carries: the job's progress payload, its ETA and its models (nothing once deleted)."""
+    job = TrainingJob.objects.filter(pk=job_id).first()
+    if job is None:
+        return {}
     models = list(TrainedModel.objects.filter(job_id=job_id).values_list("pk", flat=True))
     return {**job_progress_payload(job), "eta_seconds": job.eta_seconds, "models": models}
 

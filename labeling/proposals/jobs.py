@@ -39,12 +39,11 @@ def _enqueue(job_id: int) -> None:
     generate_project_proposals.delay(job_id)
 
 
-def proposal_jobs_fail_untaken(*, now: datetime, project: Project | None = None) -> Sweep:
-    """Fail queued jobs (of `project`, or all) whose message no worker took for longer than a job may run
+def proposal_jobs_fail_untaken(now: datetime) -> Sweep:
+    """Fail queued jobs whose message no worker took for longer than a job may run
     (PROPOSALS_TIME_LIMIT_SECONDS + 60 s): the ingest worker is not there to run them."""
     waited = settings.PROPOSALS_TIME_LIMIT_SECONDS + 60
-    jobs = ProposalJob.objects.all() if project is None else ProposalJob.objects.filter(project=project)
-    lost = jobs.filter(status=JobStatus.QUEUED, enqueued_at__lt=now - timedelta(seconds=waited))
+    lost = ProposalJob.objects.filter(status=JobStatus.QUEUED, enqueued_at__lt=now - timedelta(seconds=waited))
     ids = list(lost.values_list("pk", flat=True))
     reason = (
         f"no worker took this job for over {waited} s, longer than a job may run (PROPOSALS_TIME_LIMIT_SECONDS); "
@@ -61,7 +60,7 @@ PROPOSAL_JOBS = JobKind(
     model=ProposalJob,
     enqueue=_enqueue,
     hint="was the ingest worker killed or out of memory?",
-    sweep_waiting=lambda now: proposal_jobs_fail_untaken(now=now),
+    sweep_waiting=proposal_jobs_fail_untaken,
 )
 
 
@@ -69,7 +68,7 @@ def proposal_job_start(*, project: Project, user=None) -> tuple[ProposalJob, boo
     """The project's active generation job, or a new one queued once the transaction commits; True when new."""
     with transaction.atomic():
         Project.objects.select_for_update().filter(pk=project.pk).first()  # one start at a time per project
-        jobs_recover_stale(PROPOSAL_JOBS)
+        jobs_recover_stale(PROPOSAL_JOBS)  # a job whose worker died blocks no new one
         active = ProposalJob.objects.filter(project=project, status__in=ProposalJob.lifecycle.active)
         running = active.order_by("-created_at").first()
         if running is not None:
@@ -84,7 +83,7 @@ def proposal_job_cancel(*, job: ProposalJob) -> bool:
     """Cancel a queued or running job (the task stops after its current episode); False if it had ended."""
     cancelled = job_finish(ProposalJob, pk=job.pk, status=JobStatus.CANCELLED)
     job.refresh_from_db()
-    return bool(cancelled)
+    return cancelled
 
 
 def proposal_job_run(job_id: int) -> str:
