@@ -8,6 +8,7 @@ import time
 from datetime import timedelta
 
 import pytest
+from django.apps import apps
 from django.db.models import Max, Q
 from django.utils import timezone
 
@@ -16,6 +17,7 @@ from labeling.proposals.api import ProposalJobSerializer
 from training.models import DatasetSnapshot, TrainingJob
 from webapp import celery
 from webapp.common.jobs.api import JOB_PROGRESS_FIELDS
+from webapp.common.jobs.models import Job
 from webapp.common.jobs.payload import job_progress_payload
 from webapp.common.jobs.services import JobHeartbeat, job_claim, job_finish, job_progress
 
@@ -35,8 +37,13 @@ MAKE = {
 }
 
 
-def test_the_sweep_knows_every_kind_of_job():
+def test_every_job_row_is_the_kits_and_the_sweep_knows_every_kind():
+    """A new kind of background job inherits the kit's row and joins the sweep (webapp.celery.job_kinds)."""
+    models = apps.get_models()
+    jobs = {model for model in models if issubclass(model, Job)}
+    assert {model for model in models if any(f.name == "heartbeat_at" for f in model._meta.fields)} == jobs
     assert [kind.name for kind in celery.job_kinds()] == list(MAKE)
+    assert {kind.model for kind in celery.job_kinds()} == jobs
 
 
 @pytest.mark.parametrize("name", list(MAKE))
