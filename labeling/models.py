@@ -7,6 +7,8 @@ import uuid
 from django.conf import settings
 from django.db import models
 
+from webapp.common.jobs.models import Job
+
 from .prompts import DEFAULT_PROMPT_TEMPLATE
 
 
@@ -300,76 +302,31 @@ class LabelChange(models.Model):
         indexes = [models.Index(fields=["episode", "-at"])]
 
 
-class ImportJob(models.Model):
+class ImportJob(Job):
     """An upload being imported by a Celery task (queue `ingest`), so the web process never unpickles."""
-
-    class Status(models.TextChoices):
-        QUEUED = "queued"
-        RUNNING = "running"
-        DONE = "done"
-        FAILED = "failed"
 
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="import_jobs")
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
-    status = models.CharField(max_length=10, choices=Status.choices, default=Status.QUEUED)
     folder = models.CharField(max_length=500, help_text="Where the uploaded files wait (removed when done).")
     env_id = models.CharField(max_length=100, blank=True, default="")
     total = models.PositiveIntegerField(default=0, help_text="Importable files found.")
     done = models.PositiveIntegerField(default=0, help_text="Files handled so far.")
     summary = models.JSONField(default=dict, blank=True)
-    error = models.TextField(blank=True, default="")
-    attempt = models.PositiveIntegerField(default=0, help_text="Runs started; a run lost with its worker is requeued.")
-    created_at = models.DateTimeField(auto_now_add=True)
-    updated_at = models.DateTimeField(auto_now=True, help_text="Heartbeat: a running job silent too long is requeued.")
-    finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at"]
 
-    @property
-    def finished(self) -> bool:
-        return self.status in (self.Status.DONE, self.Status.FAILED)
 
-    @property
-    def percent(self) -> int:
-        return int(100 * self.done / self.total) if self.total else (100 if self.finished else 0)
-
-
-class ProposalJob(models.Model):
+class ProposalJob(Job):
     """Proposals (re)generated for every episode of a project by a Celery task (queue `ingest`), so the web
     process never loops over a whole project; the row records progress, the counts, and a cancellation."""
 
-    class Status(models.TextChoices):
-        QUEUED = "queued"
-        RUNNING = "running"
-        DONE = "done"
-        FAILED = "failed"
-        CANCELLED = "cancelled"
-
-    ACTIVE = (Status.QUEUED, Status.RUNNING)
-
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="proposal_jobs")
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
-    status = models.CharField(max_length=10, choices=Status.choices, default=Status.QUEUED)
     total = models.PositiveIntegerField(default=0, help_text="Episodes to go through (known once running).")
     done = models.PositiveIntegerField(default=0, help_text="Episodes done so far.")
     summary = models.JSONField(default=dict, blank=True, help_text="Proposals created, updated and removed.")
-    error = models.TextField(blank=True, default="")
-    attempt = models.PositiveIntegerField(default=0, help_text="Runs started; a run lost with its worker is requeued.")
-    created_at = models.DateTimeField(auto_now_add=True)
-    updated_at = models.DateTimeField(auto_now=True, help_text="Heartbeat: a running job silent too long is requeued.")
-    finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at"]
         indexes = [models.Index(fields=["project", "status"])]
-
-    @property
-    def finished(self) -> bool:
-        return self.status not in self.ACTIVE
-
-    @property
-    def percent(self) -> int:
-        if self.status == self.Status.DONE:
-            return 100
-        return int(100 * self.done / self.total) if self.total else 0

@@ -49,16 +49,6 @@ def generate_project_proposals(job_id: int) -> str:
 
 
 @shared_task
-def fail_stale_jobs() -> dict:
-    """Scheduled by beat (webapp/celery.py) on the default queue: import and proposal jobs whose worker is gone
-    are requeued, or failed once they lost JOBS_MAX_ATTEMPTS runs (labeling.job_liveness)."""
-    from .imports.jobs import import_jobs_recover_stale
-    from .proposals.jobs import proposal_jobs_recover_stale
-
-    return {"imports": import_jobs_recover_stale().as_dict(), "proposals": proposal_jobs_recover_stale().as_dict()}
-
-
-@shared_task
 def sweep_orphan_frames() -> dict:
     """Scheduled by beat every ORPHAN_FRAMES_SWEEP_SECONDS (default queue): frame files no row names, older
     than ORPHAN_FRAMES_GRACE_SECONDS, are removed (labeling.orphan_frames)."""

@@ -37,6 +37,7 @@ class DatasetSnapshotAdmin(NoAddMixin, admin.ModelAdmin):
         "stats",
         "folder",
         "error",
+        "progress",
         "frames_done",
         "frames_total",
         "attempt",
@@ -45,6 +46,7 @@ class DatasetSnapshotAdmin(NoAddMixin, admin.ModelAdmin):
         "heartbeat_at",
         "created_by",
         "created_at",
+        "started_at",
         "finished_at",
     ]
 
@@ -80,6 +82,7 @@ class TrainingJobAdmin(NoAddMixin, admin.ModelAdmin):
         "error_detail",
         "attempt",
         "celery_task_id",
+        "enqueued_at",
         "worker",
         "heartbeat_at",
         "created_by",

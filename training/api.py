@@ -12,6 +12,7 @@ from rest_framework.views import APIView
 from labeling import access
 from labeling.models import Project
 from training.evaluation.model_evaluation import EvaluationUnavailable, evaluation_data
+from webapp.common.jobs.api import JOB_PROGRESS_FIELDS, JobProgressOut
 
 from . import selectors, services
 from .models import DatasetSnapshot, ModelKind, TrainedModel, TrainingJob
@@ -19,7 +20,7 @@ from .services import JobError
 from .snapshots.services import SnapshotError, snapshot_start
 
 
-class SnapshotOut(serializers.ModelSerializer):
+class SnapshotOut(JobProgressOut, serializers.ModelSerializer):
     created_by = serializers.CharField(source="created_by.username", default="", read_only=True)
     download_url = serializers.SerializerMethodField()
 
@@ -28,24 +29,20 @@ class SnapshotOut(serializers.ModelSerializer):
         fields = [
             "id",
             "number",
-            "status",
-            "progress",
+            *JOB_PROGRESS_FIELDS,
             "frames_done",
             "frames_total",
             "options",
             "stats",
             "shared_episodes",
             "split_warning",
-            "error",
             "created_by",
             "created_at",
-            "finished_at",
             "url",
             "page_url",
             "download_url",
         ]
 
-    progress = serializers.FloatField(read_only=True, help_text="0..1 while building; 1 once ready.")
     shared_episodes = serializers.IntegerField(
         read_only=True, help_text="Episodes with frames in both train and val (a frame split); 0 when none."
     )
@@ -71,7 +68,7 @@ class SnapshotIn(serializers.Serializer):
     )
 
 
-class JobOut(serializers.ModelSerializer):
+class JobOut(JobProgressOut, serializers.ModelSerializer):
     snapshot = serializers.IntegerField(source="snapshot.number", read_only=True)
     models = serializers.SerializerMethodField()
 
@@ -84,17 +81,11 @@ class JobOut(serializers.ModelSerializer):
             "kind",
             "name",
             "config",
-            "status",
+            *JOB_PROGRESS_FIELDS,
             "cancel_requested",
-            "progress",
             "eta_seconds",
             "summary",
-            "error",
-            "attempt",
             "created_at",
-            "started_at",
-            "finished_at",
-            "heartbeat_at",
             "models",
         ]
 

@@ -12,6 +12,7 @@ from django.conf import settings
 from django.db import models
 
 from labeling.models import Project
+from webapp.common.jobs.models import Job, Lifecycle
 
 from .datasets.binary_split import split_leak
 
@@ -25,13 +26,20 @@ class ModelKind(models.TextChoices):
     VLM = "vlm", "Qwen3-VL trend (LoRA)"
 
 
-class DatasetSnapshot(models.Model):
-    """An immutable, numbered export of a project's labels (options, counts and files fixed once ready)."""
+class DatasetSnapshot(Job):
+    """An immutable, numbered export of a project's labels (options, counts and files fixed once ready).
+
+    Its build is a job whose published statuses are its own: `building` (queued, or running while a build's
+    heartbeat is set), `ready` (succeeded), `failed`."""
 
     class Status(models.TextChoices):
         BUILDING = "building", "Building"
         READY = "ready", "Ready"
         FAILED = "failed", "Failed"
+
+    lifecycle = Lifecycle(
+        queued=Status.BUILDING, running=Status.BUILDING, succeeded=Status.READY, failed=Status.FAILED, cancelled=None
+    )
 
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="snapshots")
     number = models.PositiveIntegerField()
@@ -39,18 +47,10 @@ class DatasetSnapshot(models.Model):
     options = models.JSONField(default=dict, help_text="Export options (sources, split, ratio, sampling, seed).")
     stats = models.JSONField(default=dict, blank=True, help_text="Label counts per split, episodes, sources.")
     folder = models.CharField(max_length=300, blank=True, help_text="Storage-relative folder of the files.")
-    error = models.TextField(blank=True)
     frames_done = models.PositiveIntegerField(default=0, help_text="Frames written so far by the build.")
     frames_total = models.PositiveIntegerField(default=0, help_text="Frames the build will write (0: not known yet).")
-    attempt = models.PositiveIntegerField(
-        default=0, help_text="Builds started; a build lost with its worker is requeued."
-    )
     celery_task_id = models.CharField(max_length=100, blank=True)
-    enqueued_at = models.DateTimeField(null=True, blank=True, help_text="When the build's message was last sent.")
-    heartbeat_at = models.DateTimeField(null=True, blank=True, help_text="Last progress of the running build.")
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
-    created_at = models.DateTimeField(auto_now_add=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["project", "-number"]
@@ -65,17 +65,6 @@ class DatasetSnapshot(models.Model):
         super().save(*args, **kwargs)
 
     @property
-    def progress(self) -> float:
-        """0..1: frames written over frames planned (1 once ready)."""
-        if self.status == self.Status.READY:
-            return 1.0
-        return min(1.0, self.frames_done / self.frames_total) if self.frames_total else 0.0
-
-    @property
-    def percent(self) -> int:
-        return round(100 * self.progress)
-
-    @property
     def shared_episodes(self) -> int:
         """Episodes with frames in both train and val (a frame split's leak)."""
         return split_leak(self.stats)[0]
@@ -86,18 +75,7 @@ class DatasetSnapshot(models.Model):
         return split_leak(self.stats)[1]
 
 
-class JobStatus(models.TextChoices):
-    QUEUED = "queued", "Queued"
-    RUNNING = "running", "Running"
-    SUCCEEDED = "succeeded", "Succeeded"
-    FAILED = "failed", "Failed"
-    CANCELLED = "cancelled", "Cancelled"
-
-
-FINISHED_STATUSES = (JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED)
-
-
-class TrainingJob(models.Model):
+class TrainingJob(Job):
     """One training run of one kind on one snapshot. Status moves only by guarded updates (services)."""
 
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="training_jobs")
@@ -105,23 +83,14 @@ class TrainingJob(models.Model):
     kind = models.CharField(max_length=10, choices=ModelKind.choices, default=ModelKind.RESNET)
     name = models.CharField(max_length=200, blank=True)
     config = models.JSONField(default=dict)
-    status = models.CharField(max_length=10, choices=JobStatus.choices, default=JobStatus.QUEUED)
     cancel_requested = models.BooleanField(default=False)
-    progress = models.FloatField(default=0.0, help_text="0..1")
     eta_seconds = models.FloatField(null=True, blank=True)
     summary = models.JSONField(default=dict, blank=True, help_text="Latest and best metrics.")
     log = models.TextField(blank=True)
-    error = models.TextField(blank=True, help_text="Why the run failed, in one line (shown to users).")
     error_detail = models.TextField(blank=True, help_text="The failed run's traceback (admin and logs only).")
-    attempt = models.PositiveIntegerField(default=0, help_text="Runs started; a run lost with its worker is requeued.")
     celery_task_id = models.CharField(max_length=100, blank=True)
-    enqueued_at = models.DateTimeField(null=True, blank=True, help_text="When the job's message was last sent.")
     worker = models.CharField(max_length=200, blank=True, help_text="Host and pid running the job (shown only).")
-    heartbeat_at = models.DateTimeField(null=True, blank=True)
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
-    created_at = models.DateTimeField(auto_now_add=True)
-    started_at = models.DateTimeField(null=True, blank=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at"]
@@ -129,10 +98,6 @@ class TrainingJob(models.Model):
 
     def __str__(self) -> str:
         return f"job {self.pk} ({self.kind}, {self.status})"
-
-    @property
-    def is_finished(self) -> bool:
-        return self.status in FINISHED_STATUSES
 
     @property
     def checkpoint_folder(self) -> str:

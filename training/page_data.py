@@ -7,6 +7,7 @@ from typing import Any, Literal
 from typing_extensions import TypedDict  # pydantic (tests) needs typing_extensions' TypedDict on 3.11
 
 from training.evaluation.metrics import EvaluationSummary, PrecisionDifference
+from webapp.common.jobs.payload import JobProgress
 
 
 class TrainingPageData(TypedDict):
@@ -16,16 +17,13 @@ class TrainingPageData(TypedDict):
     default_configs: dict[str, dict[str, Any] | None]
 
 
-class JobState(TypedDict):
-    """A training job as the job page and its WebSocket show it."""
+class JobState(JobProgress):
+    """A training job as the job page and its WebSocket show it: its progress payload and more."""
 
     job: int
     kind: str
-    status: str
     cancel_requested: bool
-    progress: float
     eta_seconds: float | None
-    error: str
     log: str
     summary: dict[str, Any]
     models: list[int]

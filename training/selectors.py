@@ -11,6 +11,7 @@ from django.db.models import QuerySet
 from labeling.models import Episode, Frame, FrameLabel, Project, Step
 from labeling.selectors import effective_frame_label_steps, effective_frame_labels, effective_window_labels
 from training.evaluation.model_evaluation import model_sanity
+from webapp.common.jobs.payload import job_progress_payload
 
 from .datasets.rlinf_binary import FAIL, SUCCESS, FrameRef
 from .datasets.trend import WindowRef
@@ -176,13 +177,11 @@ def job_state(job_id: int) -> JobState | None:
 def job_state_of(job: TrainingJob) -> JobState:
     models = list(TrainedModel.objects.filter(job_id=job.pk).select_related("snapshot"))
     return {
+        **job_progress_payload(job),
         "job": job.pk,
         "kind": job.kind,
-        "status": job.status,
         "cancel_requested": job.cancel_requested,
-        "progress": job.progress,
         "eta_seconds": job.eta_seconds,
-        "error": job.error,
         "log": job.log[-20000:],
         "summary": job.summary,
         "models": [model.pk for model in models],

@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import functools
 import logging
 import os
 import shutil
 import socket
 import traceback
-from collections.abc import Mapping
-from dataclasses import asdict, dataclass
-from datetime import timedelta
+from datetime import datetime
 from typing import Any
 
 from django.conf import settings
@@ -19,18 +16,21 @@ from django.db.models import F, ProtectedError, Q, Value
 from django.db.models.functions import Concat
 from django.utils import timezone
 
-from labeling import job_liveness
 from labeling.models import Project
+from webapp.common.jobs.models import JobStatus
+from webapp.common.jobs.payload import job_progress_payload
+from webapp.common.jobs.services import JobHeartbeat, JobKind, Sweep, job_claim, job_finish
 from webhooks import events
 from webhooks.services import webhook_emit_safely
 
 from .jobs import launch
 from .jobs.errors import failure_reason
 from .jobs.limits import job_config_check, paths_confine
+from .jobs.lost_messages import jobs_resend_lost
 from .jobs.reporter import JobReporter, push
 from .kit.family_parts import RunResult
 from .kit.reporting import JobCancelled
-from .models import FINISHED_STATUSES, DatasetSnapshot, JobMetric, JobStatus, TrainedModel, TrainingJob
+from .models import DatasetSnapshot, JobMetric, TrainedModel, TrainingJob
 from .storage import local_path
 
 logger = logging.getLogger(__name__)
@@ -92,29 +92,24 @@ def job_enqueue(*, job_id: int) -> None:
     TrainingJob.objects.filter(pk=job_id).update(celery_task_id=result.id, enqueued_at=timezone.now())
 
 
-def _transition(
+def _finish(
     job_id: int,
-    source: tuple[str, ...] | str,
-    target: str,
+    status: str,
     *,
     notify: bool = True,
     attempt: int | None = None,
+    source: tuple[str, ...] | None = None,
     **fields,
 ) -> bool:
-    """Move a job from one of `source` to `target` if it is still there (and still in `attempt`, when given);
-    False when another actor won."""
-    sources = (source,) if isinstance(source, str) else source
-    if target in FINISHED_STATUSES:
-        fields.setdefault("finished_at", timezone.now())
-    rows = TrainingJob.objects.filter(pk=job_id, status__in=sources)
-    if attempt is not None:
-        rows = rows.filter(attempt=attempt)
-    changed = rows.update(status=target, **fields) == 1
-    if changed and notify:
-        push(job_id, {"event": "status", "status": target, **_status_extra(job_id)})
-    if changed and target == JobStatus.FAILED:
+    """End a job (`job_finish`: the run in `attempt`, or from `source`) and announce it; False when another
+    actor won."""
+    if not job_finish(TrainingJob, pk=job_id, status=status, attempt=attempt, source=source, **fields):
+        return False
+    if notify:
+        push(job_id, {"event": "status", **_status_extra(job_id)})
+    if status == JobStatus.FAILED:
         _emit_job_event(job_id, events.JOB_FAILED)
-    return changed
+    return True
 
 
 def _emit_job_event(job_id: int, event: str) -> None:
@@ -131,11 +126,12 @@ def _emit_job_event(job_id: int, event: str) -> None:
 
 
 def _status_extra(job_id: int) -> dict:
-    row: Mapping[str, Any] = (
-        TrainingJob.objects.filter(pk=job_id).values("progress", "eta_seconds", "error").first() or {}
-    )
+    """What a status push carries: the job's progress payload, its ETA and its models (nothing once deleted)."""
+    job = TrainingJob.objects.filter(pk=job_id).first()
+    if job is None:
+        return {}
     models = list(TrainedModel.objects.filter(job_id=job_id).values_list("pk", flat=True))
-    return {**row, "models": models}
+    return {**job_progress_payload(job), "eta_seconds": job.eta_seconds, "models": models}
 
 
 def job_execute(*, job_id: int, worker: str = "") -> str:
@@ -144,15 +140,11 @@ def job_execute(*, job_id: int, worker: str = "") -> str:
     Each start counts an attempt; every later write of this run is guarded by it, so a run that lost its
     job to a requeue (it was presumed dead) cannot touch the run that took over."""
     worker = worker or f"{socket.gethostname()}:{os.getpid()}"
-    now = timezone.now()
-    started = TrainingJob.objects.filter(pk=job_id, status=JobStatus.QUEUED, cancel_requested=False).update(
-        status=JobStatus.RUNNING, started_at=now, heartbeat_at=now, worker=worker, attempt=F("attempt") + 1
-    )
-    if not started:
+    attempt = job_claim(TrainingJob, pk=job_id, where=Q(cancel_requested=False), worker=worker)
+    if attempt is None:
         return "skipped"
     push(job_id, {"event": "status", "status": JobStatus.RUNNING})
     job = TrainingJob.objects.select_related("project", "snapshot").get(pk=job_id)
-    attempt = job.attempt
     reporter = JobReporter(job_id, attempt=attempt)
     with job_heartbeat(job_id, attempt=attempt):
         outcome = _run(job, reporter, worker)
@@ -161,15 +153,8 @@ def job_execute(*, job_id: int, worker: str = "") -> str:
     result = outcome
     with transaction.atomic():
         # the status moves first: a job that the sweep failed meanwhile gets no model
-        if not _transition(
-            job_id,
-            JobStatus.RUNNING,
-            JobStatus.SUCCEEDED,
-            notify=False,
-            attempt=attempt,
-            progress=1.0,
-            eta_seconds=0.0,
-            summary=result.metrics,
+        if not _finish(
+            job_id, JobStatus.SUCCEEDED, notify=False, attempt=attempt, eta_seconds=0.0, summary=result.metrics
         ):
             return TrainingJob.objects.get(pk=job_id).status
         TrainedModel.objects.create(
@@ -182,7 +167,7 @@ def job_execute(*, job_id: int, worker: str = "") -> str:
             config=result.config or job.config,
             metrics=result.metrics,
         )
-    push(job_id, {"event": "status", "status": JobStatus.SUCCEEDED, **_status_extra(job_id)})
+    push(job_id, {"event": "status", **_status_extra(job_id)})
     _emit_job_event(job_id, events.JOB_SUCCEEDED)
     return JobStatus.SUCCEEDED
 
@@ -202,7 +187,7 @@ def _run(job: TrainingJob, reporter: JobReporter, worker: str) -> RunResult | st
     except JobCancelled:
         reporter.log("cancelled")
         reporter.flush()
-        _transition(job_id, JobStatus.RUNNING, JobStatus.CANCELLED, attempt=attempt, eta_seconds=None)
+        _finish(job_id, JobStatus.CANCELLED, attempt=attempt, eta_seconds=None)
         return JobStatus.CANCELLED
     except Exception as exc:
         logger.exception("training job %s failed", job_id)
@@ -213,9 +198,8 @@ def _run(job: TrainingJob, reporter: JobReporter, worker: str) -> RunResult | st
             reporter.flush()
         except Exception:
             logger.exception("could not flush the reporter of job %s", job_id)
-        _transition(
+        _finish(
             job_id,
-            JobStatus.RUNNING,
             JobStatus.FAILED,
             attempt=attempt,
             error=reason,
@@ -225,23 +209,16 @@ def _run(job: TrainingJob, reporter: JobReporter, worker: str) -> RunResult | st
         return JobStatus.FAILED
 
 
-def job_heartbeat(job_id: int, *, attempt: int, interval: float | None = None) -> job_liveness.Heartbeat:
-    """Keeps a running job's heartbeat fresh from a thread (labeling.job_liveness), also while the runner
-    loads data or models for minutes without reporting; it stops with the process, so a killed worker's job
-    goes stale."""
-    return job_liveness.Heartbeat(
-        TrainingJob,
-        job_id,
-        status=JobStatus.RUNNING,
-        attempt=attempt,
-        field="heartbeat_at",
-        interval=interval if interval is not None else float(settings.TRAINING_HEARTBEAT_SECONDS),
-    )
+def job_heartbeat(job_id: int, *, attempt: int, interval: float | None = None) -> JobHeartbeat:
+    """Keeps a running job's heartbeat fresh from a thread (`JobHeartbeat`), also while the runner loads data
+    or models for minutes without reporting; it stops with the process, so a killed worker's job goes stale."""
+    seconds = interval if interval is not None else float(settings.TRAINING_HEARTBEAT_SECONDS)
+    return JobHeartbeat(TrainingJob, job_id, attempt=attempt, interval=seconds)
 
 
 def job_cancel(*, job: TrainingJob) -> TrainingJob:
     """A queued job is cancelled at once; a running one stops at its next batch."""
-    if _transition(job.pk, JobStatus.QUEUED, JobStatus.CANCELLED):
+    if _finish(job.pk, JobStatus.CANCELLED, source=(JobStatus.QUEUED,)):
         pass
     elif TrainingJob.objects.filter(pk=job.pk, status=JobStatus.RUNNING).update(cancel_requested=True):
         push(job.pk, {"event": "status", "status": JobStatus.RUNNING, "cancel_requested": True})
@@ -283,7 +260,7 @@ def job_retry(*, job: TrainingJob) -> TrainingJob:
 def job_delete(*, job: TrainingJob) -> None:
     """Delete a finished or queued job with its models and checkpoint files; a running one must be cancelled first."""
     if job.status == JobStatus.QUEUED:
-        _transition(job.pk, JobStatus.QUEUED, JobStatus.CANCELLED)
+        _finish(job.pk, JobStatus.CANCELLED, source=(JobStatus.QUEUED,))
     job.refresh_from_db()
     if job.status == JobStatus.RUNNING:
         raise JobError(f"job {job.pk} is running; cancel it first")
@@ -298,77 +275,46 @@ def job_delete(*, job: TrainingJob) -> None:
         raise JobError(f"job {job.pk}'s model is still in use ({users}); remove that first") from None
 
 
-@dataclass
-class SweepOutcome:
-    requeued: list[int]
-    failed: list[int]
-    resent: list[int]
-
-    def as_dict(self) -> dict:
-        return asdict(self)
+def _requeued(job_id: int, note: str) -> None:
+    line = f"[{timezone.now():%H:%M:%S}] {note}\n"
+    TrainingJob.objects.filter(pk=job_id).update(log=Concat(F("log"), Value(line)), eta_seconds=None)
+    push(job_id, {"event": "status", **_status_extra(job_id)})
 
 
-def jobs_recover_stale(*, now=None) -> SweepOutcome:
-    """Requeue running jobs whose heartbeat is older than TRAINING_STALE_AFTER_SECONDS (their worker died;
-    the next run resumes from the job's checkpoint), or fail them once TRAINING_MAX_ATTEMPTS runs were lost;
-    re-send queued jobs whose broker message is gone. Liveness is the heartbeat's age only."""
-    now = now or timezone.now()
-    stale_after = timedelta(seconds=settings.TRAINING_STALE_AFTER_SECONDS)
-    max_attempts = settings.TRAINING_MAX_ATTEMPTS
-    outcome = SweepOutcome([], [], [])
-    stale = TrainingJob.objects.filter(status=JobStatus.RUNNING, heartbeat_at__lt=now - stale_after)
-    workers = dict(stale.values_list("pk", "worker"))
+def _failed(job_id: int) -> None:
+    TrainingJob.objects.filter(pk=job_id).update(eta_seconds=None)
+    push(job_id, {"event": "status", **_status_extra(job_id)})
+    _emit_job_event(job_id, events.JOB_FAILED)
 
-    def silence(job_id: int) -> str:
-        return f"no heartbeat from worker {workers.get(job_id) or '?'} for over {int(stale_after.total_seconds())} s"
 
-    def fail(rows, job_id: int, attempt: int) -> bool:
-        reason = f"{silence(job_id)}; gave up after {attempt} of {max_attempts} attempts (TRAINING_MAX_ATTEMPTS)"
-        return _transition(job_id, JobStatus.RUNNING, JobStatus.FAILED, attempt=attempt, error=reason, eta_seconds=None)
+def _send(job_id: int) -> None:
+    job_enqueue(job_id=job_id)
 
-    def requeue(rows, job_id: int, attempt: int) -> bool:
-        note = f"[{timezone.now():%H:%M:%S}] {silence(job_id)}: requeued (attempt {attempt} of {max_attempts} lost)\n"
-        with transaction.atomic():
-            moved = _transition(
-                job_id,
-                JobStatus.RUNNING,
-                JobStatus.QUEUED,
-                attempt=attempt,
-                log=Concat(F("log"), Value(note)),
-                eta_seconds=None,
-            )
-            if moved:
-                transaction.on_commit(functools.partial(job_enqueue, job_id=job_id))
-        return moved
 
-    swept = job_liveness.stale_sweep(stale, max_attempts=max_attempts, requeue=requeue, fail=fail)
-    outcome.requeued, outcome.failed = swept.requeued, swept.failed
-    waiting = TrainingJob.objects.filter(status=JobStatus.QUEUED, cancel_requested=False).exclude(
-        pk__in=outcome.requeued
+def _resend_lost(now: datetime) -> Sweep:
+    waiting = TrainingJob.objects.filter(status=JobStatus.QUEUED, cancel_requested=False)
+    after = settings.TRAINING_STALE_AFTER_SECONDS
+    return Sweep(
+        resent=jobs_resend_lost(
+            waiting, now=now, after_seconds=after, queue=settings.CELERY_QUEUE_TRAINING, enqueue=_send
+        )
     )
-    waiting = waiting.filter(Q(enqueued_at__lt=now - stale_after) | Q(enqueued_at__isnull=True))
-    candidates = list(waiting.values_list("pk", "celery_task_id"))
-    if candidates:
-        present = broker_task_ids(settings.CELERY_QUEUE_TRAINING)
-        for job_id, task_id in candidates:
-            if present is None or task_id in present:  # unreadable broker: nothing is re-sent on a guess
-                continue
-            logger.warning("training job %s: its message is not in the broker; sending it again", job_id)
-            job_enqueue(job_id=job_id)
-            outcome.resent.append(job_id)
-    return outcome
 
 
-def broker_task_ids(queue: str) -> set[str] | None:
-    """Task ids of the messages waiting in `queue` on the Redis broker; None when they cannot be read
-    (another broker, or Redis unreachable): then no queued job is re-sent on a guess."""
-    from .jobs.broker_messages import waiting_task_ids
-
-    try:
-        return waiting_task_ids(settings.CELERY_BROKER_URL, queue)
-    except Exception:
-        logger.warning("could not read the %s queue from the broker", queue, exc_info=True)
-        return None
+# The sweep requeues a running job whose heartbeat is older than TRAINING_STALE_AFTER_SECONDS (its worker
+# died; the next run resumes from the job's checkpoint), fails it once TRAINING_MAX_ATTEMPTS runs were lost,
+# and sends again a queued job whose broker message is gone.
+TRAINING_JOBS = JobKind(
+    name="training",
+    model=TrainingJob,
+    enqueue=_send,
+    stale_after_setting="TRAINING_STALE_AFTER_SECONDS",
+    max_attempts_setting="TRAINING_MAX_ATTEMPTS",
+    hint="was the training worker killed or out of memory? Retry the job.",
+    on_requeued=_requeued,
+    on_failed=_failed,
+    sweep_waiting=_resend_lost,
+)
 
 
 def _delete_folder(name: str) -> None:

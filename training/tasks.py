@@ -20,29 +20,14 @@ def _worker_name() -> str:
 # can take it; the job row (not the message) says whether a job still has to run (job_execute is idempotent).
 @shared_task(name="training.tasks.run_training_job", acks_late=True)
 def run_training_job(job_id: int) -> str:
-    from .models import JobStatus
+    from webapp.common.jobs.models import JobStatus
+
     from .services import job_execute
 
     status = job_execute(job_id=job_id, worker=_worker_name())
     if status == JobStatus.SUCCEEDED:  # a new model: re-rank the labeling queue, maybe redeploy
         after_training_job.delay(job_id)
     return status
-
-
-@shared_task(name="training.tasks.recover_stale_jobs")
-def recover_stale_jobs() -> dict:
-    """Scheduled by beat (webapp/celery.py) on the default queue."""
-    from .services import jobs_recover_stale
-
-    return jobs_recover_stale().as_dict()
-
-
-@shared_task(name="training.tasks.recover_stale_snapshots")
-def recover_stale_snapshots() -> dict:
-    """Scheduled by beat (webapp/celery.py) on the default queue."""
-    from .snapshots.recovery import snapshots_recover_stale
-
-    return snapshots_recover_stale().as_dict()
 
 
 @shared_task(name="training.tasks.build_snapshot")
@@ -82,10 +67,13 @@ def retrain_sweep() -> int:
 
 @worker_ready.connect
 def _sweep_on_start(sender=None, **kwargs) -> None:
-    from .services import jobs_recover_stale
+    """A starting worker sweeps the training jobs at once (a restart after a crash need not wait for beat)."""
+    from webapp.common.jobs.services import jobs_recover_stale
+
+    from .services import TRAINING_JOBS
 
     try:
-        outcome = jobs_recover_stale()
+        outcome = jobs_recover_stale(TRAINING_JOBS)
         if outcome.requeued or outcome.failed or outcome.resent:
             logger.warning("stale-job sweep at start: %s", outcome.as_dict())
     except Exception:

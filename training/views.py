@@ -17,6 +17,7 @@ from labeling import access
 from labeling.models import Frame, Project
 from training.evaluation.model_evaluation import EvaluationUnavailable, evaluation_data
 from webapp.common.file_streaming import stream_response
+from webapp.common.jobs.payload import job_progress_payload
 from webapp.common.paging import list_page
 
 from . import selectors, services
@@ -121,7 +122,8 @@ def snapshot_detail(request, snapshot_id: int):
     """A snapshot's build: a progress bar that refreshes itself while building, then its counts or the reason."""
     snapshot = get_object_or_404(DatasetSnapshot.objects.select_related("project", "created_by"), pk=snapshot_id)
     access.require_page(request, access.TRAINING_VIEW, snapshot.project)
-    return render(request, "training/snapshot.html", {"project": snapshot.project, "snapshot": snapshot})
+    context = {"project": snapshot.project, "snapshot": snapshot, "progress": job_progress_payload(snapshot)}
+    return render(request, "training/snapshot.html", context)
 
 
 @login_required

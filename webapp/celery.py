@@ -6,13 +6,18 @@ from __future__ import annotations
 import functools
 import logging
 import os
+from typing import TYPE_CHECKING
 
 from celery import Celery, bootsteps
 from celery.signals import before_task_publish
 
 from webapp.monitoring.heartbeats import BEAT_TASK, beat_stamp, heartbeat_ttl, queues_stamp
 
+if TYPE_CHECKING:
+    from webapp.common.jobs.services import JobKind
+
 logger = logging.getLogger(__name__)
+SWEEP_TASK = "webapp.sweep_stale_jobs"
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings")
 
@@ -79,17 +84,34 @@ def _beat_sends_heartbeat(**_kwargs) -> None:
         logger.warning("beat heartbeat not written: %s", exc)
 
 
+def job_kinds() -> tuple[JobKind, ...]:
+    """Every kind of background job (`webapp.common.jobs.services.JobKind`), imported when first swept."""
+    from labeling.imports.jobs import IMPORT_JOBS
+    from labeling.proposals.jobs import PROPOSAL_JOBS
+    from training.services import TRAINING_JOBS
+    from training.snapshots.recovery import SNAPSHOT_BUILDS
+
+    return (TRAINING_JOBS, SNAPSHOT_BUILDS, IMPORT_JOBS, PROPOSAL_JOBS)
+
+
+@app.task(name=SWEEP_TASK)
+def sweep_stale_jobs() -> dict[str, dict[str, list[int]]]:
+    """Sent by beat every TRAINING_SWEEP_SECONDS (default queue): in every kind of job, one whose worker is gone
+    is requeued, or failed once it lost its last attempt, and lost or untaken queued jobs are seen to."""
+    from webapp.common.jobs.services import jobs_recover_stale
+
+    return {kind.name: jobs_recover_stale(kind).as_dict() for kind in job_kinds()}
+
+
 def beat_schedule() -> dict:
-    """Periodic tasks. The stale-work sweeps go to the default queue, where a running job cannot hold them up:
-    training jobs and snapshot builds whose worker died are requeued (or failed), import and proposal jobs
-    whose worker is gone are failed, frame files no row names are removed."""
+    """Periodic tasks. The sweeps go to the default queue, where a running job cannot hold them up: one sweep
+    over every kind of job (training jobs, snapshot builds, imports, proposal generations) requeues a job whose
+    worker died, or fails it once out of attempts; frame files no row names are removed."""
     from django.conf import settings
 
     sweep = float(settings.TRAINING_SWEEP_SECONDS)
     return {
-        "training-recover-stale-jobs": {"task": "training.tasks.recover_stale_jobs", "schedule": sweep},
-        "training-recover-stale-snapshots": {"task": "training.tasks.recover_stale_snapshots", "schedule": sweep},
-        "labeling-fail-stale-jobs": {"task": "labeling.tasks.fail_stale_jobs", "schedule": sweep},
+        "sweep-stale-jobs": {"task": SWEEP_TASK, "schedule": sweep},
         # frame files of a web process killed mid-write, never referenced by a row
         "labeling-sweep-orphan-frames": {
             "task": "labeling.tasks.sweep_orphan_frames",

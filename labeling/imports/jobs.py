@@ -9,22 +9,21 @@ job row records progress and the summary for the page to show.
 from __future__ import annotations
 
 import contextlib
-import functools
 import resource
 import shutil
 import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F
 from django.utils import timezone
 
-from ..job_liveness import Heartbeat, Sweep, stale_sweep
+from webapp.common.jobs.models import JobStatus
+from webapp.common.jobs.services import JobHeartbeat, JobKind, job_claim, job_finish, job_progress
+
 from ..models import ImportJob, Project
 from .services import import_paths
 from .sources import ImportSummary, Source, SourceError, safe_file_name
@@ -40,11 +39,13 @@ def import_job_create(*, project: Project, files: Iterable, env_id: str = "", us
             for chunk in upload.chunks():
                 out.write(chunk)
     job = ImportJob.objects.create(
-        project=project, created_by=user if getattr(user, "pk", None) else None, folder=str(folder), env_id=env_id
+        project=project,
+        created_by=user if getattr(user, "pk", None) else None,
+        folder=str(folder),
+        env_id=env_id,
+        enqueued_at=timezone.now(),
     )
-    from ..tasks import run_import_job
-
-    transaction.on_commit(lambda: run_import_job.delay(job.pk))
+    transaction.on_commit(lambda: _enqueue(job.pk))
     return job
 
 
@@ -61,47 +62,40 @@ def summary_from_json(data: dict) -> ImportSummary:
 
 
 def import_job_run(job_id: int) -> ImportJob | None:
-    """Import a queued job's files; the job ends done (with its summary) or failed (with the reason). A job
-    another runner has already claimed (running or ended) is returned as it is: one run per job, since the
+    """Import a queued job's files; the job ends succeeded (with its summary) or failed (with the reason). A
+    job another runner has already claimed (running or ended) is returned as it is: one run per job, since the
     run deletes the job's files."""
     job = ImportJob.objects.select_related("project").filter(pk=job_id).first()
     if job is None:
         return None
-    claimed = ImportJob.objects.filter(pk=job.pk, status=ImportJob.Status.QUEUED).update(
-        status=ImportJob.Status.RUNNING, done=0, updated_at=timezone.now(), attempt=F("attempt") + 1
-    )
-    if not claimed:
+    attempt = job_claim(ImportJob, pk=job.pk, done=0, progress=0.0)
+    if attempt is None:
         job.refresh_from_db()
         return job
-    job.refresh_from_db(fields=["attempt"])
     folder = Path(job.folder)
     # every write of this run is guarded by its attempt: a run the sweep presumed dead cannot end the next one
-    mine = ImportJob.objects.filter(pk=job.pk, status=ImportJob.Status.RUNNING, attempt=job.attempt)
+    counts = {"total": 0, "done": 0}
 
     def on_sources(count: int) -> None:
-        mine.update(total=count, updated_at=timezone.now())
+        counts["total"] = count
+        job_progress(ImportJob, pk=job.pk, attempt=attempt, total=count)
 
     def on_progress(source: Source) -> None:
-        mine.update(done=F("done") + 1, updated_at=timezone.now())
+        counts["done"] += 1
+        fraction = counts["done"] / counts["total"] if counts["total"] else 0.0
+        job_progress(ImportJob, pk=job.pk, attempt=attempt, progress=fraction, done=counts["done"])
 
-    status, error, summary = ImportJob.Status.FAILED, "", {}
+    status, error, summary = JobStatus.FAILED, "", {}
     try:
         with (
             memory_limit(settings.IMPORT_MAX_MEMORY_BYTES),
-            Heartbeat(
-                ImportJob,
-                job.pk,
-                status=ImportJob.Status.RUNNING,
-                attempt=job.attempt,
-                field="updated_at",
-                interval=settings.JOBS_HEARTBEAT_SECONDS,
-            ),
+            JobHeartbeat(ImportJob, job.pk, attempt=attempt, interval=settings.JOBS_HEARTBEAT_SECONDS),
         ):
             paths = sorted(path for part in sorted(folder.iterdir()) for path in part.iterdir())
             result = import_paths(
                 project=job.project, paths=paths, env_id=job.env_id, on_sources=on_sources, on_progress=on_progress
             )
-        status, summary = ImportJob.Status.DONE, summary_to_json(result)
+        status, summary = JobStatus.SUCCEEDED, summary_to_json(result)
     except SourceError as exc:
         error = str(exc)
     except MemoryError:
@@ -111,44 +105,34 @@ def import_job_run(job_id: int) -> ImportJob | None:
             raise
         error = f"the import took longer than {settings.IMPORT_TIME_LIMIT_SECONDS} s (IMPORT_TIME_LIMIT_SECONDS)"
     finally:
-        now = timezone.now()
-        if mine.update(status=status, error=error, summary=summary, finished_at=now, updated_at=now):
+        if job_finish(ImportJob, pk=job.pk, attempt=attempt, status=status, error=error, summary=summary):
             shutil.rmtree(folder, ignore_errors=True)
     job.refresh_from_db()
     return job
 
 
-def import_jobs_recover_stale(*, now=None) -> Sweep:
-    """Requeue running imports whose heartbeat is older than JOBS_STALE_AFTER_SECONDS (their worker died; the
-    next run imports the stored upload again, episodes already in are skipped), or fail them with the
-    reason once JOBS_MAX_ATTEMPTS runs were lost (their uploads are removed then). Queued imports are left
-    alone: their message may wait behind other imports for any time."""
+def _enqueue(job_id: int) -> None:
     from ..tasks import run_import_job
 
-    now = now or timezone.now()
-    silent = settings.JOBS_STALE_AFTER_SECONDS
-    stale = ImportJob.objects.filter(status=ImportJob.Status.RUNNING, updated_at__lt=now - timedelta(seconds=silent))
+    run_import_job.delay(job_id)
 
-    def requeue(rows, job_id: int, attempt: int) -> bool:
-        with transaction.atomic():
-            moved = bool(rows.update(status=ImportJob.Status.QUEUED, updated_at=now))
-            if moved:
-                transaction.on_commit(functools.partial(run_import_job.delay, job_id))
-        return moved
 
-    def fail(rows, job_id: int, attempt: int) -> bool:
-        folder = rows.values_list("folder", flat=True).first()
-        reason = (
-            f"its worker stopped (no heartbeat for over {silent} s) in each of {attempt} runs (JOBS_MAX_ATTEMPTS); "
-            "was the ingest worker killed or out of memory? Upload the files again."
-        )
-        if not rows.update(status=ImportJob.Status.FAILED, error=reason, finished_at=now, updated_at=now):
-            return False
-        if folder:
-            shutil.rmtree(folder, ignore_errors=True)
-        return True
+def _remove_upload(job_id: int) -> None:
+    folder = ImportJob.objects.filter(pk=job_id).values_list("folder", flat=True).first()
+    if folder:
+        shutil.rmtree(folder, ignore_errors=True)
 
-    return stale_sweep(stale, max_attempts=settings.JOBS_MAX_ATTEMPTS, requeue=requeue, fail=fail)
+
+# The sweep requeues an import whose worker died (the next run imports the stored upload again; episodes
+# already in are skipped), or fails it once JOBS_MAX_ATTEMPTS runs were lost, removing its upload. Queued
+# imports are left alone: their message may wait behind other imports for any time.
+IMPORT_JOBS = JobKind(
+    name="imports",
+    model=ImportJob,
+    enqueue=_enqueue,
+    hint="was the ingest worker killed or out of memory? Upload the files again.",
+    on_failed=_remove_upload,
+)
 
 
 @contextlib.contextmanager

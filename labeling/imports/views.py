@@ -9,6 +9,9 @@ from django import forms
 from django.contrib.auth.decorators import login_required
 from django.shortcuts import get_object_or_404, redirect, render
 
+from webapp.common.jobs.models import JobStatus
+from webapp.common.jobs.payload import job_progress_payload
+
 from .. import access
 from ..models import ImportJob, Project
 from .jobs import import_job_create, summary_from_json
@@ -85,7 +88,13 @@ def project_import_job(request, pk: int, job: int):
     project = get_object_or_404(Project, pk=pk)
     access.require_page(request, access.MANAGE, project)
     import_job = get_object_or_404(ImportJob, pk=job, project=project)
-    summary = summary_from_json(import_job.summary) if import_job.status == ImportJob.Status.DONE else None
-    failed = import_job.status == ImportJob.Status.FAILED or bool(summary and summary.failed)
-    context = {"project": project, "job": import_job, "summary": summary, "failed": failed}
+    summary = summary_from_json(import_job.summary) if import_job.status == JobStatus.SUCCEEDED else None
+    failed = import_job.status == JobStatus.FAILED or bool(summary and summary.failed)
+    context = {
+        "project": project,
+        "job": import_job,
+        "progress": job_progress_payload(import_job),
+        "summary": summary,
+        "failed": failed,
+    }
     return render(request, "labeling/import_job.html", context)

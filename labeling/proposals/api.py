@@ -10,34 +10,20 @@ from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from webapp.common.jobs.api import JOB_PROGRESS_FIELDS, JobProgressOut
+
 from .. import access
 from ..models import ProposalJob
 from .jobs import proposal_job_cancel
 
 
-class ProposalJobSerializer(serializers.ModelSerializer):
-    percent = serializers.IntegerField(read_only=True)
-    finished = serializers.BooleanField(read_only=True)
+class ProposalJobSerializer(JobProgressOut, serializers.ModelSerializer):
     url = serializers.SerializerMethodField(help_text="This job over the API (poll it until `finished`).")
     page = serializers.SerializerMethodField(help_text="This job's page, with its progress bar.")
 
     class Meta:
         model = ProposalJob
-        fields = [
-            "id",
-            "project",
-            "status",
-            "done",
-            "total",
-            "percent",
-            "finished",
-            "summary",
-            "error",
-            "created_at",
-            "finished_at",
-            "url",
-            "page",
-        ]
+        fields = ["id", "project", *JOB_PROGRESS_FIELDS, "done", "total", "summary", "created_at", "url", "page"]
         read_only_fields = fields
 
     def get_url(self, job: ProposalJob) -> str:

@@ -6,6 +6,8 @@ from __future__ import annotations
 from django.contrib.auth.decorators import login_required
 from django.shortcuts import get_object_or_404, render
 
+from webapp.common.jobs.payload import job_progress_payload
+
 from .. import access
 from ..models import Project, ProposalJob
 from ..page_data import ProposalJobPageData
@@ -19,6 +21,7 @@ def proposal_job_page(request, pk: int, job: int):
     context = {
         "project": project,
         "job": proposal_job,
+        "progress": job_progress_payload(proposal_job),
         "can_cancel": access.can(request.user, access.REVIEW, project),
         "page_data": ProposalJobPageData(job=proposal_job.pk),
     }

@@ -126,7 +126,7 @@ def test_snapshot_build_and_proposal_generation_show_live_progress_while_the_app
         )
         print(f"proposals: {len(readings)} readings {readings}; other page loads (s) {[round(t, 2) for t in loads]}")
         statuses = [s for s, _ in readings]
-        assert readings[-1] == ("done", 100), readings
+        assert readings[-1] == ("succeeded", 100), readings
         assert "running" in statuses and any(0 < v < 100 for s, v in readings if s == "running"), readings
         assert [v for _, v in readings] == sorted(v for _, v in readings)
         assert loads and max(loads) < RESPONSIVE_S, loads
@@ -134,12 +134,12 @@ def test_snapshot_build_and_proposal_generation_show_live_progress_while_the_app
         assert int(page.locator("#summary-episodes").inner_text()) == total_episodes
         page.screenshot(path=str(screenshot_dir / "background_02_proposals_done.png"), full_page=True)
         job = ProposalJob.objects.get(project=project)
-        assert (job.status, job.done, job.total) == ("done", total_episodes, total_episodes)
+        assert (job.status, job.done, job.total) == ("succeeded", total_episodes, total_episodes)
         assert FrameLabel.objects.filter(project=project, source="proposal").count() == (
             LABELED_EPISODES * LABELED_STEPS + EXTRA_EPISODES * EXTRA_STEPS
         )
     finally:
         context.close()
         # a job left running (a failed assertion) is cancelled, so the worker is idle when the database is flushed
-        if ProposalJob.objects.filter(status__in=ProposalJob.ACTIVE).update(status="cancelled"):
+        if ProposalJob.objects.filter(status__in=ProposalJob.lifecycle.active).update(status="cancelled"):
             time.sleep(2)

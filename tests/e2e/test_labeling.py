@@ -180,7 +180,7 @@ def test_proposals_accepted_in_bulk_from_the_keyboard_and_the_project_page(
     page.goto(f"{live_server_url}/projects/{project.pk}/")
     page.click("button[data-action=generate]")  # a background job: its page follows it to the counts
     page.wait_for_url(re.compile(r".*/projects/\d+/proposals/\d+/$"))
-    page.wait_for_selector("#proposal-progress[data-status=done]", timeout=30_000)
+    page.wait_for_selector("#proposal-progress[data-status=succeeded]", timeout=30_000)
     assert page.locator("#summary-episodes").inner_text() == "2"
     page.goto(f"{live_server_url}/episodes/{first.uuid}/label/")
     page.wait_for_selector("body[data-ready='1']")

@@ -1,7 +1,7 @@
 """Done-when of "nothing lost to a fault", Celery worker: a real worker is killed (`kill -9`) in the middle of a
-folder import; the job is left running with a heartbeat that stops. The sweep (beat's `fail_stale_jobs`)
+folder import; the job is left running with a heartbeat that stops. The sweep (beat's `webapp.sweep_stale_jobs`)
 requeues it once its heartbeat is older than JOBS_STALE_AFTER_SECONDS, a fresh worker imports it again, and
-the import ends done exactly once: every labelled folder is one episode, none twice, none half-stored, and
+the import succeeds exactly once: every labelled folder is one episode, none twice, none half-stored, and
 every frame file on disk belongs to a stored frame."""
 
 from __future__ import annotations
@@ -19,8 +19,9 @@ from django.conf import settings as django_settings
 from django.core.files.storage import default_storage
 
 from labeling.models import Episode, Frame, ImportJob, Step
-from labeling.tasks import fail_stale_jobs, run_import_job
+from labeling.tasks import run_import_job
 from tests.conftest import _spawn, _stop
+from webapp.celery import sweep_stale_jobs
 
 from .import_builders import image, png_bytes
 
@@ -82,10 +83,10 @@ def test_an_import_whose_worker_was_killed_finishes_exactly_once(project, proces
         first.wait(timeout=10)
         killed = ImportJob.objects.get(pk=job.pk)
         assert killed.status == "running" and 2 <= killed.done < SOURCES, (killed.status, killed.done)
-        assert not fail_stale_jobs()["imports"]["requeued"]  # its heartbeat is still fresh
+        assert not sweep_stale_jobs()["imports"]["requeued"]  # its heartbeat is still fresh
 
         second = _worker(process_env, "fresh")
-        requeued = _wait(lambda: fail_stale_jobs()["imports"]["requeued"], 20, "the sweep to requeue the import")
+        requeued = _wait(lambda: sweep_stale_jobs()["imports"]["requeued"], 20, "the sweep to requeue the import")
         assert requeued == [job.pk]
         _wait(lambda: ImportJob.objects.get(pk=job.pk).finished, 120, "the requeued import to finish")
     finally:
@@ -95,7 +96,7 @@ def test_an_import_whose_worker_was_killed_finishes_exactly_once(project, proces
             _stop(second)
 
     job.refresh_from_db()
-    assert job.status == "done", job.error
+    assert job.status == "succeeded", job.error
     assert job.attempt == 2 and job.done == job.total == SOURCES
     already = [name for name, _ in job.summary["already_imported"]]
     assert job.summary["episodes"] + len(already) == 2 * SOURCES

@@ -76,7 +76,7 @@ def test_a_zipped_dataset_uploads_through_the_import_page(user_client, project, 
     assert user_client.post(f"/projects/{project.pk}/import/", {"files": [upload]}).status_code == 302
     job = import_job_run(ImportJob.objects.latest("pk").pk)
 
-    assert job.status == "done" and (job.summary["episodes"], job.summary["steps"]) == (2, 5), job.summary
+    assert job.status == "succeeded" and (job.summary["episodes"], job.summary["steps"]) == (2, 5), job.summary
     page = user_client.get(f"/projects/{project.pk}/import/{job.pk}/").content.decode()
     assert '<td id="summary-episodes">2</td><td id="summary-steps">5</td>' in page
 
@@ -121,7 +121,7 @@ def test_mp4_uploads_become_episodes_one_video_per_camera(user_client, project, 
     assert response.status_code == 302, response.content[:500]
     job = import_job_run(ImportJob.objects.latest("pk").pk)
 
-    assert job.status == "done" and job.summary["failed"] == [], job.summary
+    assert job.status == "succeeded" and job.summary["failed"] == [], job.summary
     pour = Episode.objects.get(metadata__files__main="pour.main.mp4")
     assert pour.num_steps == 4 and pour.metadata["frames"] == {"main": 4, "extra": 3}
     assert_close(first_pixels(pour, "main"), [pixel(0, i, 0) for i in range(4)])

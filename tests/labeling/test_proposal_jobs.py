@@ -50,19 +50,19 @@ def test_the_job_goes_through_every_episode_and_records_progress_and_counts(user
         return real(**kwargs, on_episode=on_episode)
 
     monkeypatch.setattr(proposal_jobs, "proposals_generate", watching)
-    assert proposal_jobs.proposal_job_run(job_id) == "done"
+    assert proposal_jobs.proposal_job_run(job_id) == "succeeded"
     assert seen == [("running", 1, 3), ("running", 2, 3), ("running", 3, 3)]
     body = user_client.get(f"/api/proposal-jobs/{job_id}").json()
     assert (body["status"], body["percent"], body["summary"]["episodes"], body["summary"]["frames_created"]) == (
-        "done",
+        "succeeded",
         100,
         3,
         18,
     )
     assert FrameLabel.objects.filter(episode__in=episodes, source="proposal").count() == 18
-    assert proposal_jobs.proposal_job_run(job_id) == "done"  # a task sent twice does nothing more
+    assert proposal_jobs.proposal_job_run(job_id) == "succeeded"  # a task sent twice does nothing more
     page = user_client.get(body["page"]).content.decode()
-    assert 'data-status="done"' in page and 'id="summary-frames-created">18<' in page
+    assert 'data-status="succeeded"' in page and 'id="summary-frames-created">18<' in page
     assert "proposal_job.js" not in page  # nothing left to follow
 
 
@@ -110,16 +110,19 @@ def test_a_stale_running_job_is_requeued_then_failed_after_its_last_attempt_and_
 ):
     job_id = start(user_client, project).json()["id"]
     long_ago = timezone.now() - timedelta(seconds=settings.JOBS_STALE_AFTER_SECONDS + 60)
-    ProposalJob.objects.filter(pk=job_id).update(status="running", updated_at=long_ago, attempt=1)
+    ProposalJob.objects.filter(pk=job_id).update(status="running", heartbeat_at=long_ago, attempt=1)
     again = start(user_client, project)  # its worker died: the job is requeued, not started twice
     assert again.status_code == 200 and again.json()["id"] == job_id
     assert ProposalJob.objects.get(pk=job_id).status == "queued"
     attempts = settings.JOBS_MAX_ATTEMPTS
-    ProposalJob.objects.filter(pk=job_id).update(status="running", updated_at=long_ago, attempt=attempts)
+    ProposalJob.objects.filter(pk=job_id).update(status="running", heartbeat_at=long_ago, attempt=attempts)
     fresh = start(user_client, project)
     assert fresh.status_code == 202 and fresh.json()["id"] != job_id
     stale = ProposalJob.objects.get(pk=job_id)
-    assert stale.status == "failed" and f"in each of {attempts} runs (JOBS_MAX_ATTEMPTS)" in stale.error
+    assert (
+        stale.status == "failed"
+        and f"gave up after {attempts} of {attempts} attempts (JOBS_MAX_ATTEMPTS)" in stale.error
+    )
 
 
 def test_agents_with_the_labels_scope_start_jobs_and_annotators_cannot_cancel(

@@ -24,7 +24,7 @@ def generate_all(client, project) -> dict:
 
     response = post(client, f"/api/projects/{project.pk}/proposals/generate")
     assert response.status_code == 202, response.content
-    assert proposal_job_run(response.json()["id"]) == "done"
+    assert proposal_job_run(response.json()["id"]) == "succeeded"
     return client.get(response.json()["url"]).json()["summary"]
 
 

@@ -157,7 +157,7 @@ class ScriptedService:
     def __init__(
         self,
         snapshots=("building", "ready"),
-        generations=("queued", "running", "done"),
+        generations=("queued", "running", "succeeded"),
         jobs=("running", "succeeded"),
         accuracies=(0.5, 0.75),
     ):

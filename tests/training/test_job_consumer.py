@@ -30,7 +30,7 @@ def test_job_socket_sends_history_then_live_points(labeled_project, user):
     JobMetric.objects.create(job=job, kind="step", step=1, values={"train_loss": 0.7})
 
     def live():
-        reporter = JobReporter(job.pk, interval=0.0)
+        reporter = JobReporter(job.pk, attempt=0, interval=0.0)  # no run holds the job: nothing is stored
         reporter.report_step(2, 10, train_loss=0.5, train_acc=1.0)
         push(job.pk, {"event": "status", "status": "cancelled"})
 

@@ -19,7 +19,8 @@ from training.models import TrainingJob
 from training.resnet.checkpoint import load_checkpoint
 from training.resnet.config import ResNetConfig
 from training.resnet.train import train_reward_model
-from training.services import jobs_recover_stale
+from training.services import TRAINING_JOBS
+from webapp.common.jobs.services import jobs_recover_stale
 
 from .test_pages_and_api import TINY, snapshot  # noqa: F401 - fixture
 
@@ -45,7 +46,7 @@ def test_sweep_requeues_silent_jobs_and_fails_them_after_the_last_attempt(snapsh
     # a fresh heartbeat counts as alive, whatever the host and pid say (containers share host names)
     _running(alive, age_seconds=1, worker=f"{socket.gethostname()}:999999999")
 
-    outcome = jobs_recover_stale()
+    outcome = jobs_recover_stale(TRAINING_JOBS)
 
     assert outcome.requeued == [silent.pk] and outcome.failed == [exhausted.pk]
     rows = {j.pk: j for j in TrainingJob.objects.all()}
@@ -60,12 +61,14 @@ def test_sweep_requeues_silent_jobs_and_fails_them_after_the_last_attempt(snapsh
     TrainingJob.objects.filter(pk=alive.pk).update(status="succeeded")  # out of the way of the clock jump below
     # the message is in the broker: a second sweep sends nothing more, even once it is old
     later = timezone.now() + timedelta(seconds=120)
-    assert jobs_recover_stale(now=later).resent == []
+    assert jobs_recover_stale(TRAINING_JOBS, now=later).resent == []
     _drain(settings)
-    with mock.patch("training.services.broker_task_ids", return_value=None):
-        assert jobs_recover_stale(now=later).resent == []  # an unreadable broker: nothing sent on a guess
+    with mock.patch("training.jobs.lost_messages.broker_task_ids", return_value=None):
+        assert (
+            jobs_recover_stale(TRAINING_JOBS, now=later).resent == []
+        )  # an unreadable broker: nothing sent on a guess
     # the message got lost (e.g. Redis restarted without persistence): the sweep sends it again
-    assert jobs_recover_stale(now=later).resent == [silent.pk]
+    assert jobs_recover_stale(TRAINING_JOBS, now=later).resent == [silent.pk]
     resent = TrainingJob.objects.get(pk=silent.pk).celery_task_id
     assert resent != rows[silent.pk].celery_task_id
     assert resent in waiting_task_ids(settings.CELERY_BROKER_URL, settings.CELERY_QUEUE_TRAINING)

@@ -219,7 +219,7 @@ def test_a_ready_snapshot_counts_image_writes_and_says_why_they_are_twice_its_fr
 @pytest.mark.django_db
 def test_build_progress_is_stored_in_steps_and_never_on_a_finished_snapshot(labeled_project):
     snapshot = snapshot_create(project=labeled_project, options={"trend": False}, build=False)
-    progress = BuildProgress(snapshot.pk, total=10, every=4, seconds=3600)
+    progress = BuildProgress(snapshot.pk, total=10, every=4, seconds=3600, attempt=0)
     count = progress.counting(lambda ref: ref)
     for ref in range(5):
         assert count(ref) == ref  # the loader's value passes through

@@ -1,4 +1,4 @@
-"""A snapshot build keeps a heartbeat from a thread (labeling.job_liveness): a build that writes no progress
+"""A snapshot build keeps a heartbeat from a thread (webapp.common.jobs.services.JobHeartbeat): a build that writes no progress
 for longer than SNAPSHOT_STALE_AFTER_SECONDS is not swept while its process lives, and is swept (requeued)
 once that process is killed with `kill -9`."""
 
@@ -15,8 +15,9 @@ import redis
 from tests.conftest import _spawn, _stop
 from tests.labeling.test_import_worker_killed import _wait
 from training.models import DatasetSnapshot
-from training.snapshots.recovery import snapshots_recover_stale
+from training.snapshots.recovery import SNAPSHOT_BUILDS
 from training.snapshots.services import snapshot_create
+from webapp.common.jobs.services import jobs_recover_stale
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -40,7 +41,7 @@ def test_a_silent_build_is_kept_alive_by_its_heartbeat_and_swept_once_its_worker
         first_beat = rows.get().heartbeat_at
         silent_until = time.monotonic() + 2 * STALE_AFTER_S  # twice the limit without a progress write
         while time.monotonic() < silent_until:
-            assert snapshots_recover_stale().requeued == [], "a live build was swept"
+            assert jobs_recover_stale(SNAPSHOT_BUILDS).requeued == [], "a live build was swept"
             time.sleep(0.5)
         alive = rows.get()
         assert alive.status == "building" and alive.attempt == 1 and alive.frames_done == 0  # no progress...
@@ -49,7 +50,7 @@ def test_a_silent_build_is_kept_alive_by_its_heartbeat_and_swept_once_its_worker
         os.kill(worker.pid, signal.SIGKILL)
         worker.wait(timeout=10)
         killed_at = time.monotonic()
-        swept = _wait(lambda: snapshots_recover_stale().requeued, STALE_AFTER_S + 10, "the sweep")
+        swept = _wait(lambda: jobs_recover_stale(SNAPSHOT_BUILDS).requeued, STALE_AFTER_S + 10, "the sweep")
         assert swept == [snapshot.pk] and time.monotonic() - killed_at >= STALE_AFTER_S - 1.5
         requeued = rows.get()
         assert requeued.status == "building" and requeued.heartbeat_at is None  # the next build may claim it

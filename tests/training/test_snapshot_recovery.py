@@ -13,8 +13,9 @@ from django.utils import timezone
 
 from training.jobs.broker_messages import waiting_task_ids
 from training.models import DatasetSnapshot
-from training.snapshots.recovery import snapshots_recover_stale
+from training.snapshots.recovery import SNAPSHOT_BUILDS
 from training.snapshots.services import BuildProgress, BuildSuperseded, snapshot_build, snapshot_create
+from webapp.common.jobs.services import jobs_recover_stale
 
 QUEUE = "snapshot-recovery-test"
 
@@ -49,20 +50,20 @@ def test_sweep_requeues_a_silent_build_and_fails_it_after_the_last_attempt(
     alive = _building(labeled_project, silent_for=1, attempt=1)
 
     with django_capture_on_commit_callbacks(execute=True):
-        outcome = snapshots_recover_stale()
+        outcome = jobs_recover_stale(SNAPSHOT_BUILDS)
 
     assert (outcome.requeued, outcome.failed, outcome.resent) == ([silent.pk], [exhausted.pk], [])
     rows = {s.pk: s for s in DatasetSnapshot.objects.all()}
     assert rows[silent.pk].status == "building" and rows[silent.pk].heartbeat_at is None
     assert rows[silent.pk].celery_task_id in broker()  # a fresh message for the next worker
     assert rows[exhausted.pk].status == "failed" and rows[exhausted.pk].finished_at is not None
-    assert "wrote no progress for over 60 s" in rows[exhausted.pk].error
-    assert "gave up after 2 of 2 builds (SNAPSHOT_MAX_ATTEMPTS)" in rows[exhausted.pk].error
+    assert "no heartbeat from its worker for over 60 s" in rows[exhausted.pk].error
+    assert "gave up after 2 of 2 attempts (SNAPSHOT_MAX_ATTEMPTS)" in rows[exhausted.pk].error
     assert rows[alive.pk].status == "building" and rows[alive.pk].heartbeat_at is not None
 
     client.force_login(user)  # the reason is on the snapshot's progress page
     page = client.get(f"/snapshots/{exhausted.pk}/").content.decode()
-    assert "gave up after 2 of 2 builds" in page and 'id="snapshot-error"' in page
+    assert "gave up after 2 of 2 attempts" in page and 'id="snapshot-error"' in page
 
     assert snapshot_build(snapshot_id=silent.pk) == "ready"  # what the requeued message runs
     assert DatasetSnapshot.objects.get(pk=silent.pk).attempt == 2
@@ -76,7 +77,7 @@ def test_a_build_requeued_while_it_was_only_slow_stops_at_its_next_progress_writ
     DatasetSnapshot.objects.filter(pk=slow.pk).update(attempt=1, heartbeat_at=timezone.now())
     old_build = BuildProgress(slow.pk, total=10, every=1, attempt=1)  # attempt 1 is writing...
     DatasetSnapshot.objects.filter(pk=slow.pk).update(heartbeat_at=timezone.now() - timedelta(seconds=600))
-    assert snapshots_recover_stale().requeued == [slow.pk]  # ...went silent, and was requeued
+    assert jobs_recover_stale(SNAPSHOT_BUILDS).requeued == [slow.pk]  # ...went silent, and was requeued
     real_write, refused = snapshot_services._write_files, []
 
     def old_build_comes_back(row, folder, attempt):
@@ -101,15 +102,15 @@ def test_a_duplicate_message_never_starts_a_second_build_of_a_live_one(labeled_p
 
 @pytest.mark.django_db
 def test_sweep_resends_a_build_whose_message_is_gone_and_only_then(labeled_project, broker, settings, monkeypatch):
-    from training.snapshots import recovery as snapshot_recovery
+    from training.jobs import lost_messages
 
     waiting = _building(labeled_project, silent_for=None, attempt=0)
-    assert snapshots_recover_stale().resent == [waiting.pk]  # no message for it in the broker
+    assert jobs_recover_stale(SNAPSHOT_BUILDS).resent == [waiting.pk]  # no message for it in the broker
     sent = DatasetSnapshot.objects.get(pk=waiting.pk)
     assert sent.celery_task_id in broker() and sent.attempt == 0
 
     later = timezone.now() + timedelta(seconds=120)
-    assert snapshots_recover_stale(now=later).resent == []  # its message waits: nothing more is sent
-    monkeypatch.setattr(snapshot_recovery, "broker_task_ids", lambda queue: None)
-    assert snapshots_recover_stale(now=later).resent == []  # an unreadable broker: nothing sent on a guess
+    assert jobs_recover_stale(SNAPSHOT_BUILDS, now=later).resent == []  # its message waits: nothing more is sent
+    monkeypatch.setattr(lost_messages, "broker_task_ids", lambda queue: None)
+    assert jobs_recover_stale(SNAPSHOT_BUILDS, now=later).resent == []  # an unreadable broker: nothing sent on a guess
     assert broker() == {sent.celery_task_id}

@@ -38,7 +38,7 @@ def _wait_finished(job, timeout: float = 120.0):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         job.refresh_from_db()
-        if job.is_finished:
+        if job.finished:
             return job
         time.sleep(0.3)
     raise AssertionError(f"job still {job.status} after {timeout}s; log:\n{job.log}\nprogress {job.progress}")
@@ -48,7 +48,7 @@ def _wait_finished(job, timeout: float = 120.0):
 def test_vlm_job_fine_tunes_the_fixture_through_a_celery_worker(
     project, user_client, vlm_fixture_dir, celery_worker_process
 ):
-    from training.models import JobMetric, JobStatus, TrainedModel
+    from training.models import JobMetric, TrainedModel
     from training.services import job_create
     from training.snapshots.services import snapshot_create
     from training.storage import local_path
@@ -56,6 +56,7 @@ def test_vlm_job_fine_tunes_the_fixture_through_a_celery_worker(
     from training.vlm.data import trend_split_load
     from training.vlm.prompt import prompt_render
     from training.vlm.scoring import ScoreItem, TrendScorer
+    from webapp.common.jobs.models import JobStatus
 
     episodes = seed_episodes(project, episodes=4, steps=9, size=32)
     snapshot = snapshot_create(project=project, options={"trend_val_split": 0.25, "png_folders": False, "seed": 1})

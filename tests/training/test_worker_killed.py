@@ -18,9 +18,10 @@ from tests.conftest import _spawn, _stop
 from training.kit.resume import state_path
 from training.models import JobMetric, TrainedModel, TrainingJob
 from training.resnet.checkpoint import load_checkpoint
-from training.services import job_create, jobs_recover_stale
+from training.services import TRAINING_JOBS, job_create
 from training.snapshots.services import snapshot_create
 from training.storage import local_path
+from webapp.common.jobs.services import jobs_recover_stale
 
 from .conftest import seed_episodes
 
@@ -84,7 +85,7 @@ def test_a_killed_training_worker_resumes_on_a_fresh_one(project, process_env, s
     assert TrainingJob.objects.get(pk=job.pk).status == "running"
 
     # the worker is gone: once its heartbeat is stale the sweep (beat's task) requeues the job
-    outcome = _wait(lambda: jobs_recover_stale().requeued, 20, "the job to be requeued")
+    outcome = _wait(lambda: jobs_recover_stale(TRAINING_JOBS).requeued, 20, "the job to be requeued")
     assert outcome == [job.pk]
     assert TrainingJob.objects.get(pk=job.pk).status == "queued"
 

@@ -189,7 +189,7 @@ def test_every_class_of_bad_input_gets_a_4xx_in_bounded_memory_while_pages_answe
     def import_job(response: requests.Response) -> ImportJob:
         job_id = int(response.headers["Location"].rstrip("/").rsplit("/", 1)[1])
         rows = ImportJob.objects.filter(pk=job_id)
-        return _wait(lambda: rows.filter(status__in=("done", "failed")).first(), 120, f"import job {job_id}")
+        return _wait(lambda: rows.filter(status__in=("succeeded", "failed")).first(), 120, f"import job {job_id}")
 
     def job(config: dict) -> requests.Response:
         return people.post(
@@ -209,7 +209,7 @@ def test_every_class_of_bad_input_gets_a_4xx_in_bounded_memory_while_pages_answe
     assert chunk({}) == 200
     warm = requests.post(rewards, data=dump_npy(np.zeros((2, 32, 32, 3), np.uint8)), headers=npy, timeout=120)
     assert warm.status_code == 200, warm.text
-    assert import_job(import_file(pickle_bombs.cycle(), "rank_0_env_0_episode_0_success.pkl")).status == "done"
+    assert import_job(import_file(pickle_bombs.cycle(), "rank_0_env_0_episode_0_success.pkl")).status == "succeeded"
     assert people.get(f"{url}/projects/{project.pk}/", timeout=60).status_code == 200
     assert job({"processes": 1, "epochs": 0}).status_code in (201, 400)  # the job API's code path, either way
     episodes = Episode.objects.count()
@@ -313,7 +313,7 @@ def test_every_class_of_bad_input_gets_a_4xx_in_bounded_memory_while_pages_answe
     assert answers["large batches within the limits"] == [200] * 4
     for name, reason in PICKLES.items():
         got = jobs[name]
-        assert got.status == "done" and len(got.summary["failed"]) == 1, got.summary
+        assert got.status == "succeeded" and len(got.summary["failed"]) == 1, got.summary
         assert reason in got.summary["failed"][0][1], got.summary
     bomb_job = jobs["zip bomb"]
     assert "nothing was unpacked" in json.dumps([bomb_job.error, bomb_job.summary]), (bomb_job.error, bomb_job.summary)

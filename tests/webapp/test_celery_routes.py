@@ -12,9 +12,7 @@ EXPECTED = {
     "labeling.tasks.generate_episode_proposals": "ingest",
     "training.tasks.run_training_job": "training",
     "training.tasks.build_snapshot": "default",
-    "training.tasks.recover_stale_jobs": "default",
-    "training.tasks.recover_stale_snapshots": "default",
-    "labeling.tasks.fail_stale_jobs": "default",
+    "webapp.sweep_stale_jobs": "default",
     "labeling.tasks.sweep_orphan_frames": "default",
     "labeling.tasks.run_import_job": "ingest",
     "labeling.tasks.generate_project_proposals": "ingest",
@@ -38,7 +36,7 @@ def test_every_registered_task_is_routed_to_its_pinned_queue():
     assert {name: _queue_of(name) for name in ours} == EXPECTED
 
 
-SWEEPS = {"training-recover-stale-jobs", "training-recover-stale-snapshots", "labeling-fail-stale-jobs"}
+SWEEPS = {"sweep-stale-jobs"}
 
 
 def test_beat_sends_the_sweeps_to_the_default_queue():

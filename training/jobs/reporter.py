@@ -13,8 +13,11 @@ from django.db.models import F, Value
 from django.db.models.functions import Concat
 from django.utils import timezone
 
+from webapp.common.jobs.models import JobStatus
+from webapp.common.jobs.services import job_progress
+
 from ..kit.reporting import Eta
-from ..models import JobMetric, JobStatus, TrainingJob
+from ..models import JobMetric, TrainingJob
 
 logger = logging.getLogger(__name__)
 
@@ -45,7 +48,7 @@ class JobReporter:
         self,
         job_id: int,
         *,
-        attempt: int | None = None,
+        attempt: int,
         interval: float = 1.0,
         cancel_check_interval: float = 1.0,
         clock=time.monotonic,
@@ -89,7 +92,7 @@ class JobReporter:
                 row is None
                 or row["cancel_requested"]
                 or row["status"] != JobStatus.RUNNING
-                or (self.attempt is not None and row["attempt"] != self.attempt)
+                or row["attempt"] != self.attempt
             )
         return self._cancelled
 
@@ -105,17 +108,10 @@ class JobReporter:
         self._last_flush = self._clock()
         if points:
             JobMetric.objects.bulk_create(points)
-        update: dict[str, Any] = {
-            "progress": self._progress,
-            "eta_seconds": self._eta_seconds,
-            "heartbeat_at": timezone.now(),
-        }
+        fields: dict[str, Any] = {"eta_seconds": self._eta_seconds}
         if lines:
-            update["log"] = Concat(F("log"), Value("".join(line + "\n" for line in lines)))
-        rows = TrainingJob.objects.filter(pk=self.job_id, status=JobStatus.RUNNING)
-        if self.attempt is not None:
-            rows = rows.filter(attempt=self.attempt)
-        rows.update(**update)
+            fields["log"] = Concat(F("log"), Value("".join(line + "\n" for line in lines)))
+        job_progress(TrainingJob, pk=self.job_id, attempt=self.attempt, progress=self._progress, **fields)
         push(
             self.job_id,
             {

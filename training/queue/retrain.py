@@ -21,8 +21,9 @@ from labeling.models import Project
 from labeling.selectors import human_frame_label_count
 from training.evaluation import metrics as evaluation
 from training.evaluation.model_evaluation import EvaluationUnavailable, model_predictions
+from webapp.common.jobs.models import JobStatus
 
-from ..models import JobStatus, RetrainPolicy, TrainedModel, TrainingJob
+from ..models import RetrainPolicy, TrainedModel, TrainingJob
 from ..signals import redeploy_candidate
 
 log = logging.getLogger(__name__)

@@ -23,8 +23,8 @@ from django.db.models import F, Max, Q
 from django.utils import timezone
 
 from labeling.images import PNG_SIGNATURE, ImageError, check_png, decode_rgb, encode_array
-from labeling.job_liveness import Heartbeat
 from labeling.models import Project
+from webapp.common.jobs.services import JobHeartbeat, job_claim, job_finish, job_progress
 from webhooks import events
 from webhooks.services import webhook_emit_safely
 
@@ -95,7 +95,7 @@ class BuildProgress:
     """Counts the frames a build writes and stores the count, with the build's heartbeat, on the row every
     `every` frames or `seconds`. Raises BuildSuperseded once the row is no longer this build's (`attempt`)."""
 
-    def __init__(self, snapshot_id: int, total: int, every: int = 4096, seconds: float = 0.5, attempt=None):
+    def __init__(self, snapshot_id: int, total: int, *, attempt: int, every: int = 4096, seconds: float = 0.5):
         self.snapshot_id, self.total, self.every, self.seconds = snapshot_id, total, every, seconds
         self.attempt = attempt
         self.done = self._saved = 0
@@ -116,11 +116,14 @@ class BuildProgress:
 
     def _store(self) -> None:
         self._saved, self._saved_at = self.done, time.monotonic()
-        rows = DatasetSnapshot.objects.filter(pk=self.snapshot_id, status=DatasetSnapshot.Status.BUILDING)
-        if self.attempt is not None:
-            rows = rows.filter(attempt=self.attempt)
-        stored = rows.update(
-            frames_done=min(self.done, self.total), frames_total=self.total, heartbeat_at=timezone.now()
+        done = min(self.done, self.total)
+        stored = job_progress(
+            DatasetSnapshot,
+            pk=self.snapshot_id,
+            attempt=self.attempt,
+            progress=done / self.total if self.total else 0.0,
+            frames_done=done,
+            frames_total=self.total,
         )
         if not stored:
             raise BuildSuperseded(f"snapshot {self.snapshot_id} is no longer built by this task")
@@ -129,14 +132,9 @@ class BuildProgress:
 def _build_claim(snapshot_id: int) -> int | None:
     """Start a build of a snapshot still building, unless another build of it is alive (a duplicate
     message); the new attempt number, or None."""
-    now = timezone.now()
-    alive_after = now - timedelta(seconds=settings.SNAPSHOT_STALE_AFTER_SECONDS)
-    rows = DatasetSnapshot.objects.filter(pk=snapshot_id, status=DatasetSnapshot.Status.BUILDING).filter(
-        Q(heartbeat_at__isnull=True) | Q(heartbeat_at__lt=alive_after)
-    )
-    if not rows.update(attempt=F("attempt") + 1, heartbeat_at=now, frames_done=0):
-        return None
-    return DatasetSnapshot.objects.values_list("attempt", flat=True).get(pk=snapshot_id)
+    alive_after = timezone.now() - timedelta(seconds=settings.SNAPSHOT_STALE_AFTER_SECONDS)
+    no_live_build = Q(heartbeat_at__isnull=True) | Q(heartbeat_at__lt=alive_after)
+    return job_claim(DatasetSnapshot, pk=snapshot_id, where=no_live_build, frames_done=0, progress=0.0)
 
 
 def snapshot_build(*, snapshot_id: int) -> str:
@@ -144,7 +142,7 @@ def snapshot_build(*, snapshot_id: int) -> str:
 
     Idempotent: a snapshot already ready or failed (or deleted) is left alone and its status returned, and
     so is one whose build is alive elsewhere (a duplicate message); one still building whose build went
-    silent (a worker lost mid-build, requeued by `snapshots_recover_stale`) is built again from an empty
+    silent (a worker lost mid-build, requeued by the job sweep) is built again from an empty
     folder, and the silent build stops at its next progress write if it comes back."""
     snapshot = DatasetSnapshot.objects.select_related("project").filter(pk=snapshot_id).first()
     if snapshot is None:
@@ -154,7 +152,6 @@ def snapshot_build(*, snapshot_id: int) -> str:
     attempt = _build_claim(snapshot_id)
     if attempt is None:
         return snapshot.status
-    mine = DatasetSnapshot.objects.filter(pk=snapshot_id, status=DatasetSnapshot.Status.BUILDING, attempt=attempt)
     folder = local_path(snapshot.folder)
     try:
         shutil.rmtree(folder, ignore_errors=True)
@@ -168,11 +165,17 @@ def snapshot_build(*, snapshot_id: int) -> str:
         message = str(exc) if isinstance(exc, SnapshotError) else failure_reason(exc)  # one line for users
         if not isinstance(exc, SnapshotError):
             logger.exception("snapshot %s failed", snapshot_id)  # the traceback: in the worker's log only
-        if not mine.update(status=DatasetSnapshot.Status.FAILED, error=message, finished_at=timezone.now()):
+        failed = DatasetSnapshot.Status.FAILED
+        if not job_finish(DatasetSnapshot, pk=snapshot_id, attempt=attempt, status=failed, error=message):
             return _status_or_deleted(snapshot_id, folder)
         return DatasetSnapshot.Status.FAILED
-    ready = mine.update(
-        status=DatasetSnapshot.Status.READY, stats=stats, finished_at=timezone.now(), frames_done=F("frames_total")
+    ready = job_finish(
+        DatasetSnapshot,
+        pk=snapshot_id,
+        attempt=attempt,
+        status=DatasetSnapshot.Status.READY,
+        stats=stats,
+        frames_done=F("frames_total"),
     )
     if not ready:
         return _status_or_deleted(snapshot_id, folder)
@@ -181,18 +184,11 @@ def snapshot_build(*, snapshot_id: int) -> str:
     return DatasetSnapshot.Status.READY
 
 
-def build_heartbeat(snapshot_id: int, *, attempt: int) -> Heartbeat:
-    """Keeps a build's heartbeat fresh from a thread every JOBS_HEARTBEAT_SECONDS (labeling.job_liveness),
-    also while the build writes nothing for minutes (a large `torch.save`, a slow disk); it stops with the
-    process, so a killed worker's build goes stale and the sweep requeues it."""
-    return Heartbeat(
-        DatasetSnapshot,
-        snapshot_id,
-        status=DatasetSnapshot.Status.BUILDING,
-        attempt=attempt,
-        field="heartbeat_at",
-        interval=float(settings.JOBS_HEARTBEAT_SECONDS),
-    )
+def build_heartbeat(snapshot_id: int, *, attempt: int) -> JobHeartbeat:
+    """Keeps a build's heartbeat fresh from a thread every JOBS_HEARTBEAT_SECONDS (`JobHeartbeat`), also while
+    the build writes nothing for minutes (a large `torch.save`, a slow disk); it stops with the process, so a
+    killed worker's build goes stale and the sweep requeues it."""
+    return JobHeartbeat(DatasetSnapshot, snapshot_id, attempt=attempt, interval=float(settings.JOBS_HEARTBEAT_SECONDS))
 
 
 def _status_or_deleted(snapshot_id: int, folder: Path) -> str:
@@ -262,7 +258,7 @@ def _skipped_stats(skipped: dict[str, str], limit: int = 20) -> dict:
     return {"count": len(bad), "frames": bad[:limit]}
 
 
-def _write_files(snapshot: DatasetSnapshot, folder: Path, attempt: int | None = None) -> dict:
+def _write_files(snapshot: DatasetSnapshot, folder: Path, attempt: int) -> dict:
     project = snapshot.project
     opts = SnapshotOptions.from_dict(snapshot.options)
     episodes, manifest = selectors.labeled_frames(project=project, sources=opts.sources, camera=opts.camera)

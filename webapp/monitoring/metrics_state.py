@@ -14,7 +14,8 @@ class StateCollector:
     def collect(self):
         from django.db.models import Count
 
-        from training.models import DatasetSnapshot, JobStatus, TrainingJob
+        from training.models import DatasetSnapshot, TrainingJob
+        from webapp.common.jobs.models import JobStatus
 
         redis = health._redis()
         deployments = health.deployment_states()

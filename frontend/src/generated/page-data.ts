@@ -75,15 +75,21 @@ export interface TrainingPageData {
   default_configs: Record<string, Record<string, unknown> | null>;
 }
 
-/** A training job as the job page and its WebSocket show it. */
+/** A training job as the job page and its WebSocket show it: its progress payload and more. */
 export interface JobState {
+  status: string;
+  progress: number;
+  percent: number;
+  finished: boolean;
+  attempt: number;
+  error: string;
+  started_at: string | null;
+  heartbeat_at: string | null;
+  finished_at: string | null;
   job: number;
   kind: string;
-  status: string;
   cancel_requested: boolean;
-  progress: number;
   eta_seconds: number | null;
-  error: string;
   log: string;
   summary: Record<string, unknown>;
   models: number[];

@@ -16,7 +16,8 @@ from django.core.management.base import BaseCommand, CommandError
 
 from training.jobs.launch import failure_message, torchrun_command, torchrun_start
 from training.kit.parallel_config import DistributedSettings
-from training.models import JobStatus, TrainingJob
+from training.models import TrainingJob
+from webapp.common.jobs.models import JobStatus
 
 
 class Command(BaseCommand):
