@@ -1,6 +1,7 @@
 """Heavy work runs in the Celery worker, never in the web request: in real Chromium a snapshot build and a
 project-wide proposal generation are started from their pages, each page's progress bar is watched from
-the first reading to the result, and meanwhile another page of the app loads in under a second."""
+the first reading to the result, and meanwhile another page of the app loads in under a second (or, on a
+machine too busy for that, within 3 times its load time before the work started)."""
 
 from __future__ import annotations
 
@@ -21,7 +22,10 @@ os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 
 # enough for the build and the generation to take a few seconds each, little enough to seed in a few
 LABELED_EPISODES, LABELED_STEPS, EXTRA_EPISODES, EXTRA_STEPS = 40, 24, 40, 40
-RESPONSIVE_S = 1.0
+# The other page loads within a second, or, on a machine so busy that it loads slower than that while idle,
+# within 3 times its idle load time (measured first, in the same test): work done inside the web request would
+# hold it for the whole build or generation instead.
+RESPONSIVE_S, BUSY_FACTOR = 1.0, 3.0
 
 
 def _add_episodes(project, count: int, steps: int) -> None:
@@ -86,6 +90,8 @@ def test_snapshot_build_and_proposal_generation_show_live_progress_while_the_app
         project_url = f"{live_server_url}/projects/{project.pk}/"
 
         # -- the snapshot: form on the training page, then the snapshot's page follows the build ----------------
+        idle = sorted(_load_time(other, project_url) for _ in range(3))[1]
+        responsive = max(RESPONSIVE_S, BUSY_FACTOR * idle)
         page.goto(training_url)
         form = page.locator("#snapshot-form")
         form.locator("input[name=val_split]").fill("0.34")
@@ -104,7 +110,7 @@ def test_snapshot_build_and_proposal_generation_show_live_progress_while_the_app
         print(f"snapshot: {len(readings)} readings {readings}; other page loads (s) {[round(t, 2) for t in loads]}")
         assert readings[0][0] == "building" and readings[-1] == ("ready", 100), readings
         assert [v for _, v in readings] == sorted(v for _, v in readings)  # the bar only moves forward
-        assert loads and max(loads) < RESPONSIVE_S, loads
+        assert loads and max(loads) < responsive, (loads, idle)
         assert re.search(
             r"Snapshot #1 written: \d+ train / \d+ val frames", page.locator("#snapshot-state").inner_text()
         )
@@ -129,7 +135,7 @@ def test_snapshot_build_and_proposal_generation_show_live_progress_while_the_app
         assert readings[-1] == ("succeeded", 100), readings
         assert "running" in statuses and any(0 < v < 100 for s, v in readings if s == "running"), readings
         assert [v for _, v in readings] == sorted(v for _, v in readings)
-        assert loads and max(loads) < RESPONSIVE_S, loads
+        assert loads and max(loads) < responsive, (loads, idle)
         assert page.locator("#proposal-state").inner_text() == "Proposals generated"
         assert int(page.locator("#summary-episodes").inner_text()) == total_episodes
         page.screenshot(path=str(screenshot_dir / "background_02_proposals_done.png"), full_page=True)
