@@ -382,6 +382,35 @@ def celery_worker_process(process_env):
     _stop(proc)
 
 
+@pytest.fixture(scope="session")
+def inference_worker_process(process_env):
+    """A real `manage.py inference_worker` (one torch thread) on the test database and Redis; its Prometheus
+    metrics at `proc.metrics_url`. Defined here, once: a fixture imported into several modules would be a fixture
+    of each, and start a worker for each."""
+    metrics_port = free_port()
+    proc = _spawn(
+        [sys.executable, "manage.py", "inference_worker", "--threads", "1", "--metrics-port", str(metrics_port)],
+        process_env,
+        "inference-worker.log",
+    )
+    proc.metrics_url = f"http://127.0.0.1:{metrics_port}/metrics"
+    import redis
+    from django.conf import settings
+
+    from inference.broker import WORKERS_KEY
+
+    client = redis.Redis.from_url(settings.REDIS_URL)
+    client.delete(WORKERS_KEY)
+    deadline = time.monotonic() + 120
+    while not client.hlen(WORKERS_KEY):  # its first heartbeat: torch imported, listening
+        if proc.poll() is not None or time.monotonic() > deadline:
+            _stop(proc)
+            raise RuntimeError(f"inference worker did not start; see {ROOT / 'artifacts' / 'inference-worker.log'}")
+        time.sleep(0.2)
+    yield proc
+    _stop(proc)
+
+
 @pytest.fixture
 def browser():
     """Debian's Chromium, headless, driven by Playwright.

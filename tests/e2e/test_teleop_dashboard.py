@@ -12,7 +12,7 @@ import pytest
 from inference.teleop.models import TeleopSession
 from labeling.models import Episode
 from tests.conftest import ROOT, login
-from tests.inference.conftest import deploy, inference_worker_process, make_trained_model  # noqa: F401
+from tests.inference.conftest import deploy, make_trained_model
 
 # Playwright's sync API runs an event loop in this thread; the ORM calls here are plain sync test code.
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")

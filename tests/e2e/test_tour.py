@@ -25,7 +25,7 @@ from django.core.management import call_command
 
 from inference.models import Deployment
 from tests.conftest import ROOT
-from tests.inference.conftest import direct_probabilities, inference_worker_process  # noqa: F401 - a fixture
+from tests.inference.conftest import direct_probabilities
 from training.evaluation import metrics as evaluation
 from training.evaluation.model_evaluation import model_predictions
 from training.models import TrainedModel, TrainingJob

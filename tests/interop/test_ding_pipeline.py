@@ -11,7 +11,6 @@ import pytest
 from tests.inference.conftest import (
     deploy,
     direct_probabilities,
-    inference_worker_process,  # noqa: F401  (a fixture, used by name)
     make_trained_model,
 )
 
