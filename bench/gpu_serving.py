@@ -176,7 +176,9 @@ def measure_row(raw: Raw, client: LeanRewardClient, batch: np.ndarray, tolerance
     assert worst <= tolerance, f"served probabilities differ from raw by {worst} (batch {batch.shape})"
     n = len(batch)
     repeats *= 3 if n == 1 else 1
-    raw_times, service_times = harness.interleaved(lambda _: raw.score(batch), lambda _: client.rewards(body), repeats)
+    raw_times, service_times = harness.interleaved(
+        lambda _: raw.score(batch), lambda _: client.rewards(body), repeats=repeats
+    )
     raw_s, service_s = statistics.median(raw_times), statistics.median(service_times)
     forward_s = raw.forward_seconds(batch, repeats)
     return (

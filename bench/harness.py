@@ -156,13 +156,11 @@ def timed(fn: Callable[[], object]) -> float:
     return time.perf_counter() - started
 
 
-def interleaved(
-    raw: Callable[[int], object], service: Callable[[int], object], repeats: int
-) -> tuple[list[float], list[float]]:
-    """Seconds per call of each, alternating raw(0), service(0), raw(1), service(1), ...: both sides see the
-    same moments of a shared machine (its speed can swing by a quarter within a minute)."""
-    raw_times, service_times = [], []
+def interleaved(*calls: Callable[[int], object], repeats: int) -> tuple[list[float], ...]:
+    """Seconds per call of each, taking turns: calls[0](0), calls[1](0), ..., calls[0](1), ...: every side sees
+    the same moments of a shared machine (its speed can swing by a quarter within a minute)."""
+    times: tuple[list[float], ...] = tuple([] for _ in calls)
     for i in range(repeats):
-        raw_times.append(timed(partial(raw, i)))
-        service_times.append(timed(partial(service, i)))
-    return raw_times, service_times
+        for call, own in zip(calls, times, strict=True):
+            own.append(timed(partial(call, i)))
+    return times

@@ -177,7 +177,7 @@ def main() -> None:
         # Raw and service calls alternate, so that both see the same load from anything else on the machine.
         # 1. batch of 64
         raw_times, api_times = interleaved(
-            lambda _: predict_proba(raw_model, batch64), lambda _: client.compute_rewards(batch64), args.batches
+            lambda _: predict_proba(raw_model, batch64), lambda _: client.compute_rewards(batch64), repeats=args.batches
         )
         raw_tput, api_tput = 64 / statistics.median(raw_times), 64 / statistics.median(api_times)
         print(
@@ -190,7 +190,9 @@ def main() -> None:
             ("2. one client, median latency (ms)", lambda _: client.compute_rewards(singles[1]), "  <= +3.00 ms"),
             ("   same, lean http.client worker, reference", lambda _: lean.rewards(bodies[1]), ""),
         ):
-            raw_times, latencies = interleaved(lambda _: predict_proba(raw_model, singles[0]), call, args.requests)
+            raw_times, latencies = interleaved(
+                lambda _: predict_proba(raw_model, singles[0]), call, repeats=args.requests
+            )
             median_ms, raw1_ms = statistics.median(latencies) * 1000, statistics.median(raw_times) * 1000
             print(f"{label:<44} {median_ms:>14.2f} {raw1_ms:>14.2f} {median_ms - raw1_ms:>+7.2f}{target}")
 

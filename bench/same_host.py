@@ -103,7 +103,7 @@ def measure(shm, http, shape: tuple[int, ...], repeats: int) -> str:
     copies: list[float] = []
     times = []
     for client, sent in ((shm, buffer), (shm, frames), (http, frames)):
-        copy_t, service_t = interleaved(copy, lambda i, c=client, s=sent: c.compute_rewards(s), repeats)
+        copy_t, service_t = interleaved(copy, lambda i, c=client, s=sent: c.compute_rewards(s), repeats=repeats)
         copies += copy_t
         times.append(service_t)
     limit = gbps(frames.nbytes, copies)

@@ -12,7 +12,10 @@ each figure, measured in the same run and interleaved with it:
 - the relay limit: the transport limit plus the hop the service's design adds, the same bytes SET into Redis
   from one connection and read back from another (web process to Redis to worker: the bytes cross two more
   sockets and Redis' memory, whatever the service does with them);
-- the same-host limit: a memory copy of the same bytes (`numpy.copyto`).
+- the same-host limit: a memory copy of the same bytes (`numpy.copyto`);
+- the design's floor (one client): the round trip of the same body through bench/design_floor.py, a bare ASGI
+  app under the same uvicorn command that hands it to an echo process over Redis as the service does (one
+  SET+LPUSH pipeline, BLPOP for the answer), with no authentication, limits, validation or bookkeeping.
 
 Time outside the forward = the round trip minus the instant scorer's own time on that batch (measured here).
 CPU ms/req is the web process's / the inference worker's CPU time per request (/proc), the figure a busy
@@ -35,6 +38,7 @@ import os
 import socket
 import statistics
 import struct
+import subprocess
 import sys
 import time
 import uuid
@@ -46,6 +50,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.append(str(ROOT / "bench"))  # after ROOT: bench/inference.py must not hide the inference app
+import design_floor  # noqa: E402
 import harness  # noqa: E402  (bench/harness.py: the stack as the Procfile starts it)
 from reward_http import LeanRewardClient  # noqa: E402
 
@@ -170,10 +175,15 @@ def mb(nbytes: float) -> str:
     return f"{nbytes / 1e6:.2f}"
 
 
+def _ms(seconds: float | None) -> str:
+    return "-" if seconds is None else f"{seconds * 1e3:.2f}"
+
+
 def row(label: str, clients: int, body: int, latency: float, per_image: float, rate: float, limits: dict) -> str:
     """One line of the table: `latency` and `per_image` outside the forward already, `rate` in bytes/s."""
     return (
-        f"{label:>13} {clients:>3} {mb(body):>8} {limits['round_trip'] * 1e3:>9.2f} {latency * 1e3:>14.2f} "
+        f"{label:>13} {clients:>3} {mb(body):>8} {limits['round_trip'] * 1e3:>9.2f} {_ms(limits.get('floor')):>9} "
+        f"{latency * 1e3:>14.2f} "
         f"{per_image * 1e6:>14.1f} {rate / body * limits['batch']:>10.0f} {mb(rate):>10} {mb(limits['tcp']):>10} "
         f"{rate / limits['tcp']:>6.2f} {mb(limits['relay']):>10} {rate / limits['relay']:>6.2f} "
         f"{mb(limits['copy']):>10} {rate / limits['copy']:>6.2g} "
@@ -186,6 +196,7 @@ def measure(
     clients: list,
     transport: Transport,
     relay: RedisRelay,
+    floor: LeanRewardClient,
     scorer,
     args: argparse.Namespace,
     service: list[int],
@@ -210,8 +221,11 @@ def measure(
     copy = statistics.median(harness.timed(lambda: np.copyto(target, source)) for _ in range(repeats))
     relay_times = [harness.timed(lambda: relay.pass_through(body)) for _ in range(repeats)]
     cpu_before = cpu_seconds(service)
-    tcp_times, http_times = harness.interleaved(
-        lambda _: transport.send(body), lambda _: clients[0].rewards(body), repeats
+    tcp_times, http_times, floor_times = harness.interleaved(
+        lambda _: transport.send(body),
+        lambda _: clients[0].rewards(body),
+        lambda _: floor.rewards(body),
+        repeats=repeats,
     )
     cpu = (cpu_seconds(service) - cpu_before) / repeats
     round_trip = statistics.median(http_times)
@@ -222,6 +236,7 @@ def measure(
         "relay": len(body) / (tcp + statistics.median(relay_times)),
         "copy": len(body) / copy,
         "cpu": cpu,
+        "floor": statistics.median(floor_times),
     }
     outside = round_trip - forward
     print(
@@ -249,6 +264,7 @@ def measure(
         latencies = [t for own in pool.map(run_client, clients) for t in own]
         wall = time.perf_counter() - started
     limits["cpu"] = (cpu_seconds(service) - cpu_before) / len(latencies)
+    limits.pop("floor")  # measured for one client
     tcp_after = [harness.timed(lambda: transport.send(body)) for _ in range(per_client)]
     limits["tcp"] = len(body) / statistics.median(tcp_before + tcp_after)
     limits["relay"] = 1 / (1 / limits["tcp"] + statistics.median(relay_times) / len(body))
@@ -284,34 +300,48 @@ def main() -> None:
     logs.mkdir()
     server, url = harness.start_web(logs / "uvicorn.log", env)
     worker = harness.start_inference_worker(logs / "worker.log", env)
+    queue = f"rs:bench:floor:{uuid.uuid4().hex}"
+    floor_env = {**env, "REDIS_URL": settings.REDIS_URL, design_floor.QUEUE_ENV: queue}
+    floor_server, floor_url = harness.start_web(logs / "floor.log", floor_env, app=design_floor.APP)
+    floor_worker = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            f"from bench.design_floor import echo_worker; echo_worker({settings.REDIS_URL!r}, {queue!r})",
+        ],
+        cwd=ROOT,
+    )
     try:
         harness.wait_for_inference_worker(worker)
         service = [server.pid, worker.pid]  # uvicorn is exec'd by its bash line: the same process
         clients = [LeanRewardClient(url, token, deployment.name) for _, token in agents]
+        floor = LeanRewardClient(floor_url, "floor", deployment.name)
         print(
             f"instant model (BENCH_MODELS=1), uvicorn as the Procfile, worker "
             f"{' '.join(f'{k}={v}' for k, v in WORKER_ENV.items())}, max_batch_size {deployment.max_batch_size}, "
             f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores at the start"
         )
         print(
-            f"{'images':>13} {'cl':>3} {'body MB':>8} {'round ms':>9} {'outside/req ms':>14} {'outside/img us':>14} "
+            f"{'images':>13} {'cl':>3} {'body MB':>8} {'round ms':>9} {'floor ms':>9} {'outside/req ms':>14} {'outside/img us':>14} "
             f"{'images/s':>10} {'HTTP MB/s':>10} {'TCP MB/s':>10} {'ratio':>6} {'relay MB/s':>10} {'ratio':>6} "
             f"{'copy MB/s':>10} {'ratio':>6} "
             f"{'CPU ms/req':>14}"
         )
         for size in sizes:
             for batch in batches:
-                measure(images(batch, size, seed=batch + size), clients, transport, relay, scorer, args, service)
+                measure(images(batch, size, seed=batch + size), clients, transport, relay, floor, scorer, args, service)
         print(
             f"load average {os.getloadavg()[0]:.1f} at the end. round ms: median round trip (16 clients: each "
-            "request's); outside: minus the instant scorer's own time; ratio: HTTP bytes/s over the limit's (relay: TCP plus "
+            "request's); floor ms: bench/design_floor.py's round trip for the same body (uvicorn, one Redis SET+LPUSH "
+            "and BLPOP, an echo process; nothing else); outside: minus the instant scorer's own time; ratio: HTTP bytes/s over the limit's (relay: TCP plus "
             "one Redis SET and GET of the same bytes); CPU ms/req: "
             "the web process's / the inference worker's, per request (/proc, 10 ms ticks)"
         )
     finally:
         transport.close()
         relay.close()
-        harness.stop(server, worker)
+        design_floor.stop_echo_worker(settings.REDIS_URL, queue)
+        harness.stop(server, worker, floor_server, floor_worker)
         deployment.delete()
         model.delete()
         for agent, _ in agents:

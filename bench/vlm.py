@@ -157,10 +157,10 @@ def main() -> None:
             def service_step(i: int) -> None:
                 service_call(requests[i * streams : (i + 1) * streams])
 
-            interleaved(raw_step, service_step, 2)  # warm-up: both paths once more
+            interleaved(raw_step, service_step, repeats=2)  # warm-up: both paths once more
             time.sleep(1.2)  # a heartbeat carrying the warm-up's counts, so that they are not counted below
             served0, batches0 = worker_counts(suffix)
-            raw_times, service_times = interleaved(raw_step, service_step, n // streams)
+            raw_times, service_times = interleaved(raw_step, service_step, repeats=n // streams)
             time.sleep(1.2)  # the heartbeat carrying the counts is written at most a second apart
             served1, batches1 = worker_counts(suffix)
             mean_batch = (served1 - served0) / max(1, batches1 - batches0)
