@@ -3,8 +3,9 @@
 `pickcube` is the recipe `manage.py demo` trains a good PickCube reward with (webapp/demo/services.py uses
 the same values): the model sees only the workspace, `WORKSPACE_CROP`, at the camera's own resolution, with
 a higher learning rate decayed by a cosine schedule and the last epoch's weights. The plain defaults see the
-whole frame at 128x128, where PickCube's cube is a few pixels: on the run command's 9-episode demo they give
-a model that says "fail" everywhere.
+whole frame at 128x128, where PickCube's cube is a few pixels: on the run command's demo (24 episodes at
+128 px) one run in two gave a model no better than always answering "fail", in three times the preset's
+training time (bench/tour_model.py --preset defaults).
 """
 
 from __future__ import annotations

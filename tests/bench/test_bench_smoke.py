@@ -21,9 +21,10 @@ import pytest
 from tests.conftest import ROOT
 
 BENCH = ROOT / "bench"
-# Modules the benches import, not benches themselves: harness.py's plumbing, and reward_http.py's lean RL
-# client (run by bench/inference.py and bench/reward_client_cpu.py).
-LIBRARIES = {"harness.py", "reward_http.py"}
+# Modules the benches import, not benches themselves: harness.py's plumbing, reward_http.py's lean RL
+# client (run by bench/inference.py and bench/reward_client_cpu.py) and design_floor.py's bare service (run by
+# bench/serving_overhead.py).
+LIBRARIES = {"harness.py", "reward_http.py", "design_floor.py"}
 TIMEOUT_S = 540  # under pytest's 600 s: a hung bench fails with its output instead of a bare timeout
 
 pytestmark = pytest.mark.slow
@@ -136,8 +137,18 @@ def test_inference(bench_env):
 
 def test_serving_overhead(bench_env):
     out = smoke("serving_overhead", bench_env)
-    assert re.search(r"^\s+images\s+cl\s+body MB\s+round ms.*TCP MB/s.*copy MB/s", out, re.MULTILINE), out
-    assert_rows(out, r"1x32x32\s+1\s", r"1x32x32\s+2\s", r"64x32x32\s+1\s", r"64x32x32\s+2\s")
+    assert re.search(r"^\s+images\s+cl\s+body MB\s+round ms\s+floor ms.*TCP MB/s.*copy MB/s", out, re.MULTILINE), out
+    assert_rows(
+        out, r"1x32x32\s+1\s+[\d.]+\s+[\d.]+\s+[\d.]+\s", r"1x32x32\s+2\s", r"64x32x32\s+1\s", r"64x32x32\s+2\s"
+    )
+
+
+def test_tour_model(bench_env):
+    """The run command's demo (3 episodes here), a snapshot with the form's defaults, one job from the preset."""
+    out = smoke("tour_model", bench_env)
+    assert re.search(r"^3 PickCube episodes at 64 px labeled by 'lifted'", out, re.MULTILINE), out
+    assert re.search(r"^snapshot \(the form's defaults\): 1 of 3 episodes held out", out, re.MULTILINE), out
+    assert_rows(out, r"0\s+\d+\s", "passed [01] of 1")
 
 
 def test_ingest(bench_env):

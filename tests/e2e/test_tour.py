@@ -2,10 +2,9 @@
 data (`manage.py setup_demo` as scripts/run.sh runs it), the printed admin login, a snapshot with the form's
 defaults, a job from the *PickCube workspace* preset, the evaluation and its slider, *Deploy…* carrying the
 slider's threshold, and rewards through the README's client snippet, run by a Python outside the repository
-with `reward_client` installed as the README says (`pip install ./reward_client`). Every page that shows the
-model carries the sanity check's findings exactly when its validation numbers fail it; a model that passes is
-better than the majority answer at the slider's threshold and on the served frames. Its accuracy and the
-training's time are printed (see README, "A first tour")."""
+with `reward_client` installed as the README says (`pip install ./reward_client`). The model passes the
+sanity check (no page flags it), beats the majority answer at the slider's threshold and ranks the served
+frames well. Its accuracy and the training's time are printed (see README, "A first tour")."""
 
 from __future__ import annotations
 
@@ -29,11 +28,13 @@ from tests.inference.conftest import direct_probabilities
 from training.evaluation import metrics as evaluation
 from training.evaluation.model_evaluation import model_predictions
 from training.models import TrainedModel, TrainingJob
+from webapp.demo.lift import frame_labels
 from webapp.demo.pickcube import demo_episodes
 
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 
-TRAINING_TIMEOUT_MS = 1_500_000  # the preset's 8 epochs on 9 episodes: 6.5 min at load average 8 (printed below)
+TRAINING_TIMEOUT_MS = 1_500_000  # the preset's 8 epochs on 24 episodes: 75 s on a quiet machine (printed below)
+EPISODES = 24  # what the run command seeds (manage.py setup_demo's defaults)
 
 
 def readme_snippet() -> str:
@@ -128,8 +129,8 @@ def test_the_readme_tour_ends_with_a_useful_deployed_reward(
     page.wait_for_url(f"{live_server_url}/")
     page.click("text=PickCube demo")  # the home page lists it
     page.wait_for_url(re.compile(r".*/projects/\d+/$"))
-    assert page.locator("#episodes tbody tr").count() == 9  # 2. its episodes, ready to label, with thumbnails
-    assert page.locator("#episodes td.thumb img").count() == 9
+    assert page.locator("#episodes tbody tr").count() == EPISODES  # 2. its episodes, ready to label, with thumbnails
+    assert page.locator("#episodes td.thumb img").count() == EPISODES
 
     # 3. Training: a snapshot with the form's defaults, then the PickCube workspace preset
     page.locator("a[href$='/training/']").first.click()
@@ -140,7 +141,7 @@ def test_the_readme_tour_ends_with_a_useful_deployed_reward(
     page.click("#back-to-training")
     page.click("#job-presets a[data-preset=pickcube]")
     job = page.locator("#job-form")
-    assert job.locator("[name=image_height]").input_value() == "32"  # the workspace of a 64 px camera
+    assert job.locator("[name=image_height]").input_value() == "64"  # the workspace of a 128 px camera
     assert job.locator("[name=crop]").input_value() == "0.2, 0.25, 0.5, 0.5"
     job.locator("button[type=submit]").click()
     page.wait_for_url(re.compile(r".*/jobs/\d+/$"))
@@ -163,29 +164,23 @@ def test_the_readme_tour_ends_with_a_useful_deployed_reward(
         f" frames, majority share {majority:.3f}; accuracy {evaluation.metrics_at(probs, labels)['accuracy']:.3f} at"
         f" 0.5, {evaluation.best_accuracy(probs, labels):.3f} at the best threshold; ROC AUC {auc:.3f}"
     )
-    findings = evaluation.sanity_check(probs, labels)
-    # A useless model is never shown as a good one: the job page (and below, the evaluation and deploy pages)
-    # carry the sanity check's findings exactly when the numbers fail it. (The preset's 8 epochs on the 9-episode,
-    # 64 px demo do not always generalize to its one validation episode: README, "A first tour".)
-    warned = 1 if findings else 0
-    if findings:
-        page.wait_for_selector("[data-sanity=failed]")
-    assert page.locator("[data-sanity=failed]").count() == warned, findings
+    assert evaluation.sanity_check(probs, labels) == []  # a reward worth deploying, on held-out episodes
+    assert auc >= 0.8, auc
+    assert page.locator("[data-sanity=failed]").count() == 0  # nor does the job page (or the two below) flag it
     page.click("text=Open the evaluation")
     page.wait_for_selector(".gallery a")
-    assert page.locator("[data-sanity=failed]").count() == warned, findings
+    assert page.locator("[data-sanity=failed]").count() == 0
 
     # 4. the slider where the evaluation's accuracy is best, then Deploy…: its threshold comes along
     sweep = evaluation.threshold_sweep(probs, labels)
     threshold = f"{max(sweep, key=lambda row: row['accuracy'])['threshold']:.2f}"
     page.locator("#threshold").fill(threshold)
     accuracy = page.locator("[data-metric=accuracy]").first.inner_text()
-    if not findings:
-        assert float(accuracy.rstrip("%")) / 100 > majority, (threshold, accuracy, majority)
+    assert float(accuracy.rstrip("%")) / 100 > majority, (threshold, accuracy, majority)
     page.click("#deploy-link")
     page.wait_for_url(re.compile(rf".*/models/\d+/deploy\?threshold={re.escape(threshold)}$"))
     assert float(page.locator("#deploy-form [name=threshold]").input_value()) == float(threshold)
-    assert page.locator("[data-sanity=failed]").count() == warned, findings
+    assert page.locator("[data-sanity=failed]").count() == 0
     name = page.locator("#deploy-form [name=name]").input_value()
     page.locator("#deploy-form button[type=submit]").click()
     page.wait_for_url(f"{live_server_url}/deployments/")
@@ -196,10 +191,14 @@ def test_the_readme_tour_ends_with_a_useful_deployed_reward(
     page.close()
 
     # rewards through the README's snippet, from outside the repository: frames of the demo's episodes
-    rendered = demo_episodes(9, size=64)
-    picks = [(e, i) for e in rendered for i in np.linspace(0, len(e.success) - 1, 4).astype(int)]
-    images = np.stack([e.images["main"][i] for e, i in picks])
-    truth = np.array([bool(e.success[i]) for e, i in picks])
+    rendered = demo_episodes(EPISODES, size=128)
+    picks = []  # (episode, step, its label by the lift: the demo's labels, README step 1), 4 per episode
+    for episode in rendered:
+        labeled = frame_labels(episode.cube_height, episode.grasped)
+        steps = np.linspace(0, len(labeled) - 1, 4).astype(int)
+        picks += [(episode, i, labeled[i]) for i in steps if labeled[i] is not None]
+    images = np.stack([episode.images["main"][i] for episode, i, _ in picks])
+    truth = np.array([label == "success" for _, _, label in picks])
     env_rewards = np.zeros(len(images), dtype=np.float32)
     served = run_snippet(
         tmp_path / "rl-machine",
@@ -219,5 +218,4 @@ def test_the_readme_tour_ends_with_a_useful_deployed_reward(
     assert np.allclose(served["rewards"], served["di_engine"], atol=1e-5)
     served_auc = evaluation.roc_curve(p, truth)["auc"]
     print(f"tour: served {len(p)} demo frames (train and validation episodes), ROC AUC {served_auc:.3f}")
-    if not findings:
-        assert served_auc >= evaluation.MIN_USEFUL_AUC, (p.round(2).tolist(), truth.tolist())
+    assert served_auc >= 0.8, (p.round(2).tolist(), truth.tolist())

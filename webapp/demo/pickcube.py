@@ -3,9 +3,9 @@
 Rendered once (both cameras, a mix of successes and failed grasps, one simulator process per CPU), cached as
 one `.npz` per episode under `DEMO_CACHE_DIR` (`webapp.demo.episode_cache`), so later starts read files
 instead of simulating.
-The run command's demo project takes its frame labels from the env's success flag and its window labels
-from the trend rule (accepted proposals); `manage.py demo` stores the same episodes labeled by
-`webapp.demo.lift` (the cube held up off the table), what its reward model learns.
+Both the run command's demo project and `manage.py demo` label frames by `webapp.demo.lift` (the cube held up
+off the table, what a camera frame shows; PickCube's own success flag needs the invisible goal) and windows
+by the trend rule (accepted proposals).
 """
 
 from __future__ import annotations
@@ -94,17 +94,20 @@ def _frame_values(demo: DemoEpisode, labels: str) -> list[str | None]:
     raise ValueError(f"labels must be {ENV_SUCCESS!r} or {LIFTED!r}, got {labels!r}")
 
 
-def seed_pickcube_episodes(*, project: Project, episodes: list[DemoEpisode], labels: str = ENV_SUCCESS) -> int:
-    """Store the episodes in the project (idempotent) with human frame labels from the env's success flag
-    (`labels="env success"`) or from the cube held up (`"lifted"`, some frames left unlabeled), and trend-rule
-    windows."""
+def seed_pickcube_episodes(*, project: Project, episodes: list[DemoEpisode], labels: str = LIFTED) -> int:
+    """Store the episodes in the project (idempotent) with human frame labels from the cube held up
+    (`labels="lifted"`, some frames left unlabeled) or from the env's success flag (`"env success"`), and
+    trend-rule windows. Episodes stored earlier keep their labels, except seeded labels of the other rule that
+    nobody edited: those follow `labels`, so a project never mixes the two."""
     from labeling.labels.services import Actor
     from labeling.proposals.services import proposals_accept, proposals_generate
 
     created = []
     for demo in episodes:
         episode_uuid = uuid.uuid5(NAMESPACE, f"{project.pk}/{demo.seed}/{demo.perturbed}/{EPISODE_VERSION}")
-        if Episode.objects.filter(uuid=episode_uuid).exists():
+        stored = Episode.objects.filter(uuid=episode_uuid).first()
+        if stored is not None:
+            _seeded_labels_follow(stored, _frame_values(demo, labels), labels)
             continue
         n = len(demo.success)
         values = _frame_values(demo, labels)
@@ -156,13 +159,30 @@ def seed_pickcube_episodes(*, project: Project, episodes: list[DemoEpisode], lab
     return len(created)
 
 
+def _seeded_labels_follow(episode: Episode, values: list[str | None], labels: str) -> None:
+    """Seeded labels of another rule that no person or agent edited take `values` (None: removed)."""
+    stale = FrameLabel.objects.filter(
+        episode=episode, source="human", params__seeded="demo", author=None, agent=None
+    ).exclude(params__from=labels)
+    rows = list(stale.select_related("step"))
+    if not rows:
+        return
+    with transaction.atomic():
+        gone = [row.pk for row in rows if values[row.step.index] is None]
+        FrameLabel.objects.filter(pk__in=gone).delete()
+        kept = [row for row in rows if values[row.step.index] is not None]
+        for row in kept:
+            row.value, row.params = values[row.step.index], {**row.params, "from": labels}
+        FrameLabel.objects.bulk_update(kept, ["value", "params"])
+
+
 DEMO_PROJECT = "PickCube demo"
 PLACEHOLDER_PROJECT = "Placeholder demo (generated scenes, not a simulator)"
-DEMO_TASK = "Pick up the red cube and lift it to the goal."
+DEMO_TASK = "Pick up the red cube and lift it off the table."
 
 
 def seed_demo_project(
-    *, episodes: int = 9, size: int = 64, stdout: Writer | None = None, placeholder: bool = False
+    *, episodes: int = 24, size: int = 128, stdout: Writer | None = None, placeholder: bool = False
 ) -> Project:
     """What the run command seeds: real PickCube episodes, or (when the simulator cannot run here, saying why
     and what to install) a clearly named placeholder project of generated scenes."""

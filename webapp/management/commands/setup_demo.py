@@ -18,8 +18,15 @@ class Command(BaseCommand):
     help = "Idempotently create an admin user, the demo project with labeled episodes, and a demo agent."
 
     def add_arguments(self, parser):
-        parser.add_argument("--episodes", type=int, default=9, help="PickCube episodes to seed (default 9).")
-        parser.add_argument("--size", type=int, default=64, help="camera size in pixels (default 64)")
+        parser.add_argument(
+            "--episodes",
+            type=int,
+            default=24,
+            help="PickCube episodes to seed (default 24: fewer train a reward that does not generalize)",
+        )
+        parser.add_argument(
+            "--size", type=int, default=128, help="camera size in pixels (default 128, as manage.py demo's)"
+        )
         parser.add_argument(
             "--placeholder", action="store_true", help="seed generated scenes instead of running the simulator"
         )
