@@ -2,13 +2,15 @@
 
 For each stream rate it prints, at every dashboard client, the latency from frame sent (the agent's
 `sent_at`) to probability received (p50, p95), beside the raw single-image forward time of the same
-checkpoint measured in this process with the same torch threads as the worker, in the same run. Each
+checkpoint measured in this process with the same torch threads as the worker, in the same run, one forward per
+frame period (an idle CPU between frames is slower to start a forward). Each
 scenario also splits client 1's latency into the server's own scoring round trip (the result's
 `inference_ms`: reward path, broker, worker, forward) and the rest (agent to server, image checks and
 decode, waiting in the newest-frame slot, the fan-out to viewers); the agent's line, beside the clients',
 shows what the viewers' channel-layer fan-out adds to the agent's direct reply.
 
-  1. 10 Hz, ResNet18 128x128: target p95 <= raw forward + 20 ms at every client.
+  1. 10 Hz, ResNet18 128x128: target p95 <= the raw forward's p95 + 20 ms at every client (the forward's own
+     tail is the model's, not the service's: the raw forward's p50 and p95 are printed).
   2. 20 Hz, same model.
   3. overload: a ResNet18 at 224x224 (RLinf's PickCube size, slower) streamed at twice the rate it can
      serve (2 / raw forward): the inference backlog must stay bounded (newest frame wins, at most one
@@ -100,7 +102,10 @@ def setup():
     return project, deployments, token, client.cookies["sessionid"].value
 
 
-def raw_forward_ms(folder: str, size: int, repeats: int = 40) -> float:
+def raw_forward_ms(folder: str, size: int, hz: float, repeats: int = 40) -> tuple[float, float]:
+    """The raw single-image forward's p50 and p95 in ms, one call every 1/hz s as the stream sends frames (an idle
+    CPU between frames makes a forward slower than back to back): the stream's p95 is compared with the
+    forward's own at the same pace."""
     import numpy as np
 
     from training.resnet.checkpoint import load_checkpoint, predict_proba
@@ -113,8 +118,9 @@ def raw_forward_ms(folder: str, size: int, repeats: int = 40) -> float:
     for _ in range(repeats):
         started = time.perf_counter()
         predict_proba(model, image)
-        times.append(time.perf_counter() - started)
-    return statistics.median(times) * 1000
+        times.append((time.perf_counter() - started) * 1000)
+        time.sleep(max(0.0, 1 / hz - (time.perf_counter() - started)))
+    return statistics.median(times), percentile(times, 0.95)
 
 
 async def dashboard(url: str, cookie: str, origin: str, stop: asyncio.Event, out: dict) -> None:
@@ -167,11 +173,13 @@ async def scenario(base: str, token: str, cookie: str, deployment: str, size: in
     return summary, elapsed, outs, streamer.stats
 
 
-def report(title: str, raw_ms: float, summary, elapsed: float, outs: list[dict], limit_ms, stats=None) -> None:
-    sent = summary.steps
+def report(
+    title: str, raw: tuple[float, float], summary, elapsed: float, outs: list[dict], limit_ms, stats=None
+) -> None:
+    sent, (raw_ms, raw_p95) = summary.steps, raw
     print(
-        f"\n{title}: {sent} steps sent in {elapsed:.1f} s ({sent / elapsed:.1f} Hz); raw forward {raw_ms:.1f} ms; "
-        f"load average {os.getloadavg()[0]:.1f}"
+        f"\n{title}: {sent} steps sent in {elapsed:.1f} s ({sent / elapsed:.1f} Hz); raw forward (at that pace) p50 "
+        f"{raw_ms:.1f} ms, p95 {raw_p95:.1f} ms; load average {os.getloadavg()[0]:.1f}"
     )
     worst = 0.0
     for i, out in enumerate(outs, 1):
@@ -202,7 +210,8 @@ def report(title: str, raw_ms: float, summary, elapsed: float, outs: list[dict],
     elif limit_ms is not None:
         verdict = "OK" if worst <= limit_ms else "OVER"
         print(
-            f"  worst p95 {worst:.1f} ms vs limit raw + 20 ms = {limit_ms:.1f} ms: ratio {worst / limit_ms:.2f} [{verdict}]"
+            f"  worst p95 {worst:.1f} ms vs limit raw p95 + 20 ms = {limit_ms:.1f} ms: ratio {worst / limit_ms:.2f} "
+            f"[{verdict}]"
         )
 
 
@@ -237,11 +246,11 @@ def main() -> None:
         asyncio.run(scenario(base, token, cookie, name128, 128, 10, 1.5, 1))
         asyncio.run(scenario(base, token, cookie, name224, 224, 10, 1.5, 1))
         for hz in (10, 20):
-            raw = raw_forward_ms(folder128, 128)
+            raw = raw_forward_ms(folder128, 128, hz, repeats=max(10, min(40, round(args.seconds * hz))))
             result = asyncio.run(scenario(base, token, cookie, name128, 128, hz, args.seconds, args.clients))
-            report(f"{hz} Hz, ResNet18 128x128", raw, *result[:3], raw + 20 if hz == 10 else None, result[3])
-        raw224 = raw_forward_ms(folder224, 224)
-        serve_hz = 1000 / raw224
+            report(f"{hz} Hz, ResNet18 128x128", raw, *result[:3], raw[1] + 20 if hz == 10 else None, result[3])
+        raw224 = raw_forward_ms(folder224, 224, 1000.0, repeats=20)  # back to back, as the overload keeps it busy
+        serve_hz = 1000 / raw224[0]
         overload_hz = min(2 * serve_hz, 60.0)
         summary, elapsed, outs, stats = asyncio.run(
             scenario(base, token, cookie, name224, 224, overload_hz, args.seconds, args.clients)
@@ -256,7 +265,7 @@ def main() -> None:
         print(
             f"  scored {scored} of {summary.steps} frames, dropped {dropped}; backlog bounded: "
             f"p95 first half {first:.1f} ms, second half {second:.1f} ms "
-            f"({'bounded' if second <= max(2 * first, first + 3 * raw224) else 'GROWING'})"
+            f"({'bounded' if second <= max(2 * first, first + 3 * raw224[0]) else 'GROWING'})"
         )
     finally:
         stop(server, worker)
