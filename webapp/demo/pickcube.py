@@ -168,11 +168,13 @@ def _seeded_labels_follow(episode: Episode, values: list[str | None], labels: st
     if not rows:
         return
     with transaction.atomic():
-        gone = [row.pk for row in rows if values[row.step.index] is None]
-        FrameLabel.objects.filter(pk__in=gone).delete()
-        kept = [row for row in rows if values[row.step.index] is not None]
-        for row in kept:
-            row.value, row.params = values[row.step.index], {**row.params, "from": labels}
+        kept = []
+        for row in rows:
+            value = values[row.step.index]
+            if value is not None:
+                row.value, row.params = value, {**row.params, "from": labels}
+                kept.append(row)
+        FrameLabel.objects.filter(pk__in=[row.pk for row in rows if values[row.step.index] is None]).delete()
         FrameLabel.objects.bulk_update(kept, ["value", "params"])
 
 
