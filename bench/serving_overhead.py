@@ -253,7 +253,9 @@ def measure(
             flush=True,
         )
         return
-    per_client = max(2, repeats // many)
+    # each client's share of the figure's bytes, up to --requests each (a few one-image requests per client would
+    # time the threads' start, not the service)
+    per_client = max(2, min(args.requests, round(args.mb_per_figure * 1e6 / len(body) / many)))
 
     def run_client(client: LeanRewardClient) -> list[float]:
         return [harness.timed(lambda: client.rewards(body)) for _ in range(per_client)]
