@@ -12,10 +12,26 @@ type Data = MonitorPageData;
 const COLORS = ["#c0392b", "#2471a3", "#1e8449", "#b9770e", "#7d3c98", "#117a65"];
 const charts: uPlot[] = [];
 
-function chart(id: string, x: { label: string; time: boolean }, series: { label: string; values: Rate[] }[], xs: number[]) {
+// A chart with no point to draw says so (`empty`, when given) instead of showing bare axes.
+function chart(
+  id: string,
+  x: { label: string; time: boolean },
+  series: { label: string; values: Rate[] }[],
+  xs: number[],
+  empty = "",
+) {
   const el = document.getElementById(id);
   if (!el) return;
   el.innerHTML = "";
+  if (!series.some((s) => s.values.some((v) => v !== null && v !== undefined))) {
+    if (empty) {
+      const note = document.createElement("p");
+      note.className = "muted empty-chart";
+      note.textContent = empty;
+      el.append(note);
+    }
+    return;
+  }
   const c = new uPlot(
     {
       width: Math.max(240, el.clientWidth - 10), height: 220,
@@ -42,18 +58,20 @@ function render(data: Data) {
     { label: "false success (model yes, env no)", values: s.false_success_rate },
     { label: "false fail (model no, env yes)", values: s.false_fail_rate },
     { label: "model success rate", values: s.model_success_rate },
-  ], s.times);
+  ], s.times, "Nothing served in this window yet: the rates appear as RL workers ask this deployment for rewards " +
+    "(false success and false fail need the env_success flags they send).");
   chart("runs-chart", { label: "time", time: true },
-    Object.entries(s.run_false_success).map(([run, values]) => ({ label: run, values })), s.times);
+    Object.entries(s.run_false_success).map(([run, values]) => ({ label: run, values })), s.times);  // the table says why
   const centers = Array.from({ length: data.bins }, (_, i) => (i + 0.5) / data.bins);
   chart("hist-chart", { label: "probability", time: false }, [
     { label: "served", values: normalise(s.served_histogram) },
     { label: "training (val split)", values: normalise(data.training_histogram) },
-  ], centers);
+  ], centers, "No frames served yet, and no validation split to compare them with.");
   chart("steps-chart", { label: "episode step", time: false }, [
     { label: "model success rate", values: data.steps.model_success_rate },
     { label: "env success rate", values: data.steps.env_success_rate },
-  ], data.steps.steps);
+  ], data.steps.steps, "No episode steps yet: send episode_ids (and env_success) with reward requests to see the " +
+    "success rate at each step of an episode.");
 }
 
 const data = pageData("monitor");
