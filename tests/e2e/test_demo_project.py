@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from labeling.models import FrameLabel, Membership, Project, WindowLabel
+from labeling.models import Frame, FrameLabel, Membership, Project, WindowLabel
 from tests.conftest import login
 from webapp.demo.lift import frame_labels
 from webapp.demo.pickcube import DEMO_PROJECT, ENV_SUCCESS, demo_episodes, seed_demo_project, seed_pickcube_episodes
@@ -85,3 +85,14 @@ def test_a_demo_project_seeded_with_env_flag_labels_follows_the_lift_except_edit
     assert human == {**lift_labels(steps), 0: "success"}
     others = FrameLabel.objects.filter(project=project, source="human").exclude(step__index=0, episode=episode)
     assert set(others.values_list("params__from", flat=True)) == {"lifted"}
+
+
+@pytest.mark.slow
+@pytest.mark.django_db
+def test_a_demo_project_of_another_size_gets_its_new_episodes_at_its_own_size():
+    project = seed_demo_project(episodes=2, size=64, stdout=io.StringIO())  # an earlier run command's size
+    out = io.StringIO()
+    assert seed_demo_project(episodes=3, size=128, stdout=out) == project  # today's default size
+    assert "holds episodes rendered at 64 px" in out.getvalue()
+    assert project.episodes.count() == 3
+    assert set(Frame.objects.filter(step__episode__project=project).values_list("width", flat=True)) == {64}

@@ -21,7 +21,7 @@ from django.db import transaction
 
 from labeling.images import encode_array
 from labeling.ingest.services import StepInput, episode_create, episode_finish, steps_append
-from labeling.models import Episode, FrameLabel, Project
+from labeling.models import Episode, Frame, FrameLabel, Project
 
 from .episode_cache import (
     FIRST_SEED,
@@ -178,6 +178,15 @@ def _seeded_labels_follow(episode: Episode, values: list[str | None], labels: st
         FrameLabel.objects.bulk_update(kept, ["value", "params"])
 
 
+def _stored_size(project_name: str) -> int | None:
+    """The width of the main camera's frames already stored in the named project (None: none yet)."""
+    return (
+        Frame.objects.filter(step__episode__project__name=project_name, camera="main")
+        .values_list("width", flat=True)
+        .first()
+    )
+
+
 DEMO_PROJECT = "PickCube demo"
 PLACEHOLDER_PROJECT = "Placeholder demo (generated scenes, not a simulator)"
 DEMO_TASK = "Pick up the red cube and lift it off the table."
@@ -192,6 +201,13 @@ def seed_demo_project(
 
     stdout = stdout or sys.stdout
     if not placeholder:
+        stored = _stored_size(DEMO_PROJECT)
+        if stored is not None and stored != size:  # one size per project: a snapshot would resize, not crop
+            stdout.write(
+                f"{DEMO_PROJECT!r} holds episodes rendered at {stored} px: its new episodes are rendered at "
+                f"{stored} px too (delete the project for {size} px ones).\n"
+            )
+            size = stored
         try:
             rendered = demo_episodes(episodes, size=size, progress=progress_bar(stdout))
         except Exception as exc:  # no Vulkan, no simulator, a broken driver: fall back, loudly
