@@ -149,6 +149,16 @@ def procfile_env(process: str) -> dict[str, str]:
     return env
 
 
+def cpu_seconds(pids: list[int]) -> list[float]:
+    """User + system CPU seconds each process has used so far (Linux /proc, 10 ms ticks): what a process costs
+    whatever else the machine runs."""
+    seconds = []
+    for pid in pids:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        seconds.append((int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK"))
+    return seconds
+
+
 def timed(fn: Callable[[], object]) -> float:
     """Seconds one call of `fn` takes."""
     started = time.perf_counter()

@@ -12,6 +12,11 @@ worker, measured in the same run, right before each service figure:
      limit; the median round is the figure and every round is printed (one short burst on a shared
      2-core machine moves by 0.1). (A machine cannot beat its own forward pass at the batch it forms: this is
      the honest limit, where a fixed multiple of the batch-1 rate may be out of reach on small CPUs.)
+     Beside it, where the time went in the median round: the cores the web process, the clients and the worker
+     used (/proc), and the worker's own time scoring (its `rs_inference_batch_seconds`, from its metrics port)
+     against the raw forward at the batch formed. Where the web process, Redis and the clients share the
+     forward's cores (the raw limit had them alone), the forward itself runs slower: compare with `--threads`
+     one below the core count to leave them a core.
 
 Self-contained: it migrates the database named by DATABASE_URL (default: an SQLite file in a temporary
 folder), writes the checkpoint to a temporary MEDIA_ROOT, starts uvicorn and `manage.py inference_worker
@@ -49,6 +54,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.append(str(ROOT / "bench"))  # after ROOT: bench/inference.py must not hide the inference app
 from harness import (  # noqa: E402
+    cpu_seconds,
+    free_port,
     interleaved,
     parse_args,
     procfile_env,
@@ -115,6 +122,24 @@ def worker_counts() -> tuple[int, int]:
     return sum(b.get("served", 0) for b in beats), sum(b.get("batches", 0) for b in beats)
 
 
+def scoring_seconds(metrics_url: str, deployment: str) -> tuple[float, int]:
+    """The inference worker's time spent scoring batches of `deployment` so far, and how many batches
+    (its `rs_inference_batch_seconds` histogram, from its Prometheus port)."""
+    import urllib.request
+
+    from prometheus_client.parser import text_string_to_metric_families
+
+    text = urllib.request.urlopen(metrics_url, timeout=10).read().decode()
+    found = {"sum": 0.0, "count": 0.0}
+    for family in text_string_to_metric_families(text):
+        if family.name == "rs_inference_batch_seconds":
+            for sample in family.samples:
+                kind = sample.name.rsplit("_", 1)[-1]
+                if kind in found and sample.labels.get("deployment") == deployment:
+                    found[kind] = sample.value
+    return found["sum"], int(found["count"])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--threads", type=int, default=0, help="torch threads for raw and worker (0: torch default)")
@@ -153,7 +178,11 @@ def main() -> None:
     logs = TMP / "logs"
     logs.mkdir()
     server, url = start_web(logs / "uvicorn.log", env, app=args.app)
-    worker = start_inference_worker(logs / "worker.log", env, "--threads", str(threads))
+    metrics_port = free_port()
+    worker = start_inference_worker(
+        logs / "worker.log", env, "--threads", str(threads), "--metrics-port", str(metrics_port)
+    )
+    metrics_url = f"http://127.0.0.1:{metrics_port}/metrics"
     try:
         wait_for_inference_worker(worker)
         client = RewardClient(url, token, deployment.name)
@@ -212,9 +241,12 @@ def main() -> None:
             """One round: the raw batch-1 rate, the clients' burst, the raw rate at the batch size formed."""
             raw_before = [timed(lambda: predict_proba(raw_model, singles[0])) for _ in range(args.requests // 4)]
             served_before, batches_before = worker_counts()
-            started = time.perf_counter()
+            scoring_before = scoring_seconds(metrics_url, deployment.name)
+            cpu_before, started = cpu_seconds(processes), time.perf_counter()
             latencies = [x for own in pool.map(run_client, clients) for x in own]
             wall = time.perf_counter() - started
+            scoring_after = scoring_seconds(metrics_url, deployment.name)
+            web, forward, bench = ((b - a) / wall for a, b in zip(cpu_before, cpu_seconds(processes), strict=True))
             time.sleep(1.5)  # the worker's next heartbeat
             served_after, batches_after = worker_counts()
             raw_after = [timed(lambda: predict_proba(raw_model, singles[0])) for _ in range(args.requests // 4)]
@@ -224,7 +256,16 @@ def main() -> None:
                 [timed(lambda: predict_proba(raw_model, formed)) for _ in range(max(5, args.requests // 8))]
             )
             rate = len(latencies) / wall
+            # the cores the web process and the clients left to the forward (the raw limit had them all)
+            left = max(0.0, min(threads, cores - web - bench))
+            scored_s, scored_batches = (b - a for a, b in zip(scoring_before, scoring_after, strict=True))
             return {
+                "scoring": scored_s / wall,  # share of the burst the worker spent scoring
+                "batch_ms": 1000 * scored_s / max(1, scored_batches),
+                "raw_batch_ms": 1000 * len(formed) / raw_formed,
+                "cores": {"web": web, "clients": bench, "worker": forward},
+                "left": left,
+                "ratio_left": rate / (raw_formed * left / threads) if left else float("nan"),
                 "rate": rate,
                 "raw_formed": raw_formed,
                 "ratio": rate / raw_formed,
@@ -234,6 +275,8 @@ def main() -> None:
                 "latencies": latencies,
             }
 
+        cores = len(os.sched_getaffinity(0))
+        processes = [server.pid, worker.pid, os.getpid()]  # this process: the clients (the raw forward waits)
         with ThreadPoolExecutor(args.clients) as pool:
             list(pool.map(lambda c: c.rewards(bodies[0]), clients))  # connections open
             rounds = [crowd_round(pool) for _ in range(args.rounds)]
@@ -248,6 +291,18 @@ def main() -> None:
             f"p99 {percentile(middle['latencies'], 0.99) * 1000:.1f} ms over {len(middle['latencies'])} requests, "
             f"{middle['mean_batch']:.1f} requests per batch; raw batch-1 rate {middle['raw_rate']:.1f} "
             f"({middle['rate'] / middle['raw_rate']:.2f}x)"
+        )
+        used = middle["cores"]
+        print(
+            f"   cores busy during the burst (of {cores}): web process {used['web']:.2f}, clients {used['clients']:.2f}, "
+            f"inference worker {used['worker']:.2f}; the forward's {threads} threads had at most {middle['left']:.2f} "
+            f"cores: against raw scaled to them {middle['ratio_left']:.2f} (an estimate; the raw forward scales about "
+            "linearly with cores here)"
+        )
+        print(
+            f"   the worker scored for {middle['scoring']:.0%} of the burst, {middle['batch_ms']:.1f} ms per batch of "
+            f"{middle['mean_batch']:.1f} (its rs_inference_batch_seconds) against the raw forward's "
+            f"{middle['raw_batch_ms']:.1f} ms at batch {middle['formed']}"
         )
         print(
             "   every round (service / raw at the batch formed): "

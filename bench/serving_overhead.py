@@ -162,15 +162,6 @@ def images(batch: int, size: int, seed: int) -> np.ndarray:
     return array
 
 
-def cpu_seconds(pids: list[int]) -> np.ndarray:
-    """User + system CPU seconds each process has used (Linux /proc): what the service costs whatever the load."""
-    ticks = []
-    for pid in pids:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        ticks.append(int(fields[11]) + int(fields[12]))
-    return np.array(ticks) / os.sysconf("SC_CLK_TCK")
-
-
 def mb(nbytes: float) -> str:
     return f"{nbytes / 1e6:.2f}"
 
@@ -220,14 +211,14 @@ def measure(
     forward = statistics.median(harness.timed(lambda: scorer.score(frame_view)) for _ in range(5))
     copy = statistics.median(harness.timed(lambda: np.copyto(target, source)) for _ in range(repeats))
     relay_times = [harness.timed(lambda: relay.pass_through(body)) for _ in range(repeats)]
-    cpu_before = cpu_seconds(service)
+    cpu_before = np.array(harness.cpu_seconds(service))
     tcp_times, http_times, floor_times = harness.interleaved(
         lambda _: transport.send(body),
         lambda _: clients[0].rewards(body),
         lambda _: floor.rewards(body),
         repeats=repeats,
     )
-    cpu = (cpu_seconds(service) - cpu_before) / repeats
+    cpu = (np.array(harness.cpu_seconds(service)) - cpu_before) / repeats
     round_trip = statistics.median(http_times)
     tcp = statistics.median(tcp_times)
     limits = {
@@ -262,10 +253,10 @@ def measure(
 
     tcp_before = [harness.timed(lambda: transport.send(body)) for _ in range(per_client)]
     with ThreadPoolExecutor(many) as pool:
-        cpu_before, started = cpu_seconds(service), time.perf_counter()
+        cpu_before, started = np.array(harness.cpu_seconds(service)), time.perf_counter()
         latencies = [t for own in pool.map(run_client, clients) for t in own]
         wall = time.perf_counter() - started
-    limits["cpu"] = (cpu_seconds(service) - cpu_before) / len(latencies)
+    limits["cpu"] = (np.array(harness.cpu_seconds(service)) - cpu_before) / len(latencies)
     limits.pop("floor")  # measured for one client
     tcp_after = [harness.timed(lambda: transport.send(body)) for _ in range(per_client)]
     limits["tcp"] = len(body) / statistics.median(tcp_before + tcp_after)

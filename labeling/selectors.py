@@ -9,13 +9,20 @@ from typing import Any
 
 from django.db.models import Model, QuerySet
 
-from .models import Agent, Episode, FrameLabel, LabelSource, Project, ProposalStatus, WindowLabel
+from .models import Agent, Episode, Frame, FrameLabel, LabelSource, Project, ProposalStatus, WindowLabel
 
 #: Which label counts when several are on one step or window span, first wins.
 SOURCE_PRIORITY: tuple[str, ...] = (LabelSource.HUMAN, LabelSource.PROPOSAL, LabelSource.MODEL)
 
 FRAME_LABEL_FIELDS = ("step_id", "value", "source", "episode_id", "author__username", "agent__name", "updated_at")
 WINDOW_LABEL_FIELDS = ("pk", "episode_id", "start", "end", "value", "source")
+
+
+def stored_frame_width(*, project: Project, camera: str | None = None) -> int | None:
+    """The width of a camera's frames stored in the project (its first camera by default); None: none yet.
+    A project keeps one size per camera (the demo commands add episodes at the stored size)."""
+    camera = camera or (project.camera_views or ["main"])[0]
+    return Frame.objects.filter(step__episode__project=project, camera=camera).values_list("width", flat=True).first()
 
 
 def episode_by_uuid(uuid) -> Episode | None:

@@ -14,7 +14,8 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from labeling import access
-from labeling.models import Frame, Project
+from labeling.models import Project
+from labeling.selectors import stored_frame_width
 from training.evaluation.model_evaluation import EvaluationUnavailable, evaluation_data
 from webapp.common.file_streaming import stream_response
 from webapp.common.jobs.payload import job_progress_payload
@@ -47,9 +48,7 @@ def _job_form_initial(request, project: Project) -> dict[str, Any]:
     (`?from_job=N`, "Train again with changes"); the defaults otherwise."""
     preset = PRESETS.get(request.GET.get("preset", ""))
     if preset is not None:
-        camera = (project.camera_views or ["main"])[0]
-        frame = Frame.objects.filter(step__episode__project=project, camera=camera).only("width").first()
-        return preset.form_initial(frame.width if frame else None)
+        return preset.form_initial(stored_frame_width(project=project))
     job_id = request.GET.get("from_job", "")
     job = TrainingJob.objects.filter(project=project, pk=int(job_id)).first() if job_id.isdigit() else None
     if job is None or job.kind != "resnet":

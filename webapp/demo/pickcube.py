@@ -21,7 +21,8 @@ from django.db import transaction
 
 from labeling.images import encode_array
 from labeling.ingest.services import StepInput, episode_create, episode_finish, steps_append
-from labeling.models import Episode, Frame, FrameLabel, Project
+from labeling.models import Episode, FrameLabel, Project
+from labeling.selectors import stored_frame_width
 
 from .episode_cache import (
     FIRST_SEED,
@@ -178,15 +179,6 @@ def _seeded_labels_follow(episode: Episode, values: list[str | None], labels: st
         FrameLabel.objects.bulk_update(kept, ["value", "params"])
 
 
-def _stored_size(project_name: str) -> int | None:
-    """The width of the main camera's frames already stored in the named project (None: none yet)."""
-    return (
-        Frame.objects.filter(step__episode__project__name=project_name, camera="main")
-        .values_list("width", flat=True)
-        .first()
-    )
-
-
 DEMO_PROJECT = "PickCube demo"
 PLACEHOLDER_PROJECT = "Placeholder demo (generated scenes, not a simulator)"
 DEMO_TASK = "Pick up the red cube and lift it off the table."
@@ -201,7 +193,8 @@ def seed_demo_project(
 
     stdout = stdout or sys.stdout
     if not placeholder:
-        stored = _stored_size(DEMO_PROJECT)
+        existing = Project.objects.filter(name=DEMO_PROJECT).first()
+        stored = stored_frame_width(project=existing, camera="main") if existing else None
         if stored is not None and stored != size:  # one size per project: a snapshot would resize, not crop
             stdout.write(
                 f"{DEMO_PROJECT!r} holds episodes rendered at {stored} px: its new episodes are rendered at "

@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from labeling.models import Frame, Project
+from labeling.models import Project
+from labeling.selectors import stored_frame_width
 from training.presets import WORKSPACE_CROP, workspace_input_size
 
 from .episode_cache import cache_path, episode_load, render_missing, render_workers
@@ -61,9 +62,11 @@ def demo_project_prepare(*, name: str, episodes: int, size: int, first_seed: int
     )
     if not {"main", "extra"} <= set(project.camera_views):
         raise DemoError(f"project {project.name!r} needs cameras main and extra, has {project.camera_views}")
-    frames = Frame.objects.filter(step__episode__project=project, camera=CAMERA)
-    other_size = frames.exclude(width=size).values_list("width", flat=True).first()
-    if other_size is not None:  # one snapshot of mixed sizes would be resized, not cropped, to the model's input
+    other_size = stored_frame_width(project=project, camera=CAMERA)
+    if other_size not in (
+        None,
+        size,
+    ):  # one snapshot of mixed sizes would be resized, not cropped, to the model's input
         raise DemoError(
             f"project {project.name!r} holds episodes rendered at {other_size} px, not {size} px: "
             "pass --size to match them or --project for a new project"
