@@ -5,7 +5,8 @@ limit is `predict_proba` of the same checkpoint in this process with the same to
 worker, measured in the same run, right before each service figure:
 
   1. batch of 64 through the REST API: throughput vs the raw batch-64 forward   (target ratio >= 0.9)
-  2. one client sending single images: median latency vs raw single-image forward (target <= raw + 3 ms)
+  2. one client sending single images: median latency vs raw single-image forward (target <= raw + 3 ms),
+     and the mean round trip split into the worker's own scoring time and the rest of the path
   3. 16 concurrent clients sending single images: aggregate throughput vs the raw throughput at the mean
      batch size the worker formed in that run (target ratio >= 0.9), with p50/p99 latency and the raw
      batch-1 rate beside it. It runs in rounds (--rounds, default 3), each measured beside its own raw
@@ -219,11 +220,21 @@ def main() -> None:
             ("2. one client, median latency (ms)", lambda _: client.compute_rewards(singles[1]), "  <= +3.00 ms"),
             ("   same, lean http.client worker, reference", lambda _: lean.rewards(bodies[1]), ""),
         ):
+            scoring_before = scoring_seconds(metrics_url, deployment.name)
             raw_times, latencies = interleaved(
                 lambda _: predict_proba(raw_model, singles[0]), call, repeats=args.requests
             )
+            scored_s, scored_batches = (
+                b - a for a, b in zip(scoring_before, scoring_seconds(metrics_url, deployment.name), strict=True)
+            )
             median_ms, raw1_ms = statistics.median(latencies) * 1000, statistics.median(raw_times) * 1000
             print(f"{label:<44} {median_ms:>14.2f} {raw1_ms:>14.2f} {median_ms - raw1_ms:>+7.2f}{target}")
+            mean_ms, raw_mean_ms = statistics.mean(latencies) * 1000, statistics.mean(raw_times) * 1000
+            scoring_ms = 1000 * scored_s / max(1, scored_batches)
+            print(
+                f"   means: round trip {mean_ms:.2f} ms = the worker's scoring {scoring_ms:.2f} ms (raw forward "
+                f"{raw_mean_ms:.2f} ms) + the rest of the path {mean_ms - scoring_ms:.2f} ms"
+            )
 
         # 3. concurrent clients, single images, in rounds (raw batch-1 rate: the median of runs before and after)
         per_client = max(1, args.requests // args.clients * 2)
