@@ -267,16 +267,12 @@ def main() -> None:
                 [timed(lambda: predict_proba(raw_model, formed)) for _ in range(max(5, args.requests // 8))]
             )
             rate = len(latencies) / wall
-            # the cores the web process and the clients left to the forward (the raw limit had them all)
-            left = max(0.0, min(threads, cores - web - bench))
             scored_s, scored_batches = (b - a for a, b in zip(scoring_before, scoring_after, strict=True))
             return {
                 "scoring": scored_s / wall,  # share of the burst the worker spent scoring
                 "batch_ms": 1000 * scored_s / max(1, scored_batches),
                 "raw_batch_ms": 1000 * len(formed) / raw_formed,
                 "cores": {"web": web, "clients": bench, "worker": forward},
-                "left": left,
-                "ratio_left": rate / (raw_formed * left / threads) if left else float("nan"),
                 "rate": rate,
                 "raw_formed": raw_formed,
                 "ratio": rate / raw_formed,
@@ -306,9 +302,7 @@ def main() -> None:
         used = middle["cores"]
         print(
             f"   cores busy during the burst (of {cores}): web process {used['web']:.2f}, clients {used['clients']:.2f}, "
-            f"inference worker {used['worker']:.2f}; the forward's {threads} threads had at most {middle['left']:.2f} "
-            f"cores: against raw scaled to them {middle['ratio_left']:.2f} (an estimate; the raw forward scales about "
-            "linearly with cores here)"
+            f"inference worker {used['worker']:.2f} (the raw limit had the cores to itself)"
         )
         print(
             f"   the worker scored for {middle['scoring']:.0%} of the burst, {middle['batch_ms']:.1f} ms per batch of "

@@ -133,6 +133,10 @@ def test_inference(bench_env):
         r"3\. 2 clients, single images \(images/s\)",
         "latency p50",
     )
+    # where the time went: the worker's own scoring (from its metrics port) and the cores each process used
+    assert len(re.findall(r"means: round trip [\d.]+ ms = the worker's scoring [\d.]+ ms", out)) == 2, out
+    assert re.search(r"cores busy during the burst \(of \d+\): web process [\d.]+", out), out
+    assert re.search(r"the worker scored for \d+% of the burst, [\d.]+ ms per batch", out), out
 
 
 def test_serving_overhead(bench_env):

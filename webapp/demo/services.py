@@ -62,13 +62,11 @@ def demo_project_prepare(*, name: str, episodes: int, size: int, first_seed: int
     )
     if not {"main", "extra"} <= set(project.camera_views):
         raise DemoError(f"project {project.name!r} needs cameras main and extra, has {project.camera_views}")
-    other_size = stored_frame_width(project=project, camera=CAMERA)
-    if other_size not in (
-        None,
-        size,
-    ):  # one snapshot of mixed sizes would be resized, not cropped, to the model's input
+    # one snapshot of mixed sizes would be resized, not cropped, to the model's input
+    stored = stored_frame_width(project=project, camera=CAMERA)
+    if stored is not None and stored != size:
         raise DemoError(
-            f"project {project.name!r} holds episodes rendered at {other_size} px, not {size} px: "
+            f"project {project.name!r} holds episodes rendered at {stored} px, not {size} px: "
             "pass --size to match them or --project for a new project"
         )
     stdout.write(f"PickCube episodes: {episodes} from seed {first_seed} ({size} px, cached in DEMO_CACHE_DIR)\n")
