@@ -166,11 +166,14 @@ def timed(fn: Callable[[], object]) -> float:
     return time.perf_counter() - started
 
 
-def interleaved(*calls: Callable[[int], object], repeats: int) -> tuple[list[float], ...]:
+def interleaved(*calls: Callable[[int], object], repeats: int, idle_s: float = 0.0) -> tuple[list[float], ...]:
     """Seconds per call of each, taking turns: calls[0](0), calls[1](0), ..., calls[0](1), ...: every side sees
-    the same moments of a shared machine (its speed can swing by a quarter within a minute)."""
+    the same moments of a shared machine (its speed can swing by a quarter within a minute). With `idle_s`, the
+    machine idles that long (untimed) before each call, as it does between an RL worker's steps."""
     times: tuple[list[float], ...] = tuple([] for _ in calls)
     for i in range(repeats):
         for call, own in zip(calls, times, strict=True):
+            if idle_s:
+                time.sleep(idle_s)
             own.append(timed(partial(call, i)))
     return times

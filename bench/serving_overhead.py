@@ -217,6 +217,7 @@ def measure(
         lambda _: clients[0].rewards(body),
         lambda _: floor.rewards(body),
         repeats=repeats,
+        idle_s=args.idle_ms / 1e3,
     )
     cpu = (np.array(harness.cpu_seconds(service)) - cpu_before) / repeats
     round_trip = statistics.median(http_times)
@@ -274,6 +275,13 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=16, help="concurrent clients of the second scenario")
     parser.add_argument("--requests", type=int, default=50, help="most requests per figure (fewer for large bodies)")
     parser.add_argument("--mb-per-figure", type=float, default=300.0, help="about this many MB sent per figure")
+    parser.add_argument(
+        "--idle-ms",
+        type=float,
+        default=0.0,
+        help="one client: the machine idles this long before each timed call (service, floor and TCP alike), as "
+        "between an RL worker's steps; 0: back to back",
+    )
     args = harness.parse_args(parser, batches="1,64", sizes="32", clients=2, requests=3, mb_per_figure=1.0)
     batches = [int(b) for b in args.batches.split(",")]
     sizes = [int(s) for s in args.sizes.split(",")]
@@ -313,6 +321,7 @@ def main() -> None:
             f"instant model (BENCH_MODELS=1), uvicorn as the Procfile, worker "
             f"{' '.join(f'{k}={v}' for k, v in WORKER_ENV.items())}, max_batch_size {deployment.max_batch_size}, "
             f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores at the start"
+            + (f", one client idling {args.idle_ms:g} ms before each call" if args.idle_ms else "")
         )
         print(
             f"{'images':>13} {'cl':>3} {'body MB':>8} {'round ms':>9} {'floor ms':>9} {'outside/req ms':>14} {'outside/img us':>14} "

@@ -103,7 +103,7 @@ class RewardSettings:
         return asdict(self)
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)  # not frozen: a frozen dataclass's __init__ tripled compute_rewards' cost per item
 class ItemReward:
     probability: float | None
     success: bool | None

@@ -47,6 +47,11 @@ from .arrays import flat, uint8_batch
 from .errors import BadRequestError, ConnectionFailed, RewardServiceError, ServiceUnavailable, error_for
 from .shm import SharedFrames, local_boot_id, shm_supported
 
+try:  # the answers' JSON: orjson where the RL worker's environment has it (about a third of json's time per item)
+    from orjson import loads as _loads
+except ImportError:  # pragma: no cover - the client depends on numpy, requests and urllib3 only
+    from json import loads as _loads  # type: ignore[assignment]
+
 __all__ = ["RewardClient", "RewardResult"]
 
 
@@ -271,7 +276,7 @@ class RewardClient:
             self._pool = None
             return self._post(body, params, content_type)
         if 200 <= response.status < 300:
-            return json.loads(response.data) if response.data else {}
+            return _loads(response.data) if response.data else {}
         raise error_for(response.status, response.data, response.reason)
 
     def call(self, method: str, url: str, **kwargs: Any) -> Any:

@@ -21,8 +21,14 @@ def test_the_package_builds_installs_and_imports_alone(tmp_path):
     with zipfile.ZipFile(wheel) as archive:
         names = set(archive.namelist())
         metadata = email.message_from_bytes(archive.read(next(n for n in names if n.endswith("/METADATA"))))
-    requires = {r.split(">")[0].split("=")[0].strip().lower() for r in metadata.get_all("Requires-Dist") or []}
-    assert requires == {"numpy", "requests", "urllib3", "pillow"}
+    requires = {  # name: its environment marker ("" for what every install gets)
+        r.split(";")[0].split(">")[0].split("=")[0].strip().lower(): r.partition(";")[2].strip()
+        for r in metadata.get_all("Requires-Dist") or []
+    }
+    assert {name for name, marker in requires.items() if not marker} == {"numpy", "requests", "urllib3", "pillow"}
+    assert {name for name, marker in requires.items() if marker} == {"orjson"}  # the "fast" extra, used when present
+    assert "fast" in requires["orjson"]
+    assert set(metadata.get_all("Provides-Extra") or []) == {"fast"}
     assert {"reward_client/client.py", "reward_client/examples/reward_client_example.py"} <= names
 
     target = tmp_path / "site"
