@@ -17,17 +17,20 @@ SIDES = {
 }
 
 
-def side_run(command: str, timeout: float = 300, *, side: str = "interop", **args) -> dict:
+def side_run(command: str, timeout: float = 300, *, side: str = "interop", runner: str = "", **args) -> dict:
     """`side_runner.py COMMAND` in the interop environment (or, with side="lerobot", `lerobot_side.py COMMAND` in
-    the LeRobot environment) with `args` as JSON; its JSON answer."""
-    python, runner = SIDES[side]
+    the LeRobot environment) with `args` as JSON; its JSON answer. `runner`: another script of this folder to
+    run instead (e.g. "side_rlinf_plugin.py"), which takes COMMAND and JSON the same way."""
+    python, runner_path = SIDES[side]
+    if runner:
+        runner_path = Path(__file__).with_name(runner)
     if not python.is_file():
         pytest.fail(
             f"the {side} environment ({python.parent.parent}) is missing: run scripts/test.sh once "
             f"(it builds it from requirements-{side}.txt), or `source scripts/lib.sh; ensure_{side}_env`"
         )
     done = subprocess.run(
-        [str(python), str(runner), command],
+        [str(python), str(runner_path), command],
         input=json.dumps(args, default=str),
         capture_output=True,
         text=True,
@@ -36,7 +39,7 @@ def side_run(command: str, timeout: float = 300, *, side: str = "interop", **arg
         env={"PATH": "/usr/bin:/bin", "HOME": str(Path.home()), "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"},
     )
     if done.returncode != 0:
-        raise AssertionError(f"{runner.name} {command} failed ({done.returncode}):\n{done.stderr[-4000:]}")
+        raise AssertionError(f"{runner_path.name} {command} failed ({done.returncode}):\n{done.stderr[-4000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
