@@ -3,7 +3,7 @@ inference rooms' own URL modules (teleop, VLM, reward-hacking monitor)."""
 
 from django.urls import include, path
 
-from . import api, pages
+from . import access_api, api, pages
 from .shm import api as shm_api
 
 urlpatterns = [
@@ -12,6 +12,7 @@ urlpatterns = [
     path("api/deployments/<slug:name>/rewards", api.RewardsView.as_view(), name="deployment-rewards"),
     path("api/shm", shm_api.SameHostView.as_view(), name="same-host"),
     path("api/deployments/<slug:name>/model", api.DeploymentModelView.as_view(), name="deployment-model"),
+    path("api/deployments/<slug:name>/access", access_api.DeploymentAccessView.as_view(), name="deployment-access"),
     path("deployments/", pages.deployment_list, name="deployments"),
     path("models/<int:model_id>/deploy", pages.deploy_model, name="model-deploy"),
     path("deployments/<slug:name>/gallery", pages.gallery, name="deployment-gallery"),
