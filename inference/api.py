@@ -36,7 +36,7 @@ from .reward_serving import NPY_FIELDS, RewardRequest, npy_fields, reward_reques
 from .serving import DeploymentConfig, DeploymentNotFound, DeploymentUnavailable, deployment_config
 from .shm.frames import MEDIA_TYPE as SHM_MEDIA_TYPE
 from .shm.serving import request_descriptor
-from .wire.errors import BadRequest, ServiceUnavailable
+from .wire.errors import BadRequest, unavailable
 
 
 class NpyParser(BaseParser):
@@ -171,7 +171,7 @@ class RewardsView(APIView):
         try:
             return Response(async_to_sync(rewards_answer)(config, reward_request))
         except DeploymentUnavailable as exc:
-            raise ServiceUnavailable(str(exc)) from None
+            raise unavailable(exc) from None
 
     def _parse(self, request, config: DeploymentConfig) -> RewardRequest:
         content_type = (request.content_type or "").split(";")[0].strip()

@@ -51,7 +51,7 @@ import numpy as np
 from redis.exceptions import OutOfMemoryError, RedisError
 
 from inference.wire.npy_header import npy_array, npy_header
-from webapp.common.redis_clients import PoolSize, pool_exhausted
+from webapp.common.redis_clients import POOL_EXHAUSTED, PoolSize, pool_exhausted
 
 from .shm.frames import ShmDescriptor, segment_maps
 
@@ -82,6 +82,14 @@ class WorkerError(BrokerError):
 
 class InferenceTimeout(BrokerError):
     """No worker answered in time."""
+
+
+class QueueFull(WorkerError):
+    """The queue's bounds refused the request (the workers are behind): answered at once, worth a retry."""
+
+
+class PoolExhausted(BrokerError):
+    """Every Redis connection of this web process stayed in use past REDIS_POOL_TIMEOUT_S: worth a retry."""
 
 
 class MessageError(ValueError):
@@ -200,6 +208,7 @@ class Reply:
     error: str = ""
     version: int = 0
     worker: str = ""
+    busy: bool = False  # a refusal by the queue's bounds (never sent: the web side makes it)
 
     def encode(self) -> bytes:
         return json.dumps(
@@ -214,6 +223,8 @@ class Reply:
         )
 
     def unwrap(self) -> list[Any]:
+        if self.busy:
+            raise QueueFull(self.error)
         if self.error or self.results is None:
             raise WorkerError(self.error or "the inference worker returned no results")
         return self.results
@@ -398,7 +409,7 @@ class AsyncBrokerClient:
     ) -> Reply:
         """Store the payload, queue its header if there is room (one round trip), then wait for the
         reply. A refusal (no room, a byte budget, Redis out of memory) is answered at once: a Reply with
-        the reason as its error, or a BrokerError. A payload of LARGE_PAYLOAD_BYTES or more is written
+        the reason as its error (`busy`: its unwrap raises QueueFull), or a BrokerError. A payload of LARGE_PAYLOAD_BYTES or more is written
         from a thread (`payload_redis`), so the event loop never copies it."""
         request = _request(deployment, version, payload, timeout, max_batch_size, max_wait_ms)
         request.client = client
@@ -420,12 +431,13 @@ class AsyncBrokerClient:
             if code < 0:
                 if code == -4:
                     raise RedisRefused(REDIS_REFUSED)
-                return Reply(None, refusal_message(code, deployment, bounds, request.nbytes))
+                return Reply(None, refusal_message(code, deployment, bounds, request.nbytes), busy=True)
             got = await self._reply_wait(request, timeout)
         except RedisRefused:
             raise
         except RedisError as exc:
-            raise BrokerError(pool_exhausted(exc, self.pool)) from None
+            error = PoolExhausted if POOL_EXHAUSTED in str(exc) else BrokerError
+            raise error(pool_exhausted(exc, self.pool)) from None
         return _reply(got, deployment, timeout)
 
     async def _reply_wait(self, request: InferenceRequest, timeout: float):

@@ -99,8 +99,8 @@ class RewardsFastPath:
             raise HttpError(400, str(exc)) from None
         try:
             return await rewards_answer(config, request)
-        except DeploymentUnavailable as exc:
-            raise HttpError(503, str(exc)) from None
+        except DeploymentUnavailable as exc:  # a busy one (DeploymentBusy) carries Retry-After
+            raise HttpError(503, str(exc), getattr(exc, "retry_after_s", 0)) from None
 
 
 _verdicts: dict[tuple[int, int], tuple[object, DeploymentConfig, int]] = {}

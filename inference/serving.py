@@ -8,7 +8,10 @@ The web process never loads a model. It reads the deployment's settings from a s
 them, so the hot path makes no database query and never waits for one; a name not found is not kept, so a
 deployment made in another process is served at once), pushes the request to Redis with
 the version it knows, and waits on the reply key. Errors: DeploymentNotFound (404) and
-DeploymentUnavailable (503: unhealthy, no worker answered, or the worker reported an error).
+DeploymentUnavailable (503: unhealthy, no worker answered, or the worker reported an error); its subclass
+DeploymentBusy (503 with a `Retry-After` header) when the service is only overloaded: the queue's bounds refused
+the request, every Redis connection stayed in use, Redis refused the payload for memory, or live workers did not
+answer in time. Clients may retry those (reward_client does); the others need a person.
 """
 
 from __future__ import annotations
@@ -31,7 +34,10 @@ from .broker import (
     AsyncBrokerClient,
     BrokerError,
     InferenceTimeout,
+    PoolExhausted,
     QueueBounds,
+    QueueFull,
+    RedisRefused,
     any_worker_alive,
     dump_npy,
 )
@@ -51,6 +57,15 @@ class DeploymentNotFound(LookupError):
 
 class DeploymentUnavailable(RuntimeError):
     pass
+
+
+BUSY_RETRY_AFTER_S = 1  # the Retry-After a busy 503 carries: a client's first retry comes no sooner
+
+
+class DeploymentBusy(DeploymentUnavailable):
+    """Overloaded, not broken: the same request may succeed when retried (a 503 with `Retry-After`)."""
+
+    retry_after_s = BUSY_RETRY_AFTER_S
 
 
 @dataclass(frozen=True)
@@ -250,15 +265,18 @@ def _submit_options(config: DeploymentConfig, timeout: float | None) -> dict:
     }
 
 
-async def _timeout_reason(exc: InferenceTimeout) -> str:
-    """Say whether any worker is alive, so that a missing worker is told apart from a busy one."""
+async def _timeout_error(exc: InferenceTimeout) -> DeploymentUnavailable:
+    """Say whether any worker is alive, so that a missing worker (not worth a retry) is told apart from a busy
+    one (DeploymentBusy)."""
     try:
         beats = await abroker().redis.hgetall(WORKERS_KEY)
     except Exception:
-        return str(exc)
+        return DeploymentUnavailable(str(exc))
     if not any_worker_alive(beats):
-        return f"{exc}: no inference worker is running; start one with `python manage.py inference_worker`"
-    return f"{exc}: the inference workers are busy or cannot load this model"
+        return DeploymentUnavailable(
+            f"{exc}: no inference worker is running; start one with `python manage.py inference_worker`"
+        )
+    return DeploymentBusy(f"{exc}: the inference workers are busy or cannot load this model")
 
 
 async def infer_payload(
@@ -277,7 +295,9 @@ async def infer_payload(
         reply = await abroker().submit(config.name, config.version, payload, client=client, shm=shm, **options)
         return reply.unwrap()
     except InferenceTimeout as exc:
-        raise DeploymentUnavailable(await _timeout_reason(exc)) from None
+        raise await _timeout_error(exc) from None
+    except (QueueFull, PoolExhausted, RedisRefused) as exc:
+        raise DeploymentBusy(str(exc)) from None
     except BrokerError as exc:
         raise DeploymentUnavailable(str(exc)) from None
 

@@ -14,6 +14,7 @@ from .errors import (
     ConnectionFailed,
     NotFoundError,
     RewardServiceError,
+    ServiceBusy,
     ServiceUnavailable,
 )
 from .rlinf import RLinfHistoryRewardModel, RLinfRewardModel
@@ -29,5 +30,6 @@ __all__ = [
     "RewardClient",
     "RewardResult",
     "RewardServiceError",
+    "ServiceBusy",
     "ServiceUnavailable",
 ]

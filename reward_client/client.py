@@ -10,7 +10,13 @@ Needs only numpy, requests and urllib3 (no Django, no torch).
 `RewardClient("http://studio:8000/api/deployments/pick-cube", token)` works too; `token=None` sends no
 Authorization header (from a network the server trusts, `TRUSTED_CIDRS`). Errors are RewardServiceError
 subclasses (reward_client.errors) carrying the HTTP status and the server's message; connection errors and
-timeouts are retried with backoff first.
+timeouts are retried with backoff first (`retries`, `backoff_s`).
+
+Busy: a 503 that carries `Retry-After` (the service's queue is full, every Redis connection is in use, or its
+live workers did not answer in time) is retried, waiting the longer of `Retry-After` and an exponential backoff
+(`backoff_s`, doubling, at most `busy_backoff_max_s`, times a random 1-1.25 so that many clients spread out),
+up to `busy_retries` more tries and no retry starting later than `busy_retry_max_s` after the first try; then
+ServiceBusy. Every other error (any other 503, 4xx, 5xx) is raised at once. `busy_retries=0` turns it off.
 
 Same host: when the server runs on this machine (its `GET /api/shm` tells the same boot id and an inference
 worker here), `compute_rewards` writes the batch into a shared-memory segment (reward_client.shm) and sends a
@@ -30,6 +36,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import random
 import re
 import threading
 import time
@@ -44,7 +51,16 @@ import urllib3
 from urllib3 import exceptions as urllib3_errors
 
 from .arrays import flat, uint8_batch
-from .errors import BadRequestError, ConnectionFailed, RewardServiceError, ServiceUnavailable, error_for
+from .errors import (
+    BadRequestError,
+    ConnectionFailed,
+    RewardServiceError,
+    ServiceBusy,
+    ServiceUnavailable,
+    error_for,
+    is_busy,
+    retry_after_s,
+)
 from .shm import SharedFrames, local_boot_id, shm_supported
 
 try:  # the answers' JSON: orjson where the RL worker's environment has it (about a third of json's time per item)
@@ -88,9 +104,17 @@ class RewardClient:
         backoff_s: float = 0.5,
         session: requests.Session | None = None,
         transport: str = "auto",
+        busy_retries: int = 8,
+        busy_retry_max_s: float = 600.0,
+        busy_backoff_max_s: float = 30.0,
     ) -> None:
         if transport not in TRANSPORTS:
             raise ValueError(f"transport must be one of {', '.join(TRANSPORTS)}, got {transport!r}")
+        if busy_retries < 0 or busy_retry_max_s < 0 or busy_backoff_max_s < 0:
+            raise ValueError(
+                "busy_retries, busy_retry_max_s and busy_backoff_max_s must be >= 0, got "
+                f"{busy_retries}, {busy_retry_max_s}, {busy_backoff_max_s}"
+            )
         base_url = base_url.rstrip("/")
         match = _DEPLOYMENT_URL.match(base_url)
         if deployment is None:
@@ -104,6 +128,10 @@ class RewardClient:
         self.timeout = timeout
         self.retries = retries
         self.backoff_s = backoff_s
+        self.busy_retries = busy_retries
+        self.busy_retry_max_s = busy_retry_max_s
+        self.busy_backoff_max_s = busy_backoff_max_s
+        self.busy_retried = 0  # busy 503s this client retried, all calls together
         self.session = session or requests.Session()
         if token:
             self.session.headers["Authorization"] = f"Bearer {token}"
@@ -271,17 +299,18 @@ class RewardClient:
             ),
             self.rewards_url,
             _URLLIB3_TRANSPORT_ERRORS,
+            lambda r: (r.status, r.headers),
         )
         if 300 <= response.status < 400:  # a redirect: requests follows it as a browser would, from now on
             self._pool = None
             return self._post(body, params, content_type)
         if 200 <= response.status < 300:
             return _loads(response.data) if response.data else {}
-        raise error_for(response.status, response.data, response.reason)
+        raise error_for(response.status, response.data, response.reason, response.headers)
 
     def call(self, method: str, url: str, **kwargs: Any) -> Any:
-        """Any request to the service (a path or a full URL), retried on connection errors; the JSON answer,
-        or a RewardServiceError for an HTTP error."""
+        """Any request to the service (a path or a full URL), retried on connection errors and busy 503s; the
+        JSON answer, or a RewardServiceError for an HTTP error."""
         if url.startswith("/"):
             url = self.base_url + url
         timeout = kwargs.pop("timeout", self.timeout)
@@ -289,22 +318,54 @@ class RewardClient:
             lambda: self.session.request(method, url, timeout=timeout, **kwargs),
             url,
             (requests.ConnectionError, requests.Timeout),
+            lambda r: (r.status_code, r.headers),
         )
         if 200 <= response.status_code < 300:
             return response.json() if response.content else {}
-        raise error_for(response.status_code, response.content, response.reason)
+        raise error_for(response.status_code, response.content, response.reason, response.headers)
 
-    def _retrying(self, send: Callable[[], _Response], url: str, errors: tuple[type[Exception], ...]) -> _Response:
-        """send()'s answer; connection errors and timeouts retried `retries` times with exponential backoff."""
-        attempt = 0
+    def _retrying(
+        self,
+        send: Callable[[], _Response],
+        url: str,
+        errors: tuple[type[Exception], ...],
+        status_of: Callable[[_Response], tuple[int, Any]],
+    ) -> _Response:
+        """send()'s answer; connection errors and timeouts retried `retries` times with exponential backoff,
+        busy 503s (with `Retry-After`) as the module says. The answer of the last try is returned as it is
+        (the caller raises its error), except a busy 503 given up on: ServiceBusy, saying how long it tried."""
+        started = time.monotonic()
+        failures = busy = 0
         while True:
             try:
-                return send()
+                response = send()
             except errors as exc:
-                attempt += 1
-                if attempt > self.retries:
-                    raise ConnectionFailed(f"cannot reach {url} after {attempt} tries: {exc}") from exc
-                time.sleep(self.backoff_s * 2 ** (attempt - 1))
+                failures += 1
+                if failures > self.retries:
+                    raise ConnectionFailed(f"cannot reach {url} after {failures} tries: {exc}") from exc
+                time.sleep(self.backoff_s * 2 ** (failures - 1))
+                continue
+            status, headers = status_of(response)
+            if not is_busy(status, headers) or self.busy_retries == 0:
+                return response
+            asked = retry_after_s(headers) or 0.0
+            busy += 1
+            backoff = min(self.backoff_s * 2 ** (busy - 1), self.busy_backoff_max_s)
+            delay = max(asked, backoff) * random.uniform(1.0, 1.25)
+            waited = time.monotonic() - started
+            if busy > self.busy_retries or waited + delay > self.busy_retry_max_s:
+                error = error_for(status, _content(response), getattr(response, "reason", ""), headers)
+                tried = f"{busy} tries in {waited:.1f} s"
+                limits = f"busy_retries={self.busy_retries}, busy_retry_max_s={self.busy_retry_max_s:g}"
+                raise ServiceBusy(f"{error.detail} (still busy after {tried}; {limits})", status, asked) from None
+            self.busy_retried += 1
+            time.sleep(delay)
+
+
+def _content(response: Any) -> bytes:
+    """The body of a urllib3 or a requests answer."""
+    data = getattr(response, "data", None)
+    return data if isinstance(data, bytes) else bytes(getattr(response, "content", b"") or b"")
 
 
 def _npy(array: np.ndarray) -> bytes:

@@ -22,7 +22,7 @@ from rest_framework.views import APIView
 
 from inference.api import NpyParser
 from inference.serving import DeploymentUnavailable
-from inference.wire.errors import BadRequest, ServiceUnavailable
+from inference.wire.errors import BadRequest, unavailable
 from inference.wire.payloads import PayloadError, bool_list, float_list
 from labeling.gate.auth import DEPLOYMENT_AUTHENTICATION, client_id
 from labeling.gate.throttles import ApiRateThrottle, RewardsRateThrottle
@@ -264,7 +264,7 @@ class VLMRewardsView(APIView):
                     max_new_tokens=data["max_new_tokens"],
                 )
         except DeploymentUnavailable as exc:
-            raise ServiceUnavailable(str(exc)) from None
+            raise unavailable(exc) from None
         except TooManyStreams as exc:
             raise exceptions.Throttled(detail=str(exc)) from None
         return Response(

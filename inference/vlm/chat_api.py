@@ -19,7 +19,7 @@ from rest_framework.views import APIView
 
 from inference.serving import DeploymentNotFound, DeploymentUnavailable, deployment_name_for
 from inference.wire.decoding import RequestTooLarge
-from inference.wire.errors import BadRequest, ServiceUnavailable
+from inference.wire.errors import BadRequest, unavailable
 from labeling.gate.auth import DEPLOYMENT_AUTHENTICATION
 from labeling.gate.throttles import ApiRateThrottle, RewardsRateThrottle
 from training.vlm.parse import label_parse
@@ -171,7 +171,7 @@ class ChatCompletionsView(APIView):
         try:
             result = async_to_sync(windows_infer)(deployment.config, [window])[0]
         except DeploymentUnavailable as exc:
-            raise ServiceUnavailable(str(exc)) from None
+            raise unavailable(exc) from None
         text = result.get("text") or ""
         label = label_parse(text)
         return Response(

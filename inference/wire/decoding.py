@@ -26,6 +26,7 @@ class DecodeBusy(exceptions.APIException):
     status_code = status.HTTP_503_SERVICE_UNAVAILABLE
     default_detail = "too many requests are decoding images; retry shortly"
     default_code = "busy"
+    wait = 1  # DRF answers it with `Retry-After: 1`: busy, worth a retry (reward_client retries it)
 
 
 def _semaphore() -> threading.BoundedSemaphore:

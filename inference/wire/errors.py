@@ -16,3 +16,13 @@ class ServiceUnavailable(exceptions.APIException):
     status_code = status.HTTP_503_SERVICE_UNAVAILABLE
     default_detail = "inference is unavailable"
     default_code = "unavailable"
+
+
+def unavailable(exc: Exception) -> ServiceUnavailable:
+    """The 503 for a DeploymentUnavailable: a busy one (DeploymentBusy, `retry_after_s`) carries `Retry-After`
+    (DRF's handler writes it from `wait`), which tells a client the request is worth retrying."""
+    error = ServiceUnavailable(str(exc))
+    retry_after = getattr(exc, "retry_after_s", 0)
+    if retry_after:
+        error.wait = retry_after  # type: ignore[attr-defined]
+    return error
