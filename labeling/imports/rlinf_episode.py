@@ -6,8 +6,14 @@ and the action that led to it, `actions[i-1]` (step 0, the reset, has no action:
 step is everything one env transition returned, and observation indices (which RLinf's frame labels
 and trend windows use) equal step indices.
 
+Cameras (`observation_cameras`): `main_images` -> "main"; the extra views -> "extra", "extra_1", ...: first
+`third_view_images` when the observation has it (RLinf's trend preprocessing takes it before `extra_view_images[0]`
+as a window's second view), then every view of `extra_view_images`; `wrist_images` -> "wrist", "wrist_1", ....
+A view array may be `[H,W,3]` or `[V,H,W,3]`.
+
 Values may be numpy arrays or torch tensors; both become numpy/Python here. No Django imports.
-The format is RLinf's collect_episode pickle (README, "Importing existing data").
+The format is what RLinf 0.3.0's `CollectEpisode` wrapper writes with `export_format="pickle"` (README,
+"Importing existing data"; tests/interop/test_rlinf_recordings.py imports files written by it).
 """
 
 from __future__ import annotations
@@ -101,9 +107,9 @@ def step_success(info: Any) -> bool:
     return to_bool(episode.get("success_once", False)) if isinstance(episode, Mapping) else False
 
 
-def camera_name(view: int) -> str:
-    """extra_view_images[0] -> "extra", [1] -> "extra_1", ..."""
-    return "extra" if view == 0 else f"extra_{view}"
+def camera_name(view: int, base: str = "extra") -> str:
+    """The extra views in order -> "extra", "extra_1", ...; with base="wrist": "wrist", "wrist_1", ..."""
+    return base if view == 0 else f"{base}_{view}"
 
 
 def parse_episode(data: Any, *, file_name: str = "") -> ParsedEpisode:
@@ -197,16 +203,25 @@ def _observation_images(observation: Any) -> dict[str, np.ndarray]:
     main = observation.get("main_images")
     if main is not None:
         images[MAIN_CAMERA] = _image(main, "main_images")
-    extra = observation.get("extra_view_images")
-    if extra is not None:
-        views = to_numpy(extra)
-        if views.ndim == 3:  # a single view without its view axis
-            views = views[None]
-        if views.ndim != 4:
-            raise EpisodeFormatError(f"extra_view_images must be [V,H,W,3]; got shape {list(views.shape)}")
-        for view in range(views.shape[0]):
-            images[camera_name(view)] = _image(views[view], f"extra_view_images[{view}]")
+    extra = [*_views(observation, "third_view_images"), *_views(observation, "extra_view_images")]
+    wrist = _views(observation, "wrist_images")
+    for base, views in (("extra", extra), ("wrist", wrist)):
+        for view, (array, what) in enumerate(views):
+            images[camera_name(view, base)] = _image(array, what)
     return images
+
+
+def _views(observation: Mapping, key: str) -> list[tuple[np.ndarray, str]]:
+    """The views of `observation[key]` (`[H,W,3]` is one view, `[V,H,W,3]` V views), each with its name."""
+    value = observation.get(key)
+    if value is None:
+        return []
+    views = to_numpy(value)
+    if views.ndim == 3:  # a single view without its view axis
+        return [(views, key)]
+    if views.ndim != 4:
+        raise EpisodeFormatError(f"{key} must be [H,W,3] or [V,H,W,3]; got shape {list(views.shape)}")
+    return [(views[view], f"{key}[{view}]") for view in range(views.shape[0])]
 
 
 def _image(value: Any, what: str) -> np.ndarray:

@@ -4,9 +4,10 @@ Mapping onto our model:
 - RLinf episode pickle -> one Episode (source=import, success = the pickle's `success`) with N+1
   steps; step i holds observation i, rewards[i], terminated[i], truncated[i], infos[i] and the
   action that led to it, actions[i-1] (step 0, the reset, has action []). `score` = gae[i] when the
-  pickle has `gae`. Per-step env success by RLinf's rule. Cameras: main_images -> "main",
-  extra_view_images[k] -> "extra", "extra_1", ...; cameras the project lacks are dropped (listed in
-  the episode's metadata). No labels: proposals are the labeler's job.
+  pickle has `gae`. Per-step env success by RLinf's rule. Cameras: main_images -> "main";
+  third_view_images, then extra_view_images[k] -> "extra", "extra_1", ...; wrist_images -> "wrist", ...
+  (rlinf_episode.py); cameras the project lacks are dropped (listed in the episode's metadata). No
+  labels: proposals are the labeler's job.
 - `success/` + `failure/` image folder -> one Episode per label folder (success=True for
   `success/`, False for `failure/`), one step per image in natural file-name order, each with a
   human FrameLabel (success / fail). The image file name is kept in the step's info.

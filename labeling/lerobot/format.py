@@ -12,6 +12,11 @@ Frame columns: `frame_index`, `timestamp`, `episode_index`, `index`, `task_index
 and optionally `next.reward`, `next.done`, `next.success`. Cameras are the features of dtype `video` (frames in
 mp4) or `image` (PNG/JPEG bytes in the parquet rows), keyed `observation.images.<camera>`.
 
+RLinf 0.3.0's `CollectEpisode` wrapper (`export_format="lerobot"`, through `rlinf/data/lerobot_writer.py`) names
+its columns otherwise: `actions`, `state`, `done`, `is_success` (the episode's outcome, on every frame),
+`intervene_flag`, `segment_id`, and image features `image`, `wrist_image` and `extra_view_image` (several views:
+`extra_view_image-0`, `-1`, ...). RLINF_CAMERAS names its cameras as the RLinf pickle import does.
+
 Every path a template in info.json makes is checked to stay inside the dataset folder. No Django imports.
 """
 
@@ -30,7 +35,18 @@ MAX_META_BYTES = 16 * 1024 * 1024  # info.json, episodes.jsonl, tasks.jsonl
 MAX_PARQUET_BYTES = 2 * 1024**3
 SUPPORTED_VERSIONS = ("v2.0", "v2.1", "v3.0")
 IMAGE_PREFIX = "observation.images."
-FRAME_COLUMNS = ("frame_index", "timestamp", "action", "next.reward", "next.done", "next.success", "observation.state")
+LEROBOT_COLUMNS = (
+    "frame_index",
+    "timestamp",
+    "action",
+    "next.reward",
+    "next.done",
+    "next.success",
+    "observation.state",
+)
+RLINF_COLUMNS = ("actions", "state", "done", "is_success", "intervene_flag", "segment_id")
+FRAME_COLUMNS = LEROBOT_COLUMNS + RLINF_COLUMNS
+RLINF_CAMERAS = {"image": "main", "wrist_image": "wrist", "extra_view_image": "extra"}
 
 
 @dataclass(frozen=True)
@@ -67,7 +83,12 @@ class LeRobotDataset:
 
 
 def camera_name(key: str) -> str:
-    """`observation.images.front` -> `front`; `observation.image` -> `image`."""
+    """`observation.images.front` -> `front`; `observation.image` -> `image`; RLinf's `image` -> `main`,
+    `extra_view_image` -> `extra`, `extra_view_image-1` -> `extra_1` (and the same for `wrist_image`)."""
+    base, _, view = key.partition("-")
+    if base in RLINF_CAMERAS and (view == "" or view.isdigit()):
+        name = RLINF_CAMERAS[base]
+        return name if view in ("", "0") else f"{name}_{view}"
     return key[len(IMAGE_PREFIX) :] if key.startswith(IMAGE_PREFIX) else key.rsplit(".", 1)[-1]
 
 

@@ -6,6 +6,10 @@
   metadata). Per step: `action`, `next.reward` -> reward, `next.done` -> terminated, `next.success` -> the
   step's env success; `frame_index`, `timestamp` and `observation.state` go to the step's info. The episode's
   success is whether any frame has `next.success`; without that column it is unknown. No labels are made.
+  RLinf's own recordings (CollectEpisode, see format.py) name the columns otherwise: `actions` -> action,
+  `done` -> terminated, `state`, `intervene_flag`, `segment_id` and `is_success` -> the step's info. RLinf's
+  `is_success` is the episode's outcome written on every frame, so it is the episode's success, not a step's
+  env success (which would make every frame of a successful episode a success frame for the proposals).
 - mp4 files -> one Episode per group: `NAME.mp4` is one episode on the project's first camera; `NAME.<cam>.mp4`
   files with the same NAME are one episode, each on camera `<cam>` (a camera the project lacks is refused).
   One step per frame; a camera with fewer frames leaves the later steps without its image.
@@ -31,6 +35,8 @@ from ..ingest.services import StepInput
 from ..models import Project
 from .format import EpisodeRef, LeRobotDataset, camera_name, episode_rows, map_cameras, read_dataset
 
+SUCCESS_COLUMNS = ("next.success", "is_success")
+
 
 def video_limits() -> VideoLimits:
     return VideoLimits(
@@ -53,8 +59,6 @@ def import_lerobot(*, project: Project, source: Source, env_id: str, summary: Im
         except (SourceError, VideoError, ImageError) as exc:
             summary.failed.append((name, str(exc)))
             continue
-        successes = [step.success for step in steps]
-        has_success = "next.success" in dataset.features
         metadata = {
             "format": f"lerobot_{dataset.version}",
             "dataset": source.name,
@@ -63,9 +67,10 @@ def import_lerobot(*, project: Project, source: Source, env_id: str, summary: Im
             "fps": dataset.fps,
             "cameras": mapping,
             "cameras_dropped": [key for key in dataset.camera_keys if key not in mapping],
+            "success_column": next((c for c in SUCCESS_COLUMNS if c in dataset.features), None),
             "sha256": digest,
         }
-        success = any(successes) if has_success else None
+        success = _episode_success(dataset, steps)
         _count(
             summary,
             _store_episode(project=project, steps=steps, metadata=metadata, uuid=uuid, env_id=env_id, success=success),
@@ -135,15 +140,29 @@ def _episode_steps(dataset: LeRobotDataset, ref: EpisodeRef, mapping: dict[str, 
     return [
         StepInput(
             index=index,
-            action=_floats(row.get("action")),
+            action=_floats(_either(row, "action", "actions")),
             reward=float(_scalar(row.get("next.reward"), 0.0)),
-            terminated=bool(_scalar(row.get("next.done"), False)),
+            terminated=bool(_scalar(_either(row, "next.done", "done"), False)),
             success=bool(_scalar(row.get("next.success"), False)),
             info=_info(row),
             images={camera: frames[index] for camera, frames in images.items()},
         )
         for index, row in enumerate(rows)
     ]
+
+
+def _episode_success(dataset: LeRobotDataset, steps: list[StepInput]) -> bool | None:
+    """Any frame's `next.success`, else RLinf's `is_success` (the same on every frame), else unknown."""
+    if "next.success" in dataset.features:
+        return any(step.success for step in steps)
+    if "is_success" in dataset.features:
+        return any(step.info.get("is_success") for step in steps)
+    return None
+
+
+def _either(row: dict[str, Any], name: str, rlinf_name: str) -> Any:
+    value = row.get(name)
+    return row.get(rlinf_name) if value is None else value
 
 
 def _row_image(value: Any, where: str) -> CheckedImage:
@@ -173,8 +192,12 @@ def _floats(value: Any) -> list[float]:
 
 def _info(row: dict[str, Any]) -> dict[str, Any]:
     info: dict[str, Any] = {key: row[key] for key in ("frame_index", "timestamp") if key in row}
-    if row.get("observation.state") is not None:
-        info["observation.state"] = _floats(row["observation.state"])
+    for key in ("observation.state", "state"):
+        if row.get(key) is not None:
+            info[key] = _floats(row[key])
+    for key, kind in (("is_success", bool), ("intervene_flag", bool), ("segment_id", int)):
+        if row.get(key) is not None:
+            info[key] = kind(_scalar(row[key], 0))
     return info
 
 

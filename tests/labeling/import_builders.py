@@ -20,7 +20,8 @@ def image(seed: int, size: int = 16) -> np.ndarray:
 def rlinf_episode(
     *, num_actions: int = 4, use_torch: bool = False, success: bool = True, extra_views: int = 1, gae: bool = False
 ) -> dict:
-    """An episode dict laid out like RLinf's collector writes it (formats.md section 1).
+    """An episode dict of our own in the layout of formats.md section 1 (what RLinf's `CollectEpisode` writes:
+    tests/interop/test_rlinf_recordings.py imports files written by RLinf's code), for unit tests of edge cases.
 
     Per-step success uses both spellings: steps 1-2 report `episode.success_once` only, steps 3+
     report `success` (step 3 False while success_once is True: `success` wins).

@@ -1,4 +1,8 @@
-"""Parsing RLinf episode dicts and file names (plain module, no database)."""
+"""Parsing RLinf episode dicts and file names (plain module, no database).
+
+The episodes here are our own builder's (tests/labeling/import_builders.py `rlinf_episode`), for the cases a
+recording does not give on demand: numpy and torch values, `gae`, both success spellings, broken files. Pickles
+written by RLinf 0.3.0's own `CollectEpisode` are imported in tests/interop/test_rlinf_recordings.py."""
 
 from __future__ import annotations
 
@@ -19,6 +23,7 @@ from tests.labeling.import_builders import expected_step_success, image, rlinf_e
 )
 def test_file_names_with_and_without_the_step_part(name, expected):
     parsed = parse_file_name(name)
+    assert parsed is not None
     assert (parsed.rank, parsed.env_idx, parsed.episode_id, parsed.global_step, parsed.success) == expected
 
 
@@ -62,6 +67,18 @@ def test_more_extra_views_get_numbered_cameras():
     assert parsed.cameras() == ["extra", "extra_1", "extra_2", "main"]
 
 
+def test_third_view_leads_the_extra_views_and_wrist_views_are_named():
+    data = rlinf_episode(num_actions=1, extra_views=2)
+    for i, obs in enumerate(data["observations"]):
+        obs["third_view_images"] = image(600 + i)
+        obs["wrist_images"] = np.stack([image(700 + i), image(800 + i)])
+    parsed = parse_episode(data)
+    assert parsed.cameras() == ["extra", "extra_1", "extra_2", "main", "wrist", "wrist_1"]
+    step = parsed.steps[1]
+    for camera, seed in [("extra", 601), ("extra_1", 210), ("extra_2", 211), ("wrist", 701), ("wrist_1", 801)]:
+        np.testing.assert_array_equal(step.images[camera], image(seed))
+
+
 def test_ids_fall_back_to_the_file_name():
     data = rlinf_episode(num_actions=2)
     for key in ("rank", "env_idx", "episode_id", "step"):
@@ -87,6 +104,14 @@ def _broken(change):
         (_broken(lambda d: d["observations"][2].update(main_images=np.zeros((4, 4), np.uint8))), "step 2: main_images"),
         (_broken(lambda d: d["observations"][1].update(main_images=np.zeros((4, 4, 3)))), "step 1: .*uint8"),
         (_broken(lambda d: d.update(observations=[])), "observations is empty"),
+        (
+            _broken(lambda d: d["observations"][3].update(third_view_images=np.zeros((4, 4), np.uint8))),
+            r"step 3: third_view_images must be \[H,W,3\] or \[V,H,W,3\]; got shape \[4, 4\]",
+        ),
+        (
+            _broken(lambda d: d["observations"][0].update(wrist_images=np.zeros((1, 4, 4, 3)))),
+            r"wrist_images\[0\].*uint8",
+        ),
     ],
 )
 def test_malformed_episodes_name_what_is_wrong(data, message):

@@ -16,6 +16,7 @@ from django.core.management import call_command
 
 from labeling.imports.jobs import import_job_run
 from labeling.imports.services import import_paths
+from labeling.lerobot.format import camera_name
 from labeling.models import Episode, FrameLabel, ImportJob, Project, Step
 from tests.labeling.lerobot_builders import close, first_pixels, pixel, solid_frames, write_mp4, write_v21_dataset
 
@@ -75,6 +76,7 @@ def test_a_zipped_dataset_uploads_through_the_import_page(user_client, project, 
 
     assert user_client.post(f"/projects/{project.pk}/import/", {"files": [upload]}).status_code == 302
     job = import_job_run(ImportJob.objects.latest("pk").pk)
+    assert job is not None
 
     assert job.status == "succeeded" and (job.summary["episodes"], job.summary["steps"]) == (2, 5), job.summary
     page = user_client.get(f"/projects/{project.pk}/import/{job.pk}/").content.decode()
@@ -120,6 +122,7 @@ def test_mp4_uploads_become_episodes_one_video_per_camera(user_client, project, 
     response = user_client.post(f"/projects/{project.pk}/import/", {"files": uploads})
     assert response.status_code == 302, response.content[:500]
     job = import_job_run(ImportJob.objects.latest("pk").pk)
+    assert job is not None
 
     assert job.status == "succeeded" and job.summary["failed"] == [], job.summary
     pour = Episode.objects.get(metadata__files__main="pour.main.mp4")
@@ -179,3 +182,11 @@ def test_export_url_sends_a_zip_and_refuses_what_it_cannot_make(user_client, pro
     assert refused.status_code == 400 and b"LEROBOT_EXPORT_MAX_FRAMES" in refused.content
     other = Project.objects.create(name="Not mine")
     assert user_client.get(f"/projects/{other.pk}/export/lerobot/").status_code == 404
+
+
+def test_camera_names_of_lerobot_and_rlinf_keys():
+    # RLinf's CollectEpisode keys get the names its pickles' cameras get on import (labeling/imports/rlinf_episode.py)
+    rlinf = {"image": "main", "wrist_image": "wrist", "extra_view_image": "extra", "extra_view_image-0": "extra"}
+    rlinf |= {"extra_view_image-2": "extra_2", "wrist_image-1": "wrist_1", "extra_view_image-x": "extra_view_image-x"}
+    lerobot = {"observation.images.front": "front", "observation.image": "image"}
+    assert {key: camera_name(key) for key in rlinf | lerobot} == rlinf | lerobot
