@@ -1,4 +1,8 @@
-"""Importing RLinf episode pickles: steps, frames, flags, idempotency, refusals, atomicity."""
+"""Importing RLinf episode pickles: steps, frames, flags, idempotency, refusals, atomicity.
+
+The pickles are our own builder's (tests/labeling/import_builders.py `rlinf_episode`), so that each case can be
+made on demand; pickles written by RLinf 0.3.0's own `CollectEpisode` are imported in
+tests/interop/test_rlinf_recordings.py."""
 
 from __future__ import annotations
 
