@@ -3,9 +3,10 @@
 - `RLinfRewardModel(cfg)`: RLinf's reward-model interface (`compute_reward(observations) -> [B]` over
   `main_images`), built from RLinf's reward config: the `reward` section or its `model` part, plus a
   `reward_studio` block (`url`, `token`, `deployment`; or env RS_URL, RS_TOKEN, RS_DEPLOYMENT).
-- `RLinfHistoryRewardModel(cfg)`: the history/VLM variant (RLinf's `buffered_vlm`): windows RLinf's env
-  worker built (`observations["history_input"]`) are scored as they are; raw per-step observations are
-  buffered by the service with the deployment's history settings instead.
+- `RLinfHistoryRewardModel(cfg)`: the history/VLM variant (RLinf 0.3.0's `history_vlm`, head's
+  `buffered_vlm`): windows RLinf's env worker built (`observations["history_input"]`) are scored as they are;
+  raw per-step observations are buffered by the service with the deployment's history settings instead.
+- `rlinf_plugin`: both registered in RLinf's own registry through its `RLINF_EXT_MODULE` hook.
 
 The env reward is never counted twice: RLinf's env worker combines `env_reward_weight * env +
 reward_weight * output` itself, so these return the deployment's `model_output` (the model's part before
@@ -112,7 +113,7 @@ class RLinfRewardModel:
 
 
 class RLinfHistoryRewardModel(RLinfRewardModel):
-    """RLinf's `buffered_vlm` reward over a VLM deployment. Label rewards come from RLinf's
+    """RLinf's `history_vlm` (head: `buffered_vlm`) reward over a VLM deployment. Label rewards come from RLinf's
     `reward.model.reward_parser_params` (positive/negative/unclear/invalid_reward), `interval_reward` and
     `gt_success_bonus` from `reward.model`, applied like RLinf's API reward worker."""
 
@@ -141,14 +142,17 @@ class RLinfHistoryRewardModel(RLinfRewardModel):
         history = observations.get("history_input")
         if history is None:
             return self._steps(observations)
-        window = next(iter(history.values()), None)  # RLinf's buffer (e.g. `history_window`)
-        if window is None:  # no env due this step (input_interval above 1): every env gets interval_reward
-            window = {"main_images": [[] for _ in range(len(observations.get("main_images", [])))]}
-        main = window.get("main_images") or []
-        extra = window.get("extra_view_images") or [[] for _ in main]
-        n = len(main)
+        # RLinf 0.3.0's qwentrend input builder: the `history_window` buffer's main and extra views; an env is
+        # scored where every buffer and key holds a window for it (HistoryVLMInputBuilder.get_valid_input_ids)
+        histories = [h for buffer in history.values() for h in buffer.values()]
+        if not histories:  # no env due this step (input_interval above 1): every env gets interval_reward
+            histories = [[[] for _ in range(len(observations.get("main_images", [])))]]
+        window: dict = history.get("history_window") or next(iter(history.values()), {})
+        n = len(histories[0])
+        main = window.get("main_images") or [[] for _ in range(n)]
+        extra = window.get("extra_view_images") or [[] for _ in range(n)]
         rewards = np.full(n, self.interval_reward, dtype=np.float32)
-        valid = [i for i in range(n) if len(main[i]) and len(extra[i])]
+        valid = [i for i in range(n) if all(len(h[i]) for h in histories) and len(main[i]) and len(extra[i])]
         if valid:
             body = {
                 "windows": [

@@ -3,15 +3,14 @@ inference worker that serves.
 
 RLinf 0.3.0's contract: rlinf/models/embodiment/reward/base_reward_model.py (`compute_reward(observations) ->
 [B]`), resnet_reward_model.py `compute_reward` (`main_images`; probabilities zeroed at or below
-`reward_threshold`), rlinf/workers/reward/reward_worker.py `EmbodiedRewardWorker` (`reward_model_registry`
-by `model_type`, `cls(cfg.reward.model)`, `.to(device)`, `.eval()`, `.dim()` on the answer).
+`reward_threshold`). The plugin inside RLinf's own registry, hook and reward worker:
+tests/interop/test_rlinf_plugin.py; here only how `register()` chooses between the service and a local class.
 """
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
-import torch
 
 from tests.inference.conftest import deploy, direct_probabilities, make_trained_model, random_images
 
@@ -23,56 +22,49 @@ def rl_token(project):
     return agent_create(name="rl-rlinf", kind="rl_worker", scopes=["rewards"], projects=[project])[1]
 
 
-def rlinf_reward_worker(registry: dict, cfg: dict, observations: dict) -> torch.Tensor:
-    """What RLinf's EmbodiedRewardWorker does with a reward model (model_provider_func, init_worker,
-    compute_image_rewards), step by step."""
-    model_cfg = {**cfg["reward"]["model"], "num_envs": len(observations["main_images"])}
-    model = registry[model_cfg["model_type"]](model_cfg)
-    model = model.to(0)
-    model.eval()
-    rewards = model.compute_reward(observations)
-    if rewards is not None and rewards.dim() == 1:
-        rewards = rewards.unsqueeze(-1)
-    return rewards.detach().cpu()
+class LocalResNet:
+    """Stands in for RLinf's own class in a registry dict (RLinf's real registry and worker:
+    tests/interop/test_rlinf_plugin.py)."""
+
+    def __init__(self, cfg):
+        self.cfg = cfg
 
 
-@pytest.mark.django_db(transaction=True)
-def test_the_plugin_serves_a_deployment_as_rlinfs_resnet_reward_model(
-    project, rl_token, live_server_url, inference_worker_process
-):
-    from reward_client.rlinf_plugin import RLinfResNetRewardModel, register
+def test_register_asks_the_service_only_for_configs_with_a_reward_studio_block():
+    from reward_client.rlinf_plugin import RLinfHistoryVLMRewardModel, RLinfResNetRewardModel, register
 
-    trained = make_trained_model(project, seed=4)
-    images = random_images(5, seed=6)
-    p = direct_probabilities(trained.checkpoint_path, images)
-    soft = deploy(trained, reward_type="soft")
-    registry: dict = {"resnet": object}  # RLinf's dict: its own ResNet under "resnet"
-    assert register(registry=registry) is RLinfResNetRewardModel and registry["resnet"] is RLinfResNetRewardModel
-    studio = {"url": live_server_url, "token": rl_token, "deployment": soft.name}
-    cfg = {"reward": {"use_reward_model": True, "model": {"model_type": "resnet", "reward_studio": studio}}}
+    registry: dict = {"resnet": LocalResNet, "vlm": LocalResNet}
+    entries = register(registry=registry)
+    assert set(entries) == {"resnet", "history_vlm"} and registry["vlm"] is LocalResNet
+    studio = {"url": "http://127.0.0.1:9", "deployment": "pick-cube"}  # no token: nothing is asked at start
+    assert isinstance(registry["resnet"]({"model_type": "resnet"}), LocalResNet)  # local files: RLinf's class
+    remote = registry["resnet"]({"model_type": "resnet", "reward_studio": studio})
+    assert isinstance(remote, RLinfResNetRewardModel) and remote.to(0).eval() is remote and remote.device == 0
+    history = {"history_window": {"history_size": 5, "history_keys": ["main_images"]}}
+    vlm = registry["history_vlm"]({"history_buffers": history, "interval_reward": 0.5, "reward_studio": studio})
+    assert isinstance(vlm, RLinfHistoryVLMRewardModel) and vlm.interval_reward == 0.5
+    with pytest.raises(ValueError, match="'history_vlm' has no RLinf class: give reward.model a reward_studio"):
+        registry["history_vlm"]({"history_buffers": history})
 
-    rewards = rlinf_reward_worker(registry, cfg, {"main_images": torch.from_numpy(images)})
-    assert rewards.dtype == torch.float32 and rewards.shape == (5, 1)
-    np.testing.assert_allclose(rewards[:, 0].numpy(), p, atol=1e-5)  # RLinf's raw probability
+    assert register(registry=registry) == entries  # RLINF_EXT_MODULE's register() runs in every worker: no change
+    assert registry["resnet"].local_class is LocalResNet
+    register("resnet_reward", registry)  # a type RLinf lacks (the seed configs' name): the service only
+    assert isinstance(registry["resnet_reward"]({"reward_studio": studio}), RLinfResNetRewardModel)
+    with pytest.raises(ValueError, match="give reward.model a reward_studio block"):
+        registry["resnet_reward"]({"model_type": "resnet_reward"})
+    with pytest.raises(ValueError, match="kind must be one of"):
+        register("mine", registry, kind="vlm")
 
-    threshold = float(np.sort(p)[2])
-    thresholded = deploy(trained, reward_type="thresholded", threshold=threshold)
-    register("reward_studio", registry)
-    model = {
-        "model_type": "reward_studio",
-        "reward_threshold": threshold,
-        "reward_studio": {**studio, "deployment": thresholded.name},
-    }
-    rewards = rlinf_reward_worker(registry, {"reward": {"model": model}}, {"main_images": images})
-    np.testing.assert_allclose(rewards[:, 0].numpy(), np.where(p > threshold, p, 0.0), atol=1e-5)
 
-    binary = deploy(trained)  # the default reward_type: not what RLinf's ResNet gives without a threshold
-    with pytest.raises(ValueError, match="needs reward_type 'soft'"):
-        rlinf_reward_worker(
-            registry,
-            {"reward": {"model": {"model_type": "resnet", "reward_studio": {**studio, "deployment": binary.name}}}},
-            {"main_images": images},
-        )
+def test_history_vlm_plugin_says_what_its_config_lacks():
+    from reward_client.rlinf_plugin import RLinfHistoryVLMRewardModel
+
+    studio = {"url": "http://127.0.0.1:9", "deployment": "vlm"}
+    with pytest.raises(ValueError, match="needs reward.model.history_buffers"):
+        RLinfHistoryVLMRewardModel({"reward_studio": studio})
+    model = RLinfHistoryVLMRewardModel({"history_buffers": {"w": {}}, "reward_studio": studio})
+    with pytest.raises(ValueError, match="set reward.reward_mode to history_buffer"):
+        model.compute_reward({"main_images": np.zeros((2, 8, 8, 3), np.uint8)})
 
 
 @pytest.mark.django_db(transaction=True)
