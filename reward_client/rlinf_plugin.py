@@ -59,9 +59,22 @@ class WorkerModel:
         raise NotImplementedError("this reward model is trained in Reward Studio, not by RLinf")
 
 
+def kind_checked(info: dict, kind: str, model_type: str) -> dict:
+    """The deployment's settings; ValueError where it serves another kind of model than `model_type` needs."""
+    if info.get("kind") != kind:
+        raise ValueError(
+            f"RLinf's {model_type} needs a {kind} deployment; {info.get('name')!r} serves a {info.get('kind')} model"
+        )
+    return info
+
+
 class RLinfResNetRewardModel(WorkerModel, RLinfRewardModel):
     """RLinf's `ResNetRewardModel` contract (`compute_reward(observations)` over `main_images` -> float32 CPU
     [B], probabilities zeroed at or below `reward_threshold` when set) answered by a deployment."""
+
+    def check_deployment(self) -> dict:
+        kind_checked(self.client.call("GET", f"/api/deployments/{self.client.deployment}/"), "resnet", "resnet")
+        return super().check_deployment()
 
     def compute_reward(self, observations: dict, env_rewards: Any = None) -> Any:
         return float32_tensor(super().compute_reward(observations, env_rewards))
@@ -78,6 +91,9 @@ class RLinfHistoryVLMRewardModel(WorkerModel, RLinfHistoryRewardModel):
         if cfg_get(cfg, "history_buffers") is None:
             raise ValueError("RLinf's history_vlm needs reward.model.history_buffers (its HistoryManager reads them)")
         super().__init__(cfg, **kwargs)
+
+    def check_deployment(self) -> dict:
+        return kind_checked(super().check_deployment(), "vlm", "history_vlm")
 
     def compute_reward(self, observations: dict, env_rewards: Any = None) -> Any:
         if not isinstance(observations, dict) or "history_input" not in observations:

@@ -117,7 +117,7 @@ def test_rlinfs_reward_worker_builds_resnet_from_the_hook_and_serves_the_deploym
     local_weights = Path(default_storage.path(trained.checkpoint_path)) / WEIGHTS_FILE
     head = {"arch": "resnet18", "pretrained": "false", "hidden_dim": 16, "image_size": "[3, 32, 32]"}
 
-    served, at_threshold, refused, local = rlinf_worker(
+    served, at_threshold, refused, wrong_kind, local = rlinf_worker(
         tmp_path,
         [
             rlinf_yaml(
@@ -128,6 +128,11 @@ def test_rlinfs_reward_worker_builds_resnet_from_the_hook_and_serves_the_deploym
                 envs=4,
             ),
             rlinf_yaml(resnet_model() + studio_block(live_server_url, rl_token, binary.name), envs=4),
+            rlinf_yaml(
+                "model_type: history_vlm\nhistory_buffers: {history_window: {history_size: 2, history_keys: [main_images]}}\n"
+                + studio_block(live_server_url, rl_token, soft.name),
+                envs=4,
+            ),
             rlinf_yaml(resnet_model(**head, precision="fp32", model_path=local_weights), envs=4),  # local files
         ],
         {"main": main},
@@ -140,6 +145,7 @@ def test_rlinfs_reward_worker_builds_resnet_from_the_hook_and_serves_the_deploym
     for step, expected in zip(at_threshold["steps"], p, strict=True):
         np.testing.assert_allclose(step["rewards"], np.where(expected > threshold, expected, 0.0), atol=1e-5)
     assert "needs reward_type 'soft'" in refused["error"]  # at init_worker, before any step
+    assert f"history_vlm needs a vlm deployment; '{soft.name}' serves a resnet model" in wrong_kind["error"]
 
     assert local["model_class"] == RLINF["resnet"]  # no reward_studio block: RLinf's own class, our weights
     for step, expected in zip(local["steps"], p, strict=True):
@@ -200,7 +206,7 @@ def test_rlinfs_workers_score_history_vlm_windows_with_the_deployment(
             history_keys: [main_images, extra_view_images]
         """
     )
-    served, local = rlinf_worker(
+    served, local, wrong_kind = rlinf_worker(
         tmp_path,
         [
             rlinf_yaml(
@@ -209,6 +215,7 @@ def test_rlinfs_workers_score_history_vlm_windows_with_the_deployment(
                 reward_mode="history_buffer",
             ),
             rlinf_yaml(model, envs=3, reward_mode="history_buffer"),  # local files: RLinf's own class
+            rlinf_yaml(resnet_model() + studio_block(live_server_url, rl_token, deployment.name), envs=3),
         ],
         steps,
         task="pick the cube",
@@ -216,6 +223,7 @@ def test_rlinfs_workers_score_history_vlm_windows_with_the_deployment(
     )
     assert local["model_class"] == RLINF["history_vlm"]
     assert served["model_class"] == STUDIO["history_vlm"]
+    assert f"resnet needs a resnet deployment; '{deployment.name}' serves a vlm model" in wrong_kind["error"]
 
     frames = {}
     for view in ("main", "extra"):
