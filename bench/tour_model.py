@@ -6,15 +6,22 @@ them, labeled by the lift or by the env's success flag), a snapshot with the sna
 folders and the VLM trend export off: the model does not read them), and ResNet jobs from the job form's
 *PickCube workspace* preset (`--preset defaults`: the plain defaults), with seeds 0, 1, ... Each row prints a model's ROC AUC and best accuracy on its
 validation frames beside the sanity check's limits (AUC 0.55 and the majority share), and whether it passes.
-Training runs in this process, as the `training` worker runs a job. Self-contained (a scratch SQLite database):
+Training runs in this process, as the `training` worker runs a job. With `--rlinf` each model is also scored as
+an RLinf run pointed at it would: RLinf 0.3.0's own `ResNetRewardModel` (in the interop environment,
+bench/rlinf_side_score.py) loads `model.safetensors` with the `reward.model` block the model's download carries
+and scores the snapshot's `val.pt` as its `RewardBinaryDataset` reads it; the row prints RLinf's accuracy at 0.5
+and its largest difference from the served probabilities (the limit: 1e-5 where the app says RLinf reproduces
+the model). Self-contained (a scratch SQLite database):
 
-    .venv/bin/python bench/tour_model.py [--episodes 24] [--size 128] [--labels lifted] [--runs 3]
+    .venv/bin/python bench/tour_model.py [--episodes 24] [--size 128] [--labels lifted] [--runs 3] [--rlinf]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -64,7 +71,41 @@ def snapshot(project, val_split: float | None):
     return built
 
 
-def train(project, built, preset: str, size: int, seed: int, epochs: int | None) -> dict:
+def rlinf_scores(model, built) -> tuple[float, float]:
+    """RLinf's own class on the model's files: its accuracy at 0.5 on the validation frames and its largest
+    difference from the probabilities the app serves (bench/rlinf_side_score.py in the interop environment)."""
+    import numpy as np
+
+    from training.evaluation.model_evaluation import model_predictions
+    from training.resnet.config import ResNetConfig
+    from training.resnet.rlinf_match import rlinf_reward_model_config
+    from training.storage import local_path
+
+    python = ROOT / ".interop" / "bin" / "python"
+    if not python.is_file():
+        raise SystemExit("--rlinf needs the interop environment: source scripts/lib.sh; ensure_interop_env")
+    weights = local_path(model.checkpoint_path) / "model.safetensors"
+    block = rlinf_reward_model_config(ResNetConfig.from_dict(model.config), str(weights))
+    request = {"val": str(local_path(built.folder) / "val.pt"), "model": block}
+    done = subprocess.run(
+        [str(python), str(ROOT / "bench" / "rlinf_side_score.py")],
+        input=json.dumps(request),
+        capture_output=True,
+        text=True,
+        cwd="/",
+        env={"PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"},
+        check=False,
+    )
+    if done.returncode != 0:
+        raise SystemExit(f"RLinf's class failed on the model:\n{done.stderr[-3000:]}")
+    theirs = json.loads(done.stdout.strip().splitlines()[-1])
+    served, labels = model_predictions(model=model, snapshot=built)
+    rlinf = np.asarray(theirs["probabilities"])
+    assert theirs["labels"] == labels.tolist(), "RLinf reads the validation frames in another order"
+    return float(((rlinf > 0.5) == (labels == 1)).mean()), float(np.abs(rlinf - served).max())
+
+
+def train(project, built, preset: str, size: int, seed: int, epochs: int | None, rlinf: bool = False) -> dict:
     from training.evaluation import metrics
     from training.evaluation.model_evaluation import model_predictions
     from training.forms import JobForm
@@ -84,7 +125,13 @@ def train(project, built, preset: str, size: int, seed: int, epochs: int | None)
     model = TrainedModel.objects.get(job=job)
     probs, labels = model_predictions(model=model, snapshot=built)
     majority = max(labels.mean(), 1 - labels.mean())
+    rlinf_accuracy, rlinf_difference = rlinf_scores(model, built) if rlinf else (float("nan"), float("nan"))
+    match = model.rlinf_match
     return {
+        "rlinf_accuracy": rlinf_accuracy,
+        "rlinf_difference": rlinf_difference,
+        "rlinf_equal": bool(match and match.equal),
+        "accuracy": float(((probs > 0.5) == (labels == 1)).mean()),
         "seconds": seconds,
         "auc": metrics.roc_curve(probs, labels)["auc"],
         "best": metrics.best_accuracy(probs, labels),
@@ -102,7 +149,8 @@ def main() -> None:
     parser.add_argument("--val-split", type=float, default=None, help="the snapshot's (default: the form's)")
     parser.add_argument("--preset", default="pickcube", choices=sorted(PRESETS), help="the job form's preset")
     parser.add_argument("--epochs", type=int, default=0, help="0: the preset's")
-    args = harness.parse_args(parser, episodes=3, size=64, runs=1, epochs=1)
+    parser.add_argument("--rlinf", action="store_true", help="also score each model with RLinf's own class")
+    args = harness.parse_args(parser, episodes=3, size=64, runs=1, epochs=1, rlinf=True)
     import django
 
     django.setup()
@@ -114,14 +162,19 @@ def main() -> None:
     project = demo_project(args.episodes, args.size, args.labels)
     built = snapshot(project, args.val_split)
     print(f"preset {args.preset!r}: {PRESETS[args.preset].label}")
-    print(f"{'run':>3} {'train s':>8} {'ROC AUC':>8} {'limit':>6} {'best acc':>9} {'majority':>9}  sanity check")
+    print(
+        f"{'run':>3} {'train s':>8} {'ROC AUC':>8} {'limit':>6} {'best acc':>9} {'acc@0.5':>8} {'majority':>9}"
+        f"  sanity check   {'RLinf acc@0.5':>13} {'RLinf max diff':>14} {'limit':>6}  app says RLinf"
+    )
     results = []
     for seed in range(args.runs):
-        result = train(project, built, args.preset, args.size, seed, args.epochs or None)
+        result = train(project, built, args.preset, args.size, seed, args.epochs or None, args.rlinf)
         results.append(result)
         print(
             f"{seed:>3} {result['seconds']:>8.0f} {result['auc']:>8.3f} {MIN_USEFUL_AUC:>6.2f} {result['best']:>9.3f} "
-            f"{result['majority']:>9.3f}  {'passes' if result['passes'] else 'fails'}",
+            f"{result['accuracy']:>8.3f} {result['majority']:>9.3f}  {'passes' if result['passes'] else 'fails':<12}  "
+            f"{result['rlinf_accuracy']:>13.3f} {result['rlinf_difference']:>14.2e} {1e-5:>6.0e}  "
+            f"{'reproduces it' if result['rlinf_equal'] else 'differs'}",
             flush=True,
         )
     aucs = [r["auc"] for r in results]

@@ -90,7 +90,12 @@ def deploy_model(request, model_id: int):
         if threshold is not None:
             initial["threshold"] = threshold
         form = DeployForm(initial=initial, trained_model=model)
-    context = {"model": model, "form": form, "sanity": model_sanity(model), "metrics": _shown_metrics(model.metrics)}
+    context = {
+        "model": model,
+        "form": form,
+        "sanity": model_sanity(model),
+        "metrics": _shown_metrics(model.metrics),
+    }
     return render(request, "inference/deploy.html", context, status=400 if form.errors else 200)
 
 

@@ -78,7 +78,8 @@ class JobForm(forms.Form):
         required=False,
         max_length=100,
         help_text="Part of each frame the model sees, as top, left, height, width fractions (e.g. 0.2, 0.25, 0.5, "
-        "0.5), in training and serving alike; empty = the whole frame, as RLinf's model.",
+        "0.5), in training and serving alike; empty = the whole frame. A cropped model is served by Reward Studio "
+        "only: RLinf's own ResNetRewardModel has no crop and would score it on the whole frame.",
     )
     lr = forms.FloatField(initial=_RES.lr, min_value=1e-9)
     weight_decay = forms.FloatField(initial=_RES.weight_decay, min_value=0.0)

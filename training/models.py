@@ -15,6 +15,7 @@ from labeling.models import Project
 from webapp.common.jobs.models import Job, Lifecycle
 
 from .datasets.binary_split import split_leak
+from .resnet.rlinf_match import RLinfMatch, rlinf_match_for
 
 
 class ImmutableError(RuntimeError):
@@ -143,6 +144,12 @@ class TrainedModel(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    @property
+    def rlinf_match(self) -> RLinfMatch | None:
+        """Whether RLinf's own ResNetRewardModel scores this model's files as the service does (None: not a
+        ResNet); training.resnet.rlinf_match."""
+        return rlinf_match_for(self.kind, self.config)
 
 
 class LabelQueueItem(models.Model):

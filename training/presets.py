@@ -1,11 +1,14 @@
 """Training presets: named starting points for the job form, each a set of form values over the defaults.
 
-`pickcube` is the recipe `manage.py demo` trains a good PickCube reward with (webapp/demo/services.py uses
-the same values): the model sees only the workspace, `WORKSPACE_CROP`, at the camera's own resolution, with
-a higher learning rate decayed by a cosine schedule and the last epoch's weights. The plain defaults see the
-whole frame at 128x128, where PickCube's cube is a few pixels: on the run command's demo (24 episodes at
-128 px) one run in two gave a model no better than always answering "fail", in three times the preset's
-training time (bench/tour_model.py --preset defaults).
+`pickcube` trains a good PickCube reward that RLinf's own `ResNetRewardModel` scores exactly as the service
+does: the whole frame at the camera's own resolution (no crop, which RLinf's preprocessing lacks, and no
+resize), with a higher learning rate decayed by a cosine schedule and the last epoch's weights
+(bench/tour_model.py measures it, RLinf's class included). The plain defaults (lr 1e-4, constant, the epoch
+with the lowest validation loss) on the run command's demo gave a model no better than always answering
+"fail" one run in two (bench/tour_model.py --preset defaults).
+
+`WORKSPACE_CROP` is what `manage.py demo` trains its teleop model on (webapp/demo/services.py): a model with a
+crop is served by Reward Studio only (RLinf's class would score the whole frame; training.resnet.rlinf_match).
 """
 
 from __future__ import annotations
@@ -16,6 +19,11 @@ from typing import Any
 # The main camera's workspace on PickCube (where the cube rests, the gripper closes on it and the lift starts)
 # as [top, left, height, width] fractions of the frame.
 WORKSPACE_CROP = [0.2, 0.25, 0.5, 0.5]
+
+
+def whole_frame_input_size(camera_size: int) -> int:
+    """The model's input side for the whole frame at the camera's resolution (one pixel per pixel)."""
+    return max(16, min(1024, camera_size))
 
 
 def workspace_input_size(camera_size: int) -> int:
@@ -32,7 +40,7 @@ class Preset:
     def form_initial(self, camera_size: int | None) -> dict[str, Any]:
         values = dict(self.values)
         if values.pop("image_side_from_camera", False) and camera_size:
-            side = workspace_input_size(camera_size)
+            side = whole_frame_input_size(camera_size)
             values["image_height"] = values["image_width"] = side
             values["crop_padding"] = max(1, camera_size // 16)
         if isinstance(values.get("crop"), list):
@@ -41,14 +49,16 @@ class Preset:
 
 
 PRESETS: dict[str, Preset] = {
-    "defaults": Preset("Plain defaults", "RLinf's ResNet settings: the whole frame at 128x128, lr 1e-4."),
+    "defaults": Preset(
+        "Plain defaults", "The whole frame at 128x128, lr 1e-4 constant, the epoch with the lowest validation loss."
+    ),
     "pickcube": Preset(
-        "PickCube workspace",
-        "manage.py demo's recipe: the workspace crop at the camera's resolution, lr 1e-3 with a cosine "
-        "schedule, the last epoch's weights.",
+        "PickCube",
+        "The whole frame at the camera's resolution (RLinf's own ResNetRewardModel scores it exactly as the "
+        "service does), lr 1e-3 with a cosine schedule, the last epoch's weights.",
         {
             "image_side_from_camera": True,
-            "crop": WORKSPACE_CROP,
+            "crop": [],
             "lr": 1e-3,
             "warmup_steps": 20,
             "schedule": "cosine",

@@ -18,6 +18,7 @@ urlpatterns: list[URLPattern | URLResolver] = [
     path("jobs/<int:job_id>/", views.job_detail, name="training-job"),
     path("jobs/<int:job_id>/<str:action>", views.job_action, name="training-job-action"),
     path("models/<int:model_id>/evaluation", views.model_evaluation, name="training-evaluation"),
+    path("models/<int:model_id>/download", views.model_download, name="model-download"),
     path("models/<int:model_id>/vlm-evaluation", views.vlm_evaluation, name="vlm-evaluation"),
     path("api/projects/<int:pk>/snapshots", api.SnapshotListView.as_view(), name="api-snapshots"),
     path("api/snapshots/<int:snapshot_id>", api.SnapshotDetailView.as_view(), name="api-snapshot"),

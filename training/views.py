@@ -25,6 +25,7 @@ from . import selectors, services
 from .families import FAMILIES, default_config
 from .forms import JobForm, SnapshotForm
 from .jobs.limits import paths_relative
+from .model_export import ModelExportError, model_archive_stream
 from .models import DatasetSnapshot, ModelKind, TrainedModel, TrainingJob
 from .page_data import EvaluationPageData, JobPageData, TrainingPageData
 from .presets import PRESETS
@@ -262,6 +263,19 @@ def model_evaluation(request, model_id: int):
         },
         status=200 if data else 400,
     )
+
+
+@login_required
+def model_download(request, model_id: int):
+    """A model's checkpoint folder as a zip, streamed as it is zipped, with RLinf's config and note for a ResNet
+    (training.model_export)."""
+    model = get_object_or_404(TrainedModel.objects.select_related("project"), pk=model_id)
+    access.require_page(request, access.TRAINING_VIEW, model.project)
+    try:
+        name, blocks = model_archive_stream(model=model)
+    except ModelExportError as exc:
+        raise Http404(str(exc)) from None
+    return stream_response(request, blocks, content_type="application/zip", attachment=name)
 
 
 @login_required

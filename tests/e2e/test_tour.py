@@ -1,6 +1,6 @@
 """The README's "A first tour", step by step, in real Chromium on a fresh database: the run command's demo
 data (`manage.py setup_demo` as scripts/run.sh runs it), the printed admin login, a snapshot with the form's
-defaults, a job from the *PickCube workspace* preset, the evaluation and its slider, *Deploy…* carrying the
+defaults, a job from the *PickCube* preset, the evaluation and its slider, *Deploy…* carrying the
 slider's threshold, and rewards through the README's client snippet, run by a Python outside the repository
 with `reward_client` installed as the README says (`pip install ./reward_client`). The model passes the
 sanity check (no page flags it), beats the majority answer at the slider's threshold and ranks the served
@@ -132,7 +132,7 @@ def test_the_readme_tour_ends_with_a_useful_deployed_reward(
     assert page.locator("#episodes tbody tr").count() == EPISODES  # 2. its episodes, ready to label, with thumbnails
     assert page.locator("#episodes td.thumb img").count() == EPISODES
 
-    # 3. Training: a snapshot with the form's defaults, then the PickCube workspace preset
+    # 3. Training: a snapshot with the form's defaults, then the PickCube preset
     page.locator("a[href$='/training/']").first.click()
     page.wait_for_selector("#snapshot-form")
     page.locator("#snapshot-form button[type=submit]").click()
@@ -141,8 +141,8 @@ def test_the_readme_tour_ends_with_a_useful_deployed_reward(
     page.click("#back-to-training")
     page.click("#job-presets a[data-preset=pickcube]")
     job = page.locator("#job-form")
-    assert job.locator("[name=image_height]").input_value() == "64"  # the workspace of a 128 px camera
-    assert job.locator("[name=crop]").input_value() == "0.2, 0.25, 0.5, 0.5"
+    assert job.locator("[name=image_height]").input_value() == "128"  # the whole frame of a 128 px camera
+    assert job.locator("[name=crop]").input_value() == ""  # no crop: RLinf's own class scores it as we do
     job.locator("button[type=submit]").click()
     page.wait_for_url(re.compile(r".*/jobs/\d+/$"))
     started = time.monotonic()
@@ -170,6 +170,8 @@ def test_the_readme_tour_ends_with_a_useful_deployed_reward(
     page.click("text=Open the evaluation")
     page.wait_for_selector(".gallery a")
     assert page.locator("[data-sanity=failed]").count() == 0
+    # the page says RLinf's own class scores this model as we serve it (tests/interop/test_rlinf_presets.py)
+    assert page.locator("#rlinf-match").get_attribute("data-rlinf") == "equal"
 
     # 4. the slider where the evaluation's accuracy is best, then Deploy…: its threshold comes along
     sweep = evaluation.threshold_sweep(probs, labels)

@@ -143,8 +143,8 @@ def test_the_job_form_folds_what_most_jobs_keep_and_shows_help_and_presets(user_
     assert 'data-preset="pickcube"' in html and 'data-preset="defaults"' in html
 
     form = user_client.get(f"/projects/{project.pk}/training/?preset=pickcube").context["job_form"]
-    assert form.initial["crop"] == "0.2, 0.25, 0.5, 0.5" and form.initial["lr"] == 1e-3
-    assert form.initial["image_height"] == form.initial["image_width"] == 16  # half of a 32 px camera, at least 16
+    assert form.initial["crop"] == "" and form.initial["lr"] == 1e-3  # no crop: RLinf's class scores it as we do
+    assert form.initial["image_height"] == form.initial["image_width"] == 32  # the whole 32 px frame, no resize
     assert form.initial["schedule"] == "cosine" and form.initial["select"] == "last"
     assert user_client.get(f"/projects/{project.pk}/training/?preset=nope").context["job_form"].initial == {}
 

@@ -1,6 +1,10 @@
 """The ResNet reward classifier's configuration: what builds the model and how it is trained.
 
-Defaults follow RLinf's reward-model recipe (shared/reference formats section 3). Validation happens in
+The model and optimiser defaults are RLinf's (shared/reference formats section 3: hidden_dim 256, dropout 0.1,
+AdamW lr 1e-4, weight decay 1e-5, clip 1.0, 100 warmup steps, early stop on val_loss with patience 5); its
+trainer differs in two ways: it starts from ImageNet weights (`pretrained`; nothing is downloaded here, so ours
+starts from scratch unless `pretrained_path` names a local file) and it has no augmentation (ours shifts each
+image at random, as HIL-SERL does: `augment`, `crop_padding`). Validation happens in
 `__post_init__`, so a bad config fails before a job is queued, with a message naming the field.
 """
 

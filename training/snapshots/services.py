@@ -3,10 +3,8 @@ with progress recorded on the row), the downloadable archive."""
 
 from __future__ import annotations
 
-import io
 import json
 import logging
-import os
 import shutil
 import time
 import zipfile
@@ -25,6 +23,7 @@ from django.utils import timezone
 from labeling.images import PNG_SIGNATURE, ImageError, check_png, decode_rgb, encode_array
 from labeling.models import Project
 from webapp.common.jobs.services import JobHeartbeat, job_claim, job_finish, job_progress
+from webapp.common.zip_stream import zip_folder_blocks
 from webhooks import events
 from webhooks.services import webhook_emit_safely
 
@@ -450,35 +449,6 @@ def snapshot_archive(*, snapshot: DatasetSnapshot) -> Path:
     return archive
 
 
-class _ZipSink(io.RawIOBase):
-    """Where zipfile writes a streamed archive: collects the bytes until the caller takes them."""
-
-    def __init__(self) -> None:
-        self._parts: list[bytes] = []
-        self.pending = self._written = 0
-
-    def writable(self) -> bool:
-        return True
-
-    def write(self, data) -> int:
-        self._parts.append(bytes(data))
-        self.pending += len(data)
-        self._written += len(data)
-        return len(data)
-
-    def tell(self) -> int:
-        return self._written
-
-    def take(self) -> bytes:
-        out = b"".join(self._parts)
-        self._parts.clear()
-        self.pending = 0
-        return out
-
-
-ARCHIVE_BLOCK_BYTES = 1 << 20
-
-
 def snapshot_archive_stream(*, snapshot: DatasetSnapshot) -> tuple[str, Iterator[bytes]]:
     """The archive's file name and its bytes as they are zipped, block by block (about 1 MiB each): a
     download starts at once, costs no disk and holds one block in memory, whatever the snapshot's size.
@@ -486,30 +456,7 @@ def snapshot_archive_stream(*, snapshot: DatasetSnapshot) -> tuple[str, Iterator
     if snapshot.status != DatasetSnapshot.Status.READY:
         raise SnapshotError(f"snapshot #{snapshot.number} is {snapshot.status}")
     name = _archive_name(snapshot)
-    return name, _zip_blocks(local_path(snapshot.folder), name.removesuffix(".zip"))
-
-
-def _files_as_walked(folder: Path) -> Iterator[Path]:
-    """The folder's files, each folder's own files (sorted) before its subfolders: listed as the walk goes, so
-    the first bytes go out before the last of 100,000 frame files has been listed."""
-    for current, subfolders, files in os.walk(folder):
-        subfolders.sort()
-        for name in sorted(files):
-            yield Path(current) / name
-
-
-def _zip_blocks(folder: Path, root: str) -> Iterator[bytes]:
-    sink = _ZipSink()
-    with zipfile.ZipFile(sink, "w", compression=zipfile.ZIP_STORED, allowZip64=True) as zf:
-        for path in _files_as_walked(folder):
-            info = zipfile.ZipInfo.from_file(path, f"{root}/{path.relative_to(folder)}")
-            with path.open("rb") as source, zf.open(info, "w") as target:
-                while block := source.read(ARCHIVE_BLOCK_BYTES):
-                    target.write(block)
-                    if sink.pending >= ARCHIVE_BLOCK_BYTES:
-                        yield sink.take()
-    if sink.pending:
-        yield sink.take()
+    return name, zip_folder_blocks(local_path(snapshot.folder), name.removesuffix(".zip"))
 
 
 def snapshot_delete(*, snapshot: DatasetSnapshot) -> None:
