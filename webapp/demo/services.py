@@ -25,7 +25,9 @@ if TYPE_CHECKING:
 CAMERA = "main"  # the camera the teleop dashboard scores
 # The model sees only the main camera's workspace (training.presets.WORKSPACE_CROP, in training and serving
 # alike) at the camera's own resolution, so a 128 px camera gives the ~6 px cube a 64 px model input at the
-# cost of a 64 px frame. The training page's "PickCube workspace" preset is this recipe.
+# cost of a 64 px frame. The model is for the teleop dashboard, which Reward Studio serves: RLinf's own
+# ResNetRewardModel has no crop, so its pages flag it as served only (training.resnet.rlinf_match); the
+# training page's "PickCube" preset trains on the whole frame, which RLinf's class scores as we do.
 model_input_size = workspace_input_size
 
 
