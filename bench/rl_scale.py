@@ -1,32 +1,42 @@
-"""RL-run scale bench: one request per env at once, as RLinf's API reward worker sends them, must all get 200.
+"""RL-run scale bench: RLinf's VLM chat requests and single-image ResNet requests from N envs each, BOTH AT ONCE,
+against a service that has loaded no model yet; every answer must be 200 and the slowest under half of the
+service's INFERENCE_TIMEOUT_S.
 
-RLinf's reward worker posts one chat-completions request per env window at once (a thread pool as wide as
-the batch, no token from a trusted address, no retries: any non-200 ends the run). This bench starts the
-Procfile's `web` and `inference` processes as users run them (TRUSTED_CIDRS=127.0.0.1/32), deploys the tiny
-Qwen3-VL fixture and a tiny ResNet, warms each with one request, then sends at once from --clients threads:
+The service is started as users run it: the Procfile's `web` and `inference` processes, TRUSTED_CIDRS=127.0.0.1/32
+(no tokens), the tiny Qwen3-VL fixture (32 windows a batch) and a tiny ResNet (64 images a batch) deployed. Cold:
+the inference worker has sent its first heartbeat and loaded nothing; no request warms either model. Then at
+the same moment:
 
-  1. RLinf's chat payload (two 5-frame JPEG videos of 32x32 px and its prompt, `max_tokens` 16) to
-     `POST /v1/chat/completions`, tokenless;
-  2. one single-image ResNet reward request each (`application/x-npy`, uint8 [1,32,32,3]) to
-     `POST /api/deployments/<name>/rewards`, tokenless.
+  1. chat: N requests from RLinf's own code in the interop environment (tests/interop/side_rlinf_mirrors.py
+     `chat_burst`): RLinf 0.3.0's `qwentrend_input_builder` turns each env's window (two 5-frame 32x32 videos)
+     into its videos and its prompt text; 0.3.0's `InferenceHTTPClient.chat_completion` sends it. RLinf 0.3.0 has
+     no API reward worker (it is at its repository head only), so the body is assembled as head's
+     `_build_chat_payloads` does, byte for byte: every frame of the main then the extra video as a JPEG (quality
+     95) data URL, the prompt as the last text part, `model` = the base model folder's name, `max_tokens` 16 and
+     `temperature` 0 spread in; one thread per window (head's `_generate`), no retries;
+  2. rewards: N single-image `.npy` requests (uint8 [1,32,32,3]) to `POST /api/deployments/<name>/rewards`,
+     tokenless, one thread each, no retries.
 
-For each it prints the status counts (every answer must be 200) and the latency distribution
-(p50/p95/p99/max), beside its limit measured in the same run: the time this process takes to score the
-same number of items with the same model at the deployment's batch size (timed on up to 128 VLM windows
-and scaled; the last answer cannot come sooner on one worker). Exit status 1 when any answer is not 200.
+For each kind it prints every answer's status (counted), the slowest answer and p50/p90/p99 beside the limit
+(half of INFERENCE_TIMEOUT_S, as this service reads it), when the first 200 came (the model's load on demand is in
+it), and, to say where the time went, the in-process limit: the time this process takes to score the same items
+with the same model at the deployment's batch size on one torch thread (VLM timed on up to 128 windows and
+scaled), which is the least time the last answer can take on one worker; and the worker's batches. Exit status 1
+when any answer is not 200 or the slowest is not under the limit.
 
-    .venv/bin/python bench/rl_scale.py               # 1,024 clients
-    .venv/bin/python bench/rl_scale.py --smoke       # 64 clients, a quick check that it runs
+    .venv/bin/python bench/rl_scale.py               # 1,024 envs: 1,024 chat + 1,024 ResNet requests at once
+    .venv/bin/python bench/rl_scale.py --smoke       # 64 of each, a quick check that it runs
 """
 
 from __future__ import annotations
 
 import argparse
-import base64
-import io
+import json
 import os
 import subprocess
 import sys
+import tempfile
+import threading
 import time
 import uuid
 from collections import Counter
@@ -39,46 +49,35 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.append(str(ROOT / "bench"))  # after ROOT: bench/inference.py must not hide the inference app
-from harness import parse_args, procfile_line, scratch_environment, start_web, stop  # noqa: E402
+from harness import (  # noqa: E402
+    parse_args,
+    procfile_line,
+    scratch_environment,
+    start_web,
+    stop,
+    wait_for_inference_worker,
+)
 
 SIZE = 32
 FRAMES = 5
-MODEL_ALIAS = "Qwen3-VL-4B-Instruct"  # RLinf names the model by its base model folder
-PROMPT = (
-    "You are currently performing the task: pick up the red cube. You are given two synchronized 5-frame videos "
+TASK = "pick up the red cube"
+MODEL_ALIAS = "Qwen3-VL-4B-Instruct"  # RLinf names the model by its base model folder (`_derive_model_name`)
+SAMPLING = {"max_tokens": 16, "temperature": 0}  # `reward.api.sampling_params` of RLinf's example config
+PROMPT = (  # what the tiny model was "trained" with: RLinf's qwentrend prompt for TASK
+    f"You are currently performing the task: {TASK}. You are given two synchronized 5-frame videos "
     "from different camera views (main view and third-person view) of the same robot action window. Judge "
     "whether the action trend is positive, negative, or unclear. Answer with exactly one word: positive, "
     "negative, or unclear."
 )
 VLM_BATCH = 32
 RESNET_BATCH = 64
+SIDE_PYTHON = ROOT / ".interop" / "bin" / "python"
+SIDE_RUNNER = ROOT / "tests" / "interop" / "side_rlinf_mirrors.py"
 
 
-def jpeg_data_url(frame: np.ndarray) -> str:
-    from PIL import Image
-
-    buffer = io.BytesIO()
-    Image.fromarray(frame, mode="RGB").save(buffer, format="JPEG", quality=95)
-    return "data:image/jpeg;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
-
-
-def window(seed: int) -> list[list[np.ndarray]]:
-    rng = np.random.default_rng(seed)
-    return [[rng.integers(0, 256, (SIZE, SIZE, 3), dtype=np.uint8) for _ in range(FRAMES)] for _ in range(2)]
-
-
-def chat_body(seed: int) -> dict:
-    """RLinf's `_build_chat_payloads`: every frame of the main then the extra video, then the prompt."""
-    content: list[dict] = [
-        {"type": "image_url", "image_url": {"url": jpeg_data_url(f)}} for video in window(seed) for f in video
-    ]
-    content.append({"type": "text", "text": PROMPT})
-    return {
-        "model": MODEL_ALIAS,
-        "messages": [{"role": "user", "content": content}],
-        "max_tokens": 16,
-        "temperature": 0,
-    }
+def windows(clients: int) -> np.ndarray:
+    """Each env's window: [clients, 2 views, FRAMES, SIZE, SIZE, 3] uint8."""
+    return np.random.default_rng(0).integers(0, 256, (clients, 2, FRAMES, SIZE, SIZE, 3), dtype=np.uint8)
 
 
 def npy_image(seed: int) -> bytes:
@@ -87,38 +86,72 @@ def npy_image(seed: int) -> bytes:
     return dump_npy(np.random.default_rng(seed).integers(0, 256, (1, SIZE, SIZE, 3), dtype=np.uint8))
 
 
-def burst(post, bodies: list) -> tuple[Counter, list[float], list[str]]:
-    """Send every body at once, one thread each (RLinf's pool as wide as the batch); the status counts,
-    the latencies of the 200s (s) and the first few other answers."""
-    import threading
+def side_chat_burst(args: dict, folder: Path) -> subprocess.Popen:
+    """RLinf's chat clients in the interop environment (`chat_burst`), started now, sending when `go_file`
+    appears; its arguments and its stderr in `folder`."""
+    if not SIDE_PYTHON.is_file():
+        raise SystemExit(
+            f"{SIDE_PYTHON} is missing: the chat clients are RLinf 0.3.0's own code in the interop environment; "
+            "build it with `source scripts/lib.sh; ensure_interop_env` (scripts/test.sh does)"
+        )
+    (folder / "chat_args.json").write_text(json.dumps(args))
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(Path.home()), "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
+    return subprocess.Popen(
+        [str(SIDE_PYTHON), str(SIDE_RUNNER), "chat_burst"],
+        stdin=open(folder / "chat_args.json"),  # noqa: SIM115 - closed with the process
+        stdout=subprocess.PIPE,
+        stderr=open(folder / "chat_clients.log", "w"),  # noqa: SIM115 - closed with the process
+        text=True,
+        cwd="/",  # nothing of the project on its path
+        env=env,
+    )
 
-    start = threading.Barrier(len(bodies))
 
-    def one(body) -> tuple[int, float, str]:
-        start.wait()
-        began = time.perf_counter()
+def rewards_burst(url: str, bodies: list[bytes], gate: threading.Barrier) -> list[list]:
+    """One thread per body, all released by `gate`; per request [status (0: no answer), seconds, text]."""
+    import requests
+
+    def one(body: bytes) -> list:
+        gate.wait()
+        started = time.perf_counter()
         try:
-            response = post(body)
-            return response.status_code, time.perf_counter() - began, response.text[:300]
+            response = requests.post(
+                url, data=body, headers={"Content-Type": "application/x-npy"}, timeout=(600, 600), proxies={}
+            )
+            return [response.status_code, time.perf_counter() - started, response.text[:300]]
         except Exception as exc:  # a refused or dropped connection counts as a failure, with its reason
-            return 0, time.perf_counter() - began, f"{exc.__class__.__name__}: {exc}"
+            return [0, time.perf_counter() - started, f"{exc.__class__.__name__}: {exc}"[:300]]
 
     with ThreadPoolExecutor(max_workers=len(bodies)) as pool:
-        results = list(pool.map(one, bodies))
-    statuses = Counter(status for status, _, _ in results)
-    latencies = [t for status, t, _ in results if status == 200]
-    errors = [f"{status}: {text}" for status, _, text in results if status != 200][:3]
-    return statuses, latencies, errors
+        return list(pool.map(one, bodies))
 
 
-def distribution(latencies: list[float]) -> str:
-    if not latencies:
-        return "no 200 answers"
-    p50, p95, p99 = np.percentile(latencies, [50, 95, 99])
-    return f"p50 {p50:.2f} s  p95 {p95:.2f} s  p99 {p99:.2f} s  max {max(latencies):.2f} s"
+def report(title: str, results: list[list], limit_s: float, raw_s: float) -> bool:
+    """Print one kind's figures; whether it passed (every answer 200, the slowest under `limit_s`)."""
+    statuses = Counter(int(status) for status, _, _ in results)
+    seconds = np.array([t for _, t, _ in results])
+    ok_seconds = np.array([t for status, t, _ in results if status == 200])
+    all_200 = statuses.get(200, 0) == len(results)
+    slowest = float(seconds.max())
+    within = slowest < limit_s
+    print(f"\n{title}: statuses {dict(sorted(statuses.items()))} ({'all 200' if all_200 else 'NOT ALL 200'})")
+    p50, p90, p99 = np.percentile(seconds, [50, 90, 99])
+    print(f"  latency   p50 {p50:.2f} s  p90 {p90:.2f} s  p99 {p99:.2f} s  slowest {slowest:.2f} s (every answer)")
+    verdict = "within" if within else "NOT within"
+    print(
+        f"  limit     slowest {slowest:.2f} s vs half the timeout {limit_s:.1f} s: {verdict} ({slowest / limit_s:.2f}x)"
+    )
+    if len(ok_seconds):
+        print(f"  first 200 after {ok_seconds.min():.2f} s (the model loaded on demand meanwhile)")
+    print(
+        f"  in-process scoring of the {len(results)} items on one thread: {raw_s:.2f} s (slowest/that {slowest / raw_s:.1f}x)"
+    )
+    for status, _, text in [r for r in results if r[0] != 200][:3]:
+        print(f"  error     {status}: {text}")
+    return all_200 and within
 
 
-def setup(media: Path):
+def setup():
     import django
 
     django.setup()
@@ -177,7 +210,7 @@ def raw_seconds(deployment, items: Any, batch: int, sample: int) -> float:
     torch.set_num_threads(1)
     model = deployment.trained_model
     scorer: Any = scorer_load(
-        ModelSpec(kind=model.kind, folder=default_storage.path(model.checkpoint_path), device="cpu")
+        ModelSpec(kind=model.kind, folder=Path(default_storage.path(model.checkpoint_path)), device="cpu")
     )
     score = scorer.score_windows if model.kind == "vlm" else scorer.score  # the chat path scores windows
     score(items[:batch])  # warm
@@ -188,25 +221,38 @@ def raw_seconds(deployment, items: Any, batch: int, sample: int) -> float:
     return (time.perf_counter() - started) * len(items) / len(timed)
 
 
+def worker_counts() -> tuple[int, int]:
+    """(items, batches) the inference workers have scored, from their heartbeats."""
+    from django.conf import settings
+
+    from inference.broker import WORKERS_KEY
+    from webapp.common.redis_clients import redis_from_url
+
+    beats = redis_from_url(settings.REDIS_URL).hgetall(WORKERS_KEY)
+    items = sum(json.loads(v).get("items", 0) for v in beats.values())
+    batches = sum(json.loads(v).get("batches", 0) for v in beats.values())
+    return items, batches
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--clients", type=int, default=1024, help="concurrent tokenless clients per burst")
+    parser.add_argument("--clients", type=int, default=1024, help="envs: chat requests and ResNet requests each")
     args = parse_args(parser, clients=64)
     clients = args.clients
 
     scratch = scratch_environment("rl_scale")
     os.environ["TRUSTED_CIDRS"] = "127.0.0.1/32"
-    vlm_deployment, resnet_deployment = setup(scratch)
-
-    import requests
+    vlm_deployment, resnet_deployment = setup()
+    from django.conf import settings
 
     from training.vlm.wire import WindowRequest
 
-    # what a chat request becomes: both videos' frames, RLinf's prompt, greedy generation of up to 16 tokens
-    vlm_items = [
-        WindowRequest([f for video in window(i) for f in video], PROMPT, generate=True, max_new_tokens=16)
-        for i in range(clients)
-    ]
+    timeout_s = float(settings.INFERENCE_TIMEOUT_S)
+    limit_s = timeout_s / 2
+    frames = windows(clients)
+    np.save(scratch / "windows.npy", frames)
+    # what a chat request becomes: both videos' frames, the prompt, greedy generation of up to 16 tokens
+    vlm_items = [WindowRequest([*window[0], *window[1]], PROMPT, generate=True, max_new_tokens=16) for window in frames]
     resnet_images = np.random.default_rng(0).integers(0, 256, (clients, SIZE, SIZE, 3), dtype=np.uint8)
     vlm_raw = raw_seconds(vlm_deployment, vlm_items, VLM_BATCH, sample=128)
     resnet_raw = raw_seconds(resnet_deployment, resnet_images, RESNET_BATCH, sample=clients)
@@ -220,44 +266,67 @@ def main() -> int:
         stderr=subprocess.STDOUT,
     )
     web, base_url = start_web(scratch / "web.log")
-    failed = False
+    side = None
+    passed = False
     try:
-        chat_bodies = [chat_body(i) for i in range(clients)]
-        npy_bodies = [npy_image(i) for i in range(clients)]
+        wait_for_inference_worker(worker)  # started, heartbeat sent, no model loaded: cold
+        signals = Path(tempfile.mkdtemp(prefix="rl-scale-go-"))
+        side = side_chat_burst(
+            {
+                "base_url": base_url,
+                "frames": str(scratch / "windows.npy"),
+                "task": TASK,
+                "model": MODEL_ALIAS,
+                "sampling_params": SAMPLING,
+                "ready_file": str(signals / "ready"),
+                "go_file": str(signals / "go"),
+            },
+            scratch,
+        )
+        deadline = time.monotonic() + 600
+        while not (signals / "ready").exists():  # RLinf's builder has made every body
+            if side.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(
+                    f"RLinf's chat clients did not get ready:\n{(scratch / 'chat_clients.log').read_text()[-3000:]}"
+                )
+            time.sleep(0.05)
+        bodies = [npy_image(i) for i in range(clients)]
+        gate = threading.Barrier(clients + 1)
         rewards_url = f"{base_url}/api/deployments/{resnet_deployment.name}/rewards"
+        resnet_results: list[list] = []
+        sender = threading.Thread(target=lambda: resnet_results.extend(rewards_burst(rewards_url, bodies, gate)))
+        sender.start()
+        items_before, batches_before = worker_counts()
+        load = os.getloadavg()
+        began = time.time()
+        (signals / "go").write_text("go")
+        gate.wait()
+        out, _ = side.communicate(timeout=3600)
+        sender.join()
+        wall = time.time() - began
+        if side.returncode != 0:
+            raise RuntimeError(
+                f"RLinf's chat clients failed ({side.returncode}):\n{(scratch / 'chat_clients.log').read_text()[-3000:]}"
+            )
+        chat = json.loads(out.strip().splitlines()[-1])
+        time.sleep(1.2)  # a fresh heartbeat carries the worker's counters
+        items_after, batches_after = worker_counts()
 
-        def chat(body):
-            return requests.post(f"{base_url}/v1/chat/completions", json=body, timeout=(600, 600), proxies={})
-
-        def reward(body):
-            headers = {"Content-Type": "application/x-npy"}
-            return requests.post(rewards_url, data=body, headers=headers, timeout=(600, 600), proxies={})
-
-        for name, post, warm_body in (("chat", chat, chat_bodies[0]), ("rewards", reward, npy_bodies[0])):
-            response = post(warm_body)  # the worker loads the model
-            if response.status_code != 200:
-                raise RuntimeError(f"warm-up {name} request answered {response.status_code}: {response.text[:300]}")
-
-        print(f"RL-run scale bench: {clients} concurrent tokenless clients per burst, load average {os.getloadavg()}")
-        for title, post, bodies, raw in (
-            (f"RLinf chat, tiny Qwen3-VL ({VLM_BATCH}/batch)", chat, chat_bodies, vlm_raw),
-            (f"ResNet rewards, 1 image ({RESNET_BATCH}/batch)", reward, npy_bodies, resnet_raw),
-        ):
-            started = time.perf_counter()
-            statuses, latencies, errors = burst(post, bodies)
-            wall = time.perf_counter() - started
-            ok = statuses.get(200, 0) == clients
-            failed |= not ok
-            print(f"\n{title}: {dict(statuses)} ({'all 200' if ok else 'NOT ALL 200'}), burst {wall:.1f} s")
-            print(f"  latency   {distribution(latencies)}")
-            print(f"  limit     scoring the {clients} items in this process: {raw:.2f} s (the least max latency)")
-            print(f"  max/limit {max(latencies, default=float('nan')) / raw:.1f}x")
-            for error in errors:
-                print(f"  error     {error}")
-        print(f"\nload average after: {os.getloadavg()}")
+        print(
+            f"RL-run scale bench: {clients} envs, {clients} RLinf chat + {clients} ResNet requests at once, cold "
+            f"(no model loaded); INFERENCE_TIMEOUT_S {timeout_s:g} s; load average before {load}"
+        )
+        print(f"RLinf 0.3.0's prompt is the trained one: {chat['prompt'] == PROMPT}; both bursts done in {wall:.1f} s")
+        passed = report(f"RLinf chat, tiny Qwen3-VL ({VLM_BATCH}/batch)", chat["results"], limit_s, vlm_raw)
+        passed &= report(f"ResNet rewards, 1 image ({RESNET_BATCH}/batch)", resnet_results, limit_s, resnet_raw)
+        items, batches = items_after - items_before, batches_after - batches_before
+        print(f"\nworker: {items} items in {batches} batches ({items / max(batches, 1):.1f} a batch)")
+        print(f"load average after: {os.getloadavg()}")
     finally:
+        if side is not None and side.poll() is None:
+            side.kill()
         stop(web, worker)
-    return 1 if failed else 0
+    return 0 if passed else 1
 
 
 if __name__ == "__main__":

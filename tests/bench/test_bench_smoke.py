@@ -243,8 +243,11 @@ def test_vlm(bench_env):
 
 
 def test_rl_scale(bench_env):
-    """RLinf's chat payload and single-image ResNet requests from concurrent tokenless trusted clients: every
-    answer 200, the latency distribution beside the in-process limit."""
+    """RLinf 0.3.0's chat clients (its own builder and HTTP client, in the interop environment) and single-image
+    ResNet requests, both at once on a cold service: every answer 200, the slowest under half the timeout, the
+    percentiles, and where the time went."""
     out = smoke("rl_scale", bench_env)
-    assert out.count("all 200") == 2 and "NOT ALL 200" not in out, out
-    assert_rows(out, "latency   p50", "limit     scoring the", "max/limit")
+    assert out.count("(all 200)") == 2 and "NOT ALL 200" not in out, out
+    assert "RLinf 0.3.0's prompt is the trained one: True" in out, out
+    assert out.count(": within (") == 2, out
+    assert_rows(out, "latency   p50", "limit     slowest", "first 200 after", "in-process scoring", "worker:")
