@@ -111,10 +111,16 @@ side_env_hash() { cat "$1" requirements.lock | sha256sum | cut -c1-16; }
 side_env_link_main() {
   # The side environment at $1 reads the main virtualenv's site-packages after its own (a .pth file). The path is
   # resolved (the checkout's .venv is a link, and a checkout may be moved or removed while the cache stays) and
-  # written again on every run, so a side environment never points at a checkout that is gone.
-  local main_site
+  # written again on every run, so a side environment never points at a checkout that is gone. $2 (optional): the
+  # name of another side environment whose site-packages come between the two (zy- sorts before zz-).
+  local main_site site
   main_site="$("$ROOT/.venv/bin/python" -c 'import os, sysconfig; print(os.path.realpath(sysconfig.get_paths()["purelib"]))')"
-  echo "$main_site" > "$("$1/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/zz-main-venv.pth"
+  site="$("$1/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+  echo "$main_site" > "$site/zz-main-venv.pth"
+  if [ -n "${2:-}" ]; then
+    "$ROOT/.$2/bin/python" -c 'import os, sysconfig; print(os.path.realpath(sysconfig.get_paths()["purelib"]))' \
+      > "$site/zy-$2.pth"
+  fi
 }
 
 ensure_side_env() {
@@ -122,7 +128,9 @@ ensure_side_env() {
   # with REQUIREMENTS installed with --no-deps, built once and cached, linked as .NAME in the checkout. The main
   # virtualenv's site-packages follow its own on sys.path (a .pth file), so torch and the shared libraries are
   # not downloaded twice while the versions pinned in REQUIREMENTS take precedence. CHECK: Python it must run.
-  local name="$1" requirements="$2" check="$3" home env
+  # OVER (optional): a side environment built first whose packages this one reads after its own (only the
+  # packages that differ are installed here).
+  local name="$1" requirements="$2" check="$3" over="${4:-}" home env
   home="${RS_VENV_HOME:-$HOME/.cache/reward-studio}"
   env="$home/$name-$(side_env_hash "$requirements")"
   if [ ! -f "$env/.rs-complete" ]; then
@@ -131,11 +139,11 @@ ensure_side_env() {
     rm -rf "$env"; mkdir -p "$home"
     "$ROOT/.venv/bin/python" -m venv --without-pip "$env"
     "$ROOT/.venv/bin/python" -m pip --python "$env/bin/python" install -q --no-deps -r "$requirements"
-    side_env_link_main "$env"
+    side_env_link_main "$env" "$over"
     HF_HUB_OFFLINE=1 "$env/bin/python" -c "$check" || die "the $name environment $env does not import (see above)"
     touch "$env/.rs-complete"
   fi
-  side_env_link_main "$env"
+  side_env_link_main "$env" "$over"
   ln -sfn "$env" "$ROOT/.$name"
 }
 
@@ -143,6 +151,15 @@ ensure_interop_env() {
   # RLinf's and DI-engine's released packages (peft 0.11.1, transformers 4.57.6 as RLinf pins them)
   ensure_side_env interop requirements-interop.txt \
     'import peft, transformers, torch, rlinf, ding, ding.entry.serial_entry_reward_model_offpolicy, ding.framework.middleware; assert peft.__version__ == "0.11.1", peft.__version__'
+}
+
+ensure_interop_peft_env() {
+  # RLinf's `embodied` extra leaves peft unpinned, so its users get the newest peft: that one
+  # (requirements-interop-peft.txt) over the interop environment, for tests/interop/test_rlinf_vlm_lora.py
+  ensure_interop_env
+  ensure_side_env interop-peft requirements-interop-peft.txt \
+    'import peft, transformers, rlinf.models.embodiment.reward; assert peft.__version__ != "0.11.1" and transformers.__version__ == "4.57.6"' \
+    interop
 }
 
 ensure_lerobot_env() {

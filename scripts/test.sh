@@ -7,6 +7,7 @@ source "$(dirname "$0")/lib.sh"
 
 setup_all
 ensure_interop_env  # RLinf's and DI-engine's releases for tests/interop
+ensure_interop_peft_env  # the same with the newest peft RLinf's `embodied` extra allows (test_rlinf_vlm_lora.py)
 ensure_lerobot_env  # LeRobot's release for tests/interop/test_lerobot_dataset.py
 apt_install chromium
 ensure_postgres

@@ -30,3 +30,4 @@ urlpatterns: list[URLPattern | URLResolver] = [
     path("api/models/<int:model_id>/evaluation", api.ModelEvaluationView.as_view(), name="api-model-evaluation"),
 ]
 urlpatterns.append(path("", include("training.queue.urls")))
+urlpatterns.append(path("", include("training.rlinf_vlm.urls")))

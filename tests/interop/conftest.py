@@ -13,6 +13,8 @@ SIDE_PYTHON = ROOT / ".interop" / "bin" / "python"
 RUNNER = Path(__file__).with_name("side_runner.py")
 SIDES = {
     "interop": (SIDE_PYTHON, RUNNER),
+    # .interop with the newest peft (RLinf's `embodied` extra leaves it unpinned): scripts/lib.sh ensure_interop_peft_env
+    "interop-peft": (ROOT / ".interop-peft" / "bin" / "python", RUNNER),
     "lerobot": (ROOT / ".lerobot" / "bin" / "python", Path(__file__).with_name("lerobot_side.py")),
 }
 
@@ -27,7 +29,7 @@ def side_run(command: str, timeout: float = 300, *, side: str = "interop", runne
     if not python.is_file():
         pytest.fail(
             f"the {side} environment ({python.parent.parent}) is missing: run scripts/test.sh once "
-            f"(it builds it from requirements-{side}.txt), or `source scripts/lib.sh; ensure_{side}_env`"
+            f"(it builds it from requirements-{side}.txt), or `source scripts/lib.sh; ensure_{side.replace('-', '_')}_env`"
         )
     done = subprocess.run(
         [str(python), str(runner_path), command],

@@ -15,6 +15,7 @@ GPU: `Worker.__init__` (joins the Ray cluster), the `Cluster()` handle and `Hybr
 reward worker's `__init__` (placement is not used by the methods run here), and `torch.cuda.set_device` /
 `torch.cuda.current_device` (first run as they are, to show where a CPU machine stops; then CPU stand-ins).
 The env worker's channel to the reward worker is a direct call of the reward worker's `compute_image_rewards`.
+`ray_launch` leaves nothing out: RLinf's own `Cluster` and launch, up to where a machine without a GPU stops.
 """
 
 from __future__ import annotations
@@ -175,7 +176,27 @@ def worker(args: dict) -> dict:
     return {"ext_module": os.environ.get("RLINF_EXT_MODULE"), "runs": runs}
 
 
-COMMANDS = {"worker": worker}
+def ray_launch(args: dict) -> dict:
+    """RLinf's own launch, nothing left out: a one-node `Cluster` (a local Ray), `EmbodiedRewardWorker`
+    placed on node 0 by `create_group(cfg).launch(...)`, then `init_worker()`; on a machine without a GPU the
+    worker process dies in `__init__`. What its process logged comes back through the relay (`log_grep`)."""
+    from omegaconf import OmegaConf
+    from rlinf.scheduler import Cluster, NodePlacementStrategy
+    from rlinf.workers.reward.reward_worker import EmbodiedRewardWorker
+
+    cluster = Cluster(num_nodes=1)
+    cfg = OmegaConf.create(args["yaml"])
+    group = EmbodiedRewardWorker.create_group(cfg).launch(
+        cluster=cluster, placement_strategy=NodePlacementStrategy([0]), name=cfg.reward.group_name
+    )
+    try:
+        group.init_worker().wait()
+    except Exception as exc:  # the worker's death, as RLinf's driver sees it
+        return {"launched": True, "init_worker": f"failed: {type(exc).__name__}"}
+    return {"launched": True, "init_worker": "ok"}
+
+
+COMMANDS = {"worker": worker, "ray_launch": ray_launch}
 
 
 def main() -> None:
@@ -190,8 +211,14 @@ def main() -> None:
             env={**os.environ, **args["env"]},
         )
         sys.stderr.write(done.stderr)
-        sys.stdout.write(done.stdout)
-        sys.exit(done.returncode)
+        if done.returncode or not args.get("log_grep"):
+            sys.stdout.write(done.stdout)
+            sys.exit(done.returncode)
+        answer = json.loads([line for line in done.stdout.splitlines() if line.startswith("{")][-1])
+        lines = (done.stdout + done.stderr).splitlines()
+        answer["log"] = {text: [line for line in lines if text in line] for text in args["log_grep"]}
+        print(json.dumps(answer))
+        return
     print(json.dumps(COMMANDS[command](args)))
 
 

@@ -3,11 +3,13 @@ process gets `RLINF_EXT_MODULE=reward_client.rlinf_plugin` in its environment, R
 (its per-process set-up) imports it and calls `register()`, its `init_worker` builds the model from an RLinf
 YAML through `get_reward_model_class`, and its `compute_image_rewards` answers what RLinf's `EnvWorker`
 sends, with the running app's served rewards (tests/interop/side_rlinf_plugin.py says what is left out: Ray
-and the GPU). The same YAML without a `reward_studio` block still builds RLinf's own class."""
+and the GPU). The same YAML without a `reward_studio` block still builds RLinf's own class. And RLinf's own
+Ray launch runs the hook in the reward worker's process, which then stops at the GPU line."""
 
 from __future__ import annotations
 
 import json
+import re
 import textwrap
 from pathlib import Path
 
@@ -255,3 +257,23 @@ def digest(frame: np.ndarray) -> str:
     import hashlib
 
     return hashlib.sha256(np.ascontiguousarray(frame, dtype=np.uint8).tobytes()).hexdigest()[:16]
+
+
+@pytest.mark.slow
+def test_rlinfs_own_ray_launch_runs_the_hook_in_the_reward_worker_process_which_stops_at_set_device(tmp_path):
+    """Nothing left out: RLinf's `Cluster` starts a local Ray and launches `EmbodiedRewardWorker` in a process
+    of its own; RLinf's log from that process says it imported RLINF_EXT_MODULE and called `register()`, and
+    the process dies at the GPU line (this machine has no GPU)."""
+    loaded = "Loaded extension module 'reward_client.rlinf_plugin' and called register()"
+    yaml = "cluster: {num_nodes: 1, component_placement: {reward: all}}\n" + rlinf_yaml(
+        resnet_model() + studio_block("http://127.0.0.1:9", "", "pick-cube"), envs=2
+    )
+    env = {**HOOK, "PYTHONPATH": client_only(tmp_path), "RLINF_LOG_LEVEL": "DEBUG"}
+    result = side_run("ray_launch", 600, runner=RUNNER, env=env, yaml=yaml, log_grep=[loaded, GPU_LINE])
+
+    assert result["launched"] and result["init_worker"].startswith("failed")
+    hook_pids = {m.group(1) for line in result["log"][loaded] if (m := re.search(r"pid=(\d+)", line))}
+    stop_pids = {
+        m.group(1) for line in result["log"][GPU_LINE] if (m := re.search(r"EmbodiedRewardWorker pid=(\d+)", line))
+    }
+    assert stop_pids and stop_pids <= hook_pids, result["log"]  # the same worker process: hook, then set_device

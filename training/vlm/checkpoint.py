@@ -4,11 +4,12 @@ A checkpoint folder holds:
 - `adapter/`: the PEFT adapter (`adapter_config.json`, `adapter_model.safetensors`);
 - `vlm.json`: what rebuilds the scorer (base model folder, prompt template, task, window size, labels,
   LoRA settings, step, metrics);
-- optionally RLinf's `checkpoints/best_model/actor/model_state_dict/full_weights.pt`, a flat state dict of
-  the `lora_` tensors only, keyed as peft's `get_peft_model_state_dict` writes them (no adapter name:
-  `...q_proj.lora_A.weight`). RLinf's VLM reward model hands them to `set_peft_model_state_dict`, which inserts
-  the adapter name itself; keys from `model.state_dict()` (`...lora_A.default.weight`) would get it twice, be
-  ignored by its `strict=False` load and leave RLinf scoring with the untrained base model.
+- RLinf's `checkpoints/best_model/actor/model_state_dict/full_weights.pt` (written by `rlinf_export.py` from the
+  adapter, unless the job turned `save_full_weights` off), a flat state dict of the `lora_` tensors only, keyed
+  as peft's `get_peft_model_state_dict` writes them (no adapter name: `...q_proj.lora_A.weight`). RLinf's VLM
+  reward model hands them to `set_peft_model_state_dict`, which inserts the adapter name itself; keys from
+  `model.state_dict()` (`...lora_A.default.weight`) would get it twice, be ignored by its `strict=False` load and
+  leave RLinf scoring with the untrained base model.
 A folder that is itself a Hugging Face model (has `config.json`, no `vlm.json`) loads as a base model.
 """
 
@@ -16,23 +17,29 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-
-import torch
+from typing import TYPE_CHECKING
 
 from .labels import LABELS
+from .rlinf_export import FULL_WEIGHTS as FULL_WEIGHTS  # re-exported: where the tests and callers look
+
+if TYPE_CHECKING:
+    import torch
 
 ADAPTER_DIR = "adapter"
 META_FILE = "vlm.json"
-FULL_WEIGHTS = Path("checkpoints") / "best_model" / "actor" / "model_state_dict" / "full_weights.pt"
 
 
 def device_pick(device: str = "auto") -> torch.device:
+    import torch
+
     if device == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     return torch.device(device)
 
 
 def dtype_pick(device: torch.device, bf16: bool = True) -> torch.dtype:
+    import torch
+
     return torch.bfloat16 if (bf16 and device.type == "cuda") else torch.float32
 
 
@@ -65,17 +72,13 @@ def _without_adapter_name(key: str, adapter: str = "default") -> str:
     return key
 
 
-def checkpoint_save(model, folder: str | Path, *, meta: dict, full_weights: bool = False) -> Path:
-    """Write the adapter, `vlm.json` and optionally `full_weights.pt` into `folder`."""
+def checkpoint_save(model, folder: str | Path, *, meta: dict) -> Path:
+    """Write the adapter and `vlm.json` into `folder` (RLinf's `full_weights.pt`: `rlinf_export.rlinf_export`)."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     # lm_head is a LoRA target (RLinf) but its base weight never changes: keep it out of the adapter
     model.save_pretrained(folder / ADAPTER_DIR, save_embedding_layers=False)
     (folder / META_FILE).write_text(json.dumps({"kind": "vlm", "labels": list(LABELS), **meta}, indent=2))
-    if full_weights:
-        target = folder / FULL_WEIGHTS
-        target.parent.mkdir(parents=True, exist_ok=True)
-        torch.save(lora_state_dict(model), target)
     return folder
 
 
@@ -119,8 +122,10 @@ def checkpoint_load(folder: str | Path, *, base_model_path: str | None = None, d
 
 
 def full_weights_load(model, path: str | Path) -> None:
-    """Load RLinf-style `full_weights.pt` (lora_ keys) into a PEFT model built with the same LoRA config.
-    Files written before the key fix (adapter name in the keys) load too."""
+    """Load RLinf-style `full_weights.pt` (lora_ keys) into a PEFT model built as RLinf builds it (the same ranks and
+    targets, `lora_alpha` = rank: the file's `lora_B` carries the adapter's own scale). Files written before the
+    key fix (adapter name in the keys) load too."""
+    import torch
     from peft import set_peft_model_state_dict
 
     state = torch.load(path, map_location="cpu", weights_only=True)

@@ -72,7 +72,8 @@ def model_folder_check(path: str) -> None:
 @dataclass
 class VLMTrainConfig:
     base_model_path: str = ""
-    # LoRA (RLinf recipe, rlinf/models/__init__.py: rank 16, alpha = rank (None), dropout 0, gaussian init)
+    # LoRA (RLinf recipe, rlinf/models/__init__.py: rank 16, alpha = rank (None), dropout 0, gaussian init). Another
+    # alpha is served as trained and exported to RLinf (which loads alpha = rank) with lora_B scaled to match.
     lora_rank: int = 16
     lora_alpha: int | None = None
     lora_dropout: float = 0.0
@@ -104,8 +105,9 @@ class VLMTrainConfig:
     # Images: optional pixel bounds passed to the processor (None keeps the model folder's own)
     min_pixels: int | None = None
     max_pixels: int | None = None
-    # Checkpoint extras
-    save_full_weights: bool = False
+    # RLinf's full_weights.pt beside the adapter (training/vlm/rlinf_export.py; `manage.py export_rlinf_vlm`
+    # writes it later for a model trained with this off)
+    save_full_weights: bool = True
     # data-parallel under torchrun (training.kit.distributed): processes per node (one per GPU) x nodes
     processes: int = 1
     nodes: int = 1

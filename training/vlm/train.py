@@ -27,6 +27,7 @@ from .data import IGNORE_INDEX, TrendWindow, balance_weights, encode_windows, la
 from .evaluation import trend_evaluate
 from .labels import LABELS
 from .prompt import prompt_render
+from .rlinf_export import rlinf_export, rlinf_wrappable
 from .scoring import ScoreItem, TrendScorer, label_token_ids, pixels_cast
 
 EVALUATION_FILE = "evaluation.json"
@@ -47,19 +48,17 @@ def lr_lambda(config: VLMTrainConfig):
     return factor
 
 
-# What peft 0.11.1 (RLinf 0.3.0's pin) can put a LoRA on. RLinf's loader rebuilds `target_modules` from the last
-# name of each `full_weights.pt` key, so one name shared by a Linear and a Conv3d (Qwen3-VL's vision `attn.proj`
-# and `patch_embed.proj`) makes it raise "Target module Conv3d(...) is not supported" for the whole adapter.
-RLINF_WRAPPABLE = (torch.nn.Linear, torch.nn.Embedding, torch.nn.Conv2d)
-
-
 def lora_targets(model, wanted: list[str]) -> list[str]:
     """The wanted names that match a module of this model (RLinf's list also names projector layers some
     Qwen3-VL sizes lack), less any name that also names a layer RLinf's peft cannot wrap (so the adapter
-    loads in RLinf); ValueError when none is left, so a typo cannot train nothing."""
+    loads in RLinf: its loader rebuilds `target_modules` from the last name of each `full_weights.pt` key, so one
+    name shared by a Linear and a Conv3d, Qwen3-VL's vision `attn.proj` and `patch_embed.proj`, makes it raise
+    "Target module Conv3d(...) is not supported" for the whole adapter); ValueError when none is left, so a typo
+    cannot train nothing."""
     kinds: dict[str, set[bool]] = {}
+    wrappable = rlinf_wrappable()
     for name, module in model.named_modules():
-        kinds.setdefault(name.rsplit(".", 1)[-1], set()).add(isinstance(module, RLINF_WRAPPABLE))
+        kinds.setdefault(name.rsplit(".", 1)[-1], set()).add(isinstance(module, wrappable))
     present = [name for name in wanted if kinds.get(name) == {True}]
     if not present:
         raise ValueError(f"no module of the model is named any of target_modules {wanted}")
@@ -340,7 +339,14 @@ def _train(
         "step": config.max_steps,
         "metrics": {"train_loss": history[-1], **last_eval},
     }
-    checkpoint_save(model, out_dir, meta=meta, full_weights=config.save_full_weights)
+    checkpoint_save(model, out_dir, meta=meta)
+    if config.save_full_weights:
+        rlinf = rlinf_export(out_dir, model=model)
+        reporter.log(
+            f"RLinf: wrote {rlinf['full_weights']} (lora_path {rlinf['lora_path']}, lora_B x {rlinf['scale']:g})"
+            if rlinf["loadable"]
+            else "RLinf would load this LoRA differently, no full_weights.pt: " + "; ".join(rlinf["reasons"])
+        )
     evaluation = None
     if eval_windows:
         model.eval()
