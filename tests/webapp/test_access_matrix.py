@@ -159,6 +159,11 @@ MATRIX: dict[str, list[Case]] = {
     "jobs/<int:job_id>/<str:action>": [Case("POST", "/jobs/{job}/cancel", MANAGERS, page=True)],
     "models/<int:model_id>/evaluation": [Case("GET", "/models/{model}/evaluation", VIEWERS, page=True)],
     "models/<int:model_id>/vlm-evaluation": [Case("GET", "/models/{vlm_model}/vlm-evaluation", VIEWERS, page=True)],
+    "models/<int:model_id>/rlinf-export": [Case("POST", "/models/{vlm_model}/rlinf-export", MANAGERS, page=True)],
+    "api/models/<int:model_id>/rlinf-export": [
+        Case("GET", "/api/models/{vlm_model}/rlinf-export", VIEWERS | {"training"}),
+        Case("POST", "/api/models/{vlm_model}/rlinf-export", MANAGERS | {"training"}),
+    ],
     "models/<int:model_id>/deploy": [
         Case("GET", "/models/{model}/deploy", MANAGERS, page=True),
         Case("POST", "/models/{model}/deploy", MANAGERS, page=True, body={"name": ""}),
