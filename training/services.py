@@ -25,8 +25,9 @@ from webhooks.services import webhook_emit_safely
 
 from .jobs import launch
 from .jobs.errors import failure_reason
-from .jobs.limits import job_config_check, paths_confine
+from .jobs.limits import host_check, job_config_check, paths_confine
 from .jobs.lost_messages import jobs_resend_lost
+from .jobs.process_settings import job_process_settings
 from .jobs.reporter import JobReporter, push
 from .kit.family_parts import RunResult
 from .kit.reporting import JobCancelled
@@ -146,7 +147,7 @@ def job_execute(*, job_id: int, worker: str = "") -> str:
     push(job_id, {"event": "status", "status": JobStatus.RUNNING})
     job = TrainingJob.objects.select_related("project", "snapshot").get(pk=job_id)
     reporter = JobReporter(job_id, attempt=attempt)
-    with job_heartbeat(job_id, attempt=attempt):
+    with job_heartbeat(job_id, attempt=attempt), job_process_settings():  # no job's threads leak into the next
         outcome = _run(job, reporter, worker)
     if not isinstance(outcome, RunResult):
         return outcome
@@ -180,6 +181,7 @@ def _run(job: TrainingJob, reporter: JobReporter, worker: str) -> RunResult | st
         runner = family(job.kind).trainer
         reporter.log(f"{job.kind} job started on {worker} (attempt {attempt} of {settings.TRAINING_MAX_ATTEMPTS})")
         job.config = paths_confine(job.kind, job.config)  # again here: MODEL_DIR may have changed since
+        host_check(job.config)  # again here: the settings may have changed since
         result = launch.job_run(job, reporter, runner)  # in this process, or under torchrun
         reporter.log("training finished")
         reporter.flush()

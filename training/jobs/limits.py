@@ -1,5 +1,6 @@
 """What a training job may ask of this machine, checked when it is submitted (400 with the reason) and
-again when a worker starts it: processes per node (training.kit.parallel_config.processes_limit) and the
+again when a worker starts it: processes per node (training.kit.parallel_config.processes_limit), CPU
+threads and the first batch's memory (`host_check`: TRAINING_HOST_CPUS, TRAINING_MAX_BATCH_BYTES) and the
 model files it names (inside MODEL_DIR, training.jobs.model_paths)."""
 
 from __future__ import annotations
@@ -18,7 +19,15 @@ from .model_paths import confined, relative_name
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["host_processes_limit", "job_config_check", "paths_confine", "processes_check", "processes_error"]
+__all__ = [
+    "batch_bytes",
+    "host_check",
+    "host_processes_limit",
+    "job_config_check",
+    "paths_confine",
+    "processes_check",
+    "processes_error",
+]
 
 
 GPU_COUNT = "import torch; print(torch.cuda.device_count() if torch.cuda.is_available() else 0)"
@@ -54,6 +63,34 @@ def processes_check(config: dict[str, Any]) -> None:
     )
     if error:
         raise ValueError(error)
+
+
+def batch_bytes(config: dict[str, Any]) -> int:
+    """A lower bound of the memory a training step holds: the float32 input batch (batch_size x C x H x W x
+    4 bytes), before any activation; 0 for a config without a batch_size and image_size."""
+    size, batch = config.get("image_size"), config.get("batch_size")
+    if not isinstance(batch, int) or not isinstance(size, list | tuple) or len(size) != 3:
+        return 0
+    channels, height, width = (int(v) for v in size)
+    return batch * channels * height * width * 4
+
+
+def host_check(config: dict[str, Any]) -> None:
+    """ValueError naming the setting when the job asks for more CPU threads than the training host has or its
+    first batch needs more memory than a job may take."""
+    threads, cores = config.get("num_threads") or 0, settings.TRAINING_HOST_CPUS
+    if isinstance(threads, int) and threads > cores:
+        raise ValueError(
+            f"num_threads {threads} is more than the training host's {cores} CPU cores "
+            f"(TRAINING_HOST_CPUS); ask for at most {cores}, or 0 for the worker's default"
+        )
+    needed, limit = batch_bytes(config), settings.TRAINING_MAX_BATCH_BYTES
+    if needed > limit:
+        raise ValueError(
+            f"batch_size {config['batch_size']} x image_size {config['image_size']} needs at least "
+            f"{needed / 1024**3:.1f} GiB for its first batch (float32 input alone); the limit is "
+            f"{limit / 1024**3:.1f} GiB (TRAINING_MAX_BATCH_BYTES): lower batch_size or image_size"
+        )
 
 
 def paths_confine(kind: str, config: dict[str, Any]) -> dict[str, Any]:
@@ -95,7 +132,8 @@ PATH_FIELDS = {"resnet": ("pretrained_path",), "vlm": ("base_model_path",)}
 def job_config_check(kind: str, config: dict[str, Any]) -> dict[str, Any]:
     """The config a job of `kind` is stored with: validated for its kind (defaults filled in) with its model
     paths confined to MODEL_DIR (stored relative to it: no server path shows on a page), processes within
-    this host's limit. ValueError with the reason otherwise. Workers resolve the paths again
+    this host's limit, threads and first batch within the training host (`host_check`). ValueError with the
+    reason otherwise. Workers resolve the paths again
     (`paths_confine`) when they run the job."""
     from ..families import validate_config  # the model families load torch: only where jobs are made or run
 
@@ -103,4 +141,5 @@ def job_config_check(kind: str, config: dict[str, Any]) -> dict[str, Any]:
         raise ValueError("config must be a JSON object")
     normalised = validate_config(kind, paths_confine(kind, config))
     processes_check(normalised)
+    host_check(normalised)
     return paths_relative(kind, normalised)

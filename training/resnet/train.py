@@ -170,8 +170,9 @@ def train_reward_model(
     With `checkpoint_seconds` 0 the state is saved at every epoch end only."""
     reporter = reporter or MemoryReporter()
     out_dir = Path(out_dir)
-    if config.num_threads:
+    if config.num_threads:  # the job runner puts the process's own value back after the job
         torch.set_num_threads(config.num_threads)
+    reporter.log(f"torch threads: {torch.get_num_threads()}")
     torch.manual_seed(config.seed)
     np.random.seed(config.seed % (2**32))
     device = distributed.rank_device(pick_device(config.device))
