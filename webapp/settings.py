@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import os
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import dj_database_url
 
+from .common.redis_clients import channel_layer_host
 from .env import (
     bound_to_loopback,
     env_bool,
@@ -152,6 +154,13 @@ DECODE_CONCURRENCY = env_int("DECODE_CONCURRENCY", 2, minimum=1)
 # decoded at once, at the size it uses them (labeling.image_budget.FrameBatches); one full-size frame is
 # decoded at a time on top of it.
 BACKGROUND_DECODE_PIXELS = env_int("BACKGROUND_DECODE_PIXELS", 16 * 1024 * 1024, minimum=256)
+# Memory a background task that decodes images or runs models may grow its process by (MiB; the label-queue
+# recompute checks it after each batch and fails with the reason beyond it). Workers also hand freed memory
+# back to the OS: webapp.common.memory (allocator settings at start, malloc_trim after each task).
+TASK_MEMORY_BUDGET_MB = env_int("TASK_MEMORY_BUDGET_MB", 1024, minimum=64)
+# Allocations at least this large get their own mapping, returned to the OS when freed (glibc's
+# M_MMAP_THRESHOLD; 0 leaves glibc's sliding default, which keeps freed decode buffers in the heap).
+MALLOC_MMAP_THRESHOLD_BYTES = env_int("MALLOC_MMAP_THRESHOLD_BYTES", 1024 * 1024, minimum=0)
 # Percent of the labeling queue picked for coverage (frames unlike any labeled one) rather than value.
 LABEL_QUEUE_EXPLORE_PERCENT = min(100, env_int("LABEL_QUEUE_EXPLORE_PERCENT", 50, minimum=0))
 DECODE_WAIT_SECONDS = env_int("DECODE_WAIT_SECONDS", 30, minimum=1)
@@ -208,13 +217,6 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
 }
-
-
-def _channel_layer_retry():
-    from redis.asyncio.retry import Retry
-    from redis.backoff import NoBackoff
-
-    return Retry(NoBackoff(), 1)
 
 
 # Channels on Redis.
@@ -282,6 +284,9 @@ TRAINING_SWEEP_SECONDS = env_int("TRAINING_SWEEP_SECONDS", 60, minimum=1)
 # Snapshot builds survive their workers too: a build silent this long is requeued, at most this many builds.
 SNAPSHOT_STALE_AFTER_SECONDS = env_int("SNAPSHOT_STALE_AFTER_SECONDS", 300, minimum=2)
 SNAPSHOT_MAX_ATTEMPTS = env_int("SNAPSHOT_MAX_ATTEMPTS", 3, minimum=1)
+# Disk a project's snapshots may take together (bytes; 0: no quota): a build that would go over it (its frames
+# at their stored size, counted before anything is written) fails with the reason.
+SNAPSHOT_PROJECT_QUOTA_BYTES = env_int("SNAPSHOT_PROJECT_QUOTA_BYTES", 20 * 1024**3, minimum=0)
 # Import and proposal jobs: a running job keeps a heartbeat; one silent this long is requeued (at most
 # JOBS_MAX_ATTEMPTS runs), then failed with the reason.
 JOBS_HEARTBEAT_SECONDS = env_int("JOBS_HEARTBEAT_SECONDS", 20, minimum=1)
@@ -293,6 +298,12 @@ ORPHAN_FRAMES_SWEEP_SECONDS = env_int("ORPHAN_FRAMES_SWEEP_SECONDS", 3600, minim
 # Training jobs within the machine: processes per node at most this (0: the host's GPUs, one without any);
 # a multi-node job whose nodes have not all joined this long after it started fails with the reason.
 TRAINING_MAX_PROCESSES = env_int("TRAINING_MAX_PROCESSES", 0, minimum=0)
+# The training worker's host, checked when a job is submitted: `num_threads` at most its CPU cores (default:
+# the cores where this process runs; set it where the training worker runs on another machine), and the
+# job's first batch (batch_size x 3 x H x W float32 input, a lower bound of what a step holds) at most
+# TRAINING_MAX_BATCH_BYTES.
+TRAINING_HOST_CPUS = env_int("TRAINING_HOST_CPUS", os.cpu_count() or 1, minimum=1)
+TRAINING_MAX_BATCH_BYTES = env_int("TRAINING_MAX_BATCH_BYTES", 4 * 1024**3, minimum=1024 * 1024)
 TRAINING_RENDEZVOUS_TIMEOUT_SECONDS = env_int("TRAINING_RENDEZVOUS_TIMEOUT_SECONDS", 300, minimum=5)
 
 # Where model weights may be read from (pretrained backbones, VLM base folders): local paths only.
@@ -332,6 +343,9 @@ SHM_ENABLED = env_bool("SHM_ENABLED", True)
 BENCH_MODELS = env_bool("BENCH_MODELS", False)
 VLM_CLIENT_BUFFER_MAX_BYTES = env_int("VLM_CLIENT_BUFFER_MAX_BYTES", 512 * 1024 * 1024, minimum=1024 * 1024)
 VLM_STREAM_TTL_S = env_int("VLM_STREAM_TTL_S", 600, minimum=1)
+# all VLM step buffers together, and one project's (README: "Shared Redis"): well under Redis' maxmemory
+VLM_BUFFERS_MAX_BYTES = env_int("VLM_BUFFERS_MAX_BYTES", 384 * 1024 * 1024, minimum=1024 * 1024)
+VLM_PROJECT_BUFFERS_MAX_BYTES = env_int("VLM_PROJECT_BUFFERS_MAX_BYTES", 128 * 1024 * 1024, minimum=1024 * 1024)
 VLM_MAX_STREAMS = env_int("VLM_MAX_STREAMS", 256, minimum=1)
 TELEOP_TOKEN_CHECK_S = env_int("TELEOP_TOKEN_CHECK_S", 2, minimum=1)
 # RL-run scale (README: "RL runs at scale"). Each web process's request-path Redis pools (inference broker,
@@ -356,10 +370,9 @@ INFERENCE_TIMEOUT_S = env_int("INFERENCE_TIMEOUT_S", 120, minimum=1)
 # for GPU workers: the web process then spends nothing per pixel.
 INFERENCE_DECODE_COMPRESSED = env_choice("INFERENCE_DECODE_COMPRESSED", "web", ("web", "worker"))
 
-# Every Redis client retries a command once when its pooled connection was dropped (Redis restarted).
-CHANNEL_LAYERS["default"]["CONFIG"]["hosts"] = [
-    {"address": REDIS_URL, "retry": _channel_layer_retry(), "max_connections": REDIS_MAX_CONNECTIONS}
-]
+# Every Redis client retries a command once when its pooled connection was dropped (Redis restarted); the
+# layer's socket timeout outlasts its blocking receive (webapp/common/redis_clients.py).
+CHANNEL_LAYERS["default"]["CONFIG"]["hosts"] = [channel_layer_host(REDIS_URL, max_connections=REDIS_MAX_CONNECTIONS)]
 CELERY_BROKER_TRANSPORT_OPTIONS = {"retry_on_timeout": True, "health_check_interval": 10}
 CELERY_REDIS_BACKEND_HEALTH_CHECK_INTERVAL = 10
 CELERY_TASK_PUBLISH_RETRY = True
