@@ -6,7 +6,12 @@ as multipart form data (a `steps` JSON field and one `frame.<index>.<camera>` fi
 every server version takes.
 
 Every call is safe to repeat (episodes are created by the client's UUID, a retried chunk skips the steps
-already stored), so connection errors, 429 and 502-504 answers are retried with a backoff. Standard
+already stored), so connection errors, timeouts, 429 and every 5xx answer are retried with an exponential
+backoff (`retries` times, each wait at most `max_backoff_s`, longer when the server's Retry-After says so).
+An error is never taken for success: a call that runs out of retries raises (`UploadError` for an answer,
+the connection error otherwise). `upload_episode` resumes: it asks the server which steps it already has
+(`GET /api/episodes/<uuid>/steps`) and sends only the chunks still missing, so running it again with the
+same episode UUID after a crash of either side finishes the upload with every step stored once. Standard
 library only: one keep-alive HTTP connection per client (use one client per thread).
 """
 
@@ -22,7 +27,7 @@ from urllib.parse import urlsplit
 
 from .chunk_format import CONTENT_TYPE, encode_chunk
 
-RETRY_STATUSES = {429, 502, 503, 504}
+RETRY_STATUSES = {429}  # and every 5xx
 
 
 class EpisodeFields(TypedDict, total=False):
@@ -48,8 +53,9 @@ class IngestClient:
     token: str
     binary: bool = True
     timeout: float = 60.0
-    retries: int = 4
+    retries: int = 8
     backoff_s: float = 0.5
+    max_backoff_s: float = 30.0
 
     def __post_init__(self) -> None:
         parts = urlsplit(self.server if "://" in self.server else f"http://{self.server}")
@@ -83,6 +89,14 @@ class IngestClient:
             body, content_type = _multipart(steps, images)
         return self.call("POST", f"/api/episodes/{episode}/steps", body, content_type)
 
+    def stored_ranges(self, episode: str) -> list[tuple[int, int]]:
+        """The step indices the server has stored for `episode`, as sorted inclusive (first, last) ranges."""
+        answer = self.call("GET", f"/api/episodes/{episode}/steps")
+        try:
+            return [(int(first), int(last)) for first, last in answer["ranges"]]
+        except (KeyError, TypeError, ValueError):
+            raise UploadError(200, f"the server's list of stored steps is not understood: {answer!r}") from None
+
     def finish(self, episode: str, *, success: bool | None = None, metadata: dict | None = None) -> dict:
         return self.call(
             "POST", f"/api/episodes/{episode}/finish", _json({"success": success, "metadata": metadata or {}})
@@ -97,31 +111,42 @@ class IngestClient:
         chunk_steps: int = 25,
         **create: Unpack[EpisodeFields],
     ) -> str:
-        """Create, append in chunks of `chunk_steps`, finish; the episode's UUID."""
+        """Create (or find, given `episode=`), append in chunks of `chunk_steps` those the server does not have
+        yet, finish; the episode's UUID."""
         episode = self.create_episode(project, **create)
+        stored = self.stored_ranges(episode)
         for start in range(0, len(steps), chunk_steps):
-            self.append_steps(episode, steps[start : start + chunk_steps], images[start : start + chunk_steps])
+            chunk = steps[start : start + chunk_steps]
+            if all(_stored(step["index"], stored) for step in chunk):
+                continue  # a resumed upload: the server has this chunk
+            self.append_steps(episode, chunk, images[start : start + chunk_steps])
         self.finish(episode)
         return episode
 
     def call(self, method: str, path: str, body: bytes = b"", content_type: str = "application/json") -> dict:
+        """The JSON answer of a 2xx; retries connection errors, 429 and 5xx (see the module's docstring);
+        `UploadError` for any other answer or a 2xx that is not a JSON object."""
         headers = {"Authorization": f"Bearer {self.token}", "Content-Type": content_type}
         for attempt in range(self.retries + 1):
             try:
                 status, text, retry_after = self._send(method, self._base + path, body, headers)
-            except (OSError, http.client.HTTPException) as exc:
+            except (OSError, http.client.HTTPException):  # refused, reset, timed out, cut mid-answer
                 self.close()
                 if attempt == self.retries:
                     raise
-                status, text, retry_after = 0, str(exc), 0
-            if status < 400:
-                return json.loads(text) if text else {}
-            if status not in RETRY_STATUSES and status != 0:
+                self._wait(attempt, 0.0)
+                continue
+            if 200 <= status < 300:
+                return _answer(status, text)
+            if status not in RETRY_STATUSES and status < 500:
                 raise UploadError(status, text)
             if attempt == self.retries:
                 raise UploadError(status, text)
-            time.sleep(max(retry_after, self.backoff_s * 2**attempt))
+            self._wait(attempt, retry_after)
         raise AssertionError("unreachable")
+
+    def _wait(self, attempt: int, retry_after: float) -> None:
+        time.sleep(max(retry_after, min(self.max_backoff_s, self.backoff_s * 2**attempt)))
 
     def _send(self, method: str, path: str, body: bytes, headers: dict) -> tuple[int, str, float]:
         if self._conn is None:
@@ -145,6 +170,21 @@ class IngestClient:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _answer(status: int, text: str) -> dict:
+    """A 2xx answer's JSON object; anything else is an error, never a success."""
+    try:
+        value = json.loads(text)
+    except ValueError:
+        raise UploadError(status, f"the answer is not JSON: {text[:200]!r}") from None
+    if not isinstance(value, dict):
+        raise UploadError(status, f"the answer is not a JSON object: {text[:200]!r}")
+    return value
+
+
+def _stored(index: int, ranges: list[tuple[int, int]]) -> bool:
+    return any(first <= index <= last for first, last in ranges)
 
 
 def _json(value: object) -> bytes:

@@ -22,7 +22,7 @@ from .. import access
 from ..image_budget import ImageTooLarge, PixelBudget
 from ..images import CheckedImage, ImageError, check_image
 from ..models import Agent, Episode, Project
-from . import services
+from . import selectors, services
 from .chunks import ChunkRefused, IngestLimits, chunk_steps
 from .serializers import (
     AppendResultSerializer,
@@ -31,6 +31,7 @@ from .serializers import (
     FinishSerializer,
     StepChunkSerializer,
     StepSerializer,
+    StoredStepsSerializer,
 )
 
 
@@ -150,6 +151,16 @@ class StepChunkView(APIView):
         except services.IngestError as exc:
             raise ValidationError({"steps": [str(exc)]}) from None
         return Response(AppendResultSerializer(result).data)
+
+    @extend_schema(
+        responses=StoredStepsSerializer,
+        summary="The steps stored so far (what an interrupted upload still has to send)",
+    )
+    def get(self, request, uuid):
+        episode = _episode(request, uuid)
+        ranges = selectors.episode_stored_ranges(episode=episode)
+        num_steps = sum(last - first + 1 for first, last in ranges)
+        return Response(StoredStepsSerializer({"num_steps": num_steps, "ranges": ranges}).data)
 
     def _parse(self, request) -> list[services.StepInput]:
         if request.content_type.split(";")[0].strip() == CHUNK_CONTENT_TYPE:

@@ -89,6 +89,14 @@ class AppendResultSerializer(serializers.Serializer):
     num_steps = serializers.IntegerField()
 
 
+class StoredStepsSerializer(serializers.Serializer):
+    num_steps = serializers.IntegerField(help_text="Steps stored.")
+    ranges = serializers.ListField(
+        child=serializers.ListField(child=serializers.IntegerField(), min_length=2, max_length=2),
+        help_text="The stored step indices as sorted inclusive [first, last] ranges.",
+    )
+
+
 class FinishSerializer(serializers.Serializer):
     success = serializers.BooleanField(required=False, allow_null=True, default=None)
     metadata = serializers.DictField(required=False, default=dict, validators=[json_field_size_check])

@@ -87,7 +87,10 @@ MATRIX: dict[str, list[Case]] = {
         )
     ],
     "api/episodes/<uuid:uuid>": [Case("GET", "/api/episodes/{episode}", VIEWERS | {"ingest", "ingest2"})],
-    "api/episodes/<uuid:uuid>/steps": [Case("POST", "/api/episodes/{episode}/steps", MANAGERS | {"ingest"}, body={})],
+    "api/episodes/<uuid:uuid>/steps": [
+        Case("POST", "/api/episodes/{episode}/steps", MANAGERS | {"ingest"}, body={}),
+        Case("GET", "/api/episodes/{episode}/steps", MANAGERS | {"ingest"}),
+    ],
     "api/episodes/<uuid:uuid>/finish": [
         Case("POST", "/api/episodes/{episode}/finish", MANAGERS | {"ingest"}, body={"success": "maybe"})
     ],
