@@ -353,6 +353,14 @@ REDIS_REFUSED = (
 )
 
 
+REPLY_LOST = (
+    "an inference worker scored the request but Redis refused to store its reply (it is at its maxmemory; "
+    "see the README's Redis settings): retry shortly"
+)
+REPLY_CHECK_S = 2.0  # how often a request waiting for its reply checks that the reply was not lost
+REPLY_GRACE_S = 2.0  # its payload gone, how long it waits for the reply before calling it lost
+
+
 class RedisRefused(BrokerError):
     """Redis refused a write (out of memory or another command error): answered at once."""
 
@@ -441,19 +449,37 @@ class AsyncBrokerClient:
         return _reply(got, deployment, timeout)
 
     async def _reply_wait(self, request: InferenceRequest, timeout: float):
-        """BLPOP the reply until the request's timeout, extended while its model loads (see the module)."""
+        """BLPOP the reply until the request's timeout, extended while its model loads (see the module). Every
+        REPLY_CHECK_S without a reply it looks whether the request's payload is still there: a worker deletes it
+        in the round trip that stores the reply, so a payload gone with no reply REPLY_GRACE_S later means Redis
+        refused the reply (RedisRefused at once, not a timeout minutes later)."""
         end = request.enqueued_at + timeout
         latest = end + self.load_wait_s
         while True:
             left = end - time.time()
             if left > 0:
-                got = await self.redis.blpop([request.reply_key], timeout=max(0.01, left))
+                got = await self.redis.blpop([request.reply_key], timeout=max(0.01, min(left, REPLY_CHECK_S)))
                 if got is not None:
                     return got
+                if left > REPLY_CHECK_S:
+                    got = await self._reply_lost_check(request)
+                    if got is not None:
+                        return got
+                    continue
             extended = await self._model_wait_end(request, timeout)
             if extended is None or min(extended, latest) <= time.time():
                 return None
             end = min(extended, latest)
+
+    async def _reply_lost_check(self, request: InferenceRequest):
+        """None while the request's payload waits for a worker; once it is gone, the reply (which a worker
+        stores in the same round trip), or RedisRefused when none comes within REPLY_GRACE_S."""
+        if await self.redis.exists(request.payload_key):
+            return None
+        got = await self.redis.blpop([request.reply_key], timeout=REPLY_GRACE_S)
+        if got is None:
+            raise RedisRefused(REPLY_LOST)
+        return got
 
     async def _model_wait_end(self, request: InferenceRequest, timeout: float) -> float | None:
         """When the wait for this request now ends given its model: its timeout counted from when the model
@@ -502,7 +528,8 @@ def _store_and_push_sync(redis, request: InferenceRequest, bounds: QueueBounds, 
     return pipe.execute(raise_on_error=False)
 
 
-_RELEASE = """
+# It only gives counts back, so it may run at Redis' maxmemory (allow-oom): a full Redis must not keep them.
+_RELEASE = """#!lua flags=allow-oom
 for i = 1, #ARGV, 2 do
   if redis.call('HINCRBY', KEYS[1], ARGV[i], -tonumber(ARGV[i + 1])) <= 0 then
     redis.call('HDEL', KEYS[1], ARGV[i])

@@ -28,10 +28,11 @@ from typing import Any
 import numpy as np
 from django.conf import settings
 
-from inference.broker import BrokerError, dump_npy, pipeline_run
+from inference.broker import BrokerError, RedisRefused, dump_npy, pipeline_run
 from inference.coalesce import Coalescer
 from inference.rewards import RewardSettings, combine, compute_rewards, history_window
 from inference.serving import (
+    DeploymentBusy,
     DeploymentConfig,
     DeploymentNotFound,
     DeploymentUnavailable,
@@ -39,6 +40,7 @@ from inference.serving import (
     deployment_config,
     infer_payload,
 )
+from inference.vlm.budget import OVER_GLOBAL, OVER_PROJECT, budget_entry, budget_reserve, budget_settle
 from training.vlm.labels import LABELS
 from training.vlm.prompt import prompt_render
 from training.vlm.rewards import TrendRewardConfig, trend_reward
@@ -205,13 +207,19 @@ def _step_bytes(step: StreamStep) -> int:
     return sum(int(getattr(frames, "nbytes", 0)) for frames in (step.main, step.extra))
 
 
-async def streams_admit(redis, deployment: VLMDeployment, client: str, steps: list[StreamStep]) -> None:
-    """Record the steps' streams as live for `client` (a sorted set scored by last use); raise
-    TooManyStreams when new names would take the client past VLM_MAX_STREAMS live streams, or the steps'
-    frames past VLM_CLIENT_BUFFER_MAX_BYTES of buffers (counting what its live streams hold now)."""
+async def streams_admit(redis, deployment: VLMDeployment, client: str, steps: list[StreamStep]) -> int:
+    """Record the steps' streams as live for `client` (a sorted set scored by last use) and reserve their
+    frames' bytes in the global budget (`inference.vlm.budget`); the bytes reserved (give them back with
+    `budget_settle`). Raise TooManyStreams (a 429) when new names would take the client past VLM_MAX_STREAMS
+    live streams, its frames past VLM_CLIENT_BUFFER_MAX_BYTES of buffers (counting what its live streams hold
+    now), or its project's buffers past their share (VLM_PROJECT_BUFFERS_MAX_BYTES); DeploymentBusy (a 503
+    with Retry-After) when all buffers together would pass VLM_BUFFERS_MAX_BYTES or Redis refuses the write."""
     key, ttl, most = _streams_key(deployment, client), settings.VLM_STREAM_TTL_S, settings.VLM_MAX_STREAMS
     bytes_key, budget = _bytes_key(deployment, client), settings.VLM_CLIENT_BUFFER_MAX_BYTES
+    entry = _budget_entry(deployment, client)
     names = sorted({step.stream for step in steps})
+    # a step that ends its stream is always let through: its buffer is freed within this request
+    incoming = sum(_step_bytes(step) for step in steps if not step.done)
     now = time.time()
     pipe = redis.pipeline(transaction=False)
     pipe.zrangebyscore(key, "-inf", now - ttl)
@@ -219,32 +227,79 @@ async def streams_admit(redis, deployment: VLMDeployment, client: str, steps: li
     pipe.zmscore(key, names)
     pipe.zcard(key)
     pipe.hgetall(bytes_key)
-    stale, _, scores, live, held = await pipe.execute()
-    new = sum(1 for score in scores if score is None)
-    if live + new > most:
-        raise TooManyStreams(
-            f"this client already has {live} live streams on deployment {deployment.config.name!r} and may keep "
-            f"at most {most} (VLM_MAX_STREAMS); finish streams with done=true or reuse their names"
+    budget_reserve(
+        pipe,
+        entry,
+        deployment.config.project_id,
+        incoming,
+        ttl_s=ttl,
+        max_bytes=settings.VLM_BUFFERS_MAX_BYTES,
+        project_max_bytes=settings.VLM_PROJECT_BUFFERS_MAX_BYTES,
+    )
+    stale, _, scores, live, held, (code, holding) = _redis_run(await pipe.execute(raise_on_error=False))
+    if code == OVER_GLOBAL:
+        raise DeploymentBusy(
+            f"the VLM step buffers of all projects hold {holding} bytes and these steps bring {incoming} more, "
+            f"past {settings.VLM_BUFFERS_MAX_BYTES} bytes (VLM_BUFFERS_MAX_BYTES): retry when streams finish"
         )
-    gone = {name.decode() if isinstance(name, bytes) else str(name) for name in stale}
-    buffered = sum(int(v) for k, v in held.items() if (k.decode() if isinstance(k, bytes) else str(k)) not in gone)
-    # a step that ends its stream is always let through: its buffer is freed within this request
-    incoming = sum(_step_bytes(step) for step in steps if not step.done)
-    if buffered + incoming > budget:
+    if code == OVER_PROJECT:
         raise TooManyStreams(
-            f"this client's step buffers on deployment {deployment.config.name!r} hold {buffered} bytes and these "
-            f"steps bring {incoming} more, past {budget} bytes (VLM_CLIENT_BUFFER_MAX_BYTES): finish streams "
-            "with done=true, or send smaller or fewer frames"
+            f"this project's VLM step buffers hold {holding} bytes and these steps bring {incoming} more, past "
+            f"its share of {settings.VLM_PROJECT_BUFFERS_MAX_BYTES} bytes (VLM_PROJECT_BUFFERS_MAX_BYTES): finish "
+            "streams with done=true, or send smaller or fewer frames"
         )
+    try:
+        new = sum(1 for score in scores if score is None)
+        if live + new > most:
+            raise TooManyStreams(
+                f"this client already has {live} live streams on deployment {deployment.config.name!r} and may "
+                f"keep at most {most} (VLM_MAX_STREAMS); finish streams with done=true or reuse their names"
+            )
+        gone = {_text(name) for name in stale}
+        buffered = sum(int(v) for k, v in held.items() if _text(k) not in gone)
+        if buffered + incoming > budget:
+            raise TooManyStreams(
+                f"this client's step buffers on deployment {deployment.config.name!r} hold {buffered} bytes and "
+                f"these steps bring {incoming} more, past {budget} bytes (VLM_CLIENT_BUFFER_MAX_BYTES): finish "
+                "streams with done=true, or send smaller or fewer frames"
+            )
+        pipe = redis.pipeline(transaction=False)
+        if gone:
+            pipe.hdel(bytes_key, *gone)
+        pipe.zadd(key, dict.fromkeys(names, now))
+        done = [step.stream for step in steps if step.done]
+        if done:
+            pipe.zrem(key, *done)
+        pipe.expire(key, ttl)
+        _redis_run(await pipe.execute(raise_on_error=False))
+    except BaseException:
+        await _budget_give_back(redis, entry, bytes_key, incoming)
+        raise
+    return incoming
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _budget_entry(deployment: VLMDeployment, client: str) -> str:
+    return budget_entry(deployment.config.project_id, f"{deployment.config.name}:{deployment.config.id}", client)
+
+
+def _redis_run(replies: list[Any]) -> list[Any]:
+    """`pipeline_run`, a refusal (Redis at its maxmemory) as DeploymentBusy: a 503 with Retry-After, never a 500."""
+    try:
+        return pipeline_run(replies)
+    except RedisRefused as exc:
+        raise DeploymentBusy(str(exc)) from None
+
+
+async def _budget_give_back(redis, entry: str, bytes_key: str, reserved: int) -> None:
+    """The request is over: its client's budget entry holds what its buffers hold, its reservation is freed.
+    Best effort (the script may run at Redis' maxmemory; an entry left behind expires with the buffers)."""
     pipe = redis.pipeline(transaction=False)
-    if gone:
-        pipe.hdel(bytes_key, *gone)
-    pipe.zadd(key, dict.fromkeys(names, now))
-    done = [step.stream for step in steps if step.done]
-    if done:
-        pipe.zrem(key, *done)
-    pipe.expire(key, ttl)
-    await pipe.execute()
+    budget_settle(pipe, entry, bytes_key, reserved)
+    await pipe.execute(raise_on_error=False)
 
 
 async def _push_group(
@@ -298,6 +353,32 @@ async def _push_group(
         step.window = [unpack_window(np.frombuffer(raw, dtype=np.uint8)).images for raw in records]
 
 
+async def steps_buffer(
+    redis, deployment: VLMDeployment, client: str, steps: list[StreamStep], reward: RewardSettings
+) -> None:
+    """Admit the steps (`streams_admit`: the client's, project's and global budgets), buffer them (each step
+    learns its count and, where one is scored, its window), then give the reservation back. Redis refusing the
+    frames (at its maxmemory) is a DeploymentBusy: a 503 with Retry-After, at once."""
+    reserved = await streams_admit(redis, deployment, client, steps)
+    bytes_key = _bytes_key(deployment, client)
+    try:
+        group: list[StreamStep] = []  # consecutive steps of distinct streams go to Redis together
+        for step in [*steps, None]:
+            if step is None or step.stream in {s.stream for s in group}:
+                keys = [_stream_key(deployment, client, s.stream) for s in group]
+                try:
+                    await _push_group(redis, keys, group, reward, settings.VLM_STREAM_TTL_S, bytes_key)
+                except RedisRefused as exc:
+                    raise DeploymentBusy(str(exc)) from None
+                except BrokerError as exc:
+                    raise DeploymentUnavailable(str(exc)) from None
+                group = []
+            if step is not None:
+                group.append(step)
+    finally:
+        await _budget_give_back(redis, _budget_entry(deployment, client), bytes_key, reserved)
+
+
 async def stream_rewards(
     deployment: VLMDeployment,
     steps: list[StreamStep],
@@ -315,18 +396,7 @@ async def stream_rewards(
     reward = replace(deployment.config.reward, gt_success_bonus=deployment.reward.gt_success_bonus)
     if pad:  # the live dashboard shows a probability at every step: each step ends a (front-padded) window
         reward = replace(reward, input_interval=1, min_history_size=1)
-    await streams_admit(redis, deployment, client, steps)
-    group: list[StreamStep] = []  # consecutive steps of distinct streams go to Redis together
-    for step in [*steps, None]:
-        if step is None or step.stream in {s.stream for s in group}:
-            keys = [_stream_key(deployment, client, s.stream) for s in group]
-            try:
-                await _push_group(redis, keys, group, reward, settings.VLM_STREAM_TTL_S, _bytes_key(deployment, client))
-            except BrokerError as exc:  # Redis refused the frames (at its maxmemory): a 503 at once
-                raise DeploymentUnavailable(str(exc)) from None
-            group = []
-        if step is not None:
-            group.append(step)
+    await steps_buffer(redis, deployment, client, steps, reward)
     scored_idx, requests = [], []
     for i, step in enumerate(steps):
         if step.window_size:

@@ -216,17 +216,42 @@ class InferenceWorker:
         names = self._deployments[self._turn :] + self._deployments[: self._turn]
         keys = [queue_key(n) for n in names]
         pipe = self.redis.pipeline(transaction=False)
+        self._release_shares(pipe)  # the batch's payloads go first: the room they free takes its replies
+        first = len(pipe.command_stack)
         replies_queue(pipe, replies)
-        self._release_shares(pipe)
         pipe.delete(self.held_key)  # answered (the replies are in this round trip) or given up on
         pipe.blmpop(max(1, int(timeout_s)), len(keys), *keys, direction="RIGHT", count=self.wake_count)
-        got = cast(tuple[bytes, list[bytes]] | None, pipe.execute()[-1])  # a bytes client: the stubs allow str
+        results = pipe.execute(raise_on_error=False)
+        pushed = results[first : first + 2 * len(replies) : 2]  # each reply's RPUSH (then its EXPIRE)
+        refused = [pair for pair, result in zip(replies, pushed, strict=True) if isinstance(result, RedisError)]
+        if refused:
+            self._replies_retry(refused)
+        for result in results:
+            if isinstance(result, RedisError) and result not in pushed:
+                raise result
+        got = cast(tuple[bytes, list[bytes]] | None, results[-1])  # a bytes client: the stubs allow str
         if got:
             pipe = self.redis.pipeline(transaction=False)
             pipe.rpush(self.held_key, *got[1])
             pipe.sadd(HOLDERS_KEY, self.worker_id)
-            pipe.execute()
+            if any(isinstance(r, RedisError) for r in pipe.execute(raise_on_error=False)):
+                # Redis at its maxmemory: serve them anyway (their payloads are freed with the replies); only a
+                # death of this worker before it answers would lose them
+                log.warning("Redis refused to record the %d requests this worker took; serving them", len(got[1]))
         return got
+
+    def _replies_retry(self, refused: list[tuple[InferenceRequest, Reply]]) -> None:
+        """Redis refused some replies (at its maxmemory): try once more, now that the batch's payloads are
+        gone. A reply still refused is logged; its client, seeing its payload gone and no reply, answers at
+        once that the reply was lost (`AsyncBrokerClient._reply_wait`), not after its timeout."""
+        pipe = self.redis.pipeline(transaction=False)
+        replies_queue(pipe, refused)
+        results = pipe.execute(raise_on_error=False)
+        for (request, _), result in zip(refused, results[::2], strict=True):
+            if isinstance(result, RedisError):
+                log.error(
+                    "request %s: Redis refused its reply (%s); its client is told so", request.id, type(result).__name__
+                )
 
     def _release_shares(self, pipe) -> None:
         """Queue the release of the served requests' client shares and payloads (sent with the replies,

@@ -304,7 +304,7 @@ def _async_client(url: str):
 
 def test_vlm_stream_buffers_are_capped_per_client_and_expire(shared, settings):
     settings.VLM_MAX_STREAMS, settings.VLM_STREAM_TTL_S = 2, 30
-    deployment = SimpleNamespace(config=SimpleNamespace(name="vlm-cap", id=uuid.uuid4().int % 10_000))
+    deployment = SimpleNamespace(config=SimpleNamespace(name="vlm-cap", id=uuid.uuid4().int % 10_000, project_id=None))
 
     def steps(*names, done=False):
         return [StreamStep(stream=n, main=None, extra=None, done=done) for n in names]

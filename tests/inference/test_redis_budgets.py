@@ -204,7 +204,9 @@ def test_vlm_step_buffers_are_bounded_in_bytes_per_client(shared, settings):
     settings.VLM_MAX_STREAMS, settings.VLM_STREAM_TTL_S = 100, 30
     frame = np.zeros((512, 512, 3), np.uint8)  # 786 kB per view
     settings.VLM_CLIENT_BUFFER_MAX_BYTES = 6 * 2 * frame.nbytes + 10_000  # records carry a small header
-    deployment = SimpleNamespace(config=SimpleNamespace(name="vlm-bytes", id=uuid.uuid4().int % 10_000))
+    deployment = SimpleNamespace(
+        config=SimpleNamespace(name="vlm-bytes", id=uuid.uuid4().int % 10_000, project_id=None)
+    )
 
     def steps(*names, done=False):
         return [StreamStep(stream=n, main=frame, extra=frame, done=done) for n in names]
