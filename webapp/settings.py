@@ -346,9 +346,6 @@ VLM_STREAM_TTL_S = env_int("VLM_STREAM_TTL_S", 600, minimum=1)
 # all VLM step buffers together, and one project's (README: "Shared Redis"): well under Redis' maxmemory
 VLM_BUFFERS_MAX_BYTES = env_int("VLM_BUFFERS_MAX_BYTES", 384 * 1024 * 1024, minimum=1024 * 1024)
 VLM_PROJECT_BUFFERS_MAX_BYTES = env_int("VLM_PROJECT_BUFFERS_MAX_BYTES", 128 * 1024 * 1024, minimum=1024 * 1024)
-# all VLM step buffers together, and one project's (README: "Shared Redis"): well under Redis' maxmemory
-VLM_BUFFERS_MAX_BYTES = env_int("VLM_BUFFERS_MAX_BYTES", 384 * 1024 * 1024, minimum=1024 * 1024)
-VLM_PROJECT_BUFFERS_MAX_BYTES = env_int("VLM_PROJECT_BUFFERS_MAX_BYTES", 128 * 1024 * 1024, minimum=1024 * 1024)
 VLM_MAX_STREAMS = env_int("VLM_MAX_STREAMS", 256, minimum=1)
 TELEOP_TOKEN_CHECK_S = env_int("TELEOP_TOKEN_CHECK_S", 2, minimum=1)
 # RL-run scale (README: "RL runs at scale"). Each web process's request-path Redis pools (inference broker,
