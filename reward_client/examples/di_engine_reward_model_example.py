@@ -66,6 +66,8 @@ def main() -> int:
         "token": args.token,
         "deployment": args.deployment,
         "env_reward": "ignore",  # the estimated reward replaces the env reward
+        "uploads": "all",  # every finished episode goes to the deployment's project
+        "success_rule": "info",  # each step's success: info['success'] (these transitions carry it)
         "snapshot_options": {"sources": ["human", "proposal"], "trend": False},
         "job_config": {"image_size": [3, args.size, args.size], "epochs": 3, "hidden_dim": 32},
     }

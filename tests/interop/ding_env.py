@@ -5,6 +5,10 @@
 float32 [3, 32, 32] frames in [0, 1], channels first, as DI-engine's image envs and conv encoders take them.
 The env's own reward is a constant -1 per step, so a reward the policy trains on that is not -1 came from
 somewhere else.
+
+`reach_stack`: the same task as Atari-style observations: float32 [4, 32, 32] stacks of grayscale frames in
+[0, 1], the newest last (as DI-engine's `FrameStackWrapper` gives them), no `success` in its info (Atari envs
+have none) and an env reward of 1 at the step that reaches the goal, 0 otherwise.
 """
 
 from __future__ import annotations
@@ -31,6 +35,16 @@ def render(position: int, success: bool, noise: np.random.Generator) -> np.ndarr
     return np.ascontiguousarray(frame.transpose(2, 0, 1))
 
 
+def render_gray(position: int, success: bool, noise: np.random.Generator) -> np.ndarray:
+    """[SIZE, SIZE] float32 in [0, 1]: the RGB frame's content as one grayscale frame."""
+    frame = noise.random((SIZE, SIZE), dtype=np.float32) * 0.2
+    width = SIZE // CELLS
+    frame[24:30, position * width + 1 : (position + 1) * width - 1] = 0.6
+    if success:
+        frame[4:20, 8:24] = 0.95
+    return frame
+
+
 @ENV_REGISTRY.register("reward_studio_reach")
 class ReachEnv(BaseEnv):
     config = dict(max_steps=6)
@@ -49,7 +63,14 @@ class ReachEnv(BaseEnv):
 
     def reset(self) -> np.ndarray:
         self._position, self._steps, self._return = 0, 0, 0.0
-        return render(self._position, False, self._rng)
+        return self._observe(False)
+
+    def _observe(self, success: bool) -> np.ndarray:
+        return render(self._position, success, self._rng)
+
+    def _outcome(self, success: bool) -> tuple[float, dict]:
+        """The env reward and info of a step."""
+        return ENV_REWARD, {"success": success}
 
     def step(self, action: Any) -> BaseEnvTimestep:
         move = 1 if int(np.asarray(action).reshape(-1)[0]) == 1 else -1
@@ -57,12 +78,11 @@ class ReachEnv(BaseEnv):
         self._steps += 1
         success = self._position == CELLS - 1
         done = success or self._steps >= self._max_steps
-        self._return += ENV_REWARD
-        info: dict = {"success": success}
+        reward, info = self._outcome(success)
+        self._return += reward
         if done:
             info["eval_episode_return"] = self._return
-        obs = render(self._position, success, self._rng)
-        return BaseEnvTimestep(obs, np.array([ENV_REWARD], np.float32), done, info)
+        return BaseEnvTimestep(self._observe(success), np.array([reward], np.float32), done, info)
 
     def close(self) -> None:
         pass
@@ -81,3 +101,30 @@ class ReachEnv(BaseEnv):
 
     def __repr__(self) -> str:
         return "ReachEnv()"
+
+
+STACK = 4
+
+
+@ENV_REGISTRY.register("reward_studio_reach_stack")
+class ReachStackEnv(ReachEnv):
+    def __init__(self, cfg: dict) -> None:
+        super().__init__(cfg)
+        self._stack: list[np.ndarray] = []
+        self._observation_space = spaces.Box(0.0, 1.0, (STACK, SIZE, SIZE), np.float32)
+        self._reward_space = spaces.Box(0.0, 1.0, (1,), np.float32)
+
+    def reset(self) -> np.ndarray:
+        self._stack = []
+        return super().reset()
+
+    def _observe(self, success: bool) -> np.ndarray:
+        frame = render_gray(self._position, success, self._rng)
+        self._stack = (self._stack or [frame] * STACK)[1:] + [frame]  # the reset frame fills the stack
+        return np.stack(self._stack).astype(np.float32)
+
+    def _outcome(self, success: bool) -> tuple[float, dict]:
+        return (1.0 if success else 0.0), {}
+
+    def __repr__(self) -> str:
+        return "ReachStackEnv()"

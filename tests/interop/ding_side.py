@@ -60,3 +60,16 @@ def served_count(deployment) -> int:
         return int(client.get(f"{SAMPLE_COUNTER_PREFIX}{deployment.name}:{deployment.id}") or 0)
     finally:
         client.close()
+
+
+def app_args(url: str, token: str, deployment, tmp_path: Path) -> dict:
+    """What every ding_runner command against the app takes: the service, the token, the deployment, a workdir."""
+    return {"url": url, "token": token, "deployment": deployment.name, "workdir": str(tmp_path)}
+
+
+def pipeline_run(app: dict, **args) -> tuple[dict, np.ndarray]:
+    """ding_runner's `pipeline` with `app` (app_args) and `args`: its answer, and the next_obs of every
+    transition the learner trained on, in order."""
+    frames_path = Path(app["workdir"]) / "trained_next_obs.npy"
+    result = ding_run("pipeline", **app, frames_path=str(frames_path), **args)
+    return result, np.load(frames_path)

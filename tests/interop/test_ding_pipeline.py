@@ -14,7 +14,7 @@ from tests.inference.conftest import (
     make_trained_model,
 )
 
-from .ding_side import ding_run, served_count, served_uint8
+from .ding_side import app_args, ding_run, pipeline_run, served_count, served_uint8
 
 ITERATIONS = 3
 ENV_REWARD = -1.0  # ding_env's reward for every step
@@ -46,18 +46,9 @@ def test_dis_serial_reward_model_pipeline_trains_on_the_services_rewards(project
     trained = make_trained_model(project, seed=3)
     deployment = deploy(trained, reward_type="soft", project=project, sample_every=10**9)  # counts served frames
     before = served_count(deployment)
-    frames_path = tmp_path / "trained_next_obs.npy"
 
-    result = ding_run(
-        "pipeline",
-        url=live_server_url,
-        token=rl_token,
-        deployment=deployment.name,
-        workdir=str(tmp_path),
-        exp_name="reach_dqn",
-        iterations=ITERATIONS,
-        frames_path=str(frames_path),
-    )
+    app = app_args(live_server_url, rl_token, deployment, tmp_path)
+    result, next_obs = pipeline_run(app, exp_name="reach_dqn", iterations=ITERATIONS, adapter={"uploads": "all"})
 
     assert result["reward_model_class"] == "reward_client.di_engine.DIEngineRewardModel"
     assert len(result["collects"]) >= ITERATIONS and all(n > 0 for n in result["collects"])
@@ -65,7 +56,7 @@ def test_dis_serial_reward_model_pipeline_trains_on_the_services_rewards(project
     # every transition the learner trained on was scored by the service, once per sampling, nothing else
     assert served_count(deployment) - before == sum(result["train_batches"])
     rewards = np.concatenate(result["rewards"])
-    expected = direct_probabilities(trained.checkpoint_path, served_uint8(np.load(frames_path)))
+    expected = direct_probabilities(trained.checkpoint_path, served_uint8(next_obs))
     np.testing.assert_allclose(rewards, expected, atol=1e-5)
     assert not np.any(rewards == ENV_REWARD) and len(set(np.round(rewards, 6))) > 1
 

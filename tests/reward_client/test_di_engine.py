@@ -88,6 +88,29 @@ def test_estimate_scores_next_obs_in_place_and_never_adds_the_env_reward_twice(
     np.testing.assert_allclose([t["env_reward"][0] for t in batch], env)
 
 
+@pytest.mark.django_db(transaction=True)
+def test_a_token_lacking_a_scope_the_settings_need_is_refused_at_construction(project, live_server_url):
+    from labeling.ingest.services import agent_create
+
+    deployment = deploy(make_trained_model(project, seed=2))
+    rewards_only = agent_create(name="rewards-only", kind="rl_worker", scopes=["rewards"], projects=[project])[1]
+    ingest_only = agent_create(name="ingest-only", kind="sim", scopes=["ingest"], projects=[project])[1]
+
+    needed = r"ingest \(this token lacks the 'ingest' scope needed to ingest episodes\), needed by uploads='all'"
+    with pytest.raises(PermissionError, match=needed):
+        adapter({"uploads": "all"}, live_server_url, rewards_only, deployment)
+    with pytest.raises(
+        PermissionError, match=r"train \(this token lacks the 'training' scope.*retrain_after_transitions"
+    ):
+        adapter({"retrain_after_transitions": 100}, live_server_url, rewards_only, deployment)
+    with pytest.raises(
+        PermissionError, match=r"rewards \(this token lacks the 'rewards' scope needed to ask for rewards"
+    ):
+        adapter({"uploads": "all"}, live_server_url, ingest_only, deployment)
+    model = adapter({}, live_server_url, rewards_only, deployment)  # uploads off, no retrain: rewards suffice
+    assert model.cfg["project"] == project.pk
+
+
 @pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
 def test_the_retrain_runs_while_train_returns_and_the_better_model_is_served(
@@ -100,6 +123,8 @@ def test_the_retrain_runs_while_train_returns_and_the_better_model_is_served(
     deployment = deploy(first, reward_type="soft")
     config = {
         "env_reward": "ignore",
+        "uploads": "all",
+        "success_rule": "info",
         "job_config": TINY,
         "snapshot_options": {"sources": ["proposal"], "trend": False, "val_split": 0.34, "seed": 0},
         "retrain_after_transitions": 40,
@@ -181,6 +206,11 @@ class ScriptedService:
             return {"id": 11, "status": self.jobs.pop(0), "models": [5], "error": "boom"}
         if url == "/api/deployments/d/":
             return {"trained_model": 4, "threshold": 0.5, "version": 1, "project": 1}
+        if url == "/api/deployments/d/access":
+            return {
+                "project": 1,
+                "allowed": dict.fromkeys(("rewards", "propose_labels", "train", "switch_model"), True),
+            }
         if url.endswith("/evaluation"):
             assert kwargs["params"] == {"snapshot": 7, "threshold": 0.5}
             return {"summary": {"at_threshold": {"accuracy": self.accuracies[int(url.split("/")[3])]}}}
@@ -189,13 +219,15 @@ class ScriptedService:
         raise AssertionError(url)
 
 
-def scripted(service: ScriptedService, **config):
+def scripted(service: ScriptedService, tb_logger=None, **config):
     from reward_client import DIEngineRewardModel
 
     model = DIEngineRewardModel(
-        {"project": 1, "poll_s": 0.0, "train_timeout_s": 5, "retrain_after_transitions": 2, **config}
+        {"project": 1, "poll_s": 0.0, "train_timeout_s": 5, "retrain_after_transitions": 2, **config},
+        "cpu",
+        tb_logger,
+        client=service,
     )
-    model.client = service
     model.new_transitions = 2
     return model
 
@@ -212,6 +244,7 @@ def test_train_advances_the_retrain_one_look_per_call_and_switches_only_to_a_bet
     assert urls.index("/api/projects/1/jobs") > urls.index("/api/snapshots/7")  # and the snapshot built
     assert model.last_train == {
         "phase": "done",
+        "labels": {"episodes": 0, "success_episodes": 0, "success_rule": "auto"},
         "snapshot": 3,
         "job": 11,
         "model": 5,
@@ -228,6 +261,21 @@ def test_train_advances_the_retrain_one_look_per_call_and_switches_only_to_a_bet
     model.train()
     assert model.retrain_wait(timeout_s=5)["redeployed"] is True
     assert ("POST", "/api/deployments/d/model") in better.calls and model.new_transitions == 0
+
+
+def test_each_finished_retrain_writes_its_figures_to_tb_logger():
+    from .test_di_engine_settings import Recorder
+
+    recorder = Recorder()
+    model = scripted(ScriptedService(accuracies=(0.9, 0.6)), recorder)
+    model.train()
+    model.retrain_wait(timeout_s=5)
+    model.client, model.new_transitions = ScriptedService(jobs=("running", "failed")), 2
+    model.train()
+    assert model.retrain_wait(timeout_s=5)["phase"] == "failed"
+    assert recorder.scalars["reward_studio/retrain_new_accuracy"] == [(1, 0.9)]
+    assert recorder.scalars["reward_studio/retrain_old_accuracy"] == [(1, 0.6)]
+    assert recorder.scalars["reward_studio/retrain_redeployed"] == [(1, 1.0), (2, 0.0)]
 
 
 @pytest.mark.parametrize(

@@ -44,8 +44,7 @@ def test_float_frames_in_zero_one_and_channels_first_become_uint8_channels_last(
 
 def test_an_episode_the_collector_cut_is_uploaded_truncated_and_the_next_starts_fresh():
     service = RecordingService()
-    model = DIEngineRewardModel({"project": 1})
-    model.client = service
+    model = DIEngineRewardModel({"project": 1, "uploads": "all", "check_access": False}, client=service)
 
     def step(obs: float, next_obs: float, done: bool = False) -> dict:
         return {"obs": frame(obs), "next_obs": frame(next_obs), "reward": np.array([0.0]), "done": done}
