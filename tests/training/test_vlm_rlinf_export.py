@@ -166,6 +166,13 @@ def test_the_evaluation_page_offers_the_export_and_the_api_reports_it(
     page = user_client.get(f"/models/{model.pk}/vlm-evaluation").content.decode()
     assert "RLinf would load this LoRA differently" in page and "use_dora=True" in page
 
+    with pytest.raises(CommandError, match="use_dora=True"):
+        call_command("export_rlinf_vlm", model=model.pk)
+
     resnet = TrainedModel.objects.create(project=project, kind="resnet", name="r", checkpoint_path="checkpoints/r")
     not_vlm = user_client.post(f"/api/models/{resnet.pk}/rlinf-export")
     assert not_vlm.status_code == 400 and "for VLM models" in not_vlm.json()["detail"]
+    with pytest.raises(CommandError, match="is a resnet model: the RLinf LoRA export is for VLM models"):
+        call_command("export_rlinf_vlm", model=resnet.pk)
+    with pytest.raises(CommandError, match="no trained model with id 0"):
+        call_command("export_rlinf_vlm", model=0)
