@@ -220,7 +220,8 @@ def resnet_threshold(args: dict) -> dict:
         cfg={"reward_threshold": args["reward_threshold"]},
     )
     rewards = ResNetRewardModel.compute_reward(model, {"main_images": torch.zeros(len(p), 3, 2, 2)})
-    return {"rewards": rewards.tolist()}
+    # the probabilities its sigmoid gave (float32: p itself to within a rounding), which its threshold saw
+    return {"rewards": rewards.tolist(), "probabilities": torch.sigmoid(model.backbone(None).squeeze(-1)).tolist()}
 
 
 COMMANDS = {
