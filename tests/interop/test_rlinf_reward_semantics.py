@@ -15,6 +15,8 @@ here (RLinf would hand a video model a window it cannot take).
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from inference.rewards import (
@@ -90,7 +92,7 @@ def test_history_windows_are_rlinfs(settings, dones):
 
 
 def test_a_done_window_shorter_than_min_history_is_the_one_difference():
-    settings = {"history_size": 5, "min_history_size": 3, "input_interval": 2, "input_on_done": True}
+    settings: dict[str, Any] = {"history_size": 5, "min_history_size": 3, "input_interval": 2, "input_on_done": True}
     dones = [False, False, False, False, True]
     theirs = rlinf_windows(settings, dones)
     ours = our_windows(RewardSettings(reward_mode="history_buffer", **settings), dones)
@@ -101,7 +103,7 @@ def test_a_done_window_shorter_than_min_history_is_the_one_difference():
 
 
 def test_streams_count_independently_as_rlinfs_envs_do():
-    settings = {"history_size": 2, "min_history_size": 1, "input_interval": 2, "input_on_done": False}
+    settings: dict[str, Any] = {"history_size": 2, "min_history_size": 1, "input_interval": 2, "input_on_done": False}
     dones = [[True, False], [False, False], [False, False]]
     theirs = side_run("history_windows", settings=settings, dones=[[False, False], *dones])["lengths"][1:]
     reward = RewardSettings(reward_mode="history_buffer", **settings)
