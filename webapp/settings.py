@@ -139,6 +139,10 @@ MAX_REQUEST_PIXELS = env_int("MAX_REQUEST_PIXELS", 1024 * 224 * 224, minimum=256
 MAX_JSON_BODY_BYTES = env_int("MAX_JSON_BODY_BYTES", 64 * 1024 * 1024, minimum=1024)
 # Any other request body that reaches Django (import uploads, multipart chunks): 413 at once past this.
 MAX_REQUEST_BODY_BYTES = env_int("MAX_REQUEST_BODY_BYTES", 4 * 1024 * 1024 * 1024, minimum=1024 * 1024)
+# A JSON step chunk (base64 images inline): 413 at once past this; larger chunks go binary or multipart.
+INGEST_JSON_CHUNK_MAX_BYTES = env_int("INGEST_JSON_CHUNK_MAX_BYTES", 16 * 1024 * 1024, minimum=64 * 1024)
+# A body sent with neither a token nor a session cookie (the login form): 401 at once past this, unread.
+ANONYMOUS_BODY_MAX_BYTES = env_int("ANONYMOUS_BODY_MAX_BYTES", 64 * 1024, minimum=4096)
 INGEST_MAX_STEPS_PER_CHUNK = env_int("INGEST_MAX_STEPS_PER_CHUNK", 1000, minimum=1)
 INGEST_MAX_IMAGES_PER_CHUNK = env_int("INGEST_MAX_IMAGES_PER_CHUNK", 1024, minimum=1)
 # Ingest transactions on PostgreSQL commit without waiting for the WAL flush unless this is on

@@ -15,7 +15,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from robot_agent.chunk_format import CONTENT_TYPE as CHUNK_CONTENT_TYPE
-from webapp.common.json_limits import JSONTooDeep, loads_bounded
+from webapp.common.json_limits import JSONTooDeep, loads_bounded, size_of
 from webapp.common.parsers import BoundedJSONParser, RequestTooLarge
 
 from .. import access
@@ -176,6 +176,8 @@ class StepChunkView(APIView):
             raw_steps = _multipart_steps(raw_steps)
         if not isinstance(raw_steps, list) or not raw_steps:
             raise ValidationError({"steps": ["a non-empty list of steps is required"]})
+        if not multipart:
+            _json_header_check(raw_steps)
         if len(raw_steps) > settings.INGEST_MAX_STEPS_PER_CHUNK:
             raise RequestTooLarge(
                 f"{len(raw_steps)} steps in one chunk; the limit is {settings.INGEST_MAX_STEPS_PER_CHUNK} "
@@ -255,6 +257,22 @@ def _multipart_steps(text: str):
         raise ValidationError({"steps": [str(exc)]}) from None
     except ValueError as exc:
         raise ValidationError({"steps": [f"not valid JSON: {exc}"]}) from None
+
+
+def _json_header_check(raw_steps: list) -> None:
+    """A JSON chunk's steps without their images (what the binary format calls the header) within
+    CHUNK_HEADER_MAX_BYTES, like the other two formats: 413 before any step is validated or stored. (The body
+    as a whole was bounded by INGEST_JSON_CHUNK_MAX_BYTES before it was read: webapp.security.body_limit.)"""
+    limit = settings.CHUNK_HEADER_MAX_BYTES
+    size = 0
+    for raw in raw_steps[: settings.INGEST_MAX_STEPS_PER_CHUNK + 1]:
+        fields = {key: value for key, value in raw.items() if key != "images"} if isinstance(raw, dict) else raw
+        size += size_of(fields) + 1
+        if size > limit:
+            raise RequestTooLarge(
+                f"the chunk's steps without their images are over {limit} bytes as JSON (CHUNK_HEADER_MAX_BYTES); "
+                "send fewer steps per chunk or a smaller info"
+            )
 
 
 def _first(messages) -> str:
