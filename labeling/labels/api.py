@@ -12,9 +12,10 @@ from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import OpenApiParameter, OpenApiTypes, extend_schema, inline_serializer
 from rest_framework import serializers, status
 from rest_framework.exceptions import ValidationError
-from rest_framework.parsers import JSONParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
+
+from webapp.common.parsers import BoundedJSONParser
 
 from .. import access
 from ..ingest.serializers import MAX_STEP_INDEX
@@ -332,7 +333,7 @@ class FrameBundleView(APIView):
 
 
 class FrameLabelsView(APIView):
-    parser_classes = [JSONParser]
+    parser_classes = [BoundedJSONParser]
 
     @extend_schema(
         request=FrameLabelsInSerializer,
@@ -361,7 +362,7 @@ class FrameLabelsView(APIView):
 
 
 class WindowLabelsView(APIView):
-    parser_classes = [JSONParser]
+    parser_classes = [BoundedJSONParser]
 
     @extend_schema(
         request=WindowLabelsInSerializer,
@@ -436,7 +437,7 @@ class ProjectProgressView(APIView):
 
 
 class ProposalsGenerateView(APIView):
-    parser_classes = [JSONParser]
+    parser_classes = [BoundedJSONParser]
 
     @extend_schema(
         request=GenerateInSerializer,
@@ -466,7 +467,7 @@ class ProposalsGenerateView(APIView):
 class ProposalsDecisionView(APIView):
     """accept / reject / reopen proposals in a scope: one step, a range, an episode or the whole project."""
 
-    parser_classes = [JSONParser]
+    parser_classes = [BoundedJSONParser]
     action = "accept"
 
     @extend_schema(request=ProposalScopeSerializer, responses=DecisionSerializer)
