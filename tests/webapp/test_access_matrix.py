@@ -208,6 +208,10 @@ MATRIX: dict[str, list[Case]] = {
     "api/deployments/<slug:name>/model": [
         Case("POST", "/api/deployments/{deployment}/model", MANAGERS | {"training"}, body={"trained_model": "x"})
     ],
+    # what the caller may do: anyone who sees the deployment asks (a token lacking a scope hears which)
+    "api/deployments/<slug:name>/access": [
+        Case("GET", "/api/deployments/{deployment}/access", VIEWERS | (set(AGENTS) - {"elsewhere"}))
+    ],
     "api/deployments/<slug:name>/health": [Case("GET", "/api/deployments/{deployment}/health", VIEWERS | {"rewards"})],
     "api/deployments/<slug:name>/monitor": [
         Case("GET", "/api/deployments/{deployment}/monitor?hours=1", VIEWERS | {"rewards"})
