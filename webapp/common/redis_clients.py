@@ -1,6 +1,6 @@
 """Redis clients for the web and worker processes: bounded connection pools that make a caller wait for a free
-connection instead of failing, clients for blocking pops (no socket timeout), and a client that writes large
-payloads from a thread without copying them. No Django."""
+connection instead of failing, clients for blocking pops (no socket timeout), the Channels layer's connection
+options, and a client that writes large payloads from a thread without copying them. No Django."""
 
 from __future__ import annotations
 
@@ -68,6 +68,31 @@ def redis_from_url(url: str, *, asyncio: bool = False, pool: PoolSize | None = N
     if pool is None:
         return redis.Redis.from_url(url, **options)
     return redis.Redis(connection_pool=redis.BlockingConnectionPool.from_url(url, **options, **pool.options()))
+
+
+# channels_redis 4's RedisChannelLayer.brpop_timeout: a socket's receive is a BZPOPMIN that Redis answers after this
+# many seconds when no message came (tests/webapp/test_live_sockets.py checks it against the installed layer).
+CHANNEL_LAYER_BLOCKING_READ_S = 5
+# The layer's socket timeout: longer than that blocking read, so an idle socket's BZPOPMIN is always answered
+# (redis-py's default, 5 s, gave up just as Redis answered: two reads, the retry included, then a "Timeout reading"
+# error that closed every job and teleop WebSocket after 10 s); still short enough to notice a Redis that hangs.
+CHANNEL_LAYER_SOCKET_TIMEOUT_S = CHANNEL_LAYER_BLOCKING_READ_S + 10
+
+
+def channel_layer_host(url: str, *, max_connections: int) -> dict[str, Any]:
+    """One entry of channels_redis's CONFIG["hosts"]: a command that finds its pooled connection dropped (Redis
+    restarted) is retried once on a fresh one, and the socket timeout outlasts the layer's blocking receive."""
+    from redis.asyncio.retry import Retry as AsyncRetry
+    from redis.backoff import NoBackoff
+
+    return {
+        "address": url,
+        "retry": AsyncRetry(NoBackoff(), 1),
+        "max_connections": max_connections,
+        "socket_timeout": CHANNEL_LAYER_SOCKET_TIMEOUT_S,
+        "socket_connect_timeout": 5,
+        "socket_keepalive": True,
+    }
 
 
 def payload_redis_from_url(url: str, pool: PoolSize | None = None) -> Any:
