@@ -10,6 +10,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from labeling import access
+from labeling.gate.auth import DEPLOYMENT_AUTHENTICATION
 
 from .models import Deployment
 
@@ -31,6 +32,8 @@ class AccessOut(serializers.Serializer):
 
 
 class DeploymentAccessView(APIView):
+    authentication_classes = DEPLOYMENT_AUTHENTICATION  # a trusted network's tokenless caller hears: rewards only
+
     @extend_schema(
         operation_id="deployment_access",
         responses=AccessOut,

@@ -54,7 +54,7 @@ import numpy as np
 from .arrays import like_input, png_base64, scalar, to_numpy, uint8_images
 from .client import RewardClient
 from .config import cfg_get
-from .errors import NotFoundError, RewardServiceError
+from .errors import AuthenticationError, NotFoundError, RewardServiceError
 from .frames import OBS_FORMATS, FrameLayout, ObservationError, layout_for
 from .retrain import Retrain, retrain_advance, retrain_start
 from .success import SuccessRule, done, env_reward, success_rule
@@ -186,6 +186,9 @@ class DIEngineRewardModel:
             raise NotFoundError(
                 f"deployment {name!r} does not exist or this token may not see it ({exc.detail})", exc.status
             ) from exc
+        except AuthenticationError as exc:
+            who = "the token" if self._has_token() else "a caller without a token (outside TRUSTED_CIDRS)"
+            raise AuthenticationError(f"the service refused {who}: {exc.detail}", exc.status) from exc
         refused = [
             f"{action} ({answer.get('refused', {}).get(action, 'refused')}), needed by {why}"
             for action, why in self.needed_actions().items()
@@ -200,6 +203,10 @@ class DIEngineRewardModel:
         if self.cfg["project"] is None and answer.get("project") is not None:
             self.cfg["project"] = answer["project"]
         return answer
+
+    def _has_token(self) -> bool:
+        headers = getattr(getattr(self.client, "session", None), "headers", None) or {}
+        return bool(self.cfg["token"] or headers.get("Authorization"))
 
     def _warn(self, message: str) -> None:
         self.warnings.append(message)

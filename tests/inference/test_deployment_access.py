@@ -50,3 +50,21 @@ def test_a_deployment_the_token_cannot_see_is_not_found(scoped_agent_client, pro
 
     assert client.get(f"/api/deployments/{deployment.name}/access").status_code == 404
     assert client.get("/api/deployments/no-such-deployment/access").status_code == 404
+
+
+@pytest.mark.django_db
+def test_a_trusted_networks_tokenless_caller_hears_rewards_only(client, deployment):
+    from django.test import override_settings
+
+    url = f"/api/deployments/{deployment.name}/access"
+    with override_settings(TRUSTED_CIDRS=["10.0.0.0/8"]):
+        answer = client.get(url, REMOTE_ADDR="10.1.2.3")
+        assert answer.status_code == 200
+        assert answer.json()["allowed"] == {
+            "rewards": True,
+            "ingest": False,
+            "propose_labels": False,
+            "train": False,
+            "switch_model": False,
+        }
+        assert client.get(url, REMOTE_ADDR="127.0.0.1").status_code == 401

@@ -235,6 +235,19 @@ def test_a_token_without_a_scope_the_settings_need_is_refused_at_construction():
     assert adapter.cfg["project"] == 3  # from the answer
 
 
+def test_a_refused_caller_hears_so_at_construction():
+    from reward_client.errors import AuthenticationError
+
+    class Refusing(FakeService):
+        def call(self, method, url, json=None, **kwargs):
+            raise AuthenticationError("Invalid token.", 401)
+
+    with pytest.raises(AuthenticationError, match="refused a caller without a token .outside TRUSTED_CIDRS.: Invalid"):
+        model(Refusing())
+    with pytest.raises(AuthenticationError, match="HTTP 401: the service refused the token: Invalid token"):
+        model(Refusing(), token="rs_revoked")
+
+
 def test_serving_and_upload_figures_go_to_tb_logger():
     recorder = Recorder()
     service = FakeService()
