@@ -38,7 +38,7 @@ from tests.conftest import _spawn, _stop, _wait_for_port, free_port
 from webapp.common.redis_clients import PoolSize, redis_from_url
 
 from .conftest import deploy, make_trained_model
-from .test_rlinf_api_worker import rlinf_payload
+from .test_rlinf_api_worker import rlinf_chat_payloads
 
 CONCURRENT = 256
 
@@ -155,7 +155,7 @@ def _burst(post, bodies) -> tuple[Counter, list[str]]:
 @pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
 def test_an_rl_batch_of_256_envs_from_one_trusted_address_gets_every_answer(
-    project, trusted_server_url, inference_worker_process, clear_rate_limits
+    project, trusted_server_url, inference_worker_process, clear_rate_limits, tmp_path
 ):
     from django.core.files.storage import default_storage
 
@@ -179,7 +179,8 @@ def test_an_rl_batch_of_256_envs_from_one_trusted_address_gets_every_answer(
     # cold: the models load on demand while the whole batch waits
     statuses, errors = _burst(reward, [dump_npy(a) for a in images])
     assert statuses == {200: CONCURRENT}, errors
-    statuses, errors = _burst(chat, [rlinf_payload(i, "Qwen3-VL-4B-Instruct") for i in range(CONCURRENT)])
+    # RLinf 0.3.0's qwentrend input builder makes the windows' bodies (tests/inference/test_rlinf_api_worker.py)
+    statuses, errors = _burst(chat, rlinf_chat_payloads(tmp_path, CONCURRENT, "Qwen3-VL-4B-Instruct"))
     assert statuses == {200: CONCURRENT}, errors
 
 

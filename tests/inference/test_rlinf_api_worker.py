@@ -1,86 +1,68 @@
-"""RLinf's API reward worker, unchanged, against a real inference worker on the tiny Qwen3-VL.
+"""RLinf's chat reward requests, sent by RLinf 0.3.0's own code, against a real inference worker on the tiny
+Qwen3-VL.
 
-What RLinf sends (rlinf/workers/reward/api_reward_worker.py, commit a3816b5): one chat-completions request
-per window, built by `_build_chat_payloads` (lines 152-180): every frame of the main then the extra video as a
-`data:image/jpeg;base64` `image_url` part (JPEG quality 95, `_frame_to_data_url` lines 125-150), then one text
-part with the prompt; `model` = `reward.api.model`, else the base model folder's name (lines 97-101); the
-sampling params (`max_tokens` 16, `temperature` 0 in its example config) spread into the body. Requests go
-concurrently, one thread per window (`_generate`, lines 192-207), through `InferenceHTTPClient.post`
-(rlinf/utils/http_client.py): plain JSON, NO Authorization header; any non-2xx status raises. Its
-`health()` counts only a 200 from `GET /health`. Answers are read from `choices[0].message.content`
-(`_extract_text`, lines 182-190) by `VLMTrendRewardParser`
-(rlinf/models/embodiment/reward/vlm_reward_utils/reward_parser.py:50-81, 105-134).
+What is released code and what is not: RLinf 0.3.0 has NO API reward worker (`rlinf/workers/reward/
+api_reward_worker.py` exists only at RLinf's repository head), so no released code assembles the request body.
+Everything else runs from the 0.3.0 wheel in the interop environment (tests/interop/side_rlinf_mirrors.py):
+- `qwentrend_input_builder` turns each env's window into its two videos (main view, then the extra view) and
+  RLinf's prompt text with the task;
+- the body is assembled as head's `_build_chat_payloads` does, byte-compatible with head's source: every frame of
+  the main then the extra video as a `data:image/jpeg;base64` `image_url` part (JPEG quality 95, head's
+  `_frame_to_data_url`), then one text part with the prompt; `model` = the base model folder's name (head's
+  `_derive_model_name`); `max_tokens` 16 and `temperature` 0 (head's example `sampling_params`) spread in;
+- `InferenceHTTPClient.chat_completion` sends it (plain JSON, NO Authorization header, raises on non-2xx), one
+  thread per window as head's `_generate`;
+- `qwentrend_reward_parser` (`_parse_qwentrend_output`, `QwentrendRewardParser.parse_rewards`) reads
+  `choices[0].message.content`.
 """
 
 from __future__ import annotations
 
-import base64
-import io
 import json
-import re
 import time
 import uuid
-from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import numpy as np
 import pytest
 import requests
 from django.test import override_settings
-from PIL import Image
 
 from tests.conftest import _spawn, _stop, _wait_for_port, free_port
+from tests.interop.conftest import side_run
 
 from .conftest import deploy
 
-RLINF_PROMPT = (
-    "You are currently performing the task: pick up the red cube. "
+MIRRORS = "side_rlinf_mirrors.py"
+TASK = "pick up the red cube"
+RLINF_PROMPT = (  # RLinf 0.3.0's qwentrend prompt for TASK: what the tiny model is deployed as trained with
+    f"You are currently performing the task: {TASK}. "
     "You are given two synchronized 5-frame videos from different camera "
     "views (main view and third-person view) of the same robot action "
     "window. Judge whether the action trend is positive, negative, or "
     "unclear. Answer with exactly one word: positive, negative, or unclear."
 )
-RLINF_REWARDS = {"positive": 1.0, "negative": -0.2, "unclear": 0.0, None: 0.0}
+SAMPLING = {"max_tokens": 16, "temperature": 0}
 
 
-def rlinf_trend_parse(text: str) -> str | None:
-    """RLinf's rules (reward_parser.py:50-81): the whole text as JSON, else the span from the first `{` to
-    the last `}`; its `trend` if a valid label; else the last whole-word label in the lower-cased text."""
-    stripped, obj = text.strip(), None
-    try:
-        obj = json.loads(stripped)
-    except ValueError:
-        start, end = stripped.find("{"), stripped.rfind("}")
-        if 0 <= start < end:
-            try:
-                obj = json.loads(stripped[start : end + 1])
-            except ValueError:
-                obj = None
-    if isinstance(obj, dict) and str(obj.get("trend", "")).strip().lower() in ("positive", "negative", "unclear"):
-        return str(obj["trend"]).strip().lower()
-    matches = re.findall(r"\b(positive|negative|unclear)\b", stripped.lower())
-    return matches[-1] if matches else None
+def rlinf_windows(folder: Path, n: int, seed: int = 0) -> str:
+    """n env windows (two 5-frame 32x32 videos each) saved as an .npy for the side environment; its path."""
+    frames = np.random.default_rng(seed).integers(0, 256, (n, 2, 5, 32, 32, 3), dtype=np.uint8)
+    path = folder / f"windows_{n}_{seed}_{uuid.uuid4().hex[:6]}.npy"
+    np.save(path, frames)
+    return str(path)
 
 
-def jpeg_data_url(frame: np.ndarray) -> str:
-    buffer = io.BytesIO()
-    Image.fromarray(frame, mode="RGB").save(buffer, format="JPEG", quality=95)
-    return "data:image/jpeg;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
+def rlinf_chat_payloads(folder: Path, n: int, model: str) -> list[dict]:
+    """The chat bodies for n windows, from RLinf 0.3.0's qwentrend input builder (see the module)."""
+    args = {"frames": rlinf_windows(folder, n), "task": TASK, "model": model, "sampling_params": SAMPLING}
+    return side_run("chat_payloads", runner=MIRRORS, **args)["payloads"]
 
 
-def rlinf_payload(seed: int, model: str) -> dict:
-    rng = np.random.default_rng(seed)
-    videos = [[rng.integers(0, 256, (32, 32, 3), dtype=np.uint8) for _ in range(5)] for _ in range(2)]
-    content = [{"type": "image_url", "image_url": {"url": jpeg_data_url(f)}} for video in videos for f in video]
-    content.append({"type": "text", "text": RLINF_PROMPT})
-    return {"model": model, "messages": [{"role": "user", "content": content}], "max_tokens": 16, "temperature": 0}
-
-
-def rlinf_post(base_url: str, body: dict) -> dict:
-    """InferenceHTTPClient.post as RLinf calls it: JSON, no token, proxies off; non-2xx is an error."""
-    response = requests.post(f"{base_url}/v1/chat/completions", json=body, timeout=(120, 120), proxies={})
-    if not response.ok:
-        raise RuntimeError(f"status={response.status_code}, body={response.text[:500]}")
-    return response.json()
+def rlinf_chat_burst(folder: Path, base_url: str, n: int, model: str) -> list[list]:
+    """n windows' requests at once from RLinf 0.3.0's InferenceHTTPClient: [status, seconds, text, answer]."""
+    args = {"frames": rlinf_windows(folder, n), "task": TASK, "model": model, "sampling_params": SAMPLING}
+    return side_run("chat_burst", runner=MIRRORS, base_url=base_url, full=True, **args)["results"]
 
 
 @pytest.fixture(scope="module")
@@ -127,26 +109,25 @@ def worker_counts() -> tuple[int, int]:
 @pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
 def test_rlinf_payload_from_a_trusted_address_needs_no_token(
-    project, vlm_model, trusted_server_url, live_server_url, inference_worker_process
+    project, vlm_model, trusted_server_url, live_server_url, inference_worker_process, tmp_path
 ):
     # RLinf names the model by the base model folder; the deployment carries it as an alias (any case)
     deployment = deploy(vlm_model, aliases=["qwen3-vl-4b-instruct"], max_wait_ms=50.0)
     assert requests.get(f"{trusted_server_url}/health", timeout=5, proxies={}).status_code == 200
 
-    payloads = [rlinf_payload(seed, "Qwen3-VL-4B-Instruct") for seed in range(8)]
-    rlinf_post(trusted_server_url, payloads[0])  # the worker loads the model
+    warm = rlinf_chat_burst(tmp_path, trusted_server_url, 1, "Qwen3-VL-4B-Instruct")  # the worker loads the model
+    assert warm[0][0] == 200, warm
     time.sleep(1.2)  # a fresh heartbeat carries the counters
     served_before, batches_before = worker_counts()
-    with ThreadPoolExecutor(max_workers=len(payloads)) as pool:
-        replies = list(pool.map(lambda body: rlinf_post(trusted_server_url, body), payloads))
+    results = rlinf_chat_burst(tmp_path, trusted_server_url, 8, "Qwen3-VL-4B-Instruct")
+    assert [r[0] for r in results] == [200] * 8, results
 
-    for reply in replies:
-        text = reply["choices"][0]["message"]["content"]
-        label = rlinf_trend_parse(text)
+    replies = [r[3] for r in results]
+    parsed = side_run("qwentrend_parse", runner=MIRRORS, texts=[r[2] for r in results])
+    for reply, label, reward in zip(replies, parsed["labels"], parsed["rewards"], strict=True):
         assert reply["model"] == deployment.name
-        ours = reply["reward_studio"]["label"]
-        assert (label or "invalid") == ours
-        assert reply["reward_studio"]["reward"] == pytest.approx(RLINF_REWARDS[label])
+        assert reply["reward_studio"]["label"] == (label or "invalid")  # RLinf's parser reads what we parsed
+        assert reply["reward_studio"]["reward"] == pytest.approx(reward, abs=1e-6)  # and gives the same reward
         usage = reply["usage"]
         assert usage["prompt_tokens"] > 10 * 4  # ten images of at least a few tokens each, plus the prompt
         assert 1 <= usage["completion_tokens"] <= 16
@@ -157,16 +138,16 @@ def test_rlinf_payload_from_a_trusted_address_needs_no_token(
     assert served_after - served_before >= 8
     assert batches_after - batches_before < served_after - served_before  # some windows shared a forward pass
 
-    # the same call to a server that trusts no network: 401, and RLinf's client raises
-    with pytest.raises(RuntimeError, match="status=401"):
-        rlinf_post(live_server_url, payloads[0])
+    # the same call to a server that trusts no network: 401, which RLinf's client raises
+    (refused,) = rlinf_chat_burst(tmp_path, live_server_url, 1, "Qwen3-VL-4B-Instruct")
+    assert refused[0] == 401, refused
     assert requests.get(f"{live_server_url}/health", timeout=30).status_code == 401
 
 
 @pytest.mark.django_db
-def test_trusted_list_excluding_the_caller_gets_401_and_tokens_are_still_judged(client, vlm_model):
+def test_trusted_list_excluding_the_caller_gets_401_and_tokens_are_still_judged(client, vlm_model, tmp_path):
     deploy(vlm_model, aliases=["Qwen3-VL-4B-Instruct"])
-    body = rlinf_payload(0, "qwen3-vl-4b-instruct")
+    (body,) = rlinf_chat_payloads(tmp_path, 1, "qwen3-vl-4b-instruct")
     url = "/v1/chat/completions"
     with override_settings(TRUSTED_CIDRS=["10.0.0.0/8"]):
         untrusted = client.post(url, body, content_type="application/json", REMOTE_ADDR="127.0.0.1")

@@ -95,7 +95,7 @@ def chat_burst(args: dict) -> dict:
     """Every window's chat request at once through RLinf 0.3.0's `InferenceHTTPClient.chat_completion`, one
     thread each. With `ready_file`/`go_file`: writes the first when the bodies are built, and sends when the second
     appears (so that a caller can start another burst at the same moment). Per request: [status (0: no answer),
-    seconds, the answer's text or the error]."""
+    seconds, the answer's text or the error], and with `full` the whole JSON answer after a 200's text."""
     import requests
 
     _aiohttp_placeholder()
@@ -110,7 +110,8 @@ def chat_burst(args: dict) -> dict:
         started = time.perf_counter()
         try:
             answer = client.chat_completion(messages=messages, model=model, **body)
-            return [200, time.perf_counter() - started, answer["choices"][0]["message"]["content"]]
+            text = answer["choices"][0]["message"]["content"]
+            return [200, time.perf_counter() - started, text, *([answer] if args.get("full") else [])]
         except requests.HTTPError as exc:
             response = exc.response
             status = response.status_code if response is not None else 0
