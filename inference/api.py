@@ -151,6 +151,7 @@ class RewardsView(APIView):
         ],
     )
     def post(self, request, name: str):
+        access.require_token_scope(request.user, access.REWARDS)
         try:
             config = async_to_sync(deployment_config)(name)
         except DeploymentNotFound as exc:
@@ -263,6 +264,8 @@ class DeploymentUpdateSerializer(DeploymentSerializer):
 class DeploymentListView(APIView):
     @extend_schema(operation_id="deployment_list", responses=DeploymentSerializer(many=True))
     def get(self, request):
+        if access.is_agent(request.user):  # as the detail view: a token without the scope sees no settings
+            access.require_scope(request.user, access.DEPLOYMENT_VIEW)
         rows = (
             Deployment.objects.select_related("trained_model")
             .filter(access.visible_deployment_filter(request.user))

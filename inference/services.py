@@ -58,7 +58,26 @@ class DeploymentError(ValueError):
     """A deployment change that cannot be made; the message says why."""
 
 
+# Sanity bounds on what RL workers receive as rewards (a reward of 3e63 is a typo, never a setting): checked when
+# a deployment is saved, so rows stored before these bounds keep serving.
+MAX_ABS_REWARD = 1e6
+MAX_ABS_WEIGHT = 1e3
+BOUNDED_SETTINGS = {
+    "success_reward": MAX_ABS_REWARD,
+    "fail_reward": MAX_ABS_REWARD,
+    "interval_reward": MAX_ABS_REWARD,
+    "gt_success_bonus": MAX_ABS_REWARD,
+    "env_reward_weight": MAX_ABS_WEIGHT,
+    "reward_weight": MAX_ABS_WEIGHT,
+}
+
+
 def check_settings(values: dict) -> None:
+    for name, bound in BOUNDED_SETTINGS.items():
+        if name in values and values[name] is not None:
+            value = float(values[name])
+            if not -bound <= value <= bound:  # NaN fails this too
+                raise DeploymentError(f"{name} must be between {-bound:g} and {bound:g}, got {value:g}")
     try:
         RewardSettings(**{k: values[k] for k in SETTING_FIELDS if k in values})
     except RewardSettingsError as exc:

@@ -192,7 +192,8 @@ MATRIX: dict[str, list[Case]] = {
     ],
     # -- inference -----------------------------------------------------------------------------------
     "api/deployments/": [
-        Case("GET", "/api/deployments/", set(PEOPLE) | set(AGENTS)),  # filtered to what each may see
+        # filtered to what each may see; a token without `rewards` is refused, as on the detail view
+        Case("GET", "/api/deployments/", set(PEOPLE) | {"rewards", "elsewhere"}),
         Case(
             "POST",
             "/api/deployments/",
