@@ -6,6 +6,7 @@ labeling app's own ingest services, so a recorded session is an ordinary episode
 
 from __future__ import annotations
 
+import json
 import math
 import uuid as uuid_lib
 from collections.abc import Mapping
@@ -133,13 +134,18 @@ def teleop_episode_start(*, session_id: int, episode_uuid: str, metadata: dict) 
     except ValueError:
         raise TeleopError(f"episode {episode_uuid!r} is not a UUID") from None
     source = Episode.Source.ROBOT if metadata.get("source") == "robot" else Episode.Source.SIM
+    kept = {k: metadata[k] for k in ("seed", "policy") if k in metadata}
+    try:
+        json.dumps(kept, allow_nan=False)
+    except ValueError:
+        raise TeleopError("episode_start: seed and policy must be JSON values without NaN or Infinity") from None
     episode, _ = episode_create(
         project=session.project,
         uuid=parsed,
         source=source,
         agent=session.agent,
         env_id=str(metadata.get("env_id") or session.env_id)[:100],
-        metadata={"teleop_session": session.pk, **{k: metadata[k] for k in ("seed", "policy") if k in metadata}},
+        metadata={"teleop_session": session.pk, **kept},
     )
     if episode.agent_id != session.agent_id:
         raise TeleopError(f"episode {parsed} belongs to another agent")

@@ -41,7 +41,7 @@ def binary_step(header: dict) -> bytes:
     return struct.pack(">I", len(head)) + head
 
 
-def bad_messages(episode: str) -> list[tuple[dict, str]]:
+def bad_messages(episode: str) -> list[tuple[dict, str | None]]:
     """(the message as send_to's keywords, words of the warning it must get)."""
     step = {"episode": episode, "index": 5}
     return [
@@ -55,6 +55,10 @@ def bad_messages(episode: str) -> list[tuple[dict, str]]:
         ),
         ({"text_data": json.dumps({"type": "label", "episode": "nope", "index": 1, "value": "success"})}, "UUID"),
         ({"text_data": json.dumps({"type": "episode_start", "episode": {"a": 1}})}, "is not a UUID"),
+        (  # JSON with NaN, as Python's json writes it: a warning naming the field, not a logged server error
+            {"text_data": json.dumps({"type": "episode_start", "episode": str(uuid.uuid4()), "seed": float("nan")})},
+            "seed and policy must be JSON values without NaN or Infinity",
+        ),
         ({"bytes_data": struct.pack(">I", len(DEEP)) + DEEP.encode()}, "step header nests 5000 levels"),
         ({"bytes_data": binary_step(dict(step, reward="lots"))}, "reward must be a finite number"),
         ({"bytes_data": binary_step(dict(step, index=6, reward=10**400))}, "reward must be a finite number"),
