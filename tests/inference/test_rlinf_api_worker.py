@@ -22,6 +22,7 @@ import json
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -55,13 +56,23 @@ def rlinf_windows(folder: Path, n: int, seed: int = 0) -> str:
 
 def rlinf_chat_payloads(folder: Path, n: int, model: str) -> list[dict]:
     """The chat bodies for n windows, from RLinf 0.3.0's qwentrend input builder (see the module)."""
-    args = {"frames": rlinf_windows(folder, n), "task": TASK, "model": model, "sampling_params": SAMPLING}
+    args: dict[str, Any] = {
+        "frames": rlinf_windows(folder, n),
+        "task": TASK,
+        "model": model,
+        "sampling_params": SAMPLING,
+    }
     return side_run("chat_payloads", runner=MIRRORS, **args)["payloads"]
 
 
 def rlinf_chat_burst(folder: Path, base_url: str, n: int, model: str) -> list[list]:
     """n windows' requests at once from RLinf 0.3.0's InferenceHTTPClient: [status, seconds, text, answer]."""
-    args = {"frames": rlinf_windows(folder, n), "task": TASK, "model": model, "sampling_params": SAMPLING}
+    args: dict[str, Any] = {
+        "frames": rlinf_windows(folder, n),
+        "task": TASK,
+        "model": model,
+        "sampling_params": SAMPLING,
+    }
     return side_run("chat_burst", runner=MIRRORS, base_url=base_url, full=True, **args)["results"]
 
 
