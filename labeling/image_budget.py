@@ -112,11 +112,13 @@ class FrameBatches:
     """Stored frames decoded one at a time and shrunk right after decoding (`shrink`: to the size the task
     uses them at), handed out in batches holding at most `budget_pixels` shrunk pixels (a single frame
     larger than that is a batch alone). A task going through it holds one full-size frame and one batch
-    at most, whatever the number or size of the frames. Frames that cannot be read or decoded are left out
-    and listed in `skipped` with the reason."""
+    at most, whatever the number or size of the frames. With `decode_at_least` (width, height), frames at
+    least twice that size are decoded reduced (`images.reduced_decode`) before `shrink`. Frames that cannot
+    be read or decoded are left out and listed in `skipped` with the reason."""
 
     budget_pixels: int
     skipped: list[SkippedFrame] = field(default_factory=list)
+    decode_at_least: tuple[int, int] | None = None
 
     def batches(
         self, names: Iterable[str], read: Callable[[str], bytes], shrink: Callable[[np.ndarray], np.ndarray]
@@ -127,7 +129,7 @@ class FrameBatches:
         held = 0
         for position, name in enumerate(names):
             try:
-                small = shrink(decode_rgb(read(name)))
+                small = shrink(decode_rgb(read(name), at_least=self.decode_at_least))
             except ImageError as exc:
                 self.skipped.append(SkippedFrame(name, str(exc)))
                 continue

@@ -189,14 +189,18 @@ def encode_array(array: np.ndarray, *, max_side: int, max_pixels: int) -> Checke
     return CheckedImage(buffer.getvalue(), ".png", width, height)
 
 
-def decode_rgb(raw: bytes, *, require_rgb: bool = False) -> np.ndarray:
+def decode_rgb(raw: bytes, *, require_rgb: bool = False, at_least: tuple[int, int] | None = None) -> np.ndarray:
     """Stored or checked PNG/JPEG bytes to a uint8 HxWx3 array; ImageError naming the problem when they
     will not decode (a frame stored before ingest inflated PNG data, or a file damaged since). With
-    `require_rgb`, an image of another mode is refused rather than converted (what `check_image` refuses)."""
+    `require_rgb`, an image of another mode is refused rather than converted (what `check_image` refuses).
+    With `at_least` (width, height), a frame at least twice as large on both sides comes back reduced by a
+    whole factor (`reduced_decode`), still at least twice `at_least`."""
     try:
         with Image.open(io.BytesIO(raw), formats=list(ALLOWED_FORMATS)) as image:
             if require_rgb and image.mode != "RGB":
                 raise ImageError(f"image must be RGB with 3 channels, got mode {image.mode}")
+            if at_least is not None:
+                return np.asarray(reduced_decode(image, at_least).convert("RGB"))
             return np.asarray(image if image.mode == "RGB" else image.convert("RGB"))
     except ImageError:
         raise
@@ -206,6 +210,26 @@ def decode_rgb(raw: bytes, *, require_rgb: bool = False) -> np.ndarray:
         raise ImageError("undecodable image: not a PNG or JPEG file") from None
     except Exception as exc:  # Pillow raises many types for corrupt data (OSError, SyntaxError, zlib.error...)
         raise ImageError(f"undecodable image: {exc.__class__.__name__}: {exc}") from None
+
+
+def reduced_decode(image: Image.Image, at_least: tuple[int, int]) -> Image.Image:
+    """`image` decoded at the size a task needs: reduced by the largest whole factor that keeps it at least
+    twice `at_least` (width, height) on each side; the bilinear resize to the model's input then starts
+    from there. A JPEG is decoded at that scale (libjpeg's DCT scaling: the full-size pixels never exist); a
+    PNG is decoded whole and box-reduced at once, so what is held on is the reduced image."""
+    width, height = image.size
+    factor = min(width // (2 * max(1, at_least[0])), height // (2 * max(1, at_least[1])))
+    if factor < 2:
+        return image
+    if image.format == "JPEG":
+        image.draft("RGB", (width // factor, height // factor))  # scales by 1/2, 1/4 or 1/8, never below
+        width, height = image.size
+        factor = min(width // (2 * max(1, at_least[0])), height // (2 * max(1, at_least[1])))
+        if factor < 2:
+            return image
+    if image.mode not in ("RGB", "RGBA", "L", "LA"):  # a palette image cannot be box-reduced as it is
+        image = image.convert("RGB")
+    return image.reduce(factor)
 
 
 def _load_npy(raw: bytes) -> np.ndarray:

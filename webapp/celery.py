@@ -9,8 +9,9 @@ import os
 from typing import TYPE_CHECKING
 
 from celery import Celery, bootsteps
-from celery.signals import before_task_publish
+from celery.signals import before_task_publish, task_postrun, worker_init, worker_process_init
 
+from webapp.common.memory import allocator_setup, malloc_trim
 from webapp.monitoring.heartbeats import BEAT_TASK, beat_stamp, heartbeat_ttl, queues_stamp
 
 if TYPE_CHECKING:
@@ -82,6 +83,22 @@ def _beat_sends_heartbeat(**_kwargs) -> None:
         beat_stamp(_heartbeat_redis(), heartbeat_ttl(float(settings.HEARTBEAT_SECONDS)))
     except Exception as exc:
         logger.warning("beat heartbeat not written: %s", exc)
+
+
+@worker_init.connect(weak=False)
+@worker_process_init.connect(weak=False)
+def _memory_goes_back(**_kwargs) -> None:
+    """Workers decode images and run models: freed buffers of MALLOC_MMAP_THRESHOLD_BYTES or more go back to
+    the OS (webapp.common.memory; the prefork children inherit it, the solo pool runs in the worker itself)."""
+    from django.conf import settings
+
+    allocator_setup(settings.MALLOC_MMAP_THRESHOLD_BYTES)
+
+
+@task_postrun.connect(weak=False)
+def _trim_after_task(**_kwargs) -> None:
+    """What a task freed and the C heap still holds goes back to the OS before the next task."""
+    malloc_trim()
 
 
 def job_kinds() -> tuple[JobKind, ...]:

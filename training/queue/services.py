@@ -4,7 +4,11 @@
 model (and the one before it, when there is one), ranks them and replaces the project's queue. It runs
 in the background after each training job and on demand. Frames are decoded one at a time and kept only
 at the model's input size, a batch of `BACKGROUND_DECODE_PIXELS` at a time (labeling.image_budget), so
-its memory does not grow with the frames' number or size; frames that will not decode are skipped, each
+its memory does not grow with the frames' number or size: a frame much larger than the model's input is
+decoded reduced by a whole factor first (at least twice the size the model's input is cut from), and the
+task fails with the reason if it grows its worker by more than `TASK_MEMORY_BUDGET_MB`
+(webapp.common.memory; the worker hands freed memory back after each batch and each task). Frames that
+will not decode are skipped, each
 logged with its reason (`label_queue_rank` returns them). A share of the queue (settings
 `LABEL_QUEUE_EXPLORE_PERCENT`) is coverage picks: frames least like any labeled or queued one in the
 newest model's embedding (up to `MAX_LABELED_EMBEDDED` labeled frames are embedded for it). `label_queue_push` puts given steps at the
@@ -16,6 +20,7 @@ without a human label: "Label next" and the labeling page's `n` key (from the qu
 from __future__ import annotations
 
 import logging
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -27,6 +32,7 @@ from django.urls import reverse
 from labeling.image_budget import FrameBatches, SkippedFrame
 from labeling.models import Episode, Frame, Project, Step
 from labeling.selectors import human_labeled_steps
+from webapp.common.memory import MIB, MemoryBudget, malloc_trim
 
 from ..models import LabelQueueItem, ModelKind, TrainedModel
 from ..storage import local_path
@@ -72,8 +78,21 @@ def _load(model: TrainedModel):
     return uncropped(net), config
 
 
+def _needed_size(config) -> tuple[int, int]:
+    """(width, height) of the whole frame whose `config.crop` box is the model's input size: the size the
+    frames need to be decoded at (fractions [top, left, height, width]; no crop: the input size itself)."""
+    height, width = config.image_size[1:]
+    if config.crop:
+        return math.ceil(width / config.crop[3]), math.ceil(height / config.crop[2])
+    return width, height
+
+
+def _batches(config) -> FrameBatches:
+    return FrameBatches(settings.BACKGROUND_DECODE_PIXELS, decode_at_least=_needed_size(config))
+
+
 def _score(
-    frames: list[Frame], nets: list, config, batches: FrameBatches
+    frames: list[Frame], nets: list, config, batches: FrameBatches, budget: MemoryBudget
 ) -> tuple[list[int], list[np.ndarray], np.ndarray]:
     """Scores stored frames with `nets` (uncropped ResNets that all take `config`'s input) within
     settings.BACKGROUND_DECODE_PIXELS: each frame is decoded, cut and resized to the model's input at
@@ -98,6 +117,9 @@ def _score(
             probabilities[n].append(p.astype(np.float64))
             if n == 0:
                 features.append(f)
+        del batch, arrays
+        malloc_trim()  # the batch's decode buffers go back to the OS now, not after the task
+        budget.check()
     return kept, [np.concatenate(p) for p in probabilities], np.concatenate(features)
 
 
@@ -131,23 +153,24 @@ def label_queue_rank(*, project: Project, limit: int = QUEUE_SIZE) -> QueueRanki
     if not models:
         LabelQueueItem.objects.filter(project=project).exclude(pk__in=[i.pk for i in pinned]).delete()
         return QueueRanking(0)
-    batches = FrameBatches(settings.BACKGROUND_DECODE_PIXELS)
+    budget = MemoryBudget(settings.TASK_MEMORY_BUDGET_MB * MIB, f"the label-queue recompute of project {project.pk}")
     (newest, config), *older = [_load(m) for m in models]
+    batches = _batches(config)
     same_input = [net for net, c in older if (c.image_size, c.crop) == (config.image_size, config.crop)]
     frames = _unlabeled_frames(project, MAX_CANDIDATES, {i.step_id for i in pinned})
-    kept, scores, features = _score(frames, [newest, *same_input], config, batches)
+    kept, scores, features = _score(frames, [newest, *same_input], config, batches, budget)
     frames, probs = [frames[i] for i in kept], scores[0]
     others = scores[1] if same_input else None
     if older and not same_input and frames:  # the older model takes another input size: a second pass
         net, other_config = older[0]
-        again, other_scores, _ = _score(frames, [net], other_config, FrameBatches(settings.BACKGROUND_DECODE_PIXELS))
+        again, other_scores, _ = _score(frames, [net], other_config, _batches(other_config), budget)
         others = other_scores[0]
         if len(again) != len(frames):  # a file changed or went between the passes: keep the frames both scored
             frames, probs, features = [frames[i] for i in again], probs[again], features[again]
     explore_share = settings.LABEL_QUEUE_EXPLORE_PERCENT / 100
     labeled = None
     if explore_share:
-        labeled = _score(_labeled_frames(project, MAX_LABELED_EMBEDDED), [newest], config, batches)[2]
+        labeled = _score(_labeled_frames(project, MAX_LABELED_EMBEDDED), [newest], config, batches, budget)[2]
     _log_skipped(project, batches.skipped)
     candidates, by_key = [], {}
     for i, frame in enumerate(frames):
