@@ -23,6 +23,7 @@ from webapp.common.jobs.services import JobHeartbeat, JobKind, Sweep, job_claim,
 from webhooks import events
 from webhooks.services import webhook_emit_safely
 
+from .evaluation.precompute import evaluation_precompute
 from .jobs import launch
 from .jobs.errors import failure_reason
 from .jobs.limits import host_check, job_config_check, paths_confine
@@ -158,7 +159,7 @@ def job_execute(*, job_id: int, worker: str = "") -> str:
             job_id, JobStatus.SUCCEEDED, notify=False, attempt=attempt, eta_seconds=0.0, summary=result.metrics
         ):
             return TrainingJob.objects.get(pk=job_id).status
-        TrainedModel.objects.create(
+        model = TrainedModel.objects.create(
             project=job.project,
             job=job,
             snapshot=job.snapshot,
@@ -168,6 +169,7 @@ def job_execute(*, job_id: int, worker: str = "") -> str:
             config=result.config or job.config,
             metrics=result.metrics,
         )
+    evaluation_precompute(model=model)  # before the page learns of the model: its first open scores nothing
     push(job_id, {"event": "status", **_status_extra(job_id)})
     _emit_job_event(job_id, events.JOB_SUCCEEDED)
     return JobStatus.SUCCEEDED

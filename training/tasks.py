@@ -58,6 +58,14 @@ def after_training_job(job_id: int) -> None:
     after_training(job_id=job_id)
 
 
+@shared_task(name="training.tasks.compute_evaluation")
+def compute_evaluation(model_id: int) -> None:
+    """The evaluation page's figures for a model trained before they were computed at the job's end."""
+    from .evaluation.precompute import evaluation_precompute_by_id
+
+    evaluation_precompute_by_id(model_id=model_id)
+
+
 @shared_task(name="training.tasks.retrain_sweep")
 def retrain_sweep() -> int:
     from .queue.retrain import retrain_sweep as sweep

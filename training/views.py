@@ -16,7 +16,8 @@ from django.views.decorators.http import require_POST
 from labeling import access
 from labeling.models import Project
 from labeling.selectors import stored_frame_width
-from training.evaluation.model_evaluation import EvaluationUnavailable, evaluation_data
+from training.evaluation.model_evaluation import EvaluationPending, EvaluationUnavailable, evaluation_data
+from training.evaluation.precompute import evaluation_request
 from webapp.common.file_streaming import stream_response
 from webapp.common.jobs.payload import job_progress_payload
 from webapp.common.paging import list_page
@@ -244,9 +245,13 @@ def model_evaluation(request, model_id: int):
     if family is not None and family.evaluation_page != "training-evaluation":  # the family's own page
         return redirect(family.evaluation_page, model_id=model.pk)
     others = TrainedModel.objects.filter(project=model.project, kind=model.kind).exclude(pk=model.pk)
-    try:
-        data = evaluation_data(model=model)
+    progress = None
+    try:  # never scores here: figures missing on disk (a model older than their precompute) are queued
+        data = evaluation_data(model=model, compute=False)
         error = ""
+    except EvaluationPending:
+        progress = evaluation_request(model=model)
+        data, error = None, progress["error"]
     except EvaluationUnavailable as exc:
         data, error = None, str(exc)
     return render(
@@ -260,8 +265,9 @@ def model_evaluation(request, model_id: int):
             "page_data": _evaluation_page_data("single", [data] if data else [], model.project),
             "compare_url": reverse("training-compare", args=[model.project_id]),
             "can_deploy": access.can(request.user, access.DEPLOY_PROJECT, model.project),
+            "progress": progress,
         },
-        status=200 if data else 400,
+        status=200 if data or (progress and not progress["error"]) else 400,
     )
 
 

@@ -251,6 +251,7 @@ CELERY_TASK_ROUTES = {
     "webhooks.tasks.deliver_webhook": {"queue": CELERY_QUEUE_DEFAULT},
     "training.tasks.recompute_label_queue": {"queue": CELERY_QUEUE_DEFAULT},
     "training.tasks.after_training_job": {"queue": CELERY_QUEUE_DEFAULT},
+    "training.tasks.compute_evaluation": {"queue": CELERY_QUEUE_DEFAULT},
     "training.tasks.retrain_sweep": {"queue": CELERY_QUEUE_DEFAULT},
     "webapp.heartbeat": {"queue": CELERY_QUEUE_DEFAULT},
 }

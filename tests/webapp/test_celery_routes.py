@@ -19,6 +19,7 @@ EXPECTED = {
     "webhooks.tasks.deliver_webhook": "default",
     "training.tasks.recompute_label_queue": "default",
     "training.tasks.after_training_job": "default",
+    "training.tasks.compute_evaluation": "default",
     "training.tasks.retrain_sweep": "default",
     "webapp.heartbeat": "default",
 }

@@ -29,6 +29,10 @@ class EvaluationUnavailable(ValueError):
     pass
 
 
+class EvaluationPending(EvaluationUnavailable):
+    """The figures are not on disk yet and this caller must not compute them (`compute=False`)."""
+
+
 def model_sanity(model: TrainedModel, *, compute: bool = True) -> list[str]:
     """The sanity check's findings (evaluation.sanity_check) for a ResNet model on its own snapshot's val split;
     none when it cannot be judged. `compute=False` judges only from predictions already on disk (those its
@@ -63,7 +67,7 @@ def model_predictions(
         data = json.loads(cached.read_text())
         return np.asarray(data["probabilities"]), np.asarray(data["labels"])
     if not compute:
-        raise EvaluationUnavailable("the model's predictions on this split are not computed yet")
+        raise EvaluationPending("the model's predictions on this split are not computed yet")
     val = read_payload(local_path(snapshot.folder) / "val.pt", mmap=True)  # frames stay on disk until scored
     probs = _predictions_within_budget(folder, val["images"])
     labels = np.asarray(val["labels"], dtype=np.int64)
@@ -93,16 +97,24 @@ def _predictions_within_budget(checkpoint: Path, images, precision: str = FP32, 
 
 
 def precision_differences(
-    *, model: TrainedModel, snapshot: DatasetSnapshot, reference: np.ndarray, threshold: float
+    *, model: TrainedModel, snapshot: DatasetSnapshot, reference: np.ndarray, threshold: float, compute: bool = True
 ) -> list[PrecisionDifference]:
     """bf16 and fp16 against the fp32 probabilities the page shows (`reference`), on the first
     PRECISION_FRAMES validation frames, on this process's device (a GPU when it has one); computed once per
-    (model, snapshot), then cached beside the checkpoint. A precision the device refuses says why."""
-    import torch
-
-    device = "cuda" if torch.cuda.is_available() else "cpu"
+    (model, snapshot), then cached beside the checkpoint. A precision the device refuses says why.
+    `compute=False` (the evaluation page): whichever device's figures are on disk, a GPU's first, without
+    importing torch; EvaluationPending when none are."""
     folder = local_path(model.checkpoint_path)
     frames = min(len(reference), PRECISION_FRAMES)
+    if compute:
+        import torch
+
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    else:
+        on_disk = [d for d in ("cuda", "cpu") if (folder / f"val_precisions_snapshot_{snapshot.pk}_{d}.json").exists()]
+        if not on_disk:
+            raise EvaluationPending("the model's bf16 and fp16 comparison is not computed yet")
+        device = on_disk[0]
     cached = folder / f"val_precisions_snapshot_{snapshot.pk}_{device}.json"
     if cached.exists():
         measured = json.loads(cached.read_text())
@@ -161,12 +173,14 @@ def val_items(*, snapshot: DatasetSnapshot) -> list[ValFrame]:
 
 
 def evaluation_data(
-    *, model: TrainedModel, snapshot: DatasetSnapshot | None = None, threshold: float = 0.5
+    *, model: TrainedModel, snapshot: DatasetSnapshot | None = None, threshold: float = 0.5, compute: bool = True
 ) -> ModelEvaluation:
+    """The evaluation page's data. `compute=False` scores nothing: EvaluationPending unless every figure is on
+    disk (written when the job finished, training.evaluation.precompute, or on demand for older models)."""
     snapshot = snapshot or model.snapshot
     if snapshot is None:
         raise EvaluationUnavailable("the model's snapshot was deleted; compare it on another snapshot")
-    probs, labels = model_predictions(model=model, snapshot=snapshot)
+    probs, labels = model_predictions(model=model, snapshot=snapshot, compute=compute)
     frames = val_items(snapshot=snapshot)
     if len(frames) != len(probs):
         frames = [
@@ -188,5 +202,7 @@ def evaluation_data(
         "summary": evaluation.evaluate_predictions(probs, labels, threshold),
         "items": items,
         "order": evaluation.error_order(probs, labels),
-        "precisions": precision_differences(model=model, snapshot=snapshot, reference=probs, threshold=threshold),
+        "precisions": precision_differences(
+            model=model, snapshot=snapshot, reference=probs, threshold=threshold, compute=compute
+        ),
     }
