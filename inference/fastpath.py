@@ -66,6 +66,9 @@ class RewardsFastPath:
         agent = await admitted_agent(
             headers["authorization"], client, rewards_limit(), "rewards", "reward rate limit reached for this token"
         )
+        refused = access.scope_refusal(agent, access.REWARDS)
+        if refused is not None:
+            raise HttpError(403, refused)
         payload = await _read_body(receive)
         try:
             config = await deployment_config(name)

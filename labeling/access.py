@@ -288,6 +288,22 @@ def require_scope(agent: Agent, perm: Perm) -> None:
         raise exceptions.PermissionDenied(refusal(agent, perm))
 
 
+def scope_refusal(actor, perm: Perm) -> str | None:
+    """The 403 message for an agent token that lacks the permission's scope, None for any other caller. Asked
+    before the object is looked up (it says nothing about the object), so such a token hears what it lacks
+    rather than a 404 for a deployment it could never use."""
+    if is_agent(actor) and (perm.scope is None or perm.scope not in (actor.scopes or [])):
+        return refusal(actor, perm)
+    return None
+
+
+def require_token_scope(actor, perm: Perm) -> None:
+    """Raise DRF's 403 naming the missing scope when `actor` is an agent token without it (`scope_refusal`)."""
+    refused = scope_refusal(actor, perm)
+    if refused is not None:
+        raise exceptions.PermissionDenied(refused)
+
+
 def require_own_episode(actor, episode) -> None:
     """Agents append to and finish only the episodes they created (people with the role may do any)."""
     if is_agent(actor) and not is_site_admin(actor) and episode.agent_id != actor.pk:

@@ -1,6 +1,7 @@
 from django import forms
 from django.contrib import admin, messages
 
+from .access import DEFAULT_SCOPES
 from .ingest import services
 from .models import (
     Agent,
@@ -44,7 +45,9 @@ class AgentForm(forms.ModelForm):
         choices=AgentScope.choices,
         widget=forms.CheckboxSelectMultiple,
         required=False,
-        help_text="What the token may do; give an RL worker only rewards.",
+        help_text="What the token may do; give an RL worker only rewards. Left empty on a new token: its kind's "
+        + "; ".join(f"{Agent.Kind(kind).label}: {', '.join(scopes)}" for kind, scopes in DEFAULT_SCOPES.items())
+        + ".",
     )
 
     class Meta:
@@ -70,12 +73,16 @@ class AgentAdmin(admin.ModelAdmin):
         if change:
             super().save_model(request, obj, form, change)
             return
-        agent, token = services.agent_create(
-            name=obj.name, kind=obj.kind, scopes=list(obj.scopes or []), all_projects=obj.all_projects
+        agent, token = services.agent_create(  # no scope ticked: the kind's (access.DEFAULT_SCOPES)
+            name=obj.name, kind=obj.kind, scopes=list(obj.scopes) or None, all_projects=obj.all_projects
         )
         obj.pk = agent.pk
-        obj.token_hash, obj.token_prefix = agent.token_hash, agent.token_prefix
-        self.message_user(request, f"Token for {agent.name} (shown once, copy it now): {token}", messages.WARNING)
+        obj.token_hash, obj.token_prefix, obj.scopes = agent.token_hash, agent.token_prefix, agent.scopes
+        self.message_user(
+            request,
+            f"Token for {agent.name} with scopes {', '.join(agent.scopes) or 'none'} (shown once, copy it now): {token}",
+            messages.WARNING,
+        )
 
     @admin.action(description="Issue new tokens (old ones stop working)")
     def rotate_tokens(self, request, queryset):

@@ -51,8 +51,7 @@ class SameHostView(APIView):
         },
     )
     def get(self, request):
-        if access.is_agent(request.user):
-            access.require_scope(request.user, access.REWARDS)
+        access.require_token_scope(request.user, access.REWARDS)
         host = socket.gethostname()
         return Response(
             {

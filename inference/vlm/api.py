@@ -199,6 +199,7 @@ class VLMRewardsView(APIView):
             200: VLMRewardsResponseSerializer,
             400: OpenApiResponse(description="Bad images or fields, or not a VLM deployment (the detail says which)."),
             401: OpenApiResponse(description="Missing or unknown token."),
+            403: OpenApiResponse(description="The token lacks the `rewards` scope."),
             404: OpenApiResponse(description="No such deployment."),
             503: OpenApiResponse(description="Deployment unhealthy or no inference worker answered."),
         },

@@ -20,6 +20,7 @@ from rest_framework.views import APIView
 from inference.serving import DeploymentNotFound, DeploymentUnavailable, deployment_name_for
 from inference.wire.decoding import RequestTooLarge
 from inference.wire.errors import BadRequest, unavailable
+from labeling import access
 from labeling.gate.auth import DEPLOYMENT_AUTHENTICATION
 from labeling.gate.throttles import ApiRateThrottle, RewardsRateThrottle
 from training.vlm.parse import label_parse
@@ -146,6 +147,7 @@ class ChatCompletionsView(APIView):
         responses={200: OpenApiResponse(description="An OpenAI chat.completion object.")},
     )
     def post(self, request):
+        access.require_token_scope(request.user, access.REWARDS)  # before the body: what the token lacks comes first
         body = ChatCompletionRequestSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         data = body.validated_data

@@ -30,7 +30,9 @@ MAX_FRAMES_PER_VIEW = MAX_IMAGES // 2
 
 
 def deployment_allowed(request, name: str) -> None:
-    """404 unless the deployment exists and the caller sees it, 403 unless it may ask it for rewards."""
+    """403 naming the scope for a token without `rewards`; 404 unless the deployment exists and the caller sees
+    it; 403 unless it may ask it for rewards."""
+    access.require_token_scope(request.user, access.REWARDS)
     try:
         config = async_to_sync(deployment_config)(name)
     except DeploymentNotFound as exc:
