@@ -60,6 +60,7 @@ REPLY_PREFIX = "rs:inf:r:"
 PAYLOAD_PREFIX = "rs:inf:p:"
 SHARE_PREFIX = "rs:inf:share:"
 WORKERS_KEY = "rs:inf:workers"
+INFLIGHT_KEY = "rs:inf:inflight"  # hash: "*b" -> payload bytes waiting in every queue, "p<project>" -> a project's
 SAMPLE_COUNTER_PREFIX = "rs:inf:served:"
 HISTORY_PREFIX = "rs:inf:hist:"
 ALIVE_PREFIX = "rs:inf:alive:"  # exists while a worker's process lives (refreshed by its own thread)
@@ -122,6 +123,7 @@ class InferenceRequest:
     pixels: int = -1  # uint8 RGB pixels in it (bytes / 3); -1: read from the payload
     attempts: int = 0  # times a worker took it and died before answering
     shm: dict | None = None  # same-host frames: the client's segment (inference.shm.frames), no payload bytes
+    project: str = ""  # whose share of the global in-flight budget it counts against ("p<id>"; "" none)
     message: bytes = field(default=b"", repr=False, compare=False)  # the queue message it was decoded from
     _array: np.ndarray | None = field(default=None, repr=False)
 
@@ -167,6 +169,7 @@ class InferenceRequest:
             "items": self.items,
             "pixels": self.pixels,
             "attempts": self.attempts,
+            "project": self.project,
         }
         if not inline:
             header["payload_key"] = self.payload_key
@@ -196,6 +199,7 @@ class InferenceRequest:
                 pixels=int(header.get("pixels", -1)),
                 attempts=int(header.get("attempts", 0)),
                 shm=header.get("shm"),
+                project=str(header.get("project") or ""),
                 message=bytes(message),
             )
         except (struct.error, ValueError, KeyError, TypeError) as exc:
@@ -273,14 +277,28 @@ def _request(deployment: str, version: int, payload: bytes, timeout: float, max_
 
 # The payload was SET under KEYS[4] just before (same round trip). Push its header if the queue and the
 # client's share have room, counting requests and bytes; else drop the payload and say why (a negative code).
-# ARGV: header, max queue, ttl s, client, max per client, payload bytes, max client bytes, max queue bytes.
-_PUSH_IF_ROOM = """
+# ARGV: header, max queue, ttl s, client, max per client, payload bytes, max client bytes, max queue bytes,
+# project ("p<id>" or ""), max in-flight bytes, max project in-flight bytes, reserved ("1": a large payload's
+# in-flight bytes were reserved before its SET, `_RESERVE_INFLIGHT`; given back on a refusal). It runs at
+# Redis' maxmemory (allow-oom) once the payload's SET went through: its own writes are a header and counts, and
+# a refusal must give its reservation back.
+_PUSH_IF_ROOM = """#!lua flags=allow-oom
+local nbytes = tonumber(ARGV[6])
 local function refuse(code)
   redis.call('DEL', KEYS[4])
+  if ARGV[12] == '1' then
+    redis.call('HINCRBY', KEYS[5], '*b', -nbytes)
+    if ARGV[9] ~= '' then redis.call('HINCRBY', KEYS[5], ARGV[9], -nbytes) end
+  end
   return code
 end
 if redis.call('EXISTS', KEYS[4]) == 0 then return refuse(-4) end
-local nbytes = tonumber(ARGV[6])
+if ARGV[12] ~= '1' then
+  if tonumber(redis.call('HGET', KEYS[5], '*b') or '0') + nbytes > tonumber(ARGV[10]) then return refuse(-6) end
+  if ARGV[9] ~= '' and tonumber(redis.call('HGET', KEYS[5], ARGV[9]) or '0') + nbytes > tonumber(ARGV[11]) then
+    return refuse(-7)
+  end
+end
 if redis.call('LLEN', KEYS[1]) >= tonumber(ARGV[2]) then return refuse(-1) end
 if ARGV[4] ~= '' then
   if tonumber(redis.call('HGET', KEYS[3], ARGV[4]) or '0') >= tonumber(ARGV[5]) then return refuse(-2) end
@@ -297,7 +315,27 @@ if ARGV[4] ~= '' then
   redis.call('HINCRBY', KEYS[3], ARGV[4] .. '*b', nbytes)
 end
 redis.call('EXPIRE', KEYS[3], ARGV[3])
+if ARGV[12] ~= '1' then
+  redis.call('HINCRBY', KEYS[5], '*b', nbytes)
+  if ARGV[9] ~= '' then redis.call('HINCRBY', KEYS[5], ARGV[9], nbytes) end
+end
+redis.call('EXPIRE', KEYS[5], ARGV[3])
 return n
+"""
+
+# A large payload's bytes reserved in the global in-flight budget before it is written (so concurrent large
+# bodies cannot all land in Redis before one check refuses them: Redis checks maxmemory only before a
+# command, and each SET passed it). KEYS: the in-flight hash. ARGV: bytes, project, max, project max, ttl s.
+_RESERVE_INFLIGHT = """
+local nbytes = tonumber(ARGV[1])
+if tonumber(redis.call('HGET', KEYS[1], '*b') or '0') + nbytes > tonumber(ARGV[3]) then return -6 end
+if ARGV[2] ~= '' and tonumber(redis.call('HGET', KEYS[1], ARGV[2]) or '0') + nbytes > tonumber(ARGV[4]) then
+  return -7
+end
+redis.call('HINCRBY', KEYS[1], '*b', nbytes)
+if ARGV[2] ~= '' then redis.call('HINCRBY', KEYS[1], ARGV[2], nbytes) end
+redis.call('EXPIRE', KEYS[1], ARGV[5])
+return 1
 """
 
 MiB = 1024 * 1024
@@ -310,6 +348,8 @@ class QueueBounds:
     max_per_client: int = 250  # requests one client may have waiting per deployment
     max_queue_bytes: int = 512 * MiB  # payload bytes waiting per deployment
     max_client_bytes: int = 256 * MiB  # payload bytes one client may have waiting per deployment
+    max_inflight_bytes: int = 384 * MiB  # payload bytes waiting in every queue together
+    max_project_inflight_bytes: int = 192 * MiB  # payload bytes one project's clients may have waiting, all queues
 
 
 def queue_full_message(deployment: str, max_queue: int) -> str:
@@ -343,6 +383,17 @@ def refusal_message(code: int, deployment: str, bounds: QueueBounds, nbytes: int
             f"this client's requests waiting for deployment {deployment!r} would exceed "
             f"{bounds.max_client_bytes} payload bytes (INFERENCE_CLIENT_QUEUE_MAX_BYTES; this request has "
             f"{nbytes}): wait for their answers, or send fewer or smaller images"
+        )
+    if code == -6:
+        return (
+            f"the inference queues of all deployments hold their most payload bytes ({bounds.max_inflight_bytes} "
+            f"bytes, INFERENCE_INFLIGHT_MAX_BYTES; this request has {nbytes}): the workers are behind; retry shortly"
+        )
+    if code == -7:
+        return (
+            f"this project's requests waiting for inference would exceed {bounds.max_project_inflight_bytes} payload "
+            f"bytes (INFERENCE_PROJECT_INFLIGHT_MAX_BYTES; this request has {nbytes}): wait for their answers, "
+            "or send fewer or smaller images"
         )
     return REDIS_REFUSED
 
@@ -414,6 +465,7 @@ class AsyncBrokerClient:
         client: str = "",
         bounds: QueueBounds | None = None,
         shm: dict | None = None,
+        project: int | None = None,
     ) -> Reply:
         """Store the payload, queue its header if there is room (one round trip), then wait for the
         reply. A refusal (no room, a byte budget, Redis out of memory) is answered at once: a Reply with
@@ -422,6 +474,7 @@ class AsyncBrokerClient:
         request = _request(deployment, version, payload, timeout, max_batch_size, max_wait_ms)
         request.client = client
         request.shm = shm  # same-host frames: the payload is empty, the header names the client's segment
+        request.project = f"p{project}" if project is not None else ""
         request.payload_key = PAYLOAD_PREFIX + request.id
         request.describe_payload()
         bounds = bounds or self.bounds
@@ -500,16 +553,19 @@ def _text(value: bytes | str) -> str:
     return value.decode() if isinstance(value, bytes) else value
 
 
-def _store_and_push(pipe, request: InferenceRequest, bounds: QueueBounds, ttl_s: int) -> None:
+def _store_and_push(
+    pipe, request: InferenceRequest, bounds: QueueBounds, ttl_s: int, *, reserved: bool = False
+) -> None:
     """Queue on `pipe` (sync or asyncio) the SET of the request's payload and the push of its header."""
     pipe.set(request.payload_key, request.payload, ex=ttl_s)
     pipe.eval(
         _PUSH_IF_ROOM,
-        4,
+        5,
         queue_key(request.deployment),
         request.reply_key,
         share_key(request.deployment),
         request.payload_key,
+        INFLIGHT_KEY,
         request.encode(inline=False),
         bounds.max_queue,
         bounds.queue_ttl_s,
@@ -518,13 +574,32 @@ def _store_and_push(pipe, request: InferenceRequest, bounds: QueueBounds, ttl_s:
         request.nbytes,
         bounds.max_client_bytes,
         bounds.max_queue_bytes,
+        request.project,
+        bounds.max_inflight_bytes,
+        bounds.max_project_inflight_bytes,
+        "1" if reserved else "0",
     )
 
 
 def _store_and_push_sync(redis, request: InferenceRequest, bounds: QueueBounds, ttl_s: int) -> list[Any]:
-    """`_store_and_push` in one round trip on a blocking client (run in a thread)."""
+    """A large payload: its bytes reserved in the global in-flight budget first (a refusal writes nothing), then
+    `_store_and_push` in one round trip, on a blocking client (run in a thread)."""
     pipe = redis.pipeline(transaction=False)
-    _store_and_push(pipe, request, bounds, ttl_s)
+    pipe.eval(
+        _RESERVE_INFLIGHT,
+        1,
+        INFLIGHT_KEY,
+        request.nbytes,
+        request.project,
+        bounds.max_inflight_bytes,
+        bounds.max_project_inflight_bytes,
+        bounds.queue_ttl_s,
+    )
+    (code,) = pipeline_run(pipe.execute(raise_on_error=False))  # Redis at its maxmemory: RedisRefused
+    if code < 0:
+        return [False, code]
+    pipe = redis.pipeline(transaction=False)
+    _store_and_push(pipe, request, bounds, ttl_s, reserved=True)
     return pipe.execute(raise_on_error=False)
 
 
@@ -539,19 +614,24 @@ end
 
 
 def shares_release(redis, deployment: str, requests: list[InferenceRequest]) -> None:
-    """Worker side: the popped requests no longer count against their clients' shares. `redis` may be a
-    pipeline (the worker queues the release with its batch's replies: no round trip of its own)."""
+    """Worker side: the popped requests no longer count against their clients' shares, nor against the global
+    in-flight budget. `redis` may be a pipeline (the worker queues the release with its batch's replies: no
+    round trip of its own)."""
     counts: dict[str, int] = {}
+    inflight: dict[str, int] = {}
     for request in requests:
         nbytes = max(0, request.nbytes) if request.payload_key else 0  # inline messages were not counted
         counts["*b"] = counts.get("*b", 0) + nbytes
+        inflight["*b"] = inflight.get("*b", 0) + nbytes
+        if request.project:
+            inflight[request.project] = inflight.get(request.project, 0) + nbytes
         if request.client:
             counts[request.client] = counts.get(request.client, 0) + 1
             counts[request.client + "*b"] = counts.get(request.client + "*b", 0) + nbytes
-    counts = {k: n for k, n in counts.items() if n}
-    if counts:
-        args = [x for client, n in counts.items() for x in (client, n)]
-        redis.eval(_RELEASE, 1, share_key(deployment), *args)
+    for key, given in ((share_key(deployment), counts), (INFLIGHT_KEY, inflight)):
+        given = {k: n for k, n in given.items() if n}
+        if given:
+            redis.eval(_RELEASE, 1, key, *[x for name, n in given.items() for x in (name, n)])
 
 
 def replies_queue(pipe, replies: list[tuple[InferenceRequest, Reply]]) -> None:

@@ -119,6 +119,7 @@ def reward_settings(row) -> RewardSettings:
         input_on_done=row.input_on_done,
         history_reward_assign=row.history_reward_assign,
         gt_success_bonus=row.gt_success_bonus,
+        ood_action=row.ood_action,
     )
 
 
@@ -210,6 +211,8 @@ def queue_bounds(*, trusted: bool = False) -> QueueBounds:
         max_per_client=settings.TRUSTED_CLIENT_QUEUE_MAX if trusted else settings.INFERENCE_CLIENT_QUEUE_MAX,
         max_queue_bytes=settings.INFERENCE_QUEUE_MAX_BYTES,
         max_client_bytes=settings.INFERENCE_CLIENT_QUEUE_MAX_BYTES,
+        max_inflight_bytes=settings.INFERENCE_INFLIGHT_MAX_BYTES,
+        max_project_inflight_bytes=settings.INFERENCE_PROJECT_INFLIGHT_MAX_BYTES,
     )
 
 
@@ -292,7 +295,9 @@ async def infer_payload(
         options = _submit_options(config, timeout)
         if client.startswith(TRUSTED_CLIENT_PREFIX):
             options["bounds"] = queue_bounds(trusted=True)
-        reply = await abroker().submit(config.name, config.version, payload, client=client, shm=shm, **options)
+        reply = await abroker().submit(
+            config.name, config.version, payload, client=client, shm=shm, project=config.project_id, **options
+        )
         return reply.unwrap()
     except InferenceTimeout as exc:
         raise await _timeout_error(exc) from None

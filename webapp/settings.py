@@ -341,6 +341,11 @@ INFERENCE_CLIENT_QUEUE_MAX = env_int("INFERENCE_CLIENT_QUEUE_MAX", 250, minimum=
 # Bytes, not only counts: payload bytes waiting per deployment and per client, and pixels per worker batch.
 INFERENCE_QUEUE_MAX_BYTES = env_int("INFERENCE_QUEUE_MAX_BYTES", 512 * 1024 * 1024, minimum=1024 * 1024)
 INFERENCE_CLIENT_QUEUE_MAX_BYTES = env_int("INFERENCE_CLIENT_QUEUE_MAX_BYTES", 256 * 1024 * 1024, minimum=1024 * 1024)
+# payload bytes waiting in every inference queue together, and one project's (README: "Limits and production settings")
+INFERENCE_INFLIGHT_MAX_BYTES = env_int("INFERENCE_INFLIGHT_MAX_BYTES", 384 * 1024 * 1024, minimum=1024 * 1024)
+INFERENCE_PROJECT_INFLIGHT_MAX_BYTES = env_int(
+    "INFERENCE_PROJECT_INFLIGHT_MAX_BYTES", 192 * 1024 * 1024, minimum=1024 * 1024
+)
 INFERENCE_BATCH_MAX_PIXELS = env_int("INFERENCE_BATCH_MAX_PIXELS", 16 * 1024 * 1024, minimum=224 * 224)
 # Same-host frames (inference/shm/frames.py): a client on this machine may name its shared-memory segment.
 SHM_ENABLED = env_bool("SHM_ENABLED", True)
@@ -348,7 +353,7 @@ SHM_ENABLED = env_bool("SHM_ENABLED", True)
 BENCH_MODELS = env_bool("BENCH_MODELS", False)
 VLM_CLIENT_BUFFER_MAX_BYTES = env_int("VLM_CLIENT_BUFFER_MAX_BYTES", 512 * 1024 * 1024, minimum=1024 * 1024)
 VLM_STREAM_TTL_S = env_int("VLM_STREAM_TTL_S", 600, minimum=1)
-# all VLM step buffers together, and one project's (README: "Shared Redis"): well under Redis' maxmemory
+# all VLM step buffers together, and one project's (README: "Limits and production settings"): well under Redis' maxmemory
 VLM_BUFFERS_MAX_BYTES = env_int("VLM_BUFFERS_MAX_BYTES", 384 * 1024 * 1024, minimum=1024 * 1024)
 VLM_PROJECT_BUFFERS_MAX_BYTES = env_int("VLM_PROJECT_BUFFERS_MAX_BYTES", 128 * 1024 * 1024, minimum=1024 * 1024)
 VLM_MAX_STREAMS = env_int("VLM_MAX_STREAMS", 256, minimum=1)

@@ -241,3 +241,86 @@ def test_a_reply_redis_refused_fails_its_request_at_once_with_the_reason(tmp_pat
     finally:
         sync.close()
         server.stop()
+
+
+def test_in_flight_payloads_share_a_global_budget_with_project_shares(private_redis):  # noqa: F811
+    """Payloads waiting in every queue count against INFERENCE_INFLIGHT_MAX_BYTES, one project's against
+    INFERENCE_PROJECT_INFLIGHT_MAX_BYTES (busy refusals, at once); a worker's pop gives them back."""
+    from inference.broker import QueueBounds, shares_release
+
+    payload = dump_npy(np.zeros((1, 300, 300, 3), np.uint8))  # 270 kB: the one-round-trip path
+    bounds = QueueBounds(max_inflight_bytes=5 * len(payload), max_project_inflight_bytes=3 * len(payload))
+
+    async def run():
+        client = AsyncBrokerClient(redis_from_url(private_redis.url, asyncio=True), bounds)
+
+        async def send(deployment: str, project: int):
+            try:
+                return await client.submit(deployment, 1, payload, timeout=0.2, project=project)
+            except Exception as exc:  # a timeout: it was queued (nobody serves it here)
+                return exc
+
+        got = [await send(f"d{i % 2}", 1) for i in range(4)]  # project 1 on two deployments
+        got += [await send("d2", 2) for _ in range(3)]
+        await client.redis.aclose()
+        return got
+
+    got = asyncio.run(run())
+    messages = [g.error if not isinstance(g, Exception) else "queued" for g in got]
+    assert messages[:3] == ["queued"] * 3 and "INFERENCE_PROJECT_INFLIGHT_MAX_BYTES" in messages[3], messages
+    assert messages[4:6] == ["queued"] * 2 and "INFERENCE_INFLIGHT_MAX_BYTES" in messages[6], messages
+    assert all(g.busy for g in got if not isinstance(g, Exception))  # a 503 with Retry-After upstream
+    sync = redis_lib.Redis.from_url(private_redis.url)
+    held = {k.decode(): int(v) for k, v in sync.hgetall("rs:inf:inflight").items()}
+    assert held == {"*b": 5 * len(payload), "p1": 3 * len(payload), "p2": 2 * len(payload)}, held
+    for name in ("d0", "d1", "d2"):  # a worker pops and serves them: their bytes are given back
+        popped = [InferenceRequest.decode(m) for m in sync.lrange(queue_key(name), 0, -1)]
+        shares_release(sync, name, popped)
+    assert not sync.hgetall("rs:inf:inflight")
+    sync.close()
+
+
+def test_concurrent_large_payloads_are_refused_before_they_reach_redis(tmp_path):
+    """Large bodies reserve their bytes before they are written: 8 concurrent 12 MB payloads at a Redis capped at
+    64 MiB with a 30 MB in-flight budget: 2 are queued, 6 refused by the budget (busy), and Redis stays under its
+    cap (each SET used to land before any check refused it: 1.41-1.57 GiB at a 1 GiB cap)."""
+    from inference.broker import QueueBounds
+
+    server, sync = _full_redis(tmp_path, 64 * 1024 * 1024)
+    payload = dump_npy(np.zeros((4, 1024, 1024, 3), np.uint8))  # 12.6 MB
+    bounds = QueueBounds(max_inflight_bytes=30 * 1024 * 1024, max_project_inflight_bytes=30 * 1024 * 1024)
+    stop, peak = threading.Event(), [0]
+
+    def sample():
+        while not stop.is_set():
+            peak[0] = max(peak[0], int(sync.info("memory")["used_memory"]))
+            time.sleep(0.005)
+
+    async def run():
+        client = AsyncBrokerClient(
+            redis_from_url(server.url, asyncio=True), bounds, payload_redis=redis_lib.Redis.from_url(server.url)
+        )
+
+        async def send():
+            try:
+                return await client.submit("big", 1, payload, timeout=1.0, project=1)
+            except Exception as exc:  # a timeout: it was queued (nobody serves it here)
+                return exc
+
+        got = await asyncio.gather(*(send() for _ in range(8)))
+        await client.redis.aclose()
+        return got
+
+    sampler = threading.Thread(target=sample)
+    sampler.start()
+    try:
+        got = asyncio.run(run())
+    finally:
+        stop.set()
+        sampler.join()
+        sync.close()
+        server.stop()
+    refused = [g for g in got if not isinstance(g, Exception)]
+    assert len(refused) == 6 and all(g.busy and "INFERENCE_INFLIGHT_MAX_BYTES" in g.error for g in refused), got
+    assert peak[0] < 64 * 1024 * 1024, peak
+    print(f"Redis peak {peak[0] / 1024 / 1024:.1f} MiB under a 64 MiB cap")
