@@ -57,7 +57,7 @@ from .config import cfg_get
 from .errors import AuthenticationError, NotFoundError, RewardServiceError
 from .frames import OBS_FORMATS, FrameLayout, ObservationError, layout_for
 from .retrain import Retrain, retrain_advance, retrain_start
-from .success import SuccessRule, done, env_reward, success_rule
+from .success import SuccessRule, done, env_reward, has_success_flag, success_rule
 
 log = logging.getLogger(__name__)
 
@@ -241,7 +241,7 @@ class DIEngineRewardModel:
                     "reward and done): uploaded episodes have no success and a retrain no success labels of its "
                     "own; set success_rule, e.g. 'done_reward>=1' (env reward at a done step) or 'return>=X'"
                 )
-        elif self.rule.kind == "info" and not any("success" in (t.get("info") or {}) or "success" in t for t in items):
+        elif self.rule.kind == "info" and not any(has_success_flag(t) for t in items):
             raise ValueError(
                 "success_rule='info' but the transitions carry no info['success'] (DI-engine's policies keep obs, "
                 "next_obs, action, reward and done): set success_rule to 'done_reward>=X', 'reward>=X' or 'return>=X'"
