@@ -16,7 +16,7 @@ from training.models import ModelKind, TrainedModel
 from .models import Deployment
 from .services import deployment_field_default
 
-COMMON = ["name", "threshold", "reward_type", "success_reward", "fail_reward", "reward_mode"]
+COMMON = ["name", "threshold", "reward_type", "success_reward", "fail_reward", "reward_mode", "ood_action"]
 HISTORY = [
     "history_size",
     "min_history_size",
@@ -60,6 +60,10 @@ class DeployForm(forms.ModelForm):
         if trained_model.kind != ModelKind.VLM:
             for name in HISTORY:
                 del self.fields[name]
+        if trained_model.kind != ModelKind.RESNET:  # only the ResNet family carries OOD statistics
+            del self.fields["ood_action"]
+        else:  # a form posted without it (a script, an older page) only flags
+            self.fields["ood_action"].required = False
         if trained_model.kind not in precision.HONOURED_BY:  # the VLM serves in its checkpoint's dtype
             del self.fields["inference_precision"]
         else:  # a form posted without it (a script, an older page) deploys in fp32
@@ -68,6 +72,9 @@ class DeployForm(forms.ModelForm):
             if name != "name" and not self.is_bound and name not in self.initial:
                 self.initial[name] = deployment_field_default(name)
             field.widget.attrs.setdefault("id", f"id_{name}")
+
+    def clean_ood_action(self) -> str:
+        return self.cleaned_data.get("ood_action") or Deployment.OodAction.FLAG
 
     def clean_inference_precision(self) -> str:
         return self.cleaned_data.get("inference_precision") or precision.FP32

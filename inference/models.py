@@ -43,6 +43,11 @@ class Deployment(models.Model):
         TRAINED = "trained", "The prompt the model was trained on (a request's text is only compared)"
         REQUEST = "request", "The request's text (the trained prompt when it sends none)"
 
+    class OodAction(models.TextChoices):
+        FLAG = "flag", "Flag only (the item says ood: true; its reward is unchanged)"
+        FAIL_REWARD = "fail_reward", "Pay fail_reward"
+        INTERVAL_REWARD = "interval_reward", "Pay interval_reward"
+
     class Status(models.TextChoices):
         LOADING = "loading", "Loading"
         HEALTHY = "healthy", "Healthy"
@@ -80,6 +85,12 @@ class Deployment(models.Model):
     )
     gt_success_bonus = models.FloatField(
         default=0.0, help_text="Added to the model output where the env reports success."
+    )
+    ood_action = models.CharField(
+        max_length=20,
+        choices=OodAction.choices,
+        default=OodAction.FLAG,
+        help_text="What a frame the ResNet model flags as out of distribution receives (only the service flags frames).",
     )
     aliases = models.JSONField(
         default=list,

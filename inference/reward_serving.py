@@ -21,7 +21,7 @@ from inference.wire.payloads import bool_list, float_list, id_list
 from .broker import HISTORY_PREFIX, dump_npy, load_npy
 from .gallery import sample_served
 from .monitor.services import ServedBatch, monitor_submit
-from .rewards import HISTORY_BUFFER, ItemReward, compute_rewards, plan_scoring
+from .rewards import HISTORY_BUFFER, ItemReward, compute_rewards, plan_scoring, result_parts
 from .serving import DeploymentConfig, abroker, infer_payload
 from .shm.frames import ShmDescriptor
 from .shm.serving import shm_frames, shm_kept_frames
@@ -78,6 +78,8 @@ def item_json(item: ItemReward) -> dict:
         "window": item.window,
         "assign_previous": item.assign_previous,
         "assign_reward": item.assign_reward,
+        "ood": item.ood,
+        "ood_score": item.ood_score,
     }
 
 
@@ -111,22 +113,30 @@ async def rewards_serve(config: DeploymentConfig, request: RewardRequest) -> lis
         request.payload, request.shm = dump_npy(await shm_frames(request.shm)), None
     shm = request.shm.to_header() if request.shm is not None else None
     probabilities: list[float | None] = [None] * n
+    ood: list[tuple[bool, float] | None] = [None] * n
+    picks: list[int] = []
+    results: list = []
     if all(scored):
         results = await infer_payload(config, request.payload, client=request.client, timeout=request.timeout, shm=shm)
-        probabilities = [float(p) for p in results]
+        picks = list(range(n))
     elif any(scored):
         picks = [i for i, s in enumerate(scored) if s]
         subset = load_npy(request.payload)[np.asarray(picks)]
         results = await infer_payload(config, dump_npy(subset), client=request.client, timeout=request.timeout)
-        for i, p in zip(picks, results, strict=True):
-            probabilities[i] = float(p)
+    for i, result in zip(picks, results, strict=True):
+        probabilities[i], ood[i] = result_parts(result)
     if counts_after is not None:
         pipe = redis.pipeline(transaction=False)
         pipe.hset(history_key, mapping={str(i): c for i, c in enumerate(counts_after)})
         pipe.expire(history_key, HISTORY_TTL_S)
         await pipe.execute()
     items = compute_rewards(
-        config.reward, probabilities, scored=scored, env_rewards=request.env_rewards, env_success=request.env_success
+        config.reward,
+        probabilities,
+        scored=scored,
+        env_rewards=request.env_rewards,
+        env_success=request.env_success,
+        ood=ood,
     )
     if request.shm is not None:  # the frames the gallery or the monitor keep, read before the client reuses them
         request.payload = await shm_kept_frames(config, request.shm, probabilities, request.env_success)

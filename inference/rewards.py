@@ -44,6 +44,13 @@ SOFT = "soft"
 THRESHOLDED = "thresholded"
 REWARD_TYPES = (BINARY, SOFT, THRESHOLDED)
 MAX_HISTORY = 256
+# What an out-of-distribution item (a ResNet model's `ood` flag, training.resnet.ood) receives: `flag` leaves its
+# reward alone and only says `ood: true`; `fail_reward` / `interval_reward` pay that setting instead of the
+# model output (and the item is no success). The service alone does this; RLinf's local path has no flag.
+OOD_FLAG = "flag"
+OOD_FAIL_REWARD = "fail_reward"
+OOD_INTERVAL_REWARD = "interval_reward"
+OOD_ACTIONS = (OOD_FLAG, OOD_FAIL_REWARD, OOD_INTERVAL_REWARD)
 
 
 class RewardSettingsError(ValueError):
@@ -66,8 +73,11 @@ class RewardSettings:
     input_on_done: bool = False
     history_reward_assign: bool = False
     gt_success_bonus: float = 0.0
+    ood_action: str = OOD_FLAG
 
     def __post_init__(self) -> None:
+        if self.ood_action not in OOD_ACTIONS:
+            raise RewardSettingsError(f"ood_action must be one of {', '.join(OOD_ACTIONS)}, got {self.ood_action!r}")
         if self.reward_mode not in REWARD_MODES:
             raise RewardSettingsError(f"reward_mode must be one of {', '.join(REWARD_MODES)}, got {self.reward_mode!r}")
         if self.reward_type not in REWARD_TYPES:
@@ -113,6 +123,8 @@ class ItemReward:
     window: int = 0  # history_buffer: steps in the scored window (0: not scored)
     assign_previous: int = 0  # history_reward_assign: earlier steps that also get assign_reward
     assign_reward: float = 0.0
+    ood: bool | None = None  # out of distribution (None: the model carries no OOD statistics, or not scored)
+    ood_score: float | None = None  # the distance over the model's threshold's scale (flagged above the threshold)
 
 
 def model_output(probability: float, settings: RewardSettings) -> float:
@@ -179,21 +191,24 @@ def compute_rewards(
     env_rewards: Sequence[float] | None = None,
     env_success: Sequence[bool] | None = None,
     outputs: Sequence[float | None] | None = None,
+    ood: Sequence[tuple[bool, float] | None] | None = None,
 ) -> list[ItemReward]:
     """One ItemReward per item. `scored[i]` is the window size (or True/False); `probabilities[i]` may be
     None where it is 0. `outputs[i]`, when given, is the scored item's model output before the success
-    bonus (a VLM's label reward) instead of one derived from the probability."""
+    bonus (a VLM's label reward) instead of one derived from the probability. `ood[i]`, when given, is a
+    scored item's (flagged, score); a flagged item's output follows `settings.ood_action`."""
     n = len(probabilities)
     scored = list(scored) if scored is not None else [1] * n
     env_rewards = list(env_rewards) if env_rewards is not None else [0.0] * n
     env_success = [bool(s) for s in env_success] if env_success is not None else [False] * n
     outputs = list(outputs) if outputs is not None else [None] * n
-    if not len(scored) == len(env_rewards) == len(env_success) == len(outputs) == n:
+    ood = list(ood) if ood is not None else [None] * n
+    if not len(scored) == len(env_rewards) == len(env_success) == len(outputs) == len(ood) == n:
         raise ValueError("probabilities, scored, env_rewards and env_success must have the same length")
     history = settings.reward_mode == HISTORY_BUFFER
     items = []
-    for probability, window, env_reward, success, given in zip(
-        probabilities, scored, env_rewards, env_success, outputs, strict=True
+    for probability, window, env_reward, success, given, off in zip(
+        probabilities, scored, env_rewards, env_success, outputs, ood, strict=True
     ):
         window = int(window)
         bonus = settings.gt_success_bonus if success else 0.0
@@ -205,17 +220,24 @@ def compute_rewards(
                 output = model_output(p, settings) + bonus
             else:
                 raise ValueError("a scored item needs a probability")
+            verdict = None if p is None else p > settings.threshold
+            flagged = off is not None and off[0]
+            if flagged and settings.ood_action != OOD_FLAG:
+                paid = settings.fail_reward if settings.ood_action == OOD_FAIL_REWARD else settings.interval_reward
+                output, verdict = paid + bonus, False
             assign = window - 1 if history and settings.history_reward_assign else 0
             items.append(
                 ItemReward(
                     probability=p,
-                    success=None if p is None else p > settings.threshold,
+                    success=verdict,
                     reward=combine(env_reward, output, settings),
                     scored=True,
                     model_output=output,
                     window=window if history else 0,
                     assign_previous=assign,
                     assign_reward=settings.reward_weight * output if assign else 0.0,
+                    ood=None if off is None else bool(off[0]),
+                    ood_score=None if off is None else float(off[1]),
                 )
             )
         else:
@@ -230,3 +252,11 @@ def assign_history_rewards(rewards: list[float], item: ItemReward) -> list[float
     for back in range(2, min(item.assign_previous + 1, len(rewards)) + 1):
         rewards[-back] += item.assign_reward
     return rewards
+
+
+def result_parts(result: object) -> tuple[float, tuple[bool, float] | None]:
+    """A ResNet worker result as (probability, (ood flag, ood score) or None): a bare number from a model
+    without OOD statistics, else `{"probability", "ood", "ood_score"}` (training.resnet.scorer)."""
+    if isinstance(result, dict):
+        return float(result["probability"]), (bool(result["ood"]), float(result["ood_score"]))
+    return float(result), None  # type: ignore[arg-type]

@@ -40,6 +40,7 @@ SETTING_FIELDS = (
     "input_on_done",
     "history_reward_assign",
     "gt_success_bonus",
+    "ood_action",
 )
 OTHER_FIELDS = (
     "max_batch_size",

@@ -151,6 +151,17 @@ class TrainedModel(models.Model):
         ResNet); training.resnet.rlinf_match."""
         return rlinf_match_for(self.kind, self.config)
 
+    @property
+    def ood_panel(self) -> dict | None:
+        """The off-distribution probes fitted with the model's OOD statistics (training.resnet.ood), or None (a
+        VLM, or a ResNet trained before they were fitted)."""
+        if self.kind != "resnet":
+            return None
+        from .resnet.ood_panel import read_ood_panel
+        from .storage import local_path
+
+        return read_ood_panel(local_path(self.checkpoint_path))
+
 
 class LabelQueueItem(models.Model):
     """A frame worth labeling next (training/queue/ranking.py): recomputed after each training job and on

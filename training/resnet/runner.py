@@ -15,6 +15,7 @@ from ..kit.reporting import Reporter
 from ..kit.resume import state_path
 from ..storage import local_path
 from .config import ResNetConfig
+from .ood import METHOD, OodStats
 from .train import BEST, stack_images, train_reward_model
 from .val_predictions import write_val_predictions_file
 
@@ -41,6 +42,11 @@ def run_job(job, reporter: Reporter) -> RunResult:
     )
     if distributed.is_main():
         write_val_predictions(outcome.best_folder, config, val["images"], val["labels"])
+        stats = fit_ood(outcome.best_folder, config, train, val)
+        reporter.log(
+            f"out-of-distribution statistics fitted ({METHOD}): threshold {stats.threshold:.3f}, "
+            f"{stats.val_flagged:.1%} of validation frames above it"
+        )
     metrics = {
         **{k: v for k, v in outcome.best_metrics.items() if k != "epoch_seconds"},
         "best_epoch": outcome.best_epoch,
@@ -68,3 +74,14 @@ def write_val_predictions(folder, config: ResNetConfig, images, labels) -> None:
 
     model, _ = load_checkpoint(folder)
     write_val_predictions_file(folder, predict_proba(model, stack_images(images, config.image_size).numpy()), labels)
+
+
+def fit_ood(folder, config: ResNetConfig, train: dict, val: dict) -> OodStats:
+    """The best model's out-of-distribution statistics and evaluation panel, written beside it."""
+    from .checkpoint import load_checkpoint
+    from .ood import ood_fit_folder
+
+    model, _ = load_checkpoint(folder)
+    train_images = stack_images(train["images"], config.image_size)
+    val_images = stack_images(val["images"], config.image_size)
+    return ood_fit_folder(folder, model, train_images, train["labels"], val_images)

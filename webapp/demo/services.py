@@ -147,6 +147,7 @@ def demo_live_check(
     CPU, into a temporary folder: nothing is cached); every frame of the deployment's camera is scored by its
     model loaded as the inference worker loads it; the first step above the threshold is compared with the
     first step the env state shows the cube lifted."""
+    from inference.rewards import result_parts
     from training.families import scorer_load
     from training.kit.family_parts import ModelSpec
     from training.storage import local_path
@@ -163,7 +164,7 @@ def demo_live_check(
         )
         for seed, _ in plan:
             played = episode_load(cache_path(Path(folder), seed, False, size), seed, False)
-            probs = scorer.score(played.images[CAMERA])
+            probs = [result_parts(r)[0] for r in scorer.score(played.images[CAMERA])]
             checks.append(seed_check(seed, probs, deployment.threshold, played.lift_step))
     return checks
 

@@ -1,0 +1,96 @@
+"""Out-of-distribution statistics of a ResNet reward model (training.resnet.ood): fitted after training on the
+seeded frames (the generator tests/training/conftest.py seed_episodes draws from), served by the scorer."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from training.kit.family_parts import ModelSpec
+from training.resnet.checkpoint import load_checkpoint
+from training.resnet.config import ResNetConfig
+from training.resnet.ood import OOD_FILE, ood_fit_folder, ood_load
+from training.resnet.ood_panel import read_ood_panel
+from training.resnet.scorer import ResNetScorer
+from training.resnet.train import train_reward_model
+from training.synthetic import make_scene
+
+CONFIG = {
+    "hidden_dim": 32,
+    "image_size": [3, 32, 32],
+    "lr": 3e-4,
+    "warmup_steps": 0,
+    "batch_size": 8,
+    "epochs": 2,
+    "patience": 0,
+    "seed": 0,
+    "num_threads": 2,
+    "pretrained": False,
+}
+
+
+def frames(count: int, seed: int) -> tuple[np.ndarray, list[int]]:
+    rng = np.random.default_rng(seed)
+    labels = [int(i % 3 == 0) for i in range(count)]
+    return np.stack([make_scene(bool(label), 32, rng) for label in labels]), labels
+
+
+@pytest.fixture(scope="module")
+def fitted(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("ood")
+    train_x, train_y = frames(96, 0)
+    val_x, val_y = frames(60, 1)
+    outcome = train_reward_model(ResNetConfig.from_dict(CONFIG), train_x, train_y, val_x, val_y, out_dir=folder)
+    weights = (outcome.best_folder / "model.safetensors").read_bytes()
+    model, _ = load_checkpoint(outcome.best_folder)
+    stats = ood_fit_folder(outcome.best_folder, model, train_x, train_y, val_x)
+    assert (outcome.best_folder / "model.safetensors").read_bytes() == weights  # RLinf's file is untouched
+    return outcome.best_folder, stats
+
+
+def test_blank_constant_and_noise_frames_are_flagged_and_few_validation_frames(fitted):
+    folder, stats = fitted
+    assert stats.val_flagged <= 0.05
+    panel = read_ood_panel(folder)
+    assert panel is not None and panel["val_flagged"] == stats.val_flagged
+    flagged = {row["probe"]: row["flagged"] for row in panel["probes"]}
+    assert flagged["black"] == flagged["white"] == flagged["constant grey"] == 1.0
+    assert flagged["uniform noise"] == 1.0
+    assert all(0.0 <= row["probability"] <= 1.0 for row in panel["probes"])
+
+
+def test_the_scorer_flags_in_the_same_pass_and_an_old_model_answers_bare_probabilities(fitted, tmp_path):
+    folder, stats = fitted
+    val_x, _ = frames(10, 2)
+    probes = np.stack([np.zeros((32, 32, 3), np.uint8), np.full((32, 32, 3), 128, np.uint8)])
+    noise = np.random.default_rng(3).integers(0, 256, size=(2, 32, 32, 3), dtype=np.uint8)
+    items = ResNetScorer(ModelSpec(kind="resnet", folder=folder)).score(np.concatenate([probes, noise, val_x]))
+    assert [item["ood"] for item in items[:4]] == [True] * 4
+    assert sum(item["ood"] for item in items[4:]) <= 1
+    assert all(item["ood_score"] > 1.0 for item in items[:4])
+    assert ood_load(folder) is not None
+    old = tmp_path / "old"
+    old.mkdir()
+    for name in ("model.safetensors", "config.json"):
+        (old / name).write_bytes((folder / name).read_bytes())
+    assert not (old / OOD_FILE).exists() and ood_load(old) is None
+    bare = ResNetScorer(ModelSpec(kind="resnet", folder=old)).score(probes)
+    assert bare == pytest.approx([item["probability"] for item in items[:2]], abs=1e-5)
+
+
+def test_the_evaluation_page_panel_lists_each_probe_with_its_probability_and_flag(fitted, settings):
+    from django.template.loader import render_to_string
+
+    from training.models import TrainedModel
+
+    folder, _ = fitted
+    settings.MEDIA_ROOT = str(folder.parent)
+    html = render_to_string(
+        "training/_ood_panel.html", {"model": TrainedModel(kind="resnet", checkpoint_path=folder.name)}
+    )
+    assert 'id="ood-panel"' in html
+    for probe in ("black", "constant grey", "uniform noise", "brightened x2.5"):
+        assert f'data-probe="{probe}"' in html
+    assert "<td>black</td><td>1</td>" in html and "<td>yes</td>" in html
+    old = TrainedModel(kind="resnet", checkpoint_path="no-such-folder")
+    assert render_to_string("training/_ood_panel.html", {"model": old}).strip() == ""

@@ -1,0 +1,276 @@
+"""How far a frame is from the frames a ResNet reward model was trained on (no Django).
+
+The method is Lee et al., "A Simple Unified Framework for Detecting Out-of-Distribution Samples and
+Adversarial Attacks" (NeurIPS 2018): class-conditional Gaussians with one shared covariance in the network's
+feature spaces (the penultimate one, the input of the head `backbone.fc`, and, as their feature ensemble, the
+spatial means of the earlier stages); a frame's distance in each is its Mahalanobis distance to the closest
+class mean. Fitted once after training on the training frames' features (each covariance shrunk towards its
+mean variance, since a small project has fewer frames than features), with a threshold at the 99th percentile
+of the validation frames' scores, so about 1% of frames like the held-out ones are flagged. It lives beside the checkpoint in `ood.safetensors`; `model.safetensors` (RLinf's) is untouched.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from safetensors.torch import load_file, save_file
+
+from .model import RewardResNet
+from .ood_panel import write_ood_panel
+
+OOD_FILE = "ood.safetensors"
+METHOD = "mahalanobis-lee2018"
+VAL_QUANTILE = 0.99  # the threshold: the validation scores' 99th percentile
+SHRINKAGE = 0.1  # covariance shrunk this far towards (mean variance) * identity
+MAX_FIT_FRAMES = 4096  # training frames whose features fit the Gaussians (an even sample beyond)
+
+
+# "conv1": the network's input; "layer1".."layer3": each stage's output; "fc": the head's input (penultimate)
+LAYERS = ("conv1", "layer1", "layer2", "layer3", "fc")
+
+
+@dataclass(frozen=True)
+class OodStats:
+    """Per layer (LAYERS): class means [classes, F] and the shared precision [F, F]; each layer's score is
+    divided by its own validation quantile (`scales`), a frame's score is the largest of them (Lee et al.'s
+    feature ensemble, with the maximum standing in for weights fitted on known outliers, which we do not have)."""
+
+    means: dict[str, torch.Tensor]
+    precision: dict[str, torch.Tensor]
+    scales: dict[str, float]
+    threshold: float  # scores above it are out of distribution
+    val_flagged: float  # fraction of the validation frames above the threshold
+
+    def to(self, device: torch.device | str) -> OodStats:
+        return OodStats(
+            {k: v.to(device) for k, v in self.means.items()},
+            {k: v.to(device) for k, v in self.precision.items()},
+            self.scales,
+            self.threshold,
+            self.val_flagged,
+        )
+
+
+def _gaussian(x: np.ndarray, labels: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
+    x = np.asarray(x, dtype=np.float64)
+    classes = sorted(set(labels.tolist()))
+    means = np.stack([x[labels == c].mean(axis=0) for c in classes])
+    centred = x - means[np.searchsorted(classes, labels)]
+    covariance = centred.T @ centred / len(x)
+    scale = max(float(np.trace(covariance)) / covariance.shape[0], 1e-12)
+    covariance = (1 - SHRINKAGE) * covariance + SHRINKAGE * scale * np.eye(covariance.shape[0])
+    return torch.from_numpy(means).float(), torch.from_numpy(np.linalg.inv(covariance)).float()
+
+
+def ood_fit(
+    train_features: dict[str, np.ndarray],
+    train_labels: np.ndarray,
+    val_features: dict[str, np.ndarray],
+    *,
+    quantile: float = VAL_QUANTILE,
+) -> OodStats:
+    """Class means and the shrunk shared precision per layer from the training features; the layers' scales
+    and the threshold from the validation features' scores."""
+    labels = np.asarray(train_labels).astype(np.int64)
+    if len(labels) < 2 or any(len(v) == 0 for v in val_features.values()):
+        raise ValueError("fitting needs at least 2 training frames and 1 validation frame")
+    means, precision, scales = {}, {}, {}
+    for layer in LAYERS:
+        means[layer], precision[layer] = _gaussian(train_features[layer], labels)
+        val = torch.from_numpy(np.asarray(val_features[layer], dtype=np.float32))
+        scores = layer_scores(means[layer], precision[layer], val).numpy()
+        scales[layer] = max(float(np.quantile(scores, quantile)), 1e-6)
+    stats = OodStats(means, precision, scales, float("inf"), 0.0)
+    val_scores = ood_scores(stats, {k: torch.from_numpy(np.asarray(v)) for k, v in val_features.items()}).numpy()
+    threshold = float(np.quantile(val_scores, quantile))
+    return OodStats(means, precision, scales, threshold, float(np.mean(val_scores > threshold)))
+
+
+def layer_scores(means: torch.Tensor, precision: torch.Tensor, features: torch.Tensor) -> torch.Tensor:
+    """Each frame's Mahalanobis distance to the closest class mean ([B] float32, on the features' device)."""
+    x = features.float().flatten(1)
+    scores = [((x - mean) @ precision * (x - mean)).sum(dim=1).clamp_(min=0).sqrt_() for mean in means]
+    return torch.stack(scores).min(dim=0).values
+
+
+def ood_scores(stats: OodStats, features: dict[str, torch.Tensor]) -> torch.Tensor:
+    """The frames' scores: the largest of their layers' distances, each over its layer's scale ([B])."""
+    return (
+        torch.stack([layer_scores(stats.means[k], stats.precision[k], features[k]) / stats.scales[k] for k in LAYERS])
+        .max(dim=0)
+        .values
+    )
+
+
+def ood_save(stats: OodStats, folder: str | os.PathLike) -> Path:
+    path = Path(folder) / OOD_FILE
+    tmp = path.with_name(path.name + ".tmp")
+    meta = {
+        "method": METHOD,
+        "threshold": repr(stats.threshold),
+        "val_flagged": repr(stats.val_flagged),
+        "scales": json.dumps(stats.scales),
+    }
+    tensors = {f"means.{k}": v.contiguous() for k, v in stats.means.items()}
+    tensors |= {f"precision.{k}": v.contiguous() for k, v in stats.precision.items()}
+    save_file(tensors, str(tmp), metadata=meta)
+    os.replace(tmp, path)
+    return path
+
+
+def ood_load(folder: str | os.PathLike) -> OodStats | None:
+    """The model's OOD statistics, or None for a model trained before they were fitted."""
+    path = Path(folder) / OOD_FILE
+    if not path.exists():
+        return None
+    from safetensors import safe_open
+
+    with safe_open(str(path), framework="pt") as handle:
+        meta = handle.metadata() or {}
+    if meta.get("method") != METHOD:
+        raise ValueError(f"{path}: unknown OOD method {meta.get('method')!r} (expected {METHOD!r})")
+    tensors = load_file(str(path))
+    return OodStats(
+        {k: tensors[f"means.{k}"] for k in LAYERS},
+        {k: tensors[f"precision.{k}"] for k in LAYERS},
+        {k: float(v) for k, v in json.loads(meta["scales"]).items()},
+        float(meta["threshold"]),
+        float(meta["val_flagged"]),
+    )
+
+
+def pooled(layer: str, output: torch.Tensor) -> torch.Tensor:
+    """A stage's output as one vector per frame: its channels' spatial means, and for the input and the first
+    stage their spatial standard deviations too (texture: a flat or blank frame has almost none; Sastry and
+    Oore, ICML 2020, score frames by such higher-order feature statistics)."""
+    x = output.float()
+    if layer in LAYERS[:2]:
+        return torch.cat([x.mean(dim=(2, 3)), x.std(dim=(2, 3))], dim=1)
+    return x.mean(dim=(2, 3))
+
+
+class FeatureTap:
+    """Keeps, per forward pass of `model` inside a `with` block, each LAYERS output's spatial mean and the
+    head's input (`taken()` hands them over and clears them)."""
+
+    def __init__(self, model: RewardResNet):
+        self.model = model
+        self.kept: dict[str, torch.Tensor] = {}
+        self.after: Callable[[dict[str, torch.Tensor]], None] | None = None  # called with each pass's features
+
+    def __enter__(self) -> FeatureTap:
+        backbone = self.model.backbone
+        self.hooks = [
+            backbone.conv1.register_forward_pre_hook(
+                lambda _m, inputs: self.kept.__setitem__("conv1", pooled("conv1", inputs[0]))
+            )
+        ]
+        self.hooks += [
+            getattr(backbone, layer).register_forward_hook(
+                lambda _m, _i, output, layer=layer: self.kept.__setitem__(layer, pooled(layer, output))
+            )
+            for layer in LAYERS[1:-1]
+        ]
+        self.hooks.append(backbone.fc.register_forward_pre_hook(lambda _m, inputs: self._head_input(inputs[0])))
+        return self
+
+    def _head_input(self, features: torch.Tensor) -> None:
+        self.kept["fc"] = features.float().flatten(1)
+        if self.after is not None:
+            self.after(self.taken())
+
+    def taken(self) -> dict[str, torch.Tensor]:
+        kept, self.kept = self.kept, {}
+        return kept
+
+    def __exit__(self, *exc) -> None:
+        for hook in self.hooks:
+            hook.remove()
+
+
+def features_and_probabilities(
+    model: RewardResNet, images: torch.Tensor | np.ndarray, batch_size: int = 256
+) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """(per layer float32 [B,F] features, float32 [B] success probabilities), the model in eval mode."""
+    model.eval()
+    images = torch.as_tensor(images)
+    features: dict[str, list[torch.Tensor]] = {k: [] for k in LAYERS}
+    probabilities = []
+    with FeatureTap(model) as tap, torch.inference_mode():
+        for start in range(0, len(images), batch_size):
+            probabilities.append(torch.sigmoid(model(images[start : start + batch_size]).float()).cpu())
+            for k, v in tap.taken().items():
+                features[k].append(v.cpu())
+    return {k: torch.cat(v).numpy() for k, v in features.items()}, torch.cat(probabilities).numpy()
+
+
+def even_sample(count: int, limit: int) -> np.ndarray:
+    return np.linspace(0, count - 1, min(count, limit)).round().astype(np.int64)
+
+
+def off_distribution_frames(val_images: np.ndarray, seed: int = 0) -> dict[str, np.ndarray]:
+    """The evaluation panel's probes, uint8 [N,H,W,3] each: blank (black, white), constant grey, uniform noise,
+    and strong photometric shifts of validation frames (dark, bright, low contrast, colour channels swapped)."""
+    frames = np.asarray(val_images)[even_sample(len(val_images), 32)]
+    height, width = frames.shape[1:3]
+    rng = np.random.default_rng(seed)
+    as_float = frames.astype(np.float32)
+    mean = as_float.mean(axis=(1, 2, 3), keepdims=True)
+
+    def clip(x: np.ndarray) -> np.ndarray:
+        return np.clip(x, 0, 255).round().astype(np.uint8)
+
+    return {
+        "black": np.zeros((1, height, width, 3), np.uint8),
+        "white": np.full((1, height, width, 3), 255, np.uint8),
+        "constant grey": np.full((1, height, width, 3), 128, np.uint8),
+        "uniform noise": rng.integers(0, 256, size=(8, height, width, 3), dtype=np.uint8),
+        "darkened x0.25": clip(as_float * 0.25),
+        "brightened x2.5": clip(as_float * 2.5),
+        "contrast x0.2": clip(mean + (as_float - mean) * 0.2),
+        "channels swapped (BGR)": np.ascontiguousarray(frames[..., ::-1]),
+    }
+
+
+def off_distribution_panel(model: RewardResNet, stats: OodStats, val_images: np.ndarray) -> dict:
+    """Per probe: frames, mean probability the model gives, fraction flagged (for the evaluation page)."""
+    rows = []
+    device = next(model.parameters()).device
+    on_device = stats.to(device)
+    for name, frames in off_distribution_frames(val_images).items():
+        features, probabilities = features_and_probabilities(model, torch.from_numpy(frames).to(device))
+        scores = ood_scores(on_device, {k: torch.from_numpy(v).to(device) for k, v in features.items()}).cpu().numpy()
+        rows.append(
+            {
+                "probe": name,
+                "frames": len(frames),
+                "probability": float(np.mean(probabilities)),
+                "flagged": float(np.mean(scores > stats.threshold)),
+                "score": float(np.median(scores)),
+            }
+        )
+    return {"method": METHOD, "threshold": stats.threshold, "val_flagged": stats.val_flagged, "probes": rows}
+
+
+def ood_fit_folder(
+    folder: str | os.PathLike,
+    model: RewardResNet,
+    train_images: torch.Tensor | np.ndarray,
+    train_labels,
+    val_images: torch.Tensor | np.ndarray,
+) -> OodStats:
+    """Fit the statistics of the checkpoint in `folder` (whose weights `model` holds) and write them, and the
+    evaluation page's off-distribution panel, beside it."""
+    pick = even_sample(len(train_images), MAX_FIT_FRAMES)
+    train_features, _ = features_and_probabilities(model, torch.as_tensor(train_images)[torch.from_numpy(pick)])
+    val_features, _ = features_and_probabilities(model, torch.as_tensor(val_images))
+    stats = ood_fit(train_features, np.asarray(train_labels)[pick], val_features)
+    ood_save(stats, folder)
+    write_ood_panel(folder, off_distribution_panel(model, stats, torch.as_tensor(val_images).cpu().numpy()))
+    return stats
