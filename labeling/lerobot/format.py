@@ -45,7 +45,10 @@ LEROBOT_COLUMNS = (
     "observation.state",
 )
 RLINF_COLUMNS = ("actions", "state", "done", "is_success", "intervene_flag", "segment_id")
-FRAME_COLUMNS = LEROBOT_COLUMNS + RLINF_COLUMNS
+# Our own export (labeling/lerobot/export.py): the frame label (1 success, 0 fail, -1 none) and the env's own
+# reward and success, apart from `next.success`/`next.reward` (which carry the label there).
+EXPORT_COLUMNS = ("label", "env.reward", "env.success")
+FRAME_COLUMNS = LEROBOT_COLUMNS + RLINF_COLUMNS + EXPORT_COLUMNS
 RLINF_CAMERAS = {"image": "main", "wrist_image": "wrist", "extra_view_image": "extra"}
 
 

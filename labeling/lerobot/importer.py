@@ -5,7 +5,12 @@
   its remaining cameras (lerobot_format.map_cameras; the mapping and dropped keys are kept in the episode's
   metadata). Per step: `action`, `next.reward` -> reward, `next.done` -> terminated, `next.success` -> the
   step's env success; `frame_index`, `timestamp` and `observation.state` go to the step's info. The episode's
-  success is whether any frame has `next.success`; without that column it is unknown. No labels are made.
+  success is whether any frame has `next.success`; without that column it is unknown. A dataset without a
+  `label` column makes no labels (its success flags are the env's).
+- Our own export (labeling/lerobot/export.py) comes back as it left: its `label` column (1 success, 0 fail,
+  -1 none) -> human frame labels (params `imported_from` names the dataset and episode), and its `env.reward`
+  and `env.success` -> the step's reward and env success and the episode's success (there `next.success` and
+  `next.reward` are the label as a flag and a reward, so they do not stand for the env's).
   RLinf's own recordings (CollectEpisode, see format.py) name the columns otherwise: `actions` -> action,
   `done` -> terminated, `state`, `intervene_flag`, `segment_id` and `is_success` -> the step's info. RLinf's
   `is_success` is the episode's outcome written on every frame, so it is the episode's success, not a step's
@@ -32,10 +37,11 @@ from ..imports.services import _already_imported, _count, _encode, _store_episod
 from ..imports.sources import ImportSummary, Source, SourceError, file_sha256
 from ..imports.video_frames import VideoError, VideoLimits, decode_frames, video_camera
 from ..ingest.services import StepInput
-from ..models import Project
+from ..models import FrameLabel, Project
 from .format import EpisodeRef, LeRobotDataset, camera_name, episode_rows, map_cameras, read_dataset
 
-SUCCESS_COLUMNS = ("next.success", "is_success")
+SUCCESS_COLUMNS = ("env.success", "next.success", "is_success")
+LABEL_VALUES = {1: FrameLabel.Value.SUCCESS, 0: FrameLabel.Value.FAIL}  # export.LABEL_CODES read back; -1: none
 
 
 def video_limits() -> VideoLimits:
@@ -55,7 +61,9 @@ def import_lerobot(*, project: Project, source: Source, env_id: str, summary: Im
         if _already_imported(uuid, Source("lerobot", source.path, name), summary):
             continue
         try:
-            steps = _episode_steps(dataset, ref, mapping)
+            rows = episode_rows(dataset, ref)
+            steps = _episode_steps(dataset, ref, rows, mapping)
+            labels = _row_labels(ref, rows) if "label" in dataset.features else {}
         except (SourceError, VideoError, ImageError) as exc:
             summary.failed.append((name, str(exc)))
             continue
@@ -73,7 +81,16 @@ def import_lerobot(*, project: Project, source: Source, env_id: str, summary: Im
         success = _episode_success(dataset, steps)
         _count(
             summary,
-            _store_episode(project=project, steps=steps, metadata=metadata, uuid=uuid, env_id=env_id, success=success),
+            _store_episode(
+                project=project,
+                steps=steps,
+                metadata=metadata,
+                uuid=uuid,
+                env_id=env_id,
+                success=success,
+                labels=labels,
+                imported_from=name,
+            ),
         )
 
 
@@ -121,8 +138,9 @@ def import_videos(*, project: Project, source: Source, env_id: str, summary: Imp
     )
 
 
-def _episode_steps(dataset: LeRobotDataset, ref: EpisodeRef, mapping: dict[str, str]) -> list[StepInput]:
-    rows = episode_rows(dataset, ref)
+def _episode_steps(
+    dataset: LeRobotDataset, ref: EpisodeRef, rows: list[dict[str, Any]], mapping: dict[str, str]
+) -> list[StepInput]:
     if len(rows) > settings.VIDEO_MAX_FRAMES:
         raise SourceError(f"{len(rows)} frames; the limit is {settings.VIDEO_MAX_FRAMES} (VIDEO_MAX_FRAMES)")
     images: dict[str, list[CheckedImage]] = {}
@@ -141,9 +159,9 @@ def _episode_steps(dataset: LeRobotDataset, ref: EpisodeRef, mapping: dict[str, 
         StepInput(
             index=index,
             action=_floats(_either(row, "action", "actions")),
-            reward=float(_scalar(row.get("next.reward"), 0.0)),
+            reward=float(_scalar(_either(row, "env.reward", "next.reward"), 0.0)),
             terminated=bool(_scalar(_either(row, "next.done", "done"), False)),
-            success=bool(_scalar(row.get("next.success"), False)),
+            success=bool(_scalar(_either(row, "env.success", "next.success"), False)),
             info=_info(row),
             images={camera: frames[index] for camera, frames in images.items()},
         )
@@ -151,9 +169,22 @@ def _episode_steps(dataset: LeRobotDataset, ref: EpisodeRef, mapping: dict[str, 
     ]
 
 
+def _row_labels(ref: EpisodeRef, rows: list[dict[str, Any]]) -> dict[int, str]:
+    """Our export's `label` column as {step index: value}; -1 (or empty) is an unlabeled frame."""
+    labels: dict[int, str] = {}
+    for index, row in enumerate(rows):
+        code = _scalar(row.get("label"), -1)
+        if isinstance(code, bool) or not isinstance(code, int) or code not in (-1, *LABEL_VALUES):
+            raise SourceError(f"episode {ref.index} frame {index}: `label` is {code!r}; expected 1, 0 or -1")
+        if code in LABEL_VALUES:
+            labels[index] = LABEL_VALUES[code]
+    return labels
+
+
 def _episode_success(dataset: LeRobotDataset, steps: list[StepInput]) -> bool | None:
-    """Any frame's `next.success`, else RLinf's `is_success` (the same on every frame), else unknown."""
-    if "next.success" in dataset.features:
+    """Any frame's env success (`env.success` in our export, else `next.success`), else RLinf's `is_success`
+    (the same on every frame), else unknown."""
+    if "env.success" in dataset.features or "next.success" in dataset.features:
         return any(step.success for step in steps)
     if "is_success" in dataset.features:
         return any(step.info.get("is_success") for step in steps)
