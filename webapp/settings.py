@@ -406,9 +406,10 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
 
-# Login throttling (django-axes, webapp/security/login_lockout.py): failures count per username whatever the address;
-# at LOGIN_FAILURE_LIMIT the username waits LOGIN_FIRST_DELAY_SECONDS after its last failure, doubling with each
-# further failure up to LOGIN_COOLOFF_MINUTES. Failures are remembered a day, forgotten at a successful login.
+# Login throttling (django-axes, webapp/security/login_lockout.py): failures count per username at an address;
+# at LOGIN_FAILURE_LIMIT the pair waits LOGIN_FIRST_DELAY_SECONDS after its last failure, doubling with each
+# further failure up to LOGIN_COOLOFF_MINUTES; the lock-out page says how long. Failures are remembered a day,
+# forgotten at a successful login.
 AUTHENTICATION_BACKENDS = [
     "webapp.security.auth_backends.LoginThrottleBackend",
     "django.contrib.auth.backends.ModelBackend",
@@ -418,7 +419,8 @@ AXES_FAILURE_LIMIT = env_int("LOGIN_FAILURE_LIMIT", 5, minimum=1)
 LOGIN_FIRST_DELAY_SECONDS = env_int("LOGIN_FIRST_DELAY_SECONDS", 30, minimum=1)
 LOGIN_COOLOFF_MINUTES = env_int("LOGIN_COOLOFF_MINUTES", 15, minimum=1)
 AXES_COOLOFF_TIME = timedelta(days=1)
-AXES_LOCKOUT_PARAMETERS = ["username"]
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_LOCKOUT_CALLABLE = "webapp.security.login_lockout.lockout_response"
 AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
 AXES_RESET_ON_SUCCESS = True
 AXES_VERBOSE = False
