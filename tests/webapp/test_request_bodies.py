@@ -17,32 +17,20 @@ from urllib.parse import urlsplit
 
 import pytest
 from django.conf import settings as django_settings
-from django.core.exceptions import RequestAborted
 
 from labeling.models import Step
 from webapp.security.body_limit import BodyLimit
 
 from ..labeling.ingest_helpers import png_bytes
+from .test_body_limit import FakeDjango
 
 STEPS_PATH = "/api/episodes/6f1e0c52-5c38-4a4e-9d0a-3cd7a8f0f7a1/steps"
 
 
 def run(path: str, headers: dict[str, str], pieces: list[bytes]) -> tuple[int, Any, int, bytes]:
     """BodyLimit in front of an app that reads the whole body as Django does: (status, answer, reads, read)."""
-    read, sent, given = [b""], [], []
+    app, sent, given = FakeDjango(), [], []
     queue = [{"type": "http.request", "body": p, "more_body": i < len(pieces) - 1} for i, p in enumerate(pieces)]
-
-    async def django(scope, receive, send):
-        try:
-            while True:
-                message = await receive()
-                read[0] += message.get("body", b"")
-                if not message.get("more_body"):
-                    break
-        except RequestAborted:
-            return
-        await send({"type": "http.response.start", "status": 200, "headers": []})
-        await send({"type": "http.response.body", "body": b"ok"})
 
     async def receive():
         given.append(1)
@@ -52,9 +40,9 @@ def run(path: str, headers: dict[str, str], pieces: list[bytes]) -> tuple[int, A
         sent.append(message)
 
     scope = {"type": "http", "path": path, "headers": [(k.encode(), v.encode()) for k, v in headers.items()]}
-    asyncio.run(BodyLimit(django)(scope, receive, send))
+    asyncio.run(BodyLimit(app)(scope, receive, send))
     status, body = sent[0]["status"], sent[1]["body"]
-    return status, (json.loads(body) if status != 200 else body), len(given), read[0]
+    return status, (json.loads(body) if status != 200 else body), len(given), app.read
 
 
 TOKEN = {"authorization": "Bearer rs_x"}
