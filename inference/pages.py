@@ -93,7 +93,7 @@ def deploy_model(request, model_id: int):
     context = {
         "model": model,
         "form": form,
-        "sanity": model_sanity(model),
+        "sanity": model_sanity(model, compute=False),  # what is on disk: the deploy page never scores a split
         "metrics": _shown_metrics(model.metrics),
     }
     return render(request, "inference/deploy.html", context, status=400 if form.errors else 200)
