@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import http.client
 import json
+from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
@@ -34,7 +35,7 @@ class FakeDjango:
         await send({"type": "http.response.body", "body": b"ok"})
 
 
-def run(headers: dict[str, str], pieces: list[bytes]) -> tuple[int, dict | bytes, FakeDjango, int]:
+def run(headers: dict[str, str], pieces: list[bytes], path: str = "") -> tuple[int, Any, FakeDjango, int]:
     app, sent, given = FakeDjango(), [], []
     queue = [{"type": "http.request", "body": p, "more_body": i < len(pieces) - 1} for i, p in enumerate(pieces)]
 
@@ -45,7 +46,7 @@ def run(headers: dict[str, str], pieces: list[bytes]) -> tuple[int, dict | bytes
     async def send(message):
         sent.append(message)
 
-    scope = {"type": "http", "headers": [(k.encode(), v.encode()) for k, v in headers.items()]}
+    scope = {"type": "http", "path": path, "headers": [(k.encode(), v.encode()) for k, v in headers.items()]}
     asyncio.run(BodyLimit(app)(scope, receive, send))
     status, body = sent[0]["status"], sent[1]["body"]
     return status, (json.loads(body) if status != 200 else body), app, len(given)

@@ -6,10 +6,8 @@ without their images are held to CHUNK_HEADER_MAX_BYTES like the binary header a
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import http.client
-import json
 import time
 import uuid
 from typing import Any
@@ -19,30 +17,17 @@ import pytest
 from django.conf import settings as django_settings
 
 from labeling.models import Step
-from webapp.security.body_limit import BodyLimit
 
 from ..labeling.ingest_helpers import png_bytes
-from .test_body_limit import FakeDjango
+from .test_body_limit import run as body_limit_run
 
 STEPS_PATH = "/api/episodes/6f1e0c52-5c38-4a4e-9d0a-3cd7a8f0f7a1/steps"
 
 
 def run(path: str, headers: dict[str, str], pieces: list[bytes]) -> tuple[int, Any, int, bytes]:
     """BodyLimit in front of an app that reads the whole body as Django does: (status, answer, reads, read)."""
-    app, sent, given = FakeDjango(), [], []
-    queue = [{"type": "http.request", "body": p, "more_body": i < len(pieces) - 1} for i, p in enumerate(pieces)]
-
-    async def receive():
-        given.append(1)
-        return queue.pop(0)
-
-    async def send(message):
-        sent.append(message)
-
-    scope = {"type": "http", "path": path, "headers": [(k.encode(), v.encode()) for k, v in headers.items()]}
-    asyncio.run(BodyLimit(app)(scope, receive, send))
-    status, body = sent[0]["status"], sent[1]["body"]
-    return status, (json.loads(body) if status != 200 else body), len(given), app.read
+    status, body, app, reads = body_limit_run(headers, pieces, path=path)
+    return status, body, reads, app.read
 
 
 TOKEN = {"authorization": "Bearer rs_x"}
