@@ -284,11 +284,14 @@ def _request(deployment: str, version: int, payload: bytes, timeout: float, max_
 # a refusal must give its reservation back.
 _PUSH_IF_ROOM = """#!lua flags=allow-oom
 local nbytes = tonumber(ARGV[6])
+local function give_back(name)
+  if redis.call('HINCRBY', KEYS[5], name, -nbytes) <= 0 then redis.call('HDEL', KEYS[5], name) end
+end
 local function refuse(code)
   redis.call('DEL', KEYS[4])
   if ARGV[12] == '1' then
-    redis.call('HINCRBY', KEYS[5], '*b', -nbytes)
-    if ARGV[9] ~= '' then redis.call('HINCRBY', KEYS[5], ARGV[9], -nbytes) end
+    give_back('*b')
+    if ARGV[9] ~= '' then give_back(ARGV[9]) end
   end
   return code
 end

@@ -69,6 +69,8 @@ def web_on(process_env, full_redis):
     url, client = full_redis
     port = free_port()
     env = {**process_env, "REDIS_URL": url, "CELERY_BROKER_URL": url, "CELERY_RESULT_BACKEND": url}
+    # the in-flight budgets (which would refuse the 2nd and 3rd 154 MB body first) out of the way: Redis refuses
+    env |= {"INFERENCE_INFLIGHT_MAX_BYTES": str(4 << 30), "INFERENCE_PROJECT_INFLIGHT_MAX_BYTES": str(4 << 30)}
     proc = _spawn(
         [
             sys.executable,
