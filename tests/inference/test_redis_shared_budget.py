@@ -9,6 +9,7 @@ import threading
 import time
 import uuid
 from types import SimpleNamespace
+from typing import cast
 
 import numpy as np
 import pytest
@@ -27,7 +28,7 @@ from inference.broker import (
 from inference.rewards import RewardSettings
 from inference.serving import DeploymentBusy
 from inference.vlm.budget import BUDGET_KEY
-from inference.vlm.serving import StreamStep, TooManyStreams, _budget_entry, _bytes_key, steps_buffer
+from inference.vlm.serving import StreamStep, TooManyStreams, _budget_entry, _bytes_key, _text, steps_buffer
 from webapp.common.redis_clients import redis_from_url
 
 from .test_redis_bounds import private_redis  # noqa: F401 - a redis-server of the test's own
@@ -271,10 +272,10 @@ def test_in_flight_payloads_share_a_global_budget_with_project_shares(private_re
     assert messages[4:6] == ["queued"] * 2 and "INFERENCE_INFLIGHT_MAX_BYTES" in messages[6], messages
     assert all(g.busy for g in got if not isinstance(g, Exception))  # a 503 with Retry-After upstream
     sync = redis_lib.Redis.from_url(private_redis.url)
-    held = {k.decode(): int(v) for k, v in sync.hgetall("rs:inf:inflight").items()}
+    held = {_text(k): int(v) for k, v in sync.hgetall("rs:inf:inflight").items()}
     assert held == {"*b": 5 * len(payload), "p1": 3 * len(payload), "p2": 2 * len(payload)}, held
     for name in ("d0", "d1", "d2"):  # a worker pops and serves them: their bytes are given back
-        popped = [InferenceRequest.decode(m) for m in sync.lrange(queue_key(name), 0, -1)]
+        popped = [InferenceRequest.decode(cast(bytes, m)) for m in sync.lrange(queue_key(name), 0, -1)]
         shares_release(sync, name, popped)
     assert not sync.hgetall("rs:inf:inflight")
     sync.close()
