@@ -1,4 +1,5 @@
-"""The README's RLinf config-key table and reward-mode names agree with what the API accepts."""
+"""The README's RLinf config-key table and reward-mode names agree with what the API accepts, and every key in its
+"RLinf config key" column is one RLinf 0.3.0's released code reads (checked in the interop environment)."""
 
 from __future__ import annotations
 
@@ -51,3 +52,31 @@ def test_the_vlm_request_modes_the_readme_names_are_the_ones_the_api_accepts():
     assert named == accepted, f"README names {sorted(named)}, the API accepts {sorted(accepted)}"
     deployment_modes = {"per_step", "terminal", "history_buffer"}
     assert not (set(re.findall(r"deployment whose `reward_mode` is\s+`([a-z_]+)`", README)) - deployment_modes)
+
+
+def rlinf_keys(cell: str) -> list[str]:
+    """The dotted config keys a cell names; a `..._params` key's parenthesised names are keys under it."""
+    keys = [token for token in re.findall(r"`([^`]+)`", cell) if "." in token]
+    for key in [k for k in keys if k.endswith("_params")]:
+        inside = re.search(rf"`{re.escape(key)}`\s*\(([^)]*)\)", cell)
+        keys += [f"{key}.{name}" for name in re.findall(r"`(\w+)`", inside.group(1) if inside else "")]
+    return keys
+
+
+def test_every_rlinf_config_key_in_the_table_is_read_by_rlinf_0_3_0():
+    from tests.interop.conftest import side_run
+
+    cells = [key for key, _ in rlinf_table() if key != "—"]
+    head_only = {key for cell in cells if "head only" in cell for key in rlinf_keys(cell)}
+    keys = [key for cell in cells for key in rlinf_keys(cell)]
+    assert len(keys) >= 12 and "reward.model.reward_parser_params.positive_reward" in keys
+    reads = side_run("config_key_reads", runner="side_rlinf_mirrors.py", keys=keys)
+    for key in keys:
+        unread = [part for part, where in reads[key].items() if not where]
+        if key in head_only:  # marked as RLinf's head only: 0.3.0 must indeed lack it
+            assert unread, f"{key} is marked head only, but RLinf 0.3.0 reads it: {reads[key]}"
+        else:
+            assert not unread, f"README names {key}, but RLinf 0.3.0 never reads {unread}"
+    # the check itself tells a key RLinf reads from one it does not
+    control = side_run("config_key_reads", runner="side_rlinf_mirrors.py", keys=["reward.model.no_such_key"])
+    assert control["reward.model.no_such_key"]["no_such_key"] == []

@@ -225,6 +225,66 @@ def resnet_threshold(args: dict) -> dict:
     return {"rewards": rewards.tolist(), "probabilities": torch.sigmoid(model.backbone(None).squeeze(-1)).tolist()}
 
 
+def _names_a_config(node: Any) -> bool:
+    """Whether an attribute chain (`self.cfg.reward.model`, `cfg`, `model_config`) names a config on its way."""
+    import ast
+
+    while isinstance(node, ast.Attribute | ast.Call | ast.Subscript):
+        if isinstance(node, ast.Attribute) and ("cfg" in node.attr or "config" in node.attr):
+            return True
+        node = node.value if not isinstance(node, ast.Call) else node.func
+    return isinstance(node, ast.Name) and ("cfg" in node.id or "config" in node.id)
+
+
+def config_key_reads(args: dict) -> dict:
+    """Where RLinf 0.3.0's code reads each part of each dotted config key (`<name>` and `...` parts skipped):
+    `.get("part")`, `["part"]`, or `.part` on an expression naming a config (`cfg`, `config`); a part under
+    `input_builder_params`/`reward_parser_params` counts where it is a field or a constructor argument of
+    `qwentrend_input_builder`/`qwentrend_reward_parser`, which RLinf builds from them. Answer: key -> part ->
+    ["path:line", ...] (empty: RLinf 0.3.0 never reads it)."""
+    import ast
+    import dataclasses
+
+    import rlinf
+    from rlinf.models.embodiment.reward.vlm_reward_utils import reward_parser
+    from rlinf.models.embodiment.reward.vlm_reward_utils.input_builder import get_input_builder
+
+    package = Path(rlinf.__file__).parent
+    reads: dict[str, list[str]] = {}
+    for path in sorted(package.rglob("*.py")):
+        source = path.read_text(encoding="utf-8")
+        where = str(path.relative_to(package.parent))
+        for node in ast.walk(ast.parse(source)):
+            name = None
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get":
+                first = node.args[0] if node.args else None
+                name = first.value if isinstance(first, ast.Constant) and isinstance(first.value, str) else None
+            elif isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant):
+                name = node.slice.value if isinstance(node.slice.value, str) else None
+            elif isinstance(node, ast.Attribute) and _names_a_config(node.value):
+                name = node.attr
+            if name:
+                reads.setdefault(name, []).append(f"{where}:{node.lineno}")
+    builder_fields = {f.name for f in dataclasses.fields(get_input_builder("qwentrend_input_builder"))}
+    parser_arguments = set(
+        inspect.signature(reward_parser.get_reward_parser("qwentrend_reward_parser").__init__).parameters
+    )
+    answer: dict[str, dict[str, list[str]]] = {}
+    for key in args["keys"]:
+        parts = [part for part in key.split(".") if part and part != "..." and not part.startswith("<")]
+        found: dict[str, list[str]] = {}
+        for i, part in enumerate(parts):
+            parent = parts[i - 1] if i else ""
+            if parent == "input_builder_params":
+                found[part] = ["qwentrend_input_builder field"] if part in builder_fields else []
+            elif parent == "reward_parser_params":
+                found[part] = ["qwentrend_reward_parser argument"] if part in parser_arguments else []
+            else:
+                found[part] = reads.get(part, [])[:5]
+        answer[key] = found
+    return answer
+
+
 COMMANDS = {
     "chat_payloads": chat_payloads_command,
     "chat_burst": chat_burst,
@@ -233,6 +293,7 @@ COMMANDS = {
     "assign_history": assign_history,
     "history_vlm_rewards": history_vlm_rewards,
     "resnet_threshold": resnet_threshold,
+    "config_key_reads": config_key_reads,
 }
 
 
