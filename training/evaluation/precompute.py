@@ -15,7 +15,7 @@ from django.db import transaction
 from training.models import ModelKind, TrainedModel
 from training.storage import local_path
 
-from .model_evaluation import EvaluationUnavailable, model_predictions, precision_differences
+from .model_evaluation import model_predictions, precision_differences
 
 logger = logging.getLogger(__name__)
 
@@ -51,7 +51,7 @@ def evaluation_precompute(*, model: TrainedModel) -> None:
         probs, _ = model_predictions(model=model, snapshot=snapshot)
         _write(folder, PRECISIONS, since)
         precision_differences(model=model, snapshot=snapshot, reference=probs, threshold=0.5)
-    except (EvaluationUnavailable, OSError, ValueError, RuntimeError) as exc:
+    except Exception as exc:  # the job succeeded and its model is registered: the page shows why
         logger.exception("evaluation figures of model %s", model.pk)
         _write(folder, SCORING, since, error=f"{type(exc).__name__}: {exc}")
         return
