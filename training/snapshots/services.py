@@ -35,6 +35,7 @@ from ..datasets.trend import TrendOptions, eval_warning, split_windows, write_tr
 from ..jobs.errors import failure_reason
 from ..models import DatasetSnapshot
 from ..storage import local_path
+from .quota import QuotaExceeded, quota_build_check, quota_room_check
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -54,6 +55,7 @@ def snapshot_create(
 ) -> DatasetSnapshot:
     """Number a new snapshot of the project and (by default) build its files now."""
     opts = SnapshotOptions.from_dict(options or {})
+    quota_room_check(project=project)  # SnapshotError (400) when its snapshots already fill the quota
     if not opts.camera:
         opts.camera = (project.camera_views or ["main"])[0]
     if opts.camera not in (project.camera_views or []):
@@ -161,8 +163,9 @@ def snapshot_build(*, snapshot_id: int) -> str:
         return _status_or_deleted(snapshot_id, folder)
     except Exception as exc:
         shutil.rmtree(folder, ignore_errors=True)
-        message = str(exc) if isinstance(exc, SnapshotError) else failure_reason(exc)  # one line for users
-        if not isinstance(exc, SnapshotError):
+        told = isinstance(exc, SnapshotError | QuotaExceeded)  # a reason for users as it is
+        message = str(exc) if told else failure_reason(exc)  # one line for users
+        if not told:
             logger.exception("snapshot %s failed", snapshot_id)  # the traceback: in the worker's log only
         failed = DatasetSnapshot.Status.FAILED
         if not job_finish(DatasetSnapshot, pk=snapshot_id, attempt=attempt, status=failed, error=message):
@@ -286,6 +289,7 @@ def _write_files(snapshot: DatasetSnapshot, folder: Path, attempt: int) -> dict:
             f"What to do: label both success and fail frames (at least one of each per split), or change "
             f"split (now {opts.split}), val_split (now {opts.val_split}) or seed (now {opts.seed})."
         )
+    quota_build_check(snapshot=snapshot, images=[ref.image for ref in split.train + split.val])
     frames = _FrameCache(settings.BACKGROUND_DECODE_PIXELS)
     total = (len(split.train) + len(split.val)) * (2 if opts.png_folders else 1)
     progress = BuildProgress(snapshot.pk, total, attempt=attempt)
