@@ -124,7 +124,7 @@ class ItemReward:
     assign_previous: int = 0  # history_reward_assign: earlier steps that also get assign_reward
     assign_reward: float = 0.0
     ood: bool | None = None  # out of distribution (None: the model carries no OOD statistics, or not scored)
-    ood_score: float | None = None  # the distance over the model's threshold's scale (flagged above the threshold)
+    ood_score: float | None = None  # the model's OOD score over its threshold (flagged above 1)
 
 
 def model_output(probability: float, settings: RewardSettings) -> float:

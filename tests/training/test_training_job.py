@@ -79,6 +79,13 @@ def test_celery_worker_trains_a_separable_resnet_to_95_percent(project, user, ce
     assert set(state) == reference | {f"backbone.fc.{i}.{p}" for i in (0, 3) for p in ("weight", "bias")}
     assert all(v.dtype != torch.uint8 or "num_batches" in k for k, v in state.items())
     assert (local_path(job.checkpoint_folder) / "last" / "model.safetensors").exists()
+    # the job fitted the model's OOD statistics beside it: blank, constant and noise frames are flagged, few of
+    # the validation frames are (the evaluation page's off-distribution panel)
+    panel = model_row.ood_panel
+    assert panel is not None and (folder / "ood.safetensors").exists(), job.log
+    assert panel["val_flagged"] <= 0.05 and "of validation frames above it" in job.log
+    flagged = {row["probe"]: row["flagged"] for row in panel["probes"]}
+    assert flagged["black"] == flagged["white"] == flagged["constant grey"] == flagged["uniform noise"] == 1.0
 
 
 @pytest.mark.django_db(transaction=True)

@@ -88,7 +88,7 @@ def ood_fit(
         scales[layer] = max(float(np.quantile(scores, quantile)), 1e-6)
     stats = OodStats(means, precision, scales, float("inf"), 0.0)
     val_scores = ood_scores(stats, {k: torch.from_numpy(np.asarray(v)) for k, v in val_features.items()}).numpy()
-    threshold = float(np.quantile(val_scores, quantile))
+    threshold = max(float(np.quantile(val_scores, quantile)), 1e-6)
     return OodStats(means, precision, scales, threshold, float(np.mean(val_scores > threshold)))
 
 
@@ -252,7 +252,7 @@ def off_distribution_panel(model: RewardResNet, stats: OodStats, val_images: np.
                 "frames": len(frames),
                 "probability": float(np.mean(probabilities)),
                 "flagged": float(np.mean(scores > stats.threshold)),
-                "score": float(np.median(scores)),
+                "score": float(np.median(scores)) / stats.threshold,  # over the threshold: flagged above 1
             }
         )
     return {"method": METHOD, "threshold": stats.threshold, "val_flagged": stats.val_flagged, "probes": rows}

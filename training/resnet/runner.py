@@ -16,7 +16,7 @@ from ..kit.resume import state_path
 from ..storage import local_path
 from .config import ResNetConfig
 from .ood import METHOD, OodStats
-from .train import BEST, stack_images, train_reward_model
+from .train import BEST, pick_device, stack_images, train_reward_model
 from .val_predictions import write_val_predictions_file
 
 
@@ -81,7 +81,7 @@ def fit_ood(folder, config: ResNetConfig, train: dict, val: dict) -> OodStats:
     from .checkpoint import load_checkpoint
     from .ood import ood_fit_folder
 
-    model, _ = load_checkpoint(folder)
+    model, _ = load_checkpoint(folder, str(pick_device(config.device)))  # the training device: a GPU if it had one
     train_images = stack_images(train["images"], config.image_size)
     val_images = stack_images(val["images"], config.image_size)
     return ood_fit_folder(folder, model, train_images, train["labels"], val_images)

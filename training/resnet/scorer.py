@@ -1,7 +1,8 @@
 """The ResNet family's scorer for the inference workers (no Django): the RLinf ResNet reward classifier,
 uint8 [B, H, W, 3] images (or packed JPEG/PNG frames, `training.resnet.wire`, decoded on the device) in, one
 success probability per image out (with the model's OOD statistics, `training.resnet.ood`, each item is
-`{"probability", "ood", "ood_score"}`, scored in the same forward pass; without them a bare float). Device, precision, memory format and host-to-device copies follow
+`{"probability", "ood", "ood_score"}`, the score over the model's threshold (flagged above 1), scored in the same
+forward pass; without them a bare float). Device, precision, memory format and host-to-device copies follow
 `training.resnet.placement`."""
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ class ResNetScorer:
         values = torch.cat(scores).tolist() if scores else []
         threshold = stats.threshold
         return [
-            {"probability": p, "ood": s > threshold, "ood_score": round(s, 4)}
+            {"probability": p, "ood": s > threshold, "ood_score": round(s / threshold, 4)}
             for p, s in zip(probabilities, values, strict=True)
         ]
 

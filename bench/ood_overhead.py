@@ -1,0 +1,67 @@
+"""What scoring a frame's out-of-distribution distance costs the ResNet scorer (training.resnet.ood): the same
+batches scored by one checkpoint with and without its `ood.safetensors`, alternately, median of the repeats.
+
+    python bench/ood_overhead.py [--size 128] [--batch 64] [--repeats 7] [--device cpu]
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from training.kit.family_parts import ModelSpec  # noqa: E402
+from training.resnet.checkpoint import save_checkpoint  # noqa: E402
+from training.resnet.config import ResNetConfig  # noqa: E402
+from training.resnet.model import RewardResNet  # noqa: E402
+from training.resnet.ood import OOD_FILE, ood_fit_folder  # noqa: E402
+from training.resnet.scorer import ResNetScorer  # noqa: E402
+from training.synthetic import make_scenes  # noqa: E402
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--size", type=int, default=128)
+    parser.add_argument("--batch", type=int, default=64)
+    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--device", default="cpu")
+    args = parser.parse_args()
+    torch.manual_seed(0)
+    config = ResNetConfig(image_size=[3, args.size, args.size])
+    model = RewardResNet(config).eval()
+    labels = [i % 2 for i in range(128)]
+    frames = make_scenes(labels, args.size, seed=0)
+    with tempfile.TemporaryDirectory() as tmp:
+        with_ood, without = Path(tmp) / "with", Path(tmp) / "without"
+        save_checkpoint(model, config, with_ood, metrics={}, step=1)
+        ood_fit_folder(with_ood, model, frames[:96], labels[:96], frames[96:])
+        shutil.copytree(with_ood, without)
+        (without / OOD_FILE).unlink()
+        scorers = {
+            name: ResNetScorer(ModelSpec(kind="resnet", folder=folder, device=args.device))
+            for name, folder in (("without", without), ("with", with_ood))
+        }
+        batch = make_scenes([i % 2 for i in range(args.batch)], args.size, seed=1)
+        times: dict[str, list[float]] = {name: [] for name in scorers}
+        for scorer in scorers.values():
+            scorer.score(batch)  # warm
+        for _ in range(args.repeats):
+            for name, scorer in scorers.items():
+                started = time.perf_counter()
+                scorer.score(batch)
+                times[name].append(time.perf_counter() - started)
+    base, ood = statistics.median(times["without"]), statistics.median(times["with"])
+    print(f"{args.batch} frames {args.size}px on {args.device}, torch threads {torch.get_num_threads()}")
+    print(f"without OOD {base * 1e3:.1f} ms, with OOD {ood * 1e3:.1f} ms, overhead {100 * (ood / base - 1):+.1f}%")
+
+
+if __name__ == "__main__":
+    main()
