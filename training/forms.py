@@ -111,7 +111,11 @@ class JobForm(forms.Form):
     )
     seed = forms.IntegerField(initial=_RES.seed, min_value=0)
     device = forms.CharField(initial=_RES.device, help_text="auto (CUDA when present), cpu, cuda or cuda:N")
-    num_threads = forms.IntegerField(initial=0, min_value=0, help_text="CPU threads; 0 = torch's default.")
+    num_threads = forms.IntegerField(
+        initial=0,
+        min_value=0,
+        help_text="CPU threads; 0 = the worker's default; at most the training host's cores (TRAINING_HOST_CPUS).",
+    )
     save_rlinf_layout = forms.BooleanField(
         initial=False, required=False, label="Also write RLinf's actor/model_state_dict/full_weights.pt"
     )
