@@ -161,6 +161,7 @@ MATRIX: dict[str, list[Case]] = {
     "jobs/<int:job_id>/": [Case("GET", "/jobs/{job}/", VIEWERS, page=True)],
     "jobs/<int:job_id>/<str:action>": [Case("POST", "/jobs/{job}/cancel", MANAGERS, page=True)],
     "models/<int:model_id>/evaluation": [Case("GET", "/models/{model}/evaluation", VIEWERS, page=True)],
+    "models/<int:model_id>/download": [Case("GET", "/models/{vlm_model}/download", VIEWERS, page=True)],
     "models/<int:model_id>/vlm-evaluation": [Case("GET", "/models/{vlm_model}/vlm-evaluation", VIEWERS, page=True)],
     "models/<int:model_id>/rlinf-export": [Case("POST", "/models/{vlm_model}/rlinf-export", MANAGERS, page=True)],
     "api/models/<int:model_id>/rlinf-export": [
