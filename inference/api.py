@@ -68,6 +68,14 @@ class ItemSerializer(serializers.Serializer):
         help_text="history_reward_assign: how many earlier steps of this stream also get assign_reward."
     )
     assign_reward = serializers.FloatField(help_text="reward_weight * model_output, for those earlier steps.")
+    ood = serializers.BooleanField(
+        allow_null=True,
+        help_text="Out of distribution by the model's OOD statistics (null: a model trained without them, or "
+        "not scored); the deployment's ood_action decides the reward.",
+    )
+    ood_score = serializers.FloatField(
+        allow_null=True, help_text="The model's OOD score over its threshold: flagged above 1 (null as ood)."
+    )
 
 
 class RewardsResponseSerializer(serializers.Serializer):
