@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from django.contrib import messages
@@ -154,10 +155,15 @@ def job_new(request, pk: int):
 def snapshot_download(request, snapshot_id: int):
     """The snapshot folder as a zip, streamed as it is zipped (no copy on disk, first byte at once)."""
     snapshot = get_object_or_404(DatasetSnapshot.objects.select_related("project"), pk=snapshot_id)
-    access.require_page(request, access.TRAINING_VIEW, snapshot.project)
+    return _zip_download(request, snapshot.project, lambda: snapshot_archive_stream(snapshot=snapshot))
+
+
+def _zip_download(request, project: Project, archive: Callable[[], tuple[str, Iterator[bytes]]]):
+    """`archive()`'s zip streamed to a training reader of `project`; 404 with the reason when it cannot be made."""
+    access.require_page(request, access.TRAINING_VIEW, project)
     try:
-        name, blocks = snapshot_archive_stream(snapshot=snapshot)
-    except SnapshotError as exc:
+        name, blocks = archive()
+    except (SnapshotError, ModelExportError) as exc:
         raise Http404(str(exc)) from None
     return stream_response(request, blocks, content_type="application/zip", attachment=name)
 
@@ -276,12 +282,7 @@ def model_download(request, model_id: int):
     """A model's checkpoint folder as a zip, streamed as it is zipped, with RLinf's config and note for a ResNet
     (training.model_export)."""
     model = get_object_or_404(TrainedModel.objects.select_related("project"), pk=model_id)
-    access.require_page(request, access.TRAINING_VIEW, model.project)
-    try:
-        name, blocks = model_archive_stream(model=model)
-    except ModelExportError as exc:
-        raise Http404(str(exc)) from None
-    return stream_response(request, blocks, content_type="application/zip", attachment=name)
+    return _zip_download(request, model.project, lambda: model_archive_stream(model=model))
 
 
 @login_required
