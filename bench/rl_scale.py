@@ -50,6 +50,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.append(str(ROOT / "bench"))  # after ROOT: bench/inference.py must not hide the inference app
 from harness import (  # noqa: E402
+    cpu_seconds,
     parse_args,
     procfile_line,
     scratch_environment,
@@ -298,12 +299,23 @@ def main() -> int:
         sender.start()
         items_before, batches_before = worker_counts()
         load = os.getloadavg()
+        pids = [web.pid, worker.pid, side.pid, os.getpid()]
+        cpu_before = cpu_seconds(pids)
         began = time.time()
         (signals / "go").write_text("go")
         gate.wait()
-        out, _ = side.communicate(timeout=3600)
+        assert side.stdout is not None
+        out = side.stdout.read()  # until it exits; not reaped yet, so its CPU times can still be read
+        side_cpu = cpu_seconds([side.pid])[0]
+        side.wait()
         sender.join()
         wall = time.time() - began
+        cpu = [
+            after - before
+            for after, before in zip(
+                [*cpu_seconds(pids[:2]), side_cpu, *cpu_seconds(pids[3:])], cpu_before, strict=True
+            )
+        ]
         if side.returncode != 0:
             raise RuntimeError(
                 f"RLinf's chat clients failed ({side.returncode}):\n{(scratch / 'chat_clients.log').read_text()[-3000:]}"
@@ -321,6 +333,11 @@ def main() -> int:
         passed &= report(f"ResNet rewards, 1 image ({RESNET_BATCH}/batch)", resnet_results, limit_s, resnet_raw)
         items, batches = items_after - items_before, batches_after - batches_before
         print(f"\nworker: {items} items in {batches} batches ({items / max(batches, 1):.1f} a batch)")
+        print(
+            f"CPU seconds while the bursts ran ({wall:.1f} s wall, {os.cpu_count()} cores): web {cpu[0]:.1f}, "
+            f"inference worker {cpu[1]:.1f}, RLinf's chat clients {cpu[2]:.1f}, "
+            f"ResNet clients {cpu[3]:.1f}"
+        )
         print(f"load average after: {os.getloadavg()}")
     finally:
         if side is not None and side.poll() is None:
