@@ -20,7 +20,8 @@ NAVIGATION = (
 )
 
 
-def _trained_model(project):
+def trained_model(project):
+    """A tiny ResNet trained by job_execute on seeded episodes, as the training task leaves it."""
     from training.models import TrainedModel
     from training.services import job_create, job_execute
     from training.snapshots.services import snapshot_build, snapshot_create
@@ -37,7 +38,7 @@ def _trained_model(project):
 @pytest.mark.e2e
 @pytest.mark.django_db(transaction=True)
 def test_the_first_open_after_the_job_finished_answers_within_a_second(browser, live_server_url, project):
-    model = _trained_model(project)
+    model = trained_model(project)
     page = browser.new_page()
     login(page, live_server_url, "alice", "pw-alice-123")
     page.goto(f"{live_server_url}/jobs/{model.job_id}/")  # where the user comes from
@@ -60,7 +61,7 @@ def test_an_older_models_page_shows_progress_at_once_and_fills_by_itself(
     from training.resnet.val_predictions import VAL_PREDICTIONS
     from training.storage import local_path
 
-    model = _trained_model(project)
+    model = trained_model(project)
     folder = local_path(model.checkpoint_path)
     for stale in [folder / VAL_PREDICTIONS, *folder.glob("val_precisions_snapshot_*.json")]:
         stale.unlink()  # as a model trained before the figures were computed at the job's end

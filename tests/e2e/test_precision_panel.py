@@ -4,13 +4,11 @@ decisions recounted as the threshold slider moves, and fp16 refused here with th
 from __future__ import annotations
 
 import os
-from unittest import mock
 
 import pytest
 
 from tests.conftest import login
-from tests.training.conftest import seed_episodes
-from tests.training.test_pages_and_api import TINY
+from tests.e2e.test_evaluation_first_open import trained_model
 from training.evaluation.metrics import precision_difference
 
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")  # Playwright's sync API runs a loop in this thread
@@ -19,17 +17,7 @@ os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")  # Playwright's sync 
 @pytest.mark.e2e
 @pytest.mark.django_db(transaction=True)
 def test_the_panel_recounts_flipped_decisions_as_the_threshold_moves(browser, live_server_url, project):
-    from training.models import TrainedModel
-    from training.services import job_create, job_execute
-    from training.snapshots.services import snapshot_build, snapshot_create
-
-    with mock.patch("labeling.ingest.services._queue_proposals"):  # no proposal tasks for a worker that is not there
-        seed_episodes(project)
-    snapshot = snapshot_create(project=project, options={"val_split": 0.34, "trend": False})
-    snapshot_build(snapshot_id=snapshot.pk)
-    job = job_create(project=project, snapshot=snapshot, config=TINY, enqueue=False)
-    job_execute(job_id=job.pk)
-    model = TrainedModel.objects.get(job=job)
+    model = trained_model(project)
 
     page = browser.new_page()
     login(page, live_server_url, "alice", "pw-alice-123")
