@@ -1,5 +1,5 @@
 """Memory that goes back: a label-queue recompute of 400 black 2048x2048 frames in a real Celery worker
-leaves the worker within 300 MiB of where it started and peaks under a stated budget (the audit's run kept
+leaves the worker within 64 MiB of where it started and peaks under a stated budget (the audit's run kept
 +3.0 GiB); large frames are decoded at the size the model needs; a task over TASK_MEMORY_BUDGET_MB fails
 with the reason."""
 
@@ -18,7 +18,7 @@ from labeling.images import decode_rgb, encode_array
 from webapp.common.memory import MIB, MemoryBudget, MemoryBudgetExceeded, rss_bytes
 
 SIDE = 2048
-KEPT_MIB = 300  # what the worker may keep after the task
+KEPT_MIB = 64  # what the worker may keep after the task (the issue asks 300; without the fix it kept 150-210)
 PEAK_MIB = 512  # what the worker may grow by while the task runs (stated in the README)
 
 
@@ -76,7 +76,7 @@ def _settled(pid: int) -> int:
 def test_recompute_of_400_large_frames_gives_the_workers_memory_back(project, celery_worker_process):
     from tests.inference.conftest import make_tiny_checkpoint, make_trained_model
 
-    make_trained_model(project, checkpoint_path=make_tiny_checkpoint(seed=1, size=128))
+    make_trained_model(project, checkpoint_path=make_tiny_checkpoint(seed=1, size=224))
     png = encode_array(np.zeros((SIDE, SIDE, 3), dtype=np.uint8), max_side=4096, max_pixels=1 << 24)
     pid = celery_worker_process.pid
     _black_frames(project, 10, png)
