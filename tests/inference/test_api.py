@@ -196,6 +196,8 @@ def test_the_hot_path_makes_no_database_query_once_warm(
             "window": 0,
             "assign_previous": 0,
             "assign_reward": 0.0,
+            "ood": None,  # a model without off-distribution statistics (training/resnet/ood.py) says nothing
+            "ood_score": None,
         }
     ]
 
@@ -223,6 +225,7 @@ def test_admin_deploys_and_switching_the_model_bumps_the_version(admin_user, cli
         "max_batch_size": "64",
         "max_wait_ms": "2",
         "sample_every": "0",
+        "ood_action": "flag",
     }
     assert client.post("/admin/inference/deployment/add/", form).status_code == 302
     deployment = Deployment.objects.get(name="from-admin")
