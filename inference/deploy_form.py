@@ -80,7 +80,7 @@ class DeployForm(forms.ModelForm):
         return self.cleaned_data.get("inference_precision") or precision.FP32
 
     def common_fields(self) -> list[forms.BoundField]:
-        return [self[name] for name in COMMON]
+        return [self[name] for name in COMMON if name in self.fields]
 
     def history_fields(self) -> list[forms.BoundField]:
         return [self[name] for name in HISTORY if name in self.fields]
