@@ -46,7 +46,10 @@ def test_rlinf_loads_our_resnet_weights_strictly_and_reads_our_binary_payloads(p
     data = local_path(snapshot.folder)
     ours = {name: read_payload(data / f"{name}.pt") for name in ("train", "val")}
     val_images = np.stack([image.numpy() for image in ours["val"]["images"]])
-    served = np.array(ResNetScorer(ModelSpec(kind="resnet", folder=best)).score(val_images))
+    from inference.rewards import result_parts
+
+    results = ResNetScorer(ModelSpec(kind="resnet", folder=best)).score(val_images)  # with `ood` beside each
+    served = np.array([result_parts(r)[0] for r in results])
     assert served.max() - served.min() > 1e-3, "a constant scorer would prove nothing"
 
     theirs = side_run(
