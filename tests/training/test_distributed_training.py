@@ -108,7 +108,9 @@ def test_two_process_job_trains_each_rank_on_its_own_shard_and_saves_one_checkpo
     assert sorted(p.name for p in folder.iterdir()) == ["best", "last", "shards.json"]
     best = local_path(model_row.checkpoint_path)
     assert best == folder / "best"
-    assert [p.name for p in folder.rglob("*.safetensors")] == ["model.safetensors", "model.safetensors"]  # best, last
+    weights = sorted(str(p.relative_to(folder)) for p in folder.rglob("*.safetensors"))
+    # the weights of best and last, and best's off-distribution statistics (training/resnet/ood.py), once
+    assert weights == ["best/model.safetensors", "best/ood.safetensors", "last/model.safetensors"], weights
     assert (best / "val_predictions.json").is_file()
     model, _ = load_checkpoint(best)  # the loader the inference worker's ResNet scorer uses
     fresh = RewardResNet(ResNetConfig.from_dict(model_row.config)).eval()
