@@ -8,7 +8,7 @@ folders and the VLM trend export off: the model does not read them), and ResNet 
 validation frames beside the sanity check's limits (AUC 0.55 and the majority share), and whether it passes.
 Training runs in this process, as the `training` worker runs a job. With `--rlinf` each model is also scored as
 an RLinf run pointed at it would: RLinf 0.3.0's own `ResNetRewardModel` (in the interop environment,
-bench/rlinf_side_score.py) loads `model.safetensors` with the `reward.model` block the model's download carries
+bench/interop/rlinf_score.py) loads `model.safetensors` with the `reward.model` block the model's download carries
 and scores the snapshot's `val.pt` as its `RewardBinaryDataset` reads it; the row prints RLinf's accuracy at 0.5
 and its largest difference from the served probabilities (the limit: 1e-5 where the app says RLinf reproduces
 the model). Self-contained (a scratch SQLite database):
@@ -73,7 +73,7 @@ def snapshot(project, val_split: float | None):
 
 def rlinf_scores(model, built) -> tuple[float, float]:
     """RLinf's own class on the model's files: its accuracy at 0.5 on the validation frames and its largest
-    difference from the probabilities the app serves (bench/rlinf_side_score.py in the interop environment)."""
+    difference from the probabilities the app serves (bench/interop/rlinf_score.py in the interop environment)."""
     import numpy as np
 
     from training.evaluation.model_evaluation import model_predictions
@@ -88,7 +88,7 @@ def rlinf_scores(model, built) -> tuple[float, float]:
     block = rlinf_reward_model_config(ResNetConfig.from_dict(model.config), str(weights))
     request = {"val": str(local_path(built.folder) / "val.pt"), "model": block}
     done = subprocess.run(
-        [str(python), str(ROOT / "bench" / "rlinf_side_score.py")],
+        [str(python), str(ROOT / "bench" / "interop" / "rlinf_score.py")],
         input=json.dumps(request),
         capture_output=True,
         text=True,

@@ -147,6 +147,12 @@ def test_serving_overhead(bench_env):
     )
 
 
+def test_ood_overhead(bench_env):
+    """One checkpoint with and without its off-distribution statistics, a few 32 px frames."""
+    out = smoke("ood_overhead", bench_env)
+    assert_rows(out, "without OOD", r"overhead [+-]")
+
+
 def test_tour_model(bench_env):
     """The run command's demo (3 episodes here), a snapshot with the form's defaults, one job from the preset."""
     out = smoke("tour_model", bench_env)

@@ -1,6 +1,6 @@
 """Scores a snapshot's validation frames with RLinf 0.3.0's own classes, as an RLinf run pointed at our model would.
 
-Run by bench/tour_model.py --rlinf in the interop environment (`.interop/bin/python`, scripts/lib.sh
+Not a bench: a script bench/tour_model.py --rlinf runs in the interop environment (`.interop/bin/python`, scripts/lib.sh
 `ensure_interop_env`); imports RLinf, torch and numpy only, never the project. JSON on stdin: `val` (a snapshot's
 `val.pt`) and `model` (RLinf's `reward.model` block, training.resnet.rlinf_match.rlinf_reward_model_config).
 Prints one JSON object: `probabilities` (RLinf's ResNetRewardModel.compute_reward over RewardBinaryDataset's
