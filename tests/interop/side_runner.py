@@ -117,6 +117,25 @@ def resnet_files(args: dict) -> dict:
     return {"splits": splits, "probabilities": probabilities}
 
 
+def binary_payloads(args: dict) -> dict:
+    """RLinf's RewardBinaryDataset over each of `paths` (train.pt / val.pt): labels, metadata (keys in order) and,
+    per item as its `__getitem__` gives it, the image's dtype, shape and top-left pixel."""
+    from rlinf.data.datasets.reward_model import RewardBinaryDataset
+
+    read = {}
+    for name, path in args["paths"].items():
+        dataset = RewardBinaryDataset(path)
+        items = [dataset[i] for i in range(len(dataset))]
+        read[name] = {
+            "labels": [int(label.item()) for _, label in items],
+            "metadata": list(dataset.metadata.items()),
+            "dtypes": sorted({str(image.dtype) for image, _ in items}),
+            "shapes": sorted({tuple(image.shape) for image, _ in items}),
+            "corners": [int(image[0, 0, 0]) for image, _ in items],
+        }
+    return read
+
+
 def trend_dataset(args: dict) -> dict:
     """RLinf 0.3.0's VLM trend SFT dataset (`QwenTrendProgressSFTDataset`, rlinf/data/datasets/vlm.py) over a
     manifest, from a working directory that is not the trend folder (paths resolve through `data_root`): each
@@ -153,6 +172,8 @@ def trend_dataset(args: dict) -> dict:
                 "answer": item.answer,
                 "main": [_digest(frame) for frame in videos[0]],
                 "extra": [_digest(frame) for frame in videos[1]],
+                "shapes": sorted({tuple(np.asarray(frame).shape) for frame in [*videos[0], *videos[1]]}),
+                "dtypes": sorted({str(np.asarray(frame).dtype) for frame in [*videos[0], *videos[1]]}),
                 "prompt_ids": item.prompt[:prompt_length].tolist(),
                 "video_grid": item.multi_modal_inputs["video_grid_thw"].tolist(),
             }
@@ -166,6 +187,7 @@ COMMANDS = {
     "history_windows": history_windows,
     "resnet_files": resnet_files,
     "trend_dataset": trend_dataset,
+    "binary_payloads": binary_payloads,
 }
 
 
