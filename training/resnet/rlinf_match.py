@@ -27,9 +27,6 @@ class RLinfMatch:
     equal: bool
     reason: str = ""
 
-    def as_dict(self) -> dict[str, Any]:
-        return {"equal": self.equal, "reason": self.reason}
-
 
 def rlinf_match(config: ResNetConfig) -> RLinfMatch:
     """Whether RLinf's ResNetRewardModel reproduces this model's served probabilities, and if not, why."""
