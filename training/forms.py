@@ -189,10 +189,10 @@ class JobForm(forms.Form):
         snapshot.queryset = DatasetSnapshot.objects.filter(project=project, status="ready").order_by("-number")
 
     def clean_processes(self) -> int | None:
-        from .jobs.limits import host_processes_limit, processes_error
+        from .jobs.limits import host_processes_error
 
         value = self.cleaned_data.get("processes")
-        error = processes_error(value, host_processes_limit(), configured=settings.TRAINING_MAX_PROCESSES > 0)
+        error = host_processes_error(value)
         if error:
             raise forms.ValidationError(error)
         return value
