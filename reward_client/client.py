@@ -10,7 +10,8 @@ Needs only numpy, requests and urllib3 (no Django, no torch).
 `RewardClient("http://studio:8000/api/deployments/pick-cube", token)` works too; `token=None` sends no
 Authorization header (from a network the server trusts, `TRUSTED_CIDRS`). Errors are RewardServiceError
 subclasses (reward_client.errors) carrying the HTTP status and the server's message; connection errors and
-timeouts are retried with backoff first (`retries`, `backoff_s`).
+timeouts are retried with backoff first (`retries`, `backoff_s`), and so is a 502 (a proxy in front lost the web
+process mid-request): a reward call is idempotent, so a request a crashed web process took down is sent again.
 
 Busy: a 503 that carries `Retry-After` (the service's queue is full, every Redis connection is in use, or its
 live workers did not answer in time) is retried, waiting the longer of `Retry-After` and an exponential backoff
@@ -89,6 +90,7 @@ _Response = TypeVar("_Response")
 TRANSPORTS = ("auto", "http", "shm")
 SEGMENT_UNUSABLE = "shared memory: "  # the server's messages about a segment it cannot use (then: HTTP)
 NPY = "application/x-npy"
+LOST_STATUSES = frozenset({502})  # a proxy's answer when the web process behind it died mid-request
 _DEPLOYMENT_URL = re.compile(r"^(?P<base>.*?)/api/deployments/(?P<name>[-\w]+)/?$")
 
 
@@ -132,6 +134,7 @@ class RewardClient:
         self.busy_retry_max_s = busy_retry_max_s
         self.busy_backoff_max_s = busy_backoff_max_s
         self.busy_retried = 0  # busy 503s this client retried, all calls together
+        self.lost_retried = 0  # requests sent again after a connection error, a timeout or a 502
         self.session = session or requests.Session()
         if token:
             self.session.headers["Authorization"] = f"Bearer {token}"
@@ -331,8 +334,8 @@ class RewardClient:
         errors: tuple[type[Exception], ...],
         status_of: Callable[[_Response], tuple[int, Any]],
     ) -> _Response:
-        """send()'s answer; connection errors and timeouts retried `retries` times with exponential backoff,
-        busy 503s (with `Retry-After`) as the module says. The answer of the last try is returned as it is
+        """send()'s answer; connection errors, timeouts and 502s retried `retries` times with exponential
+        backoff, busy 503s (with `Retry-After`) as the module says. The answer of the last try is returned as it is
         (the caller raises its error), except a busy 503 given up on: ServiceBusy, saying how long it tried."""
         started = time.monotonic()
         failures = busy = 0
@@ -343,9 +346,15 @@ class RewardClient:
                 failures += 1
                 if failures > self.retries:
                     raise ConnectionFailed(f"cannot reach {url} after {failures} tries: {exc}") from exc
+                self.lost_retried += 1
                 time.sleep(self.backoff_s * 2 ** (failures - 1))
                 continue
             status, headers = status_of(response)
+            if status in LOST_STATUSES and failures < self.retries:
+                failures += 1
+                self.lost_retried += 1
+                time.sleep(self.backoff_s * 2 ** (failures - 1))
+                continue
             if not is_busy(status, headers) or self.busy_retries == 0:
                 return response
             asked = retry_after_s(headers) or 0.0

@@ -194,6 +194,13 @@ def test_lerobot(bench_env):
     assert_rows(out, r"import \(decode, store\)", r"export \(read, encode\)", "  CPU s per 1,000 frames")
 
 
+def test_web_kill(bench_env):
+    """One of the Procfile's two web processes killed under reward clients: none of their requests lost."""
+    out = smoke("web_kill", bench_env)
+    assert "web processes before the kill: 2; after: 2" in out, out
+    assert "lost requests: 0 (target 0)" in out and "wrong answers: 0 (target 0)" in out, out
+
+
 def test_reward_client_cpu(bench_env):
     out = smoke("reward_client_cpu", bench_env)
     assert re.search(r"^client\s+CPU µs/request\s+median ms$", out, re.MULTILINE), out

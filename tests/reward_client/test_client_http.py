@@ -38,6 +38,7 @@ class StubServer(ThreadingHTTPServer):
         self.requests: list[dict] = []  # path, query, headers and body length of each request
         self.connections = 0
         self.answers: dict[str, tuple[int, dict[str, str], bytes]] = {}  # path -> status, headers, body
+        self.first: list[tuple[int, dict[str, str], bytes] | None] = []  # the next answers; None: hang up instead
 
     @property
     def url(self) -> str:
@@ -63,6 +64,13 @@ class StubHandler(BaseHTTPRequestHandler):
             parts.path,
             (200, {"Content-Type": "application/json"}, json.dumps({"items": [ITEM], "version": 7}).encode()),
         )
+        if self.server.first:
+            first = self.server.first.pop(0)
+            if first is None:  # as a web process killed mid-request: the connection closes with no answer
+                self.close_connection = True
+                self.connection.shutdown(socket.SHUT_RDWR)
+                return
+            status, headers, answer = first
         self.send_response(status)
         for name, value in {**headers, "Content-Length": str(len(answer))}.items():
             self.send_header(name, value)
@@ -170,6 +178,23 @@ def test_a_refused_connection_is_retried_then_reported(stub):
     client = RewardClient(f"http://127.0.0.1:{port}", "rs_token", "pick", retries=1, backoff_s=0.01)
     with pytest.raises(ConnectionFailed, match=f"cannot reach http://127.0.0.1:{port}/api/deployments/pick/rewards"):
         client.compute_rewards(image())
+
+
+def test_a_request_a_crash_lost_is_sent_again_and_answered(stub):
+    """A connection closed with no answer (the web process died) and a proxy's 502 are retried with backoff."""
+    stub.first = [None, (502, {}, b"<html>Bad Gateway</html>"), None]
+    client = RewardClient(stub.url, "rs_token", "pick", transport="http", retries=3, backoff_s=0.01)
+    result = client.compute_rewards(image())
+    assert result.probabilities.tolist() == [0.25] and client.lost_retried == 3
+    assert len(stub.requests) == 4  # the same request, sent four times
+
+
+def test_a_502_past_the_retries_is_raised_with_its_status(stub):
+    stub.first = [(502, {}, b"Bad Gateway")] * 3
+    client = RewardClient(stub.url, "rs_token", "pick", transport="http", retries=2, backoff_s=0.01)
+    with pytest.raises(RewardServiceError) as info:
+        client.compute_rewards(image())
+    assert info.value.status == 502 and len(stub.requests) == 3 and client.lost_retried == 2
 
 
 def test_a_redirect_is_followed_through_requests_from_then_on(stub):
