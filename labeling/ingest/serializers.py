@@ -34,7 +34,9 @@ class EpisodeCreateSerializer(serializers.Serializer):
 
 class EpisodeSerializer(serializers.ModelSerializer):
     project = serializers.CharField(source="project.name")
-    agent = serializers.CharField(source="agent.name", default=None)
+    agent = serializers.CharField(
+        source="agent.name", default=None, allow_null=True, help_text="Null when a person made it."
+    )
     num_frames = serializers.SerializerMethodField(help_text="Frame files stored, all cameras.")
 
     class Meta:

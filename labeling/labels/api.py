@@ -9,7 +9,13 @@ from __future__ import annotations
 from django.core.files.storage import default_storage
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404
-from drf_spectacular.utils import OpenApiParameter, OpenApiTypes, extend_schema, inline_serializer
+from drf_spectacular.utils import (
+    OpenApiParameter,
+    OpenApiTypes,
+    PolymorphicProxySerializer,
+    extend_schema,
+    inline_serializer,
+)
 from rest_framework import serializers, status
 from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
@@ -441,7 +447,15 @@ class ProposalsGenerateView(APIView):
 
     @extend_schema(
         request=GenerateInSerializer,
-        responses={200: GenerateOutSerializer, 202: ProposalJobSerializer},
+        responses={
+            # the counts (with `episode`), or the job already running (without)
+            200: PolymorphicProxySerializer(
+                component_name="GenerateAnswer",
+                serializers=[GenerateOutSerializer, ProposalJobSerializer],
+                resource_type_field_name=None,
+            ),
+            202: ProposalJobSerializer,
+        },
         summary="(Re)compute frame proposals (env success) and window proposals (trend rule)",
         description=(
             "With `episode`: that episode's proposals, computed now (200, the counts). Without: every episode "

@@ -54,6 +54,15 @@ class EpisodeRowSerializer(serializers.Serializer):
         return reverse("episode-label", args=[episode.uuid])
 
 
+class EpisodePageSerializer(serializers.Serializer):
+    """What the list answers: one page of rows (PageNumberPagination's envelope)."""
+
+    count = serializers.IntegerField(help_text="Episodes matching the filters, all pages.")
+    next = serializers.URLField(allow_null=True, help_text="The next page, or null on the last.")
+    previous = serializers.URLField(allow_null=True, help_text="The previous page, or null on the first.")
+    results = EpisodeRowSerializer(many=True)
+
+
 class EpisodePagination(PageNumberPagination):
     page_size = PAGE_SIZE
     page_size_query_param = "page_size"
@@ -63,7 +72,7 @@ class EpisodePagination(PageNumberPagination):
 class EpisodeListView(APIView):
     @extend_schema(
         parameters=[EpisodeFilterSerializer],
-        responses=EpisodeRowSerializer(many=True),
+        responses=EpisodePageSerializer,
         summary="The project's episodes with label counts and thumbnails, searched, filtered, sorted and paginated",
     )
     def get(self, request, pk):
