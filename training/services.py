@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import os
-import shutil
 import socket
 import traceback
 from datetime import datetime
@@ -17,6 +16,7 @@ from django.db.models.functions import Concat
 from django.utils import timezone
 
 from labeling.models import Project
+from webapp.common.filestore.services import folder_published, stored_folder_delete, stored_republish, work_folder_drop
 from webapp.common.jobs.models import JobStatus
 from webapp.common.jobs.payload import job_progress_payload
 from webapp.common.jobs.services import JobHeartbeat, JobKind, Sweep, job_claim, job_finish
@@ -33,7 +33,6 @@ from .jobs.reporter import JobReporter, push
 from .kit.family_parts import RunResult
 from .kit.reporting import JobCancelled
 from .models import DatasetSnapshot, JobMetric, TrainedModel, TrainingJob
-from .storage import local_path
 
 logger = logging.getLogger(__name__)
 
@@ -153,6 +152,9 @@ def job_execute(*, job_id: int, worker: str = "") -> str:
     if not isinstance(outcome, RunResult):
         return outcome
     result = outcome
+    # the checkpoint is complete in storage before any row points at it (a worker killed mid-upload leaves
+    # no manifest, no model; the retried job publishes again)
+    folder_published(job.checkpoint_folder)
     with transaction.atomic():
         # the status moves first: a job that the sweep failed meanwhile gets no model
         if not _finish(
@@ -170,6 +172,8 @@ def job_execute(*, job_id: int, worker: str = "") -> str:
             metrics=result.metrics,
         )
     evaluation_precompute(model=model)  # before the page learns of the model: its first open scores nothing
+    stored_republish(model.checkpoint_path)  # the figures beside the checkpoint, for every machine
+    work_folder_drop(job.checkpoint_folder)
     push(job_id, {"event": "status", **_status_extra(job_id)})
     _emit_job_event(job_id, events.JOB_SUCCEEDED)
     return JobStatus.SUCCEEDED
@@ -322,8 +326,4 @@ TRAINING_JOBS = JobKind(
 
 
 def _delete_folder(name: str) -> None:
-    try:
-        path = local_path(name)
-    except RuntimeError:
-        return
-    shutil.rmtree(path, ignore_errors=True)
+    stored_folder_delete(name)

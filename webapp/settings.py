@@ -9,6 +9,7 @@ from typing import Any
 
 import dj_database_url
 
+from .common.filestore.config import storage_config
 from .common.redis_clients import channel_layer_host
 from .env import (
     bound_to_loopback,
@@ -111,8 +112,19 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REDIS_URL = env_str("REDIS_URL", "redis://127.0.0.1:6379/0")
 
-# Files (frames, exports, checkpoints) go through Django's storage API. STORAGE_BACKEND may name any
-# storage class (for example django-storages' S3 backend) with STORAGE_OPTIONS set through its own env.
+# Files (frames, exports, checkpoints) go through Django's storage API: `local` keeps them under MEDIA_ROOT,
+# `s3` on an S3-compatible object store (django-storages), any other value names a storage class. Workers
+# without the web's disk fetch what they read into a bounded local cache and publish what they write
+# (webapp/common/filestore/, README "Scaling out").
+STORAGE_BACKEND = env_str("STORAGE_BACKEND", "local")
+S3_BUCKET = env_str("S3_BUCKET", "")
+S3_ENDPOINT_URL = env_str("S3_ENDPOINT_URL", "")
+S3_ACCESS_KEY_ID = env_str("S3_ACCESS_KEY_ID", "")
+S3_SECRET_ACCESS_KEY = env_str("S3_SECRET_ACCESS_KEY", "")
+S3_REGION = env_str("S3_REGION", "us-east-1")
+S3_ADDRESSING_STYLE = env_choice("S3_ADDRESSING_STYLE", "path", ("path", "virtual", "auto"))
+STORAGE_CACHE_DIR = env_path("STORAGE_CACHE_DIR", DATA_DIR / "cache")
+STORAGE_CACHE_MAX_MB = env_int("STORAGE_CACHE_MAX_MB", 10240, minimum=1)
 MEDIA_ROOT = env_path("MEDIA_ROOT", DATA_DIR / "media")
 MEDIA_URL = "/media/"
 # Stored files are served by a permission-checked view (webapp.views.media). Behind nginx, set this to an
@@ -123,7 +135,15 @@ STATIC_ROOT = env_path("STATIC_ROOT", BASE_DIR / "staticfiles")
 STATIC_URL = "/static/"
 STATICFILES_DIRS = [BASE_DIR / "frontend" / "dist"]
 STORAGES = {
-    "default": {"BACKEND": env_str("STORAGE_BACKEND", "django.core.files.storage.FileSystemStorage")},
+    "default": storage_config(
+        STORAGE_BACKEND,
+        bucket=S3_BUCKET,
+        endpoint_url=S3_ENDPOINT_URL,
+        access_key=S3_ACCESS_KEY_ID,
+        secret_key=S3_SECRET_ACCESS_KEY,
+        region=S3_REGION,
+        addressing_style=S3_ADDRESSING_STYLE,
+    ),
     "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
 }
 FILE_UPLOAD_MAX_MEMORY_SIZE = 64 * 1024 * 1024
@@ -248,6 +268,7 @@ CELERY_TASK_ROUTES = {
     "labeling.tasks.sweep_orphan_frames": {"queue": CELERY_QUEUE_DEFAULT},
     "labeling.tasks.run_import_job": {"queue": CELERY_QUEUE_INGEST},
     "labeling.tasks.generate_project_proposals": {"queue": CELERY_QUEUE_INGEST},
+    "labeling.tasks.run_lerobot_export": {"queue": CELERY_QUEUE_INGEST},
     "webhooks.tasks.deliver_webhook": {"queue": CELERY_QUEUE_DEFAULT},
     "training.tasks.recompute_label_queue": {"queue": CELERY_QUEUE_DEFAULT},
     "training.tasks.after_training_job": {"queue": CELERY_QUEUE_DEFAULT},

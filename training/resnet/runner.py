@@ -8,6 +8,8 @@ import shutil
 
 from django.conf import settings
 
+from webapp.common.filestore.services import work_folder_resume
+
 from ..datasets.rlinf_binary import read_payload
 from ..kit import distributed
 from ..kit.family_parts import RunResult
@@ -25,7 +27,7 @@ def run_job(job, reporter: Reporter) -> RunResult:
     snapshot_folder = local_path(job.snapshot.folder)
     train = read_payload(snapshot_folder / "train.pt")
     val = read_payload(snapshot_folder / "val.pt")
-    out_dir = local_path(job.checkpoint_folder)
+    out_dir = work_folder_resume(job.checkpoint_folder)  # published by the job when it ends
     if distributed.is_main() and not state_path(out_dir).exists():
         shutil.rmtree(out_dir, ignore_errors=True)  # no resume state: start clean
     distributed.barrier()  # under torchrun: no rank looks for a resume state rank 0 is deleting

@@ -8,9 +8,9 @@ from __future__ import annotations
 from django.conf import settings
 
 from labeling.models import Frame, Project
+from webapp.common.filestore.services import stored_folder_bytes
 
 from ..models import DatasetSnapshot
-from ..storage import local_path
 
 GIB = 1024**3
 
@@ -24,9 +24,7 @@ def snapshots_disk_bytes(*, project: Project, exclude: int | None = None) -> int
     total = 0
     snapshots = DatasetSnapshot.objects.filter(project=project)
     for snapshot in snapshots.exclude(pk=exclude) if exclude is not None else snapshots:
-        folder = local_path(snapshot.folder)
-        if folder.is_dir():
-            total += sum(path.stat().st_size for path in folder.rglob("*") if path.is_file())
+        total += stored_folder_bytes(snapshot.folder)
     return total
 
 

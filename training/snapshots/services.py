@@ -22,6 +22,7 @@ from django.utils import timezone
 
 from labeling.images import PNG_SIGNATURE, ImageError, check_png, decode_rgb, encode_array
 from labeling.models import Project
+from webapp.common.filestore.services import folder_published, stored_folder_delete, work_folder, work_folder_drop
 from webapp.common.jobs.services import JobHeartbeat, job_claim, job_finish, job_progress
 from webapp.common.zip_stream import zip_folder_blocks
 from webhooks import events
@@ -153,12 +154,14 @@ def snapshot_build(*, snapshot_id: int) -> str:
     attempt = _build_claim(snapshot_id)
     if attempt is None:
         return snapshot.status
-    folder = local_path(snapshot.folder)
+    folder = work_folder(snapshot.folder)  # MEDIA_ROOT's own with local storage; published below otherwise
     try:
         shutil.rmtree(folder, ignore_errors=True)
         folder.mkdir(parents=True)
         with build_heartbeat(snapshot_id, attempt=attempt):
             stats = _write_files(snapshot, folder, attempt)
+            folder_published(snapshot.folder)  # complete in storage before the row says ready
+        work_folder_drop(snapshot.folder)
     except BuildSuperseded:
         return _status_or_deleted(snapshot_id, folder)
     except Exception as exc:
@@ -466,8 +469,8 @@ def snapshot_archive_stream(*, snapshot: DatasetSnapshot) -> tuple[str, Iterator
 def snapshot_delete(*, snapshot: DatasetSnapshot) -> None:
     if snapshot.jobs.exists():
         raise SnapshotError(f"snapshot #{snapshot.number} trained jobs; delete those jobs first")
-    folder = local_path(snapshot.folder)
+    folder = work_folder(snapshot.folder)
     DatasetSnapshot.objects.filter(pk=snapshot.pk).delete()
-    shutil.rmtree(folder, ignore_errors=True)
+    stored_folder_delete(snapshot.folder)
     for archive in folder.parent.glob(f"*_snapshot_{snapshot.number}.zip"):
         archive.unlink(missing_ok=True)

@@ -13,6 +13,7 @@ from django.conf import settings
 from training.kit import distributed
 from training.kit.family_parts import RunResult
 from training.storage import local_path
+from webapp.common.filestore.services import work_folder_resume
 
 from .config import VLMTrainConfig
 from .data import trend_split_load
@@ -64,7 +65,7 @@ def run_job(job, reporter) -> RunResult:
             source_episode_path=row.get("source_episode_path"),
             link=label_link(uuid, window.meta.get("start_step")),
         )
-    out_dir = local_path(job.checkpoint_folder)
+    out_dir = work_folder_resume(job.checkpoint_folder)  # published by the job when it ends
     reporter.log(f"trend dataset: {len(train_windows)} train / {len(eval_windows)} eval windows from {folder}")
     result = train_vlm(
         config,

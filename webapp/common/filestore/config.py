@@ -1,0 +1,43 @@
+"""The default storage's STORAGES entry from the settings (no Django import: settings.py calls it)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+BACKENDS = {
+    "local": "django.core.files.storage.FileSystemStorage",
+    "s3": "storages.backends.s3.S3Storage",
+}
+SIGNED_URL_SECONDS = 300
+
+
+def storage_config(
+    backend: str,
+    *,
+    bucket: str,
+    endpoint_url: str,
+    access_key: str,
+    secret_key: str,
+    region: str,
+    addressing_style: str,
+) -> dict[str, Any]:
+    """`local`, `s3` or a dotted storage class. An S3 bucket is private: no ACL is set on any object and every
+    URL it gives is signed for a few minutes (the app itself serves files after its access checks)."""
+    if backend != "s3":
+        return {"BACKEND": BACKENDS.get(backend, backend)}
+    options: dict[str, Any] = {
+        "bucket_name": bucket,
+        "region_name": region,
+        "addressing_style": addressing_style,
+        "default_acl": None,
+        "querystring_auth": True,
+        "querystring_expire": SIGNED_URL_SECONDS,
+        "file_overwrite": True,
+        "signature_version": "s3v4",
+        "max_memory_size": 8 * 1024 * 1024,  # a large file read through `open` spools to disk past this
+    }
+    if endpoint_url:
+        options["endpoint_url"] = endpoint_url
+    if access_key or secret_key:
+        options.update(access_key=access_key, secret_key=secret_key)
+    return {"BACKEND": BACKENDS["s3"], "OPTIONS": options}
