@@ -31,7 +31,7 @@ from webapp.common.parsers import BoundedJSONParser
 
 from . import services
 from .broker import dump_npy
-from .models import Deployment
+from .models import Deployment, DeploymentEvent
 from .reward_serving import NPY_FIELDS, RewardRequest, npy_fields, reward_request, rewards_answer
 from .serving import DeploymentConfig, DeploymentNotFound, DeploymentUnavailable, deployment_config
 from .shm.frames import MEDIA_TYPE as SHM_MEDIA_TYPE
@@ -258,10 +258,25 @@ class DeploymentSerializer(serializers.ModelSerializer):
             "status",
             "error",
             "version",
+            "revision",
+            "version_label",
+            "paused",
             "created_at",
             "updated_at",
         ]
-        read_only_fields = ["status", "error", "version", "created_at", "updated_at", "project"]
+        read_only_fields = [
+            "status",
+            "error",
+            "version",
+            "revision",
+            "paused",
+            "created_at",
+            "updated_at",
+            "project",
+        ]
+        extra_kwargs = {"version": {"help_text": "Internal: grows with each reload (workers compare it)."}}
+
+    version_label = serializers.CharField(read_only=True, help_text="The readable version: v1, v2, ...")
 
 
 class DeploymentUpdateSerializer(DeploymentSerializer):
@@ -297,7 +312,7 @@ class DeploymentListView(APIView):
         _require_deploy(request, values["trained_model"])
         try:
             deployment = services.deployment_create(
-                name=values.pop("name"), trained_model=values.pop("trained_model"), **values
+                name=values.pop("name"), trained_model=values.pop("trained_model"), actor=request.user, **values
             )
         except services.DeploymentError as exc:
             raise BadRequest(str(exc)) from None
@@ -324,11 +339,71 @@ class DeploymentDetailView(APIView):
             _require_deploy(request, values["trained_model"])
         try:
             deployment = services.deployment_update(
-                deployment=deployment, trained_model=values.pop("trained_model", None), **values
+                deployment=deployment, trained_model=values.pop("trained_model", None), actor=request.user, **values
             )
         except services.DeploymentError as exc:
             raise BadRequest(str(exc)) from None
         return Response(DeploymentSerializer(deployment).data)
+
+    @extend_schema(
+        operation_id="deployment_delete",
+        summary="Delete the deployment with its served frames (its history stays)",
+        responses={
+            204: OpenApiResponse(description="Deleted: clients asking for it get 404."),
+            403: OpenApiResponse(description="Not a manager of the deployment's project."),
+            404: OpenApiResponse(description="No such deployment (or not one the caller may see)."),
+        },
+    )
+    def delete(self, request, name: str):
+        deployment = _deployment(request, name, access.DEPLOY)
+        services.deployment_delete(deployment=deployment, actor=request.user)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class DeploymentPauseView(APIView):
+    """Pause a deployment (clients get 503 saying it is paused) or resume it; managers of its project."""
+
+    paused = True
+
+    @extend_schema(
+        operation_id="deployment_pause",
+        summary="Pause: reward requests answer 503 saying the deployment is paused",
+        request=None,
+        responses={
+            200: DeploymentSerializer,
+            403: OpenApiResponse(description="Not a manager of the deployment's project."),
+            404: OpenApiResponse(description="No such deployment (or not one the caller may see)."),
+        },
+    )
+    def post(self, request, name: str):
+        deployment = _deployment(request, name, access.DEPLOY)
+        deployment = services.deployment_pause(deployment=deployment, paused=self.paused, actor=request.user)
+        return Response(DeploymentSerializer(deployment).data)
+
+
+class DeploymentResumeView(DeploymentPauseView):
+    paused = False
+
+    @extend_schema(operation_id="deployment_resume", summary="Resume a paused deployment", request=None)
+    def post(self, request, name: str):
+        return super().post(request, name)
+
+
+class DeploymentEventSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = DeploymentEvent
+        fields = ["action", "actor", "revision", "detail", "created_at"]
+
+
+class DeploymentHistoryView(APIView):
+    @extend_schema(
+        operation_id="deployment_history",
+        summary="Who created, switched, changed, paused or reloaded the deployment, newest first",
+        responses=DeploymentEventSerializer(many=True),
+    )
+    def get(self, request, name: str):
+        deployment = _deployment(request, name)
+        return Response(DeploymentEventSerializer(deployment.events.all()[:500], many=True).data)
 
 
 class DeploymentModelIn(serializers.Serializer):
@@ -367,7 +442,7 @@ class DeploymentModelView(APIView):
             if model.kind != deployment.trained_model.kind:
                 raise BadRequest(f"the deployment serves a {deployment.trained_model.kind} model, not {model.kind}")
         try:
-            deployment = services.deployment_update(deployment=deployment, trained_model=model)
+            deployment = services.deployment_update(deployment=deployment, trained_model=model, actor=request.user)
         except services.DeploymentError as exc:
             raise BadRequest(str(exc)) from None
         return Response(DeploymentSerializer(deployment).data)

@@ -93,6 +93,17 @@ class DeployForm(forms.ModelForm):
         return {name: value for name, value in self.cleaned_data.items() if name != "name"}
 
 
+class DeploymentSettingsForm(DeployForm):
+    """The deploy form without the name: a deployment's reward settings, edited on its page."""
+
+    def __init__(self, *args: Any, deployment: Deployment, **kwargs: Any):
+        super().__init__(*args, instance=deployment, trained_model=deployment.trained_model, **kwargs)
+        del self.fields["name"]
+
+    def _post_clean(self) -> None:  # the service checks and saves; the unique name is not in the form
+        pass
+
+
 def suggested_name(trained_model: TrainedModel) -> str:
     """A free deployment name from the model's name (`PickCube demo resnet #1` gives `pickcube-demo-resnet-1`)."""
     from django.utils.text import slugify

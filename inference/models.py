@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import time
 
+from django.conf import settings
 from django.db import models
 
 from labeling.models import Episode, Project
 from training.evaluation import precision
 
-__all__ = ["Deployment", "DeploymentMonitor", "ServedFrame"]
+__all__ = ["Deployment", "DeploymentEvent", "DeploymentMonitor", "ServedFrame"]
 
 
 def new_version() -> int:
@@ -118,6 +119,10 @@ class Deployment(models.Model):
     version = models.PositiveBigIntegerField(
         default=new_version, help_text="Grows when the served checkpoint changes (never reused, see new_version)."
     )
+    revision = models.PositiveIntegerField(
+        default=1, help_text="The readable version (v1, v2, ...): one more each time another model is served."
+    )
+    paused = models.BooleanField(default=False, help_text="A paused deployment answers clients 503 saying so.")
     # Served-frames gallery: keep every k-th served frame (0 = off).
     sample_every = models.PositiveIntegerField(default=0, help_text="Keep every k-th served frame (0 = off).")
     created_at = models.DateTimeField(auto_now_add=True)
@@ -128,6 +133,40 @@ class Deployment(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    @property
+    def version_label(self) -> str:
+        return f"v{self.revision}"
+
+
+class DeploymentEvent(models.Model):
+    """One change to a deployment and who made it; kept after the deployment is deleted (by its name)."""
+
+    class Action(models.TextChoices):
+        CREATED = "created", "Created"
+        SWITCHED = "switched", "Switched model"
+        SETTINGS = "settings", "Changed settings"
+        PAUSED = "paused", "Paused"
+        RESUMED = "resumed", "Resumed"
+        RELOADED = "reloaded", "Reloaded"
+        DELETED = "deleted", "Deleted"
+
+    deployment = models.ForeignKey(Deployment, null=True, blank=True, on_delete=models.SET_NULL, related_name="events")
+    deployment_name = models.CharField(max_length=100, db_index=True)
+    action = models.CharField(max_length=10, choices=Action.choices)
+    actor = models.CharField(max_length=150, help_text="Who: a user name, an agent token or a retrain policy.")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    revision = models.PositiveIntegerField(help_text="The deployment's revision after the change.")
+    detail = models.JSONField(default=dict, blank=True, help_text="Models switched, settings changed (old, new).")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-pk"]
+
+    def __str__(self) -> str:
+        return f"{self.deployment_name} {self.action} by {self.actor}"
 
 
 def served_frame_upload_to(instance: ServedFrame, filename: str) -> str:

@@ -68,12 +68,14 @@ def deploy_model(request, model_id: int):
     threshold carried from the evaluation page's slider (`?threshold=`)."""
     model = get_object_or_404(TrainedModel.objects.select_related("project", "snapshot"), pk=model_id)
     access.require_page(request, access.DEPLOY_PROJECT, model.project)
+    taken = None
     if request.method == "POST":
         form = DeployForm(request.POST, trained_model=model)
+        taken = _switchable_namesake(request, form, model)
         if form.is_valid():
             try:
                 deployment = services.deployment_create(
-                    name=form.cleaned_data["name"], trained_model=model, **form.settings()
+                    name=form.cleaned_data["name"], trained_model=model, actor=request.user, **form.settings()
                 )
             except services.DeploymentError as exc:
                 form.add_error(None, str(exc))
@@ -93,10 +95,30 @@ def deploy_model(request, model_id: int):
     context = {
         "model": model,
         "form": form,
+        "taken": taken,
         "sanity": model_sanity(model, compute=False),  # what is on disk: the deploy page never scores a split
         "metrics": _shown_metrics(model.metrics),
     }
     return render(request, "inference/deploy.html", context, status=400 if form.errors else 200)
+
+
+def _switchable_namesake(request, form: DeployForm, model: TrainedModel) -> Deployment | None:
+    """The deployment already under the posted name, when the person may switch it to this model: the form then
+    offers the switch instead of only saying the name is taken."""
+    name = str(form.data.get("name", "")).strip()
+    deployment = Deployment.objects.select_related("trained_model").filter(name=name).first() if name else None
+    if deployment is None or not access.can(request.user, access.DEPLOY, deployment):
+        return None
+    if deployment.trained_model.kind != model.kind or (deployment.project_id or model.project_id) != model.project_id:
+        return None
+    form.is_valid()
+    form.errors.pop("name", None)  # the offer below says it, with what to do
+    form.add_error(
+        "name",
+        f"{name} already exists (serving {deployment.trained_model.name}, {deployment.version_label}): switch it to "
+        "this model below, or choose another name.",
+    )
+    return deployment
 
 
 def _threshold_param(raw: str | None) -> float | None:

@@ -37,7 +37,9 @@ def redeploy_when_better(sender: Any, *, policy: RetrainPolicy, new_model: Train
         served_model=deployment.trained_model,
         threshold=deployment.threshold,
         new_model=new_model,
-        switch=lambda: deployment_update(deployment=deployment, trained_model=new_model),
+        switch=lambda: deployment_update(
+            deployment=deployment, trained_model=new_model, actor=f"retrain policy {policy.pk}"
+        ),
     )
 
 

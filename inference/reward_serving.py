@@ -101,6 +101,8 @@ async def rewards_answer(config: DeploymentConfig, request: RewardRequest) -> di
 
 async def rewards_serve(config: DeploymentConfig, request: RewardRequest) -> list[ItemReward]:
     """Rewards of the request's items; never blocks the event loop."""
+    if config.paused:  # refused even when no item of the request would be scored
+        config.check_available()
     n = request.count
     redis = abroker().redis
     history_key = f"{HISTORY_PREFIX}{config.name}:{config.id}:{request.client}:{request.stream}"

@@ -1,10 +1,14 @@
-"""Writes for inference: deployments (create, settings, model switch, health) and served frames."""
+"""Writes for inference: deployments (create, settings, model switch, pause, delete, health) and served frames.
+
+Each change a person, a token or a retrain policy makes to a deployment is kept as a DeploymentEvent with who
+made it (`actor`: a User, an Agent, a string such as "retrain policy 3", or None for "system")."""
 
 from __future__ import annotations
 
 import uuid as uuid_lib
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
@@ -12,6 +16,7 @@ from django.db import transaction
 from django.db.models import F, Field, Value
 from django.db.models.functions import Greatest
 
+from labeling import access
 from labeling.images import ImageError, check_image, encode_array
 from labeling.ingest.services import StepInput, episode_create, episode_finish, steps_append
 from labeling.labels.services import Actor, frame_labels_set
@@ -21,7 +26,7 @@ from training.models import TrainedModel
 from webhooks import events
 from webhooks.services import webhook_emit_safely
 
-from .models import Deployment, ServedFrame, new_version
+from .models import Deployment, DeploymentEvent, ServedFrame, new_version
 from .rewards import RewardSettings, RewardSettingsError
 from .serving import forget_deployment
 
@@ -128,7 +133,40 @@ def deployment_field_default(name: str) -> object:
     return field.get_default()
 
 
-def deployment_create(*, name: str, trained_model: TrainedModel, **values) -> Deployment:
+def actor_label(actor: object) -> str:
+    """Who made a change, as the history shows it."""
+    if actor is None:
+        return "system"
+    if isinstance(actor, str):
+        return actor[:150]
+    if access.is_agent(actor):
+        return f"token {getattr(actor, 'name', actor)}"[:150]
+    username = getattr(actor, "get_username", None)
+    return (username() if callable(username) else str(actor))[:150] or "anonymous"
+
+
+def deployment_event(*, deployment: Deployment, action: str, actor: object, detail: dict | None = None) -> None:
+    user = actor if isinstance(actor, get_user_model()) else None
+    DeploymentEvent.objects.create(
+        deployment=deployment if deployment.pk else None,
+        deployment_name=deployment.name,
+        action=action,
+        actor=actor_label(actor),
+        user=user,
+        revision=deployment.revision,
+        detail=detail or {},
+    )
+
+
+def _model_ref(model: TrainedModel) -> dict:
+    return {"id": model.pk, "name": model.name}
+
+
+def _shown(value: object) -> object:
+    return value if isinstance(value, str | int | float | bool | list | type(None)) else str(value)
+
+
+def deployment_create(*, name: str, trained_model: TrainedModel, actor: object = None, **values) -> Deployment:
     unknown = set(values) - set(SETTING_FIELDS) - set(OTHER_FIELDS)
     if unknown:
         raise DeploymentError(f"unknown deployment field(s): {', '.join(sorted(unknown))}")
@@ -140,12 +178,18 @@ def deployment_create(*, name: str, trained_model: TrainedModel, **values) -> De
     if values.get("project") is None:
         values["project"] = trained_model.project
     values["aliases"] = check_aliases(values.get("aliases") or [], name=name)
-    deployment = Deployment.objects.create(name=name, trained_model=trained_model, **values)
+    with transaction.atomic():
+        deployment = Deployment.objects.create(name=name, trained_model=trained_model, **values)
+        deployment_event(
+            deployment=deployment, action=DeploymentEvent.Action.CREATED, actor=actor, detail=_model_ref(trained_model)
+        )
     forget_deployment(name)
     return deployment
 
 
-def deployment_update(*, deployment: Deployment, trained_model: TrainedModel | None = None, **values) -> Deployment:
+def deployment_update(
+    *, deployment: Deployment, trained_model: TrainedModel | None = None, actor: object = None, **values
+) -> Deployment:
     """Change settings and/or switch the served model. A switch bumps the version: workers load the new
     checkpoint while queued requests wait in Redis, so no request in flight is dropped."""
     unknown = set(values) - set(SETTING_FIELDS) - set(OTHER_FIELDS)
@@ -160,14 +204,36 @@ def deployment_update(*, deployment: Deployment, trained_model: TrainedModel | N
     if "aliases" in values:
         values["aliases"] = check_aliases(values["aliases"] or [], name=deployment.name, exclude_pk=deployment.pk)
     updates = dict(values)
+    changed = {
+        f: [_shown(getattr(deployment, f)), _shown(v)]
+        for f, v in values.items()
+        if f != "project" and v != getattr(deployment, f)
+    }
+    previous = deployment.trained_model
     if trained_model is not None and trained_model.pk != deployment.trained_model_id:
-        updates.update(trained_model=trained_model, version=_next_version(), status=Deployment.Status.LOADING, error="")
+        updates.update(
+            trained_model=trained_model,
+            version=_next_version(),
+            revision=F("revision") + 1,
+            status=Deployment.Status.LOADING,
+            error="",
+        )
     elif any(f in values and values[f] != getattr(deployment, f) for f in RELOAD_FIELDS):
         updates.update(version=_next_version(), status=Deployment.Status.LOADING, error="")
     switched_from = deployment.trained_model_id if "trained_model" in updates else None
     if updates:
-        Deployment.objects.filter(pk=deployment.pk).update(**updates)
-        deployment.refresh_from_db()
+        with transaction.atomic():
+            Deployment.objects.filter(pk=deployment.pk).update(**updates)
+            deployment.refresh_from_db()
+            if switched_from is not None:
+                detail = {"from": _model_ref(previous), "to": _model_ref(deployment.trained_model)}
+                deployment_event(
+                    deployment=deployment, action=DeploymentEvent.Action.SWITCHED, actor=actor, detail=detail
+                )
+            if changed:
+                deployment_event(
+                    deployment=deployment, action=DeploymentEvent.Action.SETTINGS, actor=actor, detail=changed
+                )
     forget_deployment(deployment.name)
     if switched_from is not None:
         data = {
@@ -179,14 +245,41 @@ def deployment_update(*, deployment: Deployment, trained_model: TrainedModel | N
     return deployment
 
 
-def deployment_reload(*, deployment: Deployment) -> Deployment:
+def deployment_reload(*, deployment: Deployment, actor: object = None) -> Deployment:
     """Ask the workers to load the model again (after an unhealthy state was fixed)."""
-    Deployment.objects.filter(pk=deployment.pk).update(
-        version=_next_version(), status=Deployment.Status.LOADING, error=""
-    )
-    deployment.refresh_from_db()
+    with transaction.atomic():
+        Deployment.objects.filter(pk=deployment.pk).update(
+            version=_next_version(), status=Deployment.Status.LOADING, error=""
+        )
+        deployment.refresh_from_db()
+        deployment_event(deployment=deployment, action=DeploymentEvent.Action.RELOADED, actor=actor)
     forget_deployment(deployment.name)
     return deployment
+
+
+def deployment_pause(*, deployment: Deployment, paused: bool, actor: object = None) -> Deployment:
+    """Pause (clients get 503 saying so) or resume a deployment; asking for the state it is in changes nothing."""
+    with transaction.atomic():
+        changed = Deployment.objects.filter(pk=deployment.pk, paused=not paused).update(paused=paused)
+        deployment.refresh_from_db()
+        if changed:
+            action = DeploymentEvent.Action.PAUSED if paused else DeploymentEvent.Action.RESUMED
+            deployment_event(deployment=deployment, action=action, actor=actor)
+    forget_deployment(deployment.name)
+    return deployment
+
+
+def deployment_delete(*, deployment: Deployment, actor: object = None) -> None:
+    """Delete a deployment with its served frames (rows and files) and monitor; its history stays, by name.
+    Workers drop its model at their next refresh; clients asking for it get 404."""
+    files = list(deployment.served_frames.values_list("image", flat=True))
+    detail = {"model": _model_ref(deployment.trained_model), "served_frames": len(files)}
+    with transaction.atomic():
+        deployment_event(deployment=deployment, action=DeploymentEvent.Action.DELETED, actor=actor, detail=detail)
+        deployment.delete()
+    for name in files:
+        default_storage.delete(name)
+    forget_deployment(deployment.name)
 
 
 def deployment_set_health(*, name: str, version: int | None, error: str = "") -> None:

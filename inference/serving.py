@@ -62,6 +62,10 @@ class DeploymentUnavailable(RuntimeError):
 BUSY_RETRY_AFTER_S = 1  # the Retry-After a busy 503 carries: a client's first retry comes no sooner
 
 
+class DeploymentPaused(DeploymentUnavailable):
+    """Paused by its managers: a 503 without `Retry-After` (a client should not retry; a person resumes it)."""
+
+
 class DeploymentBusy(DeploymentUnavailable):
     """Overloaded, not broken: the same request may succeed when retried (a 503 with `Retry-After`)."""
 
@@ -81,6 +85,7 @@ class DeploymentConfig:
     max_batch_size: int
     max_wait_ms: float
     sample_every: int
+    paused: bool = False
 
     @classmethod
     def from_row(cls, row) -> DeploymentConfig:
@@ -96,9 +101,15 @@ class DeploymentConfig:
             max_batch_size=row.max_batch_size,
             max_wait_ms=row.max_wait_ms,
             sample_every=row.sample_every,
+            paused=row.paused,
         )
 
     def check_available(self) -> None:
+        if self.paused:
+            raise DeploymentPaused(
+                f"deployment {self.name!r} is paused: its managers resume it on its page (/deployments/{self.name}/) "
+                f"or with POST /api/deployments/{self.name}/resume"
+            )
         if self.status == "unhealthy":
             raise DeploymentUnavailable(f"deployment {self.name!r} is unhealthy: {self.error or 'unknown error'}")
 
