@@ -120,6 +120,12 @@ class FileCache:
                 removed.append(entry.name)
         return removed
 
+    def drop(self, name: str) -> None:
+        """Remove the entries of `name` and of the names below it (a stored folder deleted)."""
+        for entry in self.entries():
+            if entry.name == name or entry.name.startswith(name.rstrip("/") + "/"):
+                self._remove(entry.key)
+
     def _remove(self, key: str) -> bool:
         with open(self.root / "locks" / f"{key}.lock", "a+b") as lock:
             try:

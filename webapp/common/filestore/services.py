@@ -94,6 +94,7 @@ def stored_folder_delete(name: str) -> None:
         shutil.rmtree(default_storage.path(name), ignore_errors=True)
         return
     work_folder_drop(name)
+    file_cache().drop(name)
     store.delete_prefix(default_storage, name.rstrip("/") + "/", first=manifest_name(name))
 
 

@@ -1,0 +1,36 @@
+"""Fixtures: a real object store (SeaweedFS) and the S3 settings pointed at a fresh bucket."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.object_store import ensure_object_store, fresh_bucket, s3_env
+
+
+@pytest.fixture(scope="session")
+def object_store() -> str:
+    """The endpoint of a running SeaweedFS S3 gateway (scripts/test.sh's, or one started now)."""
+    return ensure_object_store()
+
+
+@pytest.fixture
+def s3_storage(object_store, settings, tmp_path):
+    """This test's default storage: a fresh private bucket; this process's cache under tmp_path."""
+    from webapp.common.filestore.config import storage_config
+
+    env = s3_env(object_store, fresh_bucket(object_store))
+    settings.STORAGE_CACHE_DIR = tmp_path / "cache"
+    settings.STORAGE_CACHE_MAX_MB = 64
+    settings.STORAGES = {
+        **settings.STORAGES,
+        "default": storage_config(
+            "s3",
+            bucket=env["S3_BUCKET"],
+            endpoint_url=env["S3_ENDPOINT_URL"],
+            access_key=env["S3_ACCESS_KEY_ID"],
+            secret_key=env["S3_SECRET_ACCESS_KEY"],
+            region=env["S3_REGION"],
+            addressing_style=env["S3_ADDRESSING_STYLE"],
+        ),
+    }
+    return env
