@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -39,13 +39,19 @@ LAYERS = ("conv1", "layer1", "layer2", "layer3", "fc")
 class OodStats:
     """Per layer (LAYERS): class means [classes, F] and the shared precision [F, F]; each layer's score is
     divided by its own validation quantile (`scales`), a frame's score is the largest of them (Lee et al.'s
-    feature ensemble, with the maximum standing in for weights fitted on known outliers, which we do not have)."""
+    feature ensemble, with the maximum standing in for weights fitted on known outliers, which we do not have).
+    `whitening` is derived: per layer the precision's Cholesky factor L (precision = L L^T) and the class means
+    whitened by it, so a batch's distances to every class mean take one [B,F] @ [F,F] product."""
 
     means: dict[str, torch.Tensor]
     precision: dict[str, torch.Tensor]
     scales: dict[str, float]
     threshold: float  # scores above it are out of distribution
     val_flagged: float  # fraction of the validation frames above the threshold
+    whitening: dict[str, Whitening] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "whitening", {k: whitening(self.means[k], self.precision[k]) for k in LAYERS})
 
     def to(self, device: torch.device | str) -> OodStats:
         return OodStats(
@@ -55,6 +61,21 @@ class OodStats:
             self.threshold,
             self.val_flagged,
         )
+
+
+@dataclass(frozen=True)
+class Whitening:
+    factor: torch.Tensor  # L [F, F], float32: precision = L @ L.T
+    centres: torch.Tensor  # the class means times L, [classes, F]
+    centre_norms: torch.Tensor  # their squared norms [classes]
+
+
+def whitening(means: torch.Tensor, precision: torch.Tensor) -> Whitening:
+    """The Cholesky factor of a layer's precision (computed in float64, kept in float32) and the class means
+    in its whitened coordinates."""
+    factor = torch.linalg.cholesky(precision.double())
+    centres = means.double() @ factor
+    return Whitening(factor.float(), centres.float(), (centres * centres).sum(dim=1).float())
 
 
 def _gaussian(x: np.ndarray, labels: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
@@ -84,7 +105,7 @@ def ood_fit(
     for layer in LAYERS:
         means[layer], precision[layer] = _gaussian(train_features[layer], labels)
         val = torch.from_numpy(np.asarray(val_features[layer], dtype=np.float32))
-        scores = layer_scores(means[layer], precision[layer], val).numpy()
+        scores = layer_scores(whitening(means[layer], precision[layer]), val).numpy()
         scales[layer] = max(float(np.quantile(scores, quantile)), 1e-6)
     stats = OodStats(means, precision, scales, float("inf"), 0.0)
     val_scores = ood_scores(stats, {k: torch.from_numpy(np.asarray(v)) for k, v in val_features.items()}).numpy()
@@ -92,19 +113,18 @@ def ood_fit(
     return OodStats(means, precision, scales, threshold, float(np.mean(val_scores > threshold)))
 
 
-def layer_scores(means: torch.Tensor, precision: torch.Tensor, features: torch.Tensor) -> torch.Tensor:
-    """Each frame's Mahalanobis distance to the closest class mean ([B] float32, on the features' device)."""
-    x = features.float().flatten(1)
-    scores = [((x - mean) @ precision * (x - mean)).sum(dim=1).clamp_(min=0).sqrt_() for mean in means]
-    return torch.stack(scores).min(dim=0).values
+def layer_scores(white: Whitening, features: torch.Tensor) -> torch.Tensor:
+    """Each frame's Mahalanobis distance to the closest class mean ([B] float32, on the features' device):
+    with z = x L, |(x - m) L|^2 = |z|^2 - 2 z.(m L) + |m L|^2, one product for all classes."""
+    z = features.float().flatten(1) @ white.factor
+    squared = (z * z).sum(dim=1, keepdim=True) - 2 * z @ white.centres.T + white.centre_norms
+    return squared.min(dim=1).values.clamp_(min=0).sqrt_()
 
 
 def ood_scores(stats: OodStats, features: dict[str, torch.Tensor]) -> torch.Tensor:
     """The frames' scores: the largest of their layers' distances, each over its layer's scale ([B])."""
     return (
-        torch.stack([layer_scores(stats.means[k], stats.precision[k], features[k]) / stats.scales[k] for k in LAYERS])
-        .max(dim=0)
-        .values
+        torch.stack([layer_scores(stats.whitening[k], features[k]) / stats.scales[k] for k in LAYERS]).max(dim=0).values
     )
 
 
@@ -151,7 +171,8 @@ def pooled(layer: str, output: torch.Tensor) -> torch.Tensor:
     Oore, ICML 2020, score frames by such higher-order feature statistics)."""
     x = output.float()
     if layer in LAYERS[:2]:
-        return torch.cat([x.mean(dim=(2, 3)), x.std(dim=(2, 3))], dim=1)
+        std, mean = torch.std_mean(x, dim=(2, 3))  # one pass over the stage's output
+        return torch.cat([mean, std], dim=1)
     return x.mean(dim=(2, 3))
 
 
