@@ -1,6 +1,8 @@
 """Done-when of "jobs survive their workers": a real training worker is killed (`kill -9`) in the middle of
 a ResNet job; the sweep requeues the job; a fresh worker resumes it from its last checkpoint (not from
-scratch) and the job ends with a model that loads."""
+scratch) and the job ends with a model that loads. Run with the default `TRAINING_CHECKPOINT_SECONDS` (300 s,
+longer than the job: a security pass saw such a job start again at epoch 1, as epoch ends waited for the
+clock) and with 1 s (the job longer than the interval: mid-epoch states between the epoch ends)."""
 
 from __future__ import annotations
 
@@ -27,14 +29,14 @@ from .conftest import seed_episodes
 
 pytestmark = pytest.mark.slow
 QUEUE = "training-kill-test"  # a queue of its own: no other test's worker takes this job
-EPOCHS = 4
+EPOCHS = 6
 
 
-def _worker(process_env, name: str) -> subprocess.Popen:
+def _worker(process_env, name: str, checkpoint_seconds: str) -> subprocess.Popen:
     env = {
         **process_env,
         "TRAINING_HEARTBEAT_SECONDS": "1",
-        "TRAINING_CHECKPOINT_SECONDS": "0",  # a resume state at every epoch end
+        "TRAINING_CHECKPOINT_SECONDS": checkpoint_seconds,
         # the test sends its job to a queue of its own: the workers' start-up sweep must leave it alone
         "TRAINING_STALE_AFTER_SECONDS": "600",
     }
@@ -53,8 +55,9 @@ def _wait(predicate, timeout: float, what: str):
     raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
 
 
+@pytest.mark.parametrize("checkpoint_seconds", ["300", "1"], ids=["interval_past_the_job", "job_past_the_interval"])
 @pytest.mark.django_db(transaction=True)
-def test_a_killed_training_worker_resumes_on_a_fresh_one(project, process_env, settings):
+def test_a_killed_training_worker_resumes_on_a_fresh_one(project, process_env, settings, checkpoint_seconds):
     settings.CELERY_QUEUE_TRAINING = QUEUE
     settings.TRAINING_STALE_AFTER_SECONDS = 3
     seed_episodes(project, episodes=6, steps=8, size=16, windows=False)
@@ -63,14 +66,15 @@ def test_a_killed_training_worker_resumes_on_a_fresh_one(project, process_env, s
     job = job_create(project=project, snapshot=snapshot, config=config | {"num_threads": 1, "patience": 0})
     state_file = state_path(local_path(job.checkpoint_folder))
 
-    first = _worker(process_env, "doomed")
+    first = _worker(process_env, "doomed", checkpoint_seconds)
     second = None
     try:
         _wait(lambda: TrainingJob.objects.get(pk=job.pk).status == "running", 90, "the first worker to start the job")
         # the fresh worker boots meanwhile; the queue is empty (the running job's message is not acknowledged
         # until it ends, and a worker prefetches one message), so it waits for the requeued job
-        second = _worker(process_env, "fresh")
-        _wait(state_file.exists, 90, "the first resume checkpoint")
+        second = _worker(process_env, "fresh", checkpoint_seconds)
+        # epoch 2 reported: epoch 1's end was saved before it (the state is written after each epoch's report)
+        _wait(lambda: JobMetric.objects.filter(job=job, kind="epoch", epoch__gte=2).exists(), 90, "epoch 2 to end")
         os.kill(first.pid, signal.SIGKILL)  # no clean-up of any kind
         first.wait(timeout=10)
     except BaseException:
@@ -81,7 +85,7 @@ def test_a_killed_training_worker_resumes_on_a_fresh_one(project, process_env, s
         if first.poll() is None:
             _stop(first)
     saved = torch.load(state_file, map_location="cpu", weights_only=True)
-    assert 1 <= saved["epoch"] < EPOCHS, "the job should be killed midway"
+    assert 1 <= saved["epoch"] < EPOCHS, "the job should be killed midway, after epoch 1 was saved"
     assert TrainingJob.objects.get(pk=job.pk).status == "running"
 
     # the worker is gone: once its heartbeat is stale the sweep (beat's task) requeues the job

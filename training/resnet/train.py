@@ -164,10 +164,12 @@ def train_reward_model(
     resume: bool = False,
     checkpoint_seconds: float = 0.0,
 ) -> TrainOutcome:
-    """Train, keep the best and last checkpoints in `out_dir`. A resume state is saved after the first step
-    (epoch end included) at which `checkpoint_seconds` have passed since the last one; with `resume`, a saved state of the same config is loaded
-    and training goes on from the step after it, with the same batches and random crops it would have had.
-    With `checkpoint_seconds` 0 the state is saved at every epoch end only."""
+    """Train, keep the best and last checkpoints in `out_dir`. A resume state is saved at every epoch end and,
+    within an epoch, after the first step at which `checkpoint_seconds` have passed since the last one (0: at
+    epoch ends only); with `resume`, a saved state of the same config is loaded and training goes on from the
+    step after it, with the same batches and random crops it would have had. (Epoch ends once waited for the
+    clock too: a job shorter than `checkpoint_seconds`, 300 by default, saved nothing and a killed one started
+    again at epoch 1.)"""
     reporter = reporter or MemoryReporter()
     out_dir = Path(out_dir)
     if config.num_threads:  # the job runner puts the process's own value back after the job
@@ -355,8 +357,7 @@ def train_reward_model(
         )
         stopped_early = bool(config.patience and bad_epochs >= config.patience)
         finished = stopped_early or epoch == config.epochs
-        if checkpoint_seconds <= 0 or clock.due():
-            save_state(steps_per_epoch, order, totals)
+        save_state(steps_per_epoch, order, totals)  # every epoch end: a requeued job never repeats a whole epoch
         if stopped_early:
             reporter.log(f"early stop: val_loss did not improve by {config.min_delta} for {config.patience} epochs")
             break

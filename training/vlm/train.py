@@ -191,9 +191,9 @@ def train_vlm(
     """Fine-tune, evaluate every `eval_every` steps and at the end, save the checkpoint into `out_dir`.
 
     The prompt is the config's template filled in, unless given (a dataset snapshot's own prompt). A resume
-    state (adapter weights, optimiser, scheduler, step, batch order and RNGs) is saved after the first step
-    `checkpoint_seconds` after the last one (0: after every evaluation); with `resume` a saved state of the
-    same config is loaded and training goes on from the step after it.
+    state (adapter weights, optimiser, scheduler, step, batch order and RNGs) is saved after every evaluation
+    and after the first step `checkpoint_seconds` after the last one (0: after evaluations only); with `resume`
+    a saved state of the same config is loaded and training goes on from the step after it.
     """
     reporter = reporter or MemoryReporter()
     if not train_windows:
@@ -318,7 +318,7 @@ def _train(
         if due and distributed.is_main():  # the other ranks go on to the next step's cancel check and wait
             last_eval = evaluate_loss(model, processor, eval_windows, prompt, config, label_ids, device, dtype)
             reporter.report_epoch(math.ceil(step / config.eval_every), step=step, **last_eval)
-            if every <= 0 and step < config.max_steps:
+            if step < config.max_steps:  # every evaluation, whatever the clock says (as a ResNet epoch end)
                 save_state(step)
         if clock.due() and step < config.max_steps:
             save_state(step)
