@@ -55,3 +55,16 @@ def sweep_orphan_frames() -> dict:
     from .orphan_frames import orphan_frames_sweep
 
     return orphan_frames_sweep().as_dict()
+
+
+@shared_task(
+    soft_time_limit=settings.IMPORT_TIME_LIMIT_SECONDS,
+    time_limit=settings.IMPORT_TIME_LIMIT_SECONDS + 30,
+    acks_late=False,
+    ignore_result=True,
+)
+def run_lerobot_export(token: str) -> str:
+    """Write a project's LeRobot export for download (labeling.lerobot.export_jobs); never retried."""
+    from .lerobot.export_jobs import export_job_run
+
+    return export_job_run(token)

@@ -10,4 +10,14 @@ urlpatterns = [
     path("projects/<int:pk>/import/", import_views.project_import, name="project-import"),
     path("projects/<int:pk>/import/<int:job>/", import_views.project_import_job, name="project-import-job"),
     path("projects/<int:pk>/export/lerobot/", lerobot_views.project_export_lerobot, name="project-export-lerobot"),
+    path(
+        "projects/<int:pk>/export/lerobot/<str:token>/",
+        lerobot_views.project_export_lerobot_job,
+        name="project-export-lerobot-job",
+    ),
+    path(
+        "projects/<int:pk>/export/lerobot/<str:token>/download",
+        lerobot_views.project_export_lerobot_download,
+        name="project-export-lerobot-download",
+    ),
 ]

@@ -96,5 +96,13 @@ def project_import_job(request, pk: int, job: int):
         "progress": job_progress_payload(import_job),
         "summary": summary,
         "failed": failed,
+        "uploaded": _uploaded_files(import_job),
     }
     return render(request, "labeling/import_job.html", context)
+
+
+def _uploaded_files(job: ImportJob) -> int:
+    """Files uploaded for the job (one folder each, import_job_create), shown until the worker has counted what
+    it can import in them: a zip may hold many."""
+    folder = Path(job.folder)
+    return sum(1 for part in folder.iterdir() if part.is_dir()) if folder.is_dir() else 0

@@ -17,7 +17,7 @@ from __future__ import annotations
 import shutil
 import tempfile
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO
 
@@ -45,9 +45,16 @@ class ExportError(ValueError):
 
 
 def lerobot_export(
-    *, project: Project, root: Path, max_frames: int, fps: int = 10, sources: tuple[str, ...] = (LabelSource.HUMAN,)
+    *,
+    project: Project,
+    root: Path,
+    max_frames: int,
+    fps: int = 10,
+    sources: tuple[str, ...] = (LabelSource.HUMAN,),
+    on_episode: Callable[[int, int], None] | None = None,
 ) -> dict:
-    """Write the project's dataset under `root` (created); returns its info.json dict."""
+    """Write the project's dataset under `root` (created); returns its info.json dict. `on_episode(i, n)` is
+    called as the writer starts episode i of n (and with i = n once all are written)."""
     episodes = list(Episode.objects.filter(project=project, status=Episode.Status.FINISHED).order_by("pk"))
     steps_total = sum(episode.num_steps for episode in episodes)
     if not episodes or not steps_total:
@@ -68,15 +75,27 @@ def lerobot_export(
         step_id: row["value"] for step_id, row in effective_frame_labels(project=project, sources=sources).items()
     }
     task = project.task_description or project.name
-    return write_dataset(root, spec, (_episode(e, spec, labels, task) for e in episodes))
+
+    def each() -> Iterator[ExportEpisode]:
+        for i, episode in enumerate(episodes):
+            if on_episode:
+                on_episode(i, len(episodes))
+            yield _episode(episode, spec, labels, task)
+
+    info = write_dataset(root, spec, each())
+    if on_episode:
+        on_episode(len(episodes), len(episodes))
+    return info
 
 
-def lerobot_export_zip(*, project: Project, max_frames: int, fps: int = 10) -> IO[bytes]:
+def lerobot_export_zip(
+    *, project: Project, max_frames: int, fps: int = 10, on_episode: Callable[[int, int], None] | None = None
+) -> IO[bytes]:
     """The export as a zip in an anonymous temporary file (gone when closed), positioned at its start."""
     folder = Path(tempfile.mkdtemp(prefix="rs-lerobot-export-"))
     try:
         root = folder / "dataset"
-        lerobot_export(project=project, root=root, max_frames=max_frames, fps=fps)
+        lerobot_export(project=project, root=root, max_frames=max_frames, fps=fps, on_episode=on_episode)
         out = tempfile.TemporaryFile()  # noqa: SIM115 (returned open: the response closes it)
         with zipfile.ZipFile(out, "w", zipfile.ZIP_STORED) as archive:  # parquet and mp4 are compressed already
             for path in sorted(root.rglob("*")):

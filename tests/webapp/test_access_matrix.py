@@ -144,7 +144,16 @@ MATRIX: dict[str, list[Case]] = {
     "projects/<int:pk>/import/<int:job>/": [
         Case("GET", "/projects/{project}/import/{import_job}/", MANAGERS, page=True)
     ],
-    "projects/<int:pk>/export/lerobot/": [Case("GET", "/projects/{project}/export/lerobot/", VIEWERS, page=True)],
+    "projects/<int:pk>/export/lerobot/": [
+        Case("GET", "/projects/{project}/export/lerobot/", VIEWERS, page=True),
+        Case("POST", "/projects/{project}/export/lerobot/", VIEWERS, page=True),
+    ],
+    "projects/<int:pk>/export/lerobot/<str:token>/": [
+        Case("GET", "/projects/{project}/export/lerobot/{export_token}/", VIEWERS, page=True)
+    ],
+    "projects/<int:pk>/export/lerobot/<str:token>/download": [
+        Case("GET", "/projects/{project}/export/lerobot/{export_token}/download", VIEWERS, page=True)
+    ],
     # -- training ------------------------------------------------------------------------------------
     "projects/<int:pk>/training/": [Case("GET", "/projects/{project}/training/", VIEWERS, page=True)],
     "projects/<int:pk>/training/snapshots/new": [
@@ -374,6 +383,8 @@ def build_world(django_user_model) -> dict:
     session = TeleopSession.objects.create(agent=agents["teleop"], project=project)
     import_job = ImportJob.objects.create(project=project, folder="imports/matrix")
     proposal_job = ProposalJob.objects.create(project=project)
+    from labeling.lerobot.export_jobs import export_job_start
+
     ids = {
         "project": project.pk,
         "episode": episode.uuid,
@@ -389,6 +400,7 @@ def build_world(django_user_model) -> dict:
         "session": session.pk,
         "import_job": import_job.pk,
         "proposal_job": proposal_job.pk,
+        "export_token": export_job_start(project=project, fps=10),  # queued: its worker task is never sent
     }
     return {"ids": ids, "people": people, "agents": agents, "tokens": tokens, "project": project}
 

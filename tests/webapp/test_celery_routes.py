@@ -16,6 +16,7 @@ EXPECTED = {
     "labeling.tasks.sweep_orphan_frames": "default",
     "labeling.tasks.run_import_job": "ingest",
     "labeling.tasks.generate_project_proposals": "ingest",
+    "labeling.tasks.run_lerobot_export": "ingest",
     "webhooks.tasks.deliver_webhook": "default",
     "training.tasks.recompute_label_queue": "default",
     "training.tasks.after_training_job": "default",
