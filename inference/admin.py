@@ -3,7 +3,7 @@ from django.contrib import admin
 from django.utils.html import format_html
 
 from . import services
-from .models import Deployment, DeploymentMonitor, ServedFrame
+from .models import Deployment, DeploymentEvent, DeploymentMonitor, ServedFrame
 
 
 class DeploymentForm(forms.ModelForm):
@@ -45,6 +45,8 @@ class DeploymentForm(forms.ModelForm):
             services.check_settings(values)
             if data.get("trained_model") is not None:
                 services.check_precision(data["trained_model"].kind, data["inference_precision"])
+            if self.instance.pk is None or data.get("inference_precision") != self.instance.inference_precision:
+                services.check_precision_host(data.get("inference_precision", ""))
         except services.DeploymentError as exc:
             raise forms.ValidationError(str(exc)) from None
         return data
@@ -69,7 +71,7 @@ class DeploymentAdmin(admin.ModelAdmin):
     ]
     list_filter = ["status", "reward_mode", "reward_type"]
     search_fields = ["name", "trained_model__name"]
-    readonly_fields = ["status", "error", "version", "created_at", "updated_at"]
+    readonly_fields = ["status", "error", "version", "revision", "paused", "created_at", "updated_at"]
     actions = ["reload_models"]
 
     def save_model(self, request, obj, form, change):
@@ -82,17 +84,19 @@ class DeploymentAdmin(admin.ModelAdmin):
         model = form.cleaned_data["trained_model"]
         if change:
             saved = services.deployment_update(
-                deployment=Deployment.objects.get(pk=obj.pk), trained_model=model, **values
+                deployment=Deployment.objects.get(pk=obj.pk), trained_model=model, actor=request.user, **values
             )
         else:
-            saved = services.deployment_create(name=form.cleaned_data["name"], trained_model=model, **values)
+            saved = services.deployment_create(
+                name=form.cleaned_data["name"], trained_model=model, actor=request.user, **values
+            )
         obj.pk = saved.pk
         obj.refresh_from_db()
 
     @admin.action(description="Reload the model in the inference workers")
     def reload_models(self, request, queryset):
         for deployment in queryset:
-            services.deployment_reload(deployment=deployment)
+            services.deployment_reload(deployment=deployment, actor=request.user)
         self.message_user(request, f"{queryset.count()} deployment(s) will reload.")
 
 
@@ -127,3 +131,19 @@ class DeploymentMonitorAdmin(admin.ModelAdmin):
 
     def has_add_permission(self, request):
         return False  # one row per deployment, made on first use
+
+
+@admin.register(DeploymentEvent)
+class DeploymentEventAdmin(admin.ModelAdmin):
+    """Deployments' history: who created, switched, changed, paused and deleted them (written by the services)."""
+
+    list_display = ["created_at", "deployment_name", "action", "actor", "revision"]
+    list_filter = ["action"]
+    search_fields = ["deployment_name", "actor"]
+    readonly_fields = [f.name for f in DeploymentEvent._meta.fields]
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False

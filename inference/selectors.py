@@ -28,3 +28,8 @@ def workers_alive() -> list[dict]:
         if now - beat.get("at", 0) < WORKER_ALIVE_S:
             alive.append({"id": worker_id.decode(), **beat})
     return sorted(alive, key=lambda w: w["id"])
+
+
+def worker_devices() -> set[str]:
+    """The devices the live inference workers score on ("cpu", "cuda:0"; "" for a worker that does not say)."""
+    return {str(w.get("device", "")) for w in workers_alive()}

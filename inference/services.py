@@ -5,6 +5,7 @@ made it (`actor`: a User, an Agent, a string such as "retrain policy 3", or None
 
 from __future__ import annotations
 
+import os
 import uuid as uuid_lib
 
 from django.conf import settings
@@ -21,7 +22,7 @@ from labeling.images import ImageError, check_image, encode_array
 from labeling.ingest.services import StepInput, episode_create, episode_finish, steps_append
 from labeling.labels.services import Actor, frame_labels_set
 from labeling.models import Episode, Project
-from training.evaluation.precision import FP32, PrecisionError, precision_check
+from training.evaluation.precision import FP16, FP32, PrecisionError, precision_check
 from training.models import TrainedModel
 from webhooks import events
 from webhooks.services import webhook_emit_safely
@@ -125,6 +126,29 @@ def check_precision(kind: str, value: str) -> None:
         raise DeploymentError(str(exc)) from None
 
 
+def check_precision_host(value: str) -> None:
+    """fp16 is refused on save unless an inference worker runs on a GPU (a live worker's heartbeat says cuda, or
+    none says where and INFERENCE_DEVICE names cuda): on the CPU it has no fast kernels, and every client would
+    get 503 once the worker refused to load it."""
+    if value != FP16:
+        return
+    from .selectors import worker_devices  # Redis: only asked when fp16 is chosen
+
+    devices = worker_devices()
+    if any(d.startswith("cuda") for d in devices):
+        return
+    if not devices - {""} and os.environ.get("INFERENCE_DEVICE", "cpu").startswith("cuda"):
+        return
+    where = (
+        ", ".join(sorted(d for d in devices if d)) or f"INFERENCE_DEVICE={os.environ.get('INFERENCE_DEVICE', 'cpu')}"
+    )
+    raise DeploymentError(
+        f"inference_precision fp16 needs an inference worker on a GPU, and the workers here run on the CPU ({where}): "
+        "fp16 on the CPU has no fast kernels in PyTorch (about 18 times slower than fp32), so choose bf16 or fp32, "
+        "or start a worker with --device cuda (INFERENCE_DEVICE=cuda)"
+    )
+
+
 def deployment_field_default(name: str) -> object:
     """A deployment field's default, as a new row would get it (a callable default called)."""
     field = Deployment._meta.get_field(name)
@@ -175,6 +199,7 @@ def deployment_create(*, name: str, trained_model: TrainedModel, actor: object =
     defaults = {f: deployment_field_default(f) for f in SETTING_FIELDS}
     check_settings({**defaults, **values})
     check_precision(trained_model.kind, values.get("inference_precision", FP32))
+    check_precision_host(values.get("inference_precision", FP32))
     if values.get("project") is None:
         values["project"] = trained_model.project
     values["aliases"] = check_aliases(values.get("aliases") or [], name=name)
@@ -201,6 +226,8 @@ def deployment_update(
         (trained_model or deployment.trained_model).kind,
         values.get("inference_precision", deployment.inference_precision),
     )
+    if values.get("inference_precision", deployment.inference_precision) != deployment.inference_precision:
+        check_precision_host(values["inference_precision"])  # a deployment already in fp16 keeps serving
     if "aliases" in values:
         values["aliases"] = check_aliases(values["aliases"] or [], name=deployment.name, exclude_pk=deployment.pk)
     updates = dict(values)

@@ -131,6 +131,7 @@ class InferenceWorker:
     wake_count: int = 64  # requests taken at once when woken (larger batches are scored in chunks)
     retry_failed_s: float = 5.0
     max_batch_pixels: int = 0  # uint8 RGB pixels per batch (0: no cap)
+    device: str = ""  # where it scores, in its heartbeat (a deployment in fp16 needs a worker on a GPU)
     models: dict[str, LoadedModel] = field(default_factory=dict)
     ready_at: dict[str, float] = field(default_factory=dict)  # deployment -> when its model was last loaded
     batchers: dict[str, Batcher] = field(default_factory=dict)
@@ -417,6 +418,7 @@ class InferenceWorker:
             "served": self.served,
             "items": self.items,
             "batches": self.batches,
+            "device": self.device,
             "models": {name: m.version for name, m in self.models.items() if m.scorer is not None},
         }
         pipe = self.redis.pipeline(transaction=False)

@@ -13,6 +13,7 @@ import pytest
 from PIL import Image
 from rest_framework.test import APIClient
 
+from inference.models import Deployment
 from reward_client import RewardClient
 
 from .conftest import deploy, direct_probabilities, make_trained_model, random_images
@@ -40,9 +41,46 @@ def test_the_api_sets_the_precision_refuses_unknown_ones_and_a_change_reloads_th
     assert bad.status_code == 400 and "inference_precision" in str(bad.json()) and "fp64" in str(bad.json())
     same = staff.patch("/api/deployments/half/", {"inference_precision": "bf16"}, format="json")
     assert same.json()["version"] == version  # nothing changed: no reload
-    changed = staff.patch("/api/deployments/half/", {"inference_precision": "fp16"}, format="json")
+    changed = staff.patch("/api/deployments/half/", {"inference_precision": "fp32"}, format="json")
     assert changed.status_code == 200 and changed.json()["version"] > version
     assert changed.json()["status"] == "loading"
+
+
+@pytest.mark.django_db
+def test_fp16_is_refused_on_save_where_no_inference_worker_has_a_gpu_with_the_reason(staff, trained_model, monkeypatch):
+    import json
+
+    from inference.broker import WORKERS_KEY
+    from inference.serving import sync_redis
+
+    monkeypatch.delenv("INFERENCE_DEVICE", raising=False)
+    redis = sync_redis()
+    redis.delete(WORKERS_KEY)
+    refused = staff.post(
+        "/api/deployments/", {"name": "half", "trained_model": trained_model.pk, "inference_precision": "fp16"}
+    )
+    assert refused.status_code == 400 and not Deployment.objects.filter(name="half").exists()
+    detail = refused.json()["detail"]
+    assert "needs an inference worker on a GPU" in detail and "choose bf16 or fp32" in detail
+    assert "INFERENCE_DEVICE=cpu" in detail
+    created = staff.post("/api/deployments/", {"name": "half", "trained_model": trained_model.pk}, format="json")
+    assert created.status_code == 201
+    try:  # a live worker on the CPU: refused, naming its device; one on a GPU: accepted
+        redis.hset(WORKERS_KEY, "cpu-worker", json.dumps({"at": time.time(), "device": "cpu", "models": {}}))
+        cpu = staff.patch("/api/deployments/half/", {"inference_precision": "fp16"}, format="json")
+        assert cpu.status_code == 400 and "the CPU (cpu)" in cpu.json()["detail"]
+        redis.hset(WORKERS_KEY, "gpu-worker", json.dumps({"at": time.time(), "device": "cuda:0", "models": {}}))
+        gpu = staff.patch("/api/deployments/half/", {"inference_precision": "fp16"}, format="json")
+        assert gpu.status_code == 200 and gpu.json()["inference_precision"] == "fp16"
+        redis.delete(WORKERS_KEY)  # a deployment already in fp16 keeps its other settings editable
+        assert staff.patch("/api/deployments/half/", {"threshold": 0.6}, format="json").status_code == 200
+    finally:
+        redis.delete(WORKERS_KEY)
+    monkeypatch.setenv("INFERENCE_DEVICE", "cuda")  # no worker up yet, the configured device is a GPU
+    later = staff.post(
+        "/api/deployments/", {"name": "later", "trained_model": trained_model.pk, "inference_precision": "fp16"}
+    )
+    assert later.status_code == 201
 
 
 @pytest.mark.django_db
@@ -97,7 +135,8 @@ def test_a_cpu_worker_serves_bf16_close_to_fp32_and_reports_fp16_as_unhealthy_wi
     assert np.abs(np.asarray(served) - exact).max() < 0.05
     assert not np.allclose(served, exact, atol=1e-7)  # really served in bf16, not fp32
 
-    fp16 = deploy(model, inference_precision="fp16")
+    fp16 = deploy(model)  # then stored in fp16 as a row saved before fp16 was refused on a CPU-only host
+    Deployment.objects.filter(pk=fp16.pk).update(inference_precision="fp16")
     with pytest.raises(Exception, match="fp16 on the CPU"):
         RewardClient(live_server_url, token, fp16.name, retries=0).compute_rewards(images)
     fp16 = _wait_for_status(fp16, "unhealthy")

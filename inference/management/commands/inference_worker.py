@@ -111,6 +111,7 @@ class Command(BaseCommand):
             report_health=report_health,
             list_deployments=list_deployments,
             max_batch_pixels=settings.INFERENCE_BATCH_MAX_PIXELS,
+            device=device,
         )
         stop = threading.Event()
         for sig in (signal.SIGTERM, signal.SIGINT):
