@@ -89,6 +89,11 @@ class QueueFull(WorkerError):
     """The queue's bounds refused the request (the workers are behind): answered at once, worth a retry."""
 
 
+class RequestRejected(BrokerError):
+    """The worker refused what the request holds (a VLM window its model's layout cannot take): the client's
+    fault, answered 400 by the reward endpoints, never worth a retry."""
+
+
 class PoolExhausted(BrokerError):
     """Every Redis connection of this web process stayed in use past REDIS_POOL_TIMEOUT_S: worth a retry."""
 
@@ -213,22 +218,28 @@ class Reply:
     version: int = 0
     worker: str = ""
     busy: bool = False  # a refusal by the queue's bounds (never sent: the web side makes it)
+    rejected: bool = False  # the worker refused the request's content (RequestRejected)
 
     def encode(self) -> bytes:
-        return json.dumps(
-            {"results": self.results, "error": self.error, "version": self.version, "worker": self.worker}
-        ).encode()
+        reply = {"results": self.results, "error": self.error, "version": self.version, "worker": self.worker}
+        return json.dumps({**reply, "rejected": True} if self.rejected else reply).encode()
 
     @classmethod
     def decode(cls, raw: bytes) -> Reply:
         data = json.loads(raw)
         return cls(
-            data.get("results"), data.get("error") or "", int(data.get("version") or 0), data.get("worker") or ""
+            data.get("results"),
+            data.get("error") or "",
+            int(data.get("version") or 0),
+            data.get("worker") or "",
+            rejected=bool(data.get("rejected")),
         )
 
     def unwrap(self) -> list[Any]:
         if self.busy:
             raise QueueFull(self.error)
+        if self.rejected:
+            raise RequestRejected(self.error)
         if self.error or self.results is None:
             raise WorkerError(self.error or "the inference worker returned no results")
         return self.results

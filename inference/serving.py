@@ -38,6 +38,7 @@ from .broker import (
     QueueBounds,
     QueueFull,
     RedisRefused,
+    RequestRejected,
     any_worker_alive,
     dump_npy,
 )
@@ -279,6 +280,10 @@ def _submit_options(config: DeploymentConfig, timeout: float | None) -> dict:
     }
 
 
+class RequestRefused(DeploymentUnavailable):
+    """The workers refused what the request holds (broker.RequestRejected): the reward endpoints answer 400."""
+
+
 async def _timeout_error(exc: InferenceTimeout) -> DeploymentUnavailable:
     """Say whether any worker is alive, so that a missing worker (not worth a retry) is told apart from a busy
     one (DeploymentBusy)."""
@@ -314,6 +319,8 @@ async def infer_payload(
         raise await _timeout_error(exc) from None
     except (QueueFull, PoolExhausted, RedisRefused) as exc:
         raise DeploymentBusy(str(exc)) from None
+    except RequestRejected as exc:
+        raise RequestRefused(str(exc)) from None
     except BrokerError as exc:
         raise DeploymentUnavailable(str(exc)) from None
 

@@ -18,9 +18,14 @@ class ServiceUnavailable(exceptions.APIException):
     default_code = "unavailable"
 
 
-def unavailable(exc: Exception) -> ServiceUnavailable:
+def unavailable(exc: Exception) -> exceptions.APIException:
     """The 503 for a DeploymentUnavailable: a busy one (DeploymentBusy, `retry_after_s`) carries `Retry-After`
-    (DRF's handler writes it from `wait`), which tells a client the request is worth retrying."""
+    (DRF's handler writes it from `wait`), which tells a client the request is worth retrying. A request the
+    workers refused for what it holds (serving.RequestRefused) is the client's error: a 400."""
+    from inference.serving import RequestRefused
+
+    if isinstance(exc, RequestRefused):
+        return BadRequest(str(exc))
     error = ServiceUnavailable(str(exc))
     retry_after = getattr(exc, "retry_after_s", 0)
     if retry_after:

@@ -60,6 +60,7 @@ from inference.shm.frames import segment_maps
 from inference.workers.batching import Batcher, BatchPolicy, score_requests
 from inference.workers.payload_read import payloads_get
 from training.kit.family_parts import Scorer
+from training.vlm.wire import WireError
 from webapp.common import metrics
 
 log = logging.getLogger(__name__)
@@ -361,6 +362,9 @@ class InferenceWorker:
             if len(requests) > 1:
                 log.warning("a batch of deployment %s failed (%s); scoring its requests one by one", deployment, exc)
                 return [reply for request in requests for reply in self._score(deployment, model, [request], policy)]
+            if isinstance(exc, WireError):  # what the request holds, not the model: the client's error (a 400)
+                log.warning("deployment %s refused a request: %s", deployment, exc)
+                return [(r, Reply(None, str(exc), model.version, self.worker_id, rejected=True)) for r in requests]
             log.exception("scoring failed for deployment %s", deployment)
             metrics.inference_errors.labels(deployment).inc(len(requests))
             message = f"scoring failed: {exc.__class__.__name__}: {exc}"

@@ -53,6 +53,9 @@ class VLMScorer:
             or prompt_render(meta.get("prompt_template"), task=meta.get("task", ""), window_size=window_size)
         )
         self.layout = layout_of(meta, fallback=layout_of(spec.config))
+        # the processor packs a video's frames in groups of this many (Qwen-VL: 2); a shorter video fails in it
+        video_processor = getattr(processor, "video_processor", None)
+        self.video_min_frames = int(getattr(video_processor, "temporal_patch_size", 1) or 1)
         self.scorer = TrendScorer(
             model,
             processor,
@@ -72,10 +75,10 @@ class VLMScorer:
     def score_windows(self, windows: list[WindowRequest]) -> list[dict[str, Any]]:
         if self.layout == VIDEO:
             for w in windows:
-                if len(w.images) < 2 or len(w.images) % 2:
+                if len(w.images) < 2 * self.video_min_frames or len(w.images) % 2:
                     raise WireError(
-                        f"this model takes two videos: send the same number of frames from both views "
-                        f"(main then extra), got {len(w.images)} images"
+                        f"this model takes two videos of at least {self.video_min_frames} frames each: send the "
+                        f"same number of frames from both views (main then extra), got {len(w.images)} images"
                     )
         items = [ScoreItem(list(w.images), w.prompt or self.prompt) for w in windows]
         probabilities = self.scorer.probabilities(items)
