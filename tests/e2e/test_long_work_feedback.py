@@ -129,3 +129,28 @@ def test_an_upload_shows_its_progress_from_the_click_and_the_import_never_says_0
         assert page.inner_text("#summary-episodes") == "2"
     finally:
         context.close()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_queue_job_says_so_at_once_and_the_job_page_follows_within_2_s(project, user, live_server_url, browser):
+    """ "Queue job" took 5.9 s: the first GPU count of the web process imported torch in a child process. A
+    one-process job no longer counts, so the job's page follows at once; the button still says so at once."""
+    from tests.training.test_distributed_training import small_snapshot
+    from training.models import TrainingJob
+
+    small_snapshot(project, episodes=3, steps=6)
+    context = browser.new_context(viewport={"width": 1300, "height": 900})
+    try:
+        page = context.new_page()
+        login(page, live_server_url, "alice", "pw-alice-123")
+        page.goto(f"{live_server_url}/projects/{project.pk}/training/")
+        started = time.monotonic()
+        shown_ms = page.evaluate(CLICK_UNTIL_SHOWN, ["#job-form button[type=submit]", "job-form-status"])
+        page.wait_for_url(re.compile(r".*/jobs/\d+/$"), timeout=30_000)
+        took = time.monotonic() - started
+        print(f"queue job: feedback after {shown_ms:.1f} ms, job page after {took:.2f} s")
+        assert shown_ms / 1000 < FEEDBACK_S
+        assert took < 2.0  # over 2 s it would need progress, not a line
+        assert TrainingJob.objects.filter(project=project).count() == 1
+    finally:
+        context.close()

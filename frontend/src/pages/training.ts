@@ -1,6 +1,7 @@
 // Project training page: the job form shows the ResNet fields or a JSON config by kind, prefilled with
-// that kind's defaults.
+// that kind's defaults; "Queue job" and "Create snapshot" say so at once while the server answers.
 import { pageData } from "../lib/api";
+import { progressLine } from "../lib/long_work";
 
 const data = pageData("training");
 const form = document.getElementById("job-form") as HTMLFormElement | null;
@@ -28,3 +29,12 @@ function sync(): void {
 
 kind?.addEventListener("change", sync);
 sync();
+
+for (const [id, text] of [["job-form", "Queueing the job…"], ["snapshot-form", "Starting the snapshot…"]]) {
+  const target = document.getElementById(id) as HTMLFormElement | null;
+  target?.addEventListener("submit", () => {
+    const button = target.querySelector<HTMLButtonElement>("button[type=submit]");
+    progressLine(button?.parentElement ?? target, `${id}-status`).set(text, null);
+    window.setTimeout(() => { if (button) button.disabled = true; }); // after the form's data is taken
+  });
+}
