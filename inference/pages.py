@@ -130,10 +130,10 @@ def _threshold_param(raw: str | None) -> float | None:
 
 
 def _shown_metrics(metrics: dict) -> list[tuple[str, str]]:
-    """The model's numeric metrics, formatted (`val_acc 0.967`)."""
+    """The model's numeric metrics, formatted (`val_acc: 0.967` -> ("val acc", "0.967"))."""
     shown = []
     for name, value in sorted((metrics or {}).items()):
         if isinstance(value, bool) or not isinstance(value, int | float):
             continue
-        shown.append((name, f"{value:.3f}" if isinstance(value, float) else str(value)))
+        shown.append((name.replace("_", " "), f"{value:.3f}" if isinstance(value, float) else str(value)))
     return shown

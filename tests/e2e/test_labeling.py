@@ -141,6 +141,9 @@ def test_keyboard_labeling_survives_a_reload(browser, live_server_url, labeler, 
     # `?` shows the shortcuts
     kb.press("?")
     assert page.locator("dialog#help").is_visible()
+    # it opens at its top (focus on the title, not on the Close button at the bottom)
+    assert page.evaluate("() => document.getElementById('help').scrollTop") == 0
+    assert page.evaluate("() => document.activeElement.id") == "help-title"
     page.screenshot(path=str(screenshot_dir / "labeling-help.png"))
     kb.press("Escape")
 
@@ -199,8 +202,17 @@ def test_proposals_accepted_in_bulk_from_the_keyboard_and_the_project_page(
     assert len(human_windows(first)) == 55  # 56 windows, one rejected
     page.screenshot(path=str(screenshot_dir / "labeling-proposals-accepted.png"), full_page=True)
 
-    # the project page accepts every episode's proposals at once
+    # the project page accepts every episode's proposals at once, after asking with the count
+    asked: list[str] = []
+    page.on(
+        "dialog",
+        lambda dialog: (asked.append(dialog.message), dialog.dismiss() if len(asked) == 1 else dialog.accept()),
+    )
     page.goto(f"{live_server_url}/projects/{project.pk}/")
+    page.click("button[data-action=accept][data-kind=frame]")  # dismissed: nothing is written
+    assert page.inner_text("#proposal-status") == ""  # evaluated once the dialog was answered
+    assert asked == ["Accept all 40 open frame proposals? Each becomes a frame label in this project."]
+    assert human_frames(second) == {}
     page.click("button[data-action=accept][data-kind=frame]")
     page.wait_for_selector("#proposal-status[data-done=accept]")
     assert len(human_frames(second)) == 40

@@ -28,7 +28,8 @@ def test_the_deploy_form_carries_the_threshold_and_shows_only_what_applies_to_a_
     assert [value for value, _ in form.fields["reward_mode"].choices] == ["per_step", "terminal"]
     assert "history_size" not in form.fields and 'name="history_size"' not in html
     assert '<details id="deploy-advanced">' in html and 'name="max_batch_size"' in html  # folded, not gone
-    assert "0.967" in html and "val_acc" in html and "0.9666666" not in html
+    assert "<b>0.967</b> <span>val acc</span>" in html and "0.9666666" not in html  # not "0.967val_acc"
+    assert "styles/training.css" in html  # the metrics' layout
     # a threshold outside [0, 1] or not a number is not carried
     assert user_client.get(f"/models/{model.pk}/deploy?threshold=7").context["form"].initial["threshold"] == 0.5
 
