@@ -95,6 +95,16 @@ def _memory_goes_back(**_kwargs) -> None:
     allocator_setup(settings.MALLOC_MMAP_THRESHOLD_BYTES)
 
 
+@worker_init.connect(weak=False)
+def _startup_checks(**_kwargs) -> None:
+    """A worker that cannot reach the stored files stops at once, saying what it lacks in one line each."""
+    from .common.filestore.checks import storage_problems
+
+    problems = storage_problems()
+    if problems:  # SystemExit: Celery logs and ignores a handler's other exceptions
+        raise SystemExit("start-up check failed: " + "; ".join(problems))
+
+
 @task_postrun.connect(weak=False)
 def _trim_after_task(**_kwargs) -> None:
     """What a task freed and the C heap still holds goes back to the OS before the next task."""

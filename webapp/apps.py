@@ -1,0 +1,11 @@
+from __future__ import annotations
+
+from django.apps import AppConfig
+
+
+class WebappConfig(AppConfig):
+    name = "webapp"
+    verbose_name = "Reward Studio"
+
+    def ready(self) -> None:
+        from .common.filestore import checks  # noqa: F401 - registers the start-up checks
