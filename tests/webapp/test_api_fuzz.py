@@ -3,7 +3,8 @@ schema does not document, every answer conforms to the schema, and JSON nested 5
 every operation that takes JSON.
 
 A few generated examples per operation (schemathesis builds them from the schema with hypothesis), sent
-over real HTTP with a token holding every scope on every project. Path parameters are pinned to real rows
+over real HTTP with a token holding every scope on every project, and again as the project's manager (a
+session: deploying and deployment settings are for people). Path parameters are pinned to real rows
 (the access matrix's world, plus an episode a person made, whose agent is null), so requests get past the
 lookups to the parsers, serializers and services; any server error or schema violation fails the test with
 the request that caused it.
@@ -75,10 +76,27 @@ def raw_schema(live_server_url, fuzz_world) -> dict:
     return answer.json()
 
 
-def test_no_operation_answers_with_a_server_error_or_off_its_schema(live_server_url, fuzz_world, raw_schema):
-    headers = {"Authorization": f"Bearer {fuzz_world['fuzz_token']}"}
+def logged_in(base_url: str, username: str, password: str) -> requests.Session:
+    """A browser-like session of a person (cookie and CSRF header), for what tokens may not do."""
+    session = requests.Session()
+    session.get(f"{base_url}/accounts/login/", timeout=60)
+    form = {"username": username, "password": password, "csrfmiddlewaretoken": session.cookies["csrftoken"]}
+    assert session.post(f"{base_url}/accounts/login/", data=form, timeout=60, allow_redirects=False).status_code == 302
+    session.headers["X-CSRFToken"] = session.cookies["csrftoken"]
+    return session
+
+
+@pytest.mark.parametrize("caller", ["token", "manager"])
+def test_no_operation_answers_with_a_server_error_or_off_its_schema(live_server_url, fuzz_world, raw_schema, caller):
+    # the token of every scope; the project's manager (a session) does what tokens may not (deploy, settings)
+    if caller == "token":
+        session = requests.Session()
+        session.headers["Authorization"] = f"Bearer {fuzz_world['fuzz_token']}"
+    else:
+        session = logged_in(live_server_url, "m-manager", "pw-matrix-123")
     schema = schemathesis.openapi.from_dict(pin_path_parameters(raw_schema, fuzz_world["ids"]))
-    schema.config.update(base_url=live_server_url, headers=headers)
+    schema.config.update(base_url=live_server_url)
+    schema.config.generation.update(with_security_parameters=False)  # the caller's own credentials only
     failures: list[str] = []
     statuses: Counter[int] = Counter()
     slowest: list[tuple[float, str]] = []
@@ -98,7 +116,7 @@ def test_no_operation_answers_with_a_server_error_or_off_its_schema(live_server_
         )
         def run(case):
             started = time.monotonic()
-            response = case.call(timeout=60)
+            response = case.call(session=session, timeout=60)
             slowest.append((time.monotonic() - started, f"{case.method} {case.formatted_path}"))
             statuses[response.status_code] += 1
             where = f"{case.method} {case.formatted_path} {case.body!r:.200}: {response.status_code}"
@@ -117,17 +135,7 @@ def test_no_operation_answers_with_a_server_error_or_off_its_schema(live_server_
     assert sum(statuses.values()) >= 2 * len(operations), statuses  # the examples really were sent
     assert sum(n for code, n in statuses.items() if code < 300) >= len(operations) // 2, statuses  # many accepted
     slowest.sort(reverse=True)
-    print(f"{len(operations)} operations, answers: {dict(sorted(statuses.items()))}; slowest {slowest[:3]}")
-
-
-def logged_in(base_url: str, username: str, password: str) -> requests.Session:
-    """A browser-like session of a person (cookie and CSRF header), for what tokens may not do."""
-    session = requests.Session()
-    session.get(f"{base_url}/accounts/login/", timeout=60)
-    form = {"username": username, "password": password, "csrfmiddlewaretoken": session.cookies["csrftoken"]}
-    assert session.post(f"{base_url}/accounts/login/", data=form, timeout=60, allow_redirects=False).status_code == 302
-    session.headers["X-CSRFToken"] = session.cookies["csrftoken"]
-    return session
+    print(f"{caller}: {len(operations)} operations, answers: {dict(sorted(statuses.items()))}; slowest {slowest[:3]}")
 
 
 def test_json_nested_5000_deep_is_a_400_on_every_operation_that_takes_json(live_server_url, fuzz_world, raw_schema):
