@@ -304,8 +304,7 @@ def deployment_delete(*, deployment: Deployment, actor: object = None) -> None:
     with transaction.atomic():
         deployment_event(deployment=deployment, action=DeploymentEvent.Action.DELETED, actor=actor, detail=detail)
         deployment.delete()
-    for name in files:
-        default_storage.delete(name)
+        transaction.on_commit(lambda: [default_storage.delete(name) for name in files])  # not if rolled back
     forget_deployment(deployment.name)
 
 

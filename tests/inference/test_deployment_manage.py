@@ -209,3 +209,25 @@ def test_the_new_models_evaluation_page_offers_to_switch_the_projects_deployment
     assert 'id="switch-offer"' in html and "Switch pick-cube to this model" in html
     served = user_client.get(f"/models/{models[0].pk}/evaluation").content.decode()
     assert 'id="switch-offer"' not in served  # the model it already serves offers nothing
+
+
+@pytest.mark.django_db(transaction=True)
+def test_deleting_removes_the_served_frames_files_once_the_delete_is_committed(project):
+    from django.core.files.storage import default_storage
+    from django.db import transaction
+
+    from inference.services import deployment_delete, served_frame_create
+
+    deployment = _named(make_trained_model(project, seed=1), "frames")
+    frame = served_frame_create(
+        deployment_id=deployment.pk, image=random_images(1)[0], probability=0.5, success=False, model_version=1
+    )
+    assert default_storage.exists(frame.image.name)
+    with transaction.atomic():  # rolled back: the files stay with the rows
+        deployment_delete(deployment=Deployment.objects.get(pk=deployment.pk), actor="test")
+        transaction.set_rollback(True)
+    assert default_storage.exists(frame.image.name) and Deployment.objects.filter(name="frames").exists()
+    deployment_delete(deployment=Deployment.objects.get(pk=deployment.pk), actor="test")
+    assert not default_storage.exists(frame.image.name)
+    event = DeploymentEvent.objects.get(deployment_name="frames", action="deleted")
+    assert event.detail["served_frames"] == 1 and event.deployment is None

@@ -215,7 +215,24 @@ MATRIX: dict[str, list[Case]] = {
     "api/deployments/<slug:name>/": [
         Case("GET", "/api/deployments/{deployment}/", VIEWERS | {"rewards"}),
         Case("PATCH", "/api/deployments/{deployment}/", MANAGERS, body={"threshold": "high"}),
+        Case("DELETE", "/api/deployments/{deployment}/", MANAGERS),  # rolled back, as every case
     ],
+    "api/deployments/<slug:name>/pause": [Case("POST", "/api/deployments/{deployment}/pause", MANAGERS)],
+    "api/deployments/<slug:name>/resume": [Case("POST", "/api/deployments/{deployment}/resume", MANAGERS)],
+    "api/deployments/<slug:name>/history": [
+        Case("GET", "/api/deployments/{deployment}/history", VIEWERS | {"rewards"})
+    ],
+    "deployments/<slug:name>/": [Case("GET", "/deployments/{deployment}/", VIEWERS, page=True)],
+    "deployments/<slug:name>/switch": [
+        Case("POST", "/deployments/{deployment}/switch", MANAGERS, page=True, body={"model": "x"})
+    ],
+    "deployments/<slug:name>/settings": [
+        Case("POST", "/deployments/{deployment}/settings", MANAGERS, page=True, body={"threshold": "high"})
+    ],
+    "deployments/<slug:name>/pause": [
+        Case("POST", "/deployments/{deployment}/pause", MANAGERS, page=True, body={"paused": "1"})
+    ],
+    "deployments/<slug:name>/delete": [Case("GET", "/deployments/{deployment}/delete", MANAGERS, page=True)],
     "api/deployments/<slug:name>/model": [
         Case("POST", "/api/deployments/{deployment}/model", MANAGERS | {"training"}, body={"trained_model": "x"})
     ],
