@@ -203,6 +203,9 @@ class RetrainPolicy(models.Model):
     last_comparison = models.JSONField(default=dict, blank=True, help_text="Old vs new model on the fixed split.")
     updated_at = models.DateTimeField(auto_now=True)
 
+    class Meta:
+        verbose_name_plural = "retrain policies"
+
 
 class LabelEfficiency(models.Model):
     """The last label-efficiency measurement of a project (bench/active.py --project, or
@@ -213,3 +216,6 @@ class LabelEfficiency(models.Model):
     result = models.JSONField(default=dict, help_text="bench/active.py's JSON result.")
     command = models.CharField(max_length=500, blank=True, help_text="The command that measured it.")
     measured_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        verbose_name_plural = "label efficiencies"

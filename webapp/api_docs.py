@@ -5,13 +5,17 @@ drops the fonts and a Content-Security-Policy keeps images and fonts on this hos
 browser makes no outside request and waits on none.
 
 OPTIONS gets a plain answer naming the allowed methods: DRF's own OPTIONS answer is rendered by the view's
-HTML renderer, which has no template for it (a 500).
+HTML renderer, which has no template for it (a 500). Logged out, the pages send the browser to the login page
+with `next=` back to them (was DRF's bare 401 text); the schema itself (/api/schema/) still answers 401.
 """
 
 from __future__ import annotations
 
+from django.contrib.auth.views import redirect_to_login
 from django.http import HttpResponse
 from drf_spectacular.views import SpectacularRedocView, SpectacularSwaggerView
+from rest_framework.exceptions import AuthenticationFailed, NotAuthenticated
+from rest_framework.views import APIView
 
 LOCAL_ONLY_CSP = "img-src 'self' data: blob:; font-src 'self' data:"
 
@@ -21,11 +25,16 @@ def _local_only(response):
     return response
 
 
-class _PlainOptions:
+class _PlainOptions(APIView):
     def options(self, request, *args, **kwargs):
         response = HttpResponse(status=204)
         response["Allow"] = "GET, HEAD, OPTIONS"
         return response
+
+    def handle_exception(self, exc):
+        if isinstance(exc, NotAuthenticated | AuthenticationFailed):
+            return redirect_to_login(self.request.get_full_path())
+        return super().handle_exception(exc)
 
 
 class SwaggerDocsView(_PlainOptions, SpectacularSwaggerView):

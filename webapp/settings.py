@@ -351,6 +351,7 @@ LOGGING = {
 # Static files: WhiteNoise serves frontend/dist straight from the finders (no collectstatic needed locally).
 WHITENOISE_USE_FINDERS = True
 WHITENOISE_AUTOREFRESH = DEBUG
+WHITENOISE_ROOT = BASE_DIR / "webapp" / "root"  # files served at the site's root: /favicon.ico, /favicon.svg
 
 # ---- Hardening: limits, Redis bounds, production defaults (README: "Limits and production settings") ----
 API_RATE_LIMIT = env_rate("API_RATE_LIMIT", "100/second")

@@ -64,6 +64,7 @@ class WebhookDelivery(models.Model):
     class Meta:
         ordering = ["-created_at"]
         indexes = [models.Index(fields=["webhook", "-created_at"])]
+        verbose_name_plural = "webhook deliveries"
 
     def __str__(self) -> str:
         return f"{self.event} → {self.webhook.url} ({self.status})"
