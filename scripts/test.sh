@@ -13,6 +13,7 @@ apt_install chromium
 ensure_postgres
 export REDIS_URL="${REDIS_URL:-redis://127.0.0.1:6379/1}"
 ensure_redis
+ensure_seaweedfs  # the object store of tests/webapp/filestore (STORAGE_BACKEND=s3)
 export DATABASE_URL="${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/reward_studio}"
 export DEBUG=0 RS_RUN_ENV=""  # not the settings a running app wrote (webapp/run_env.py)
 log "lint (ruff)"
