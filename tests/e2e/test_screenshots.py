@@ -66,6 +66,8 @@ def main_pages(project) -> dict[str, str]:
         "deployments": "/deployments/",
         "gallery": f"/deployments/{deployment.name}/gallery",
         "monitor": f"/deployments/{deployment.name}/monitor",
+        "deployment": f"/deployments/{deployment.name}/",
+        "deployment_delete": f"/deployments/{deployment.name}/delete",
         "label_queue": f"/projects/{project.pk}/label-queue",
         "snapshot": f"/snapshots/{snapshot.pk}/",
     }
