@@ -197,6 +197,8 @@ def test_retrain_after_n_labels_and_redeploy_only_a_better_model(project):
     assert deployment.trained_model_id == better.pk and policy.last_comparison["redeployed"], policy.last_comparison
     assert policy.last_comparison["new_accuracy"] > policy.last_comparison["old_accuracy"]
     assert f"a={all_success.pk}&b={better.pk}" in policy.last_comparison["compare_url"]
+    switched = deployment.events.get(action="switched")  # the deployment's history names the policy
+    assert switched.actor == f"retrain policy {policy.pk}" and deployment.version_label == "v2"
 
     worse = make_trained_model(project, seed=3, bias=8.0)
     worse.job = job
