@@ -2,7 +2,8 @@
 schema does not document, every answer conforms to the schema, and JSON nested 5,000 deep is a 400 on
 every operation that takes JSON.
 
-A few generated examples per operation (schemathesis builds them from the schema with hypothesis), sent
+A few generated examples per operation (schemathesis builds them from the schema with hypothesis: valid
+inputs and inputs that break it on purpose), sent
 over real HTTP with a token holding every scope on every project, and again as the project's manager (a
 session: deploying and deployment settings are for people). Path parameters are pinned to real rows
 (the access matrix's world, plus an episode a person made, whose agent is null), so requests get past the
@@ -21,6 +22,8 @@ import pytest
 import requests
 import schemathesis
 from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
+from schemathesis import GenerationMode
 from schemathesis.checks import response_schema_conformance
 from schemathesis.core.failures import Failure, FailureGroup
 
@@ -104,8 +107,17 @@ def test_no_operation_answers_with_a_server_error_or_off_its_schema(live_server_
     assert len(operations) > 40
 
     for operation in operations:
+        # valid inputs, and inputs that break the schema on purpose (wrong types, missing or extra fields) sent
+        # to the same rows (the path kept valid, or they would stop at the lookup)
+        path = {
+            p["name"]: pinned_path_values(operation.path, p["name"], fuzz_world["ids"])[0]
+            for p in operation.definition.raw.get("parameters", [])
+            if p["in"] == "path"
+        }
+        negative = operation.as_strategy(generation_mode=GenerationMode.NEGATIVE, path_parameters=path)
+        cases = st.one_of(operation.as_strategy(), negative)
 
-        @given(case=operation.as_strategy())
+        @given(case=cases)
         @settings(
             max_examples=EXAMPLES_PER_OPERATION,
             deadline=None,
