@@ -3,9 +3,8 @@ schema does not document, every answer conforms to the schema, and JSON nested 5
 every operation that takes JSON.
 
 A few generated examples per operation (schemathesis builds them from the schema with hypothesis: valid
-inputs and inputs that break it on purpose), sent
-over real HTTP with a token holding every scope on every project, and again as the project's manager (a
-session: deploying and deployment settings are for people). Path parameters are pinned to real rows
+inputs and inputs that break it on purpose), sent over real HTTP with a token holding every scope on every
+project, and again as the project's manager (a session: deploying and deployment settings are for people). Path parameters are pinned to real rows
 (the access matrix's world, plus an episode a person made, whose agent is null), so requests get past the
 lookups to the parsers, serializers and services; any server error or schema violation fails the test with
 the request that caused it.
