@@ -143,14 +143,20 @@ async def rewards_serve(config: DeploymentConfig, request: RewardRequest) -> lis
     if request.shm is not None:  # the frames the gallery or the monitor keep, read before the client reuses them
         request.payload = await shm_kept_frames(config, request.shm, probabilities, request.env_success)
     await sample_served(config, request.payload, probabilities)
-    monitor_served(config, request, probabilities)
+    monitor_served(config, request, probabilities, [item.ood for item in items])
     return items
 
 
-def monitor_served(config: DeploymentConfig, request: RewardRequest, probabilities: list[float | None]) -> None:
-    """Hand the batch to the reward-hacking monitor's thread (never waits on it)."""
+def monitor_served(
+    config: DeploymentConfig,
+    request: RewardRequest,
+    probabilities: list[float | None],
+    ood: list[bool | None] | None = None,
+) -> None:
+    """Hand the batch to the reward-hacking monitor's thread (never waits on it); `ood`: each item's
+    off-distribution flag (None: not checked)."""
     run = f"{request.client}/{request.stream}" if request.stream else request.client
     batch = ServedBatch(
-        config, request.payload, probabilities, request.env_success, request.episode_ids, run, time.time()
+        config, request.payload, probabilities, request.env_success, request.episode_ids, run, time.time(), ood
     )
     monitor_submit(batch)

@@ -54,6 +54,10 @@ class MonitorSeries(TypedDict):
     run_false_success: dict[str, list[float | None]]
     served_histogram: list[int]
     totals: WindowRates
+    ood_frames: list[int]  # frames flagged off-distribution per point
+    ood_rate: list[float | None]  # of the frames checked (None: none checked; a model without OOD statistics)
+    ood_total: int
+    ood_checked: int
 
 
 class MonitorSteps(TypedDict):

@@ -73,6 +73,17 @@ def time_series(ref: str, *, hours: float, now: float | None = None) -> dict:
         "run_false_success": {run: [by_t.get(t) for t in times] for run, by_t in runs_over_time.items()},
         "served_histogram": monitor.histogram(total),
         "totals": monitor.window_rates(total),
+        **ood_series(list(points.values()), total),
+    }
+
+
+def ood_series(points: list, total) -> dict:
+    """Off-distribution frames per point (flagged, and the rate among the frames checked) and in the period."""
+    return {
+        "ood_frames": [int(c.get("ood", 0)) for c in points],
+        "ood_rate": [monitor.rate(int(c.get("ood", 0)), int(c.get("oodn", 0))) for c in points],
+        "ood_total": int(total.get("ood", 0)),
+        "ood_checked": int(total.get("oodn", 0)),
     }
 
 

@@ -65,6 +65,13 @@ class ServedBatch:
     episode_ids: list[str] | None
     run: str
     at: float
+    ood: list[bool | None] | None = None  # each frame's off-distribution flag (None: the model checks none)
+
+
+def ood_counts(flags: list[bool | None] | None) -> dict[str, int]:
+    """Bucket counter increments for off-distribution frames: `oodn` frames checked, `ood` of them flagged."""
+    checked = [flag for flag in flags or [] if flag is not None]
+    return {key: value for key, value in (("oodn", len(checked)), ("ood", sum(checked))) if value}
 
 
 def monitor_submit(batch: ServedBatch) -> bool:
@@ -183,6 +190,7 @@ def monitor_record(batches: list[ServedBatch]) -> None:
         ref, threshold = ref_of(batch.config.name, batch.config.id), batch.config.reward.threshold
         bucket = monitor.bucket_of(batch.at)
         counts = monitor.tally(batch.probabilities, threshold, env_success=batch.env_success, run=batch.run)
+        counts.update(ood_counts(batch.ood))
         per_step = monitor.step_tally(batch.probabilities, threshold, steps, batch.env_success) if steps else {}
         for key, values, ttl in (
             (_key("b", ref, bucket), counts, BUCKET_TTL_S),

@@ -37,6 +37,7 @@ class FrameScore:
     reward: float
     threshold: float
     inference_ms: float
+    ood: bool | None = None  # off the model's training distribution (None: the model carries no OOD statistics)
 
 
 def per_step(config: DeploymentConfig) -> DeploymentConfig:
@@ -87,6 +88,7 @@ async def score_frame(
         reward=item.reward,
         threshold=config.reward.threshold,
         inference_ms=elapsed,
+        ood=item.ood,
     )
 
 

@@ -419,6 +419,7 @@ class TeleopStream:
             "threshold": score.threshold,
             "sent_at": step.sent_at,
             "inference_ms": score.inference_ms,
+            "ood": score.ood,
             "dropped": self.slot.dropped,
         }
         await asyncio.gather(self.broadcast(result), self.outlet.reply(result))

@@ -136,3 +136,48 @@ def test_agent_and_dashboard_reconnect_after_a_server_restart(browser, process_e
     assert episode.status == Episode.Status.FINISHED
     assert 100 < episode.num_steps <= 400  # steps sent while the server was down may be lost, not the rest
     page.close()
+
+
+def test_the_live_reward_shows_the_off_distribution_flag(live_server_url, browser, user, project, agent_token):
+    """A result the model flagged `ood` shows an OOD badge beside the live reward and counts it; the next frame
+    in distribution hides the badge; a model without OOD statistics (ood null) says the frames are not checked.
+    Results reach the page through the real channel layer and the viewer's socket."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from asgiref.sync import async_to_sync
+    from channels.layers import get_channel_layer
+
+    from inference.teleop.stream import group_name
+
+    session = TeleopSession.objects.create(agent=agent_token[0], project=project, is_live=True)
+    page = browser.new_page(viewport={"width": 1300, "height": 1000})
+    login(page, live_server_url, "alice", "pw-alice-123")
+    page.goto(f"{live_server_url}/teleop/{session.pk}/")
+    page.wait_for_function("document.getElementById('conn').textContent === 'connected'", timeout=30_000)
+    assert page.locator("#ood-flag").is_hidden()
+
+    def send(index: int, ood: bool | None) -> None:
+        result = {"type": "result", "episode": "e1", "index": index, "probability": 0.97, "success": True,
+                  "reward": 1.0, "threshold": 0.5, "inference_ms": 3.0, "dropped": 0, "ood": ood}  # fmt: skip
+        event = {"type": "teleop.event", "data": result}
+        with ThreadPoolExecutor(1) as thread:  # not beside Playwright's event loop, which runs in this thread
+            thread.submit(async_to_sync(get_channel_layer().group_send), group_name(session.pk), event).result()
+
+    send(0, None)
+    page.wait_for_function("Number(document.body.dataset.results || 0) >= 1")
+    assert page.inner_text("#ood-count") == "not checked" and page.locator("#ood-flag").is_hidden()
+    send(1, True)  # a covered camera: paid as the deployment's ood_action says, and flagged here
+    page.wait_for_function("Number(document.body.dataset.results || 0) >= 2")
+    assert page.locator("#ood-flag").is_visible() and page.inner_text("#ood-count") == "1 of 1"
+    send(2, False)
+    page.wait_for_function("Number(document.body.dataset.results || 0) >= 3")
+    assert page.locator("#ood-flag").is_hidden() and page.inner_text("#ood-count") == "1 of 2"
+    page.close()
+
+
+def test_a_scored_teleop_frame_carries_the_models_ood_flag():
+    """The live result the stream sends viewers carries the scored item's `ood` (FrameScore.ood)."""
+    from inference.teleop.scoring import FrameScore
+
+    assert FrameScore(0.9, True, 1.0, 0.5, 2.0, ood=True).ood is True
+    assert FrameScore(0.9, True, 1.0, 0.5, 2.0).ood is None

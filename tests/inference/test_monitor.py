@@ -233,3 +233,35 @@ def test_batches_without_env_flags_are_counted_together_and_none_is_lost(project
     monitor_flush()
     counts = window_counts(ref_of(config.name, config.id), now=time.time(), window_s=60)
     assert counts["n"] == 12 and counts["ms"] == 6  # every item of the six batches, counted once
+
+
+def test_off_distribution_frames_are_counted_per_deployment_over_time(project):
+    """Served items flagged `ood` (and those checked at all) are counted per bucket: the monitor shows how many
+    were flagged and at what rate, per point and over the period; frames of a model without OOD statistics
+    (flag None) count as not checked."""
+    from asgiref.sync import async_to_sync
+
+    from inference.broker import dump_npy
+    from inference.monitor.selectors import time_series
+    from inference.monitor.services import ServedBatch, monitor_flush, monitor_submit, ood_counts, ref_of
+    from inference.serving import deployment_config
+
+    from .conftest import deploy, make_trained_model, random_images
+
+    assert ood_counts([True, False, None, True]) == {"oodn": 3, "ood": 2}
+    assert ood_counts(None) == {} and ood_counts([None, None]) == {}
+    deployment = deploy(make_trained_model(project))
+    config, payload = async_to_sync(deployment_config)(deployment.name), dump_npy(random_images(4))
+    now = time.time()
+    batches = [  # an earlier point: 1 of 4 flagged; then a covered camera: 4 of 4; then a model that checks none
+        ServedBatch(config, payload, [0.9] * 4, None, None, "a1", now - 600, [True, False, False, False]),
+        ServedBatch(config, payload, [0.9] * 4, None, None, "a1", now, [True] * 4),
+        ServedBatch(config, payload, [0.9] * 4, None, None, "a1", now, None),
+    ]
+    for batch in batches:
+        assert monitor_submit(batch)
+    monitor_flush()
+    series = time_series(ref_of(config.name, config.id), hours=1)
+    assert (series["ood_total"], series["ood_checked"]) == (5, 8)
+    assert series["ood_frames"] == [1, 4] and series["ood_rate"] == [0.25, 1.0]
+    assert series["frames"] == [4, 8]  # the unchecked frames still count as served

@@ -87,3 +87,33 @@ def test_a_model_without_ood_statistics_serves_ood_null(project, live_server_url
     )
     assert response.status_code == 200, response.text
     assert [(item["ood"], item["ood_score"]) for item in response.json()["items"]] == [(None, None), (None, None)]
+
+
+def test_the_monitor_counts_the_frames_a_deployment_flagged(project, live_server_url, inference_worker_process):
+    """Served through the real service, flagged frames reach the deployment's reward-hacking monitor."""
+    import time
+
+    from inference.monitor.selectors import time_series
+    from inference.monitor.services import ref_of
+    from labeling.ingest.services import agent_create
+
+    token = agent_create(name="rl-ood-monitor", kind="rl_worker", all_projects=True)[1]
+    deployment = deploy(make_trained_model(project, checkpoint_path=ood_checkpoint()), threshold=0.5)
+    noise = np.random.default_rng(8).integers(0, 256, size=(3, TINY_SIZE, TINY_SIZE, 3), dtype=np.uint8)
+    held_out, _ = scenes(4, 2)
+    response = requests.post(
+        f"{live_server_url}/api/deployments/{deployment.name}/rewards",
+        data=dump_npy(np.concatenate([noise, held_out])),
+        headers={"Authorization": f"Bearer {token}", "Content-Type": "application/x-npy"},
+        timeout=60,
+    )
+    assert response.status_code == 200, response.text
+    flagged = sum(bool(item["ood"]) for item in response.json()["items"])
+    assert flagged >= 3
+    deadline, series = time.monotonic() + 10, {}
+    while time.monotonic() < deadline:  # the web process's monitor thread records it just after answering
+        series = time_series(ref_of(deployment.name, deployment.pk), hours=1)
+        if series["ood_checked"]:
+            break
+        time.sleep(0.1)
+    assert (series["ood_total"], series["ood_checked"]) == (flagged, 7)

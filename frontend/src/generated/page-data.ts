@@ -294,6 +294,10 @@ export interface MonitorSeries {
   run_false_success: Record<string, (number | null)[]>;
   served_histogram: number[];
   totals: WindowRates;
+  ood_frames: number[];
+  ood_rate: (number | null)[];
+  ood_total: number;
+  ood_checked: number;
 }
 
 export interface MonitorSteps {

@@ -1,5 +1,6 @@
 // Reward-hacking monitor of one deployment: false-success and false-fail rates over time, false success
-// per RL run, served probabilities against the training set's, and success rate per episode step.
+// per RL run, served probabilities against the training set's, success rate per episode step, and frames the
+// model flagged off its training distribution (OOD) over time.
 // Data comes with the page (json_script) and is refreshed from the monitor API every 10 seconds.
 import uPlot from "uplot";
 import type { MonitorPageData } from "../generated/page-data";
@@ -62,6 +63,16 @@ function render(data: Data) {
     "(false success and false fail need the env_success flags they send).");
   chart("runs-chart", { label: "time", time: true },
     Object.entries(s.run_false_success).map(([run, values]) => ({ label: run, values })), s.times);  // the table says why
+  chart("ood-chart", { label: "time", time: true }, [
+    { label: "off-distribution rate (flagged of checked)", values: s.ood_rate },
+  ], s.times, s.ood_checked ? "" : "No frame checked yet: the rate appears once a model with OOD statistics serves.");
+  const total = document.getElementById("ood-total");
+  if (total) {
+    total.textContent = s.ood_checked
+      ? `${s.ood_total} of ${s.ood_checked} frames flagged off-distribution (${(100 * s.ood_total / s.ood_checked).toFixed(1)}%)`
+      : "no frames checked";
+    total.dataset.flagged = String(s.ood_total);
+  }
   const centers = Array.from({ length: data.bins }, (_, i) => (i + 0.5) / data.bins);
   chart("hist-chart", { label: "probability", time: false }, [
     { label: "served", values: normalise(s.served_histogram) },

@@ -34,6 +34,20 @@ function camera(name: string): HTMLImageElement {
 }
 data.cameras.forEach(camera);
 
+// --- off-distribution flag: the live reward says when the model never saw anything like the frame ---
+const oodSeen = { checked: 0, flagged: 0 };
+function showOod(ood: boolean | null | undefined): void {
+  $("ood-flag").style.display = ood === true ? "" : "none"; // a badge's display would override `hidden`
+  if (ood === true || ood === false) {
+    oodSeen.checked += 1;
+    oodSeen.flagged += Number(ood);
+  }
+  $("ood-count").textContent = oodSeen.checked
+    ? `${oodSeen.flagged} of ${oodSeen.checked}`
+    : "not checked"; // a model without OOD statistics
+  document.body.dataset.oodFlagged = String(oodSeen.flagged);
+}
+
 // --- chart -----------------------------------------------------------------------------------
 const xs: number[] = [];
 const probs: (number | null)[] = [];
@@ -220,6 +234,7 @@ function handle(msg: Message) {
       $("success").textContent = msg.success ? "SUCCESS" : "no";
       $("success").style.color = msg.success ? "var(--success)" : "var(--muted)";
       $("reward").textContent = fmt(msg.reward);
+      showOod(msg.ood);
       $("latency").textContent = `${fmt(msg.inference_ms, 1)} ms`;
       $("dropped").textContent = String(msg.dropped ?? 0);
       $("results").textContent = String(state.results);
