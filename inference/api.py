@@ -360,6 +360,13 @@ class DeploymentDetailView(APIView):
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
+PAUSE_RESPONSES = {
+    200: DeploymentSerializer,
+    403: OpenApiResponse(description="Not a manager of the deployment's project."),
+    404: OpenApiResponse(description="No such deployment (or not one the caller may see)."),
+}
+
+
 class DeploymentPauseView(APIView):
     """Pause a deployment (clients get 503 saying it is paused) or resume it; managers of its project."""
 
@@ -369,11 +376,7 @@ class DeploymentPauseView(APIView):
         operation_id="deployment_pause",
         summary="Pause: reward requests answer 503 saying the deployment is paused",
         request=None,
-        responses={
-            200: DeploymentSerializer,
-            403: OpenApiResponse(description="Not a manager of the deployment's project."),
-            404: OpenApiResponse(description="No such deployment (or not one the caller may see)."),
-        },
+        responses=PAUSE_RESPONSES,
     )
     def post(self, request, name: str):
         deployment = _deployment(request, name, access.DEPLOY)
@@ -384,7 +387,9 @@ class DeploymentPauseView(APIView):
 class DeploymentResumeView(DeploymentPauseView):
     paused = False
 
-    @extend_schema(operation_id="deployment_resume", summary="Resume a paused deployment", request=None)
+    @extend_schema(
+        operation_id="deployment_resume", summary="Resume a paused deployment", request=None, responses=PAUSE_RESPONSES
+    )
     def post(self, request, name: str):
         return super().post(request, name)
 
