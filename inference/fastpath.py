@@ -12,6 +12,7 @@ webapp/asgi.py puts it in front of Django for every web process.
 
 from __future__ import annotations
 
+import functools
 import re
 import time
 from urllib.parse import parse_qs
@@ -25,6 +26,7 @@ from labeling.gate.limits import client_key
 from labeling.gate.throttles import bad_request_limit, limiter, rewards_limit
 from webapp.common import metrics
 from webapp.common.asgi_http import HttpError, read_body, respond_json
+from webapp.common.body_budget import BodyBudget, BodyHold
 
 from .reward_serving import npy_fields, reward_request, rewards_answer
 from .serving import DeploymentConfig, DeploymentNotFound, DeploymentUnavailable, deployment_config
@@ -69,7 +71,11 @@ class RewardsFastPath:
         refused = access.scope_refusal(agent, access.REWARDS)
         if refused is not None:
             raise HttpError(403, refused)
-        payload = await _read_body(receive)
+        with web_bodies().hold() as hold:  # given back once the answer is sent: the body is kept until then
+            payload = await _read_body(receive, headers, hold)
+            return await self._answer(name, agent, payload, scope, headers, content_type)
+
+    async def _answer(self, name: str, agent, payload: bytes, scope, headers: dict, content_type: str) -> dict:
         try:
             config = await deployment_config(name)
         except DeploymentNotFound as exc:
@@ -124,7 +130,15 @@ def _access(agent, config: DeploymentConfig) -> int:
     return allowed
 
 
-async def _read_body(receive) -> bytes:
+async def _read_body(receive, headers: dict, hold: BodyHold) -> bytes:
     # The largest valid body: MAX_REQUEST_PIXELS RGB bytes plus a generous .npy header.
     limit = min(settings.DATA_UPLOAD_MAX_MEMORY_SIZE, settings.MAX_REQUEST_PIXELS * 3 + 65536)
-    return await read_body(receive, limit, "MAX_REQUEST_PIXELS x 3 plus the header, DATA_UPLOAD_MAX_MEMORY_SIZE")
+    declared = headers.get("content-length", "")
+    what = "MAX_REQUEST_PIXELS x 3 plus the header, DATA_UPLOAD_MAX_MEMORY_SIZE"
+    return await read_body(receive, limit, what, hold, int(declared) if declared.isdigit() else 0)
+
+
+@functools.cache
+def web_bodies() -> BodyBudget:
+    """This web process's budget for the reward bodies it holds (WEB_BODIES_MAX_BYTES)."""
+    return BodyBudget(settings.WEB_BODIES_MAX_BYTES, "WEB_BODIES_MAX_BYTES")

@@ -365,6 +365,8 @@ INFERENCE_QUEUE_MAX_BYTES = env_int("INFERENCE_QUEUE_MAX_BYTES", 512 * 1024 * 10
 INFERENCE_CLIENT_QUEUE_MAX_BYTES = env_int("INFERENCE_CLIENT_QUEUE_MAX_BYTES", 256 * 1024 * 1024, minimum=1024 * 1024)
 # payload bytes waiting in every inference queue together, and one project's (README: "Limits and production settings")
 INFERENCE_INFLIGHT_MAX_BYTES = env_int("INFERENCE_INFLIGHT_MAX_BYTES", 384 * 1024 * 1024, minimum=1024 * 1024)
+# reward bodies one web process holds at once (webapp/common/body_budget.py); more: 503 with Retry-After
+WEB_BODIES_MAX_BYTES = env_int("WEB_BODIES_MAX_BYTES", 384 * 1024 * 1024, minimum=1024 * 1024)
 INFERENCE_PROJECT_INFLIGHT_MAX_BYTES = env_int(
     "INFERENCE_PROJECT_INFLIGHT_MAX_BYTES", 192 * 1024 * 1024, minimum=1024 * 1024
 )

@@ -6,6 +6,7 @@ on a free port, never the shared one."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
@@ -15,6 +16,7 @@ import subprocess
 import threading
 import time
 import uuid
+from collections.abc import Iterator
 from types import SimpleNamespace
 
 import numpy as np
@@ -90,6 +92,23 @@ class PrivateRedis:
     def restart(self) -> None:
         self.stop()
         self.start()
+
+
+@contextlib.contextmanager
+def capped_redis_server(tmp_path, maxmemory: int) -> Iterator[tuple[str, redis_lib.Redis]]:
+    """A private redis-server capped at `maxmemory` bytes (noeviction): its URL and a client of it."""
+    if shutil.which("redis-server") is None:
+        pytest.fail("redis-server is required (scripts/lib.sh installs it)")
+    server = PrivateRedis(tmp_path)
+    server.start()
+    client = redis_lib.Redis.from_url(server.url)
+    client.config_set("maxmemory", maxmemory)
+    client.config_set("maxmemory-policy", "noeviction")
+    try:
+        yield server.url, client
+    finally:
+        client.close()
+        server.stop()
 
 
 @pytest.fixture

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import base64
 import io
-import shutil
 import sys
 import threading
 import time
@@ -25,7 +24,7 @@ from inference.vlm.budget import BUDGET_KEY
 from tests.conftest import _spawn, _stop, _wait_for_port, _warm_up, free_port
 
 from .conftest import deploy, make_trained_model
-from .test_redis_bounds import PrivateRedis
+from .test_redis_bounds import capped_redis_server
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
@@ -82,18 +81,8 @@ def _stack(process_env, url: str):
 
 @pytest.fixture
 def capped_redis(tmp_path):
-    if shutil.which("redis-server") is None:
-        pytest.fail("redis-server is required (scripts/lib.sh installs it)")
-    server = PrivateRedis(tmp_path)
-    server.start()
-    client = redis_lib.Redis.from_url(server.url)
-    client.config_set("maxmemory", MAXMEMORY)
-    client.config_set("maxmemory-policy", "noeviction")
-    try:
-        yield server.url, client
-    finally:
-        client.close()
-        server.stop()
+    with capped_redis_server(tmp_path, MAXMEMORY) as server:
+        yield server
 
 
 def _vlm_models(projects):

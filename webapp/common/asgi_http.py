@@ -6,9 +6,12 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
+
+if TYPE_CHECKING:
+    from webapp.common.body_budget import BodyHold
 
 Scope = Mapping[str, Any]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
@@ -37,11 +40,15 @@ def declared_length(headers: dict[str, str], limit: int, what: str) -> None:
 JOIN_OFF_LOOP_BYTES = 1024 * 1024  # a body this large is joined in a thread: the event loop never copies it
 
 
-async def read_body(receive: Receive, limit: int, what: str) -> bytes:
+async def read_body(receive: Receive, limit: int, what: str, hold: BodyHold | None = None, declared: int = 0) -> bytes:
     """The whole body, or 413 as soon as it grows past `limit` (`what` names the limit in the message).
     The chunks of a body of JOIN_OFF_LOOP_BYTES or more are joined in a thread (one copy, with the GIL
-    released), so a large body holds no other request of this process."""
+    released), so a large body holds no other request of this process. With `hold` (webapp.common.body_budget)
+    the body's `declared` length is held before any of it is kept, and its bytes as they grow past it; a
+    refusal (busy 503) reads the rest of the body and drops it, so the client is answered, not reset."""
     chunks, size = [], 0
+    if hold is not None:
+        await _held(receive, hold, min(declared, limit))
     while True:
         message = await receive()
         if message["type"] == "http.disconnect":
@@ -50,6 +57,8 @@ async def read_body(receive: Receive, limit: int, what: str) -> bytes:
         size += len(chunk)
         if size > limit:
             raise HttpError(413, f"body larger than {limit} bytes ({what})")
+        if hold is not None:
+            await _held(receive, hold, size, message.get("more_body", False))
         chunks.append(chunk)
         if not message.get("more_body", False):
             if len(chunks) == 1:
@@ -57,6 +66,17 @@ async def read_body(receive: Receive, limit: int, what: str) -> bytes:
             if size < JOIN_OFF_LOOP_BYTES:
                 return b"".join(chunks)
             return await asyncio.to_thread(b"".join, chunks)
+
+
+async def _held(receive: Receive, hold: BodyHold, nbytes: int, more: bool = True) -> None:
+    """`hold.grow_to(nbytes)`; when it refuses, the rest of the body is read and dropped first."""
+    try:
+        hold.grow_to(nbytes)
+    except HttpError:
+        while more:
+            message = await receive()
+            more = message["type"] != "http.disconnect" and message.get("more_body", False)
+        raise
 
 
 async def respond_json(
