@@ -304,7 +304,7 @@ def deployment_delete(*, deployment: Deployment, actor: object = None) -> None:
     with transaction.atomic():
         deployment_event(deployment=deployment, action=DeploymentEvent.Action.DELETED, actor=actor, detail=detail)
         deployment.delete()
-        transaction.on_commit(lambda: [default_storage.delete(name) for name in files])  # not if rolled back
+        transaction.on_commit(lambda: _files_delete(files))  # not if the delete is rolled back
     forget_deployment(deployment.name)
 
 
@@ -382,6 +382,11 @@ def served_frame_label(*, frame: ServedFrame, value: str, user: AbstractBaseUser
         ServedFrame.objects.filter(pk=frame.pk).update(labeled_episode=episode, label_value=value)
     frame.refresh_from_db()
     return episode
+
+
+def _files_delete(names: list[str]) -> None:
+    for name in names:
+        default_storage.delete(name)
 
 
 def _next_version():
