@@ -319,6 +319,12 @@ class DeploymentListView(APIView):
         return Response(DeploymentSerializer(deployment).data, status=status.HTTP_201_CREATED)
 
 
+MANAGER_REFUSALS = {
+    403: OpenApiResponse(description="Not a manager of the deployment's project."),
+    404: OpenApiResponse(description="No such deployment (or not one the caller may see)."),
+}
+
+
 class DeploymentDetailView(APIView):
     @extend_schema(operation_id="deployment_get", responses=DeploymentSerializer)
     def get(self, request, name: str):
@@ -348,11 +354,7 @@ class DeploymentDetailView(APIView):
     @extend_schema(
         operation_id="deployment_delete",
         summary="Delete the deployment with its served frames (its history stays)",
-        responses={
-            204: OpenApiResponse(description="Deleted: clients asking for it get 404."),
-            403: OpenApiResponse(description="Not a manager of the deployment's project."),
-            404: OpenApiResponse(description="No such deployment (or not one the caller may see)."),
-        },
+        responses={204: OpenApiResponse(description="Deleted: clients asking for it get 404."), **MANAGER_REFUSALS},
     )
     def delete(self, request, name: str):
         deployment = _deployment(request, name, access.DEPLOY)
@@ -360,11 +362,7 @@ class DeploymentDetailView(APIView):
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
-PAUSE_RESPONSES = {
-    200: DeploymentSerializer,
-    403: OpenApiResponse(description="Not a manager of the deployment's project."),
-    404: OpenApiResponse(description="No such deployment (or not one the caller may see)."),
-}
+PAUSE_RESPONSES = {200: DeploymentSerializer, **MANAGER_REFUSALS}
 
 
 class DeploymentPauseView(APIView):
