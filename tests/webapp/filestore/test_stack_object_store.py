@@ -1,0 +1,172 @@
+"""Done-when of issue 36 (ResNet part): the web process, a Celery worker (ingest, snapshots, training, exports)
+and an inference worker, each with its own data folder, media folder and cache, share nothing but PostgreSQL,
+Redis and the object store (SeaweedFS). Episodes are ingested through the web, labeled, snapshotted and
+trained by the worker, deployed and asked for rewards, a LeRobot export and a frame are downloaded through
+the web; every file goes through the bucket, and no process's media folder is ever created."""
+
+from __future__ import annotations
+
+import io
+import sys
+import time
+import uuid
+import zipfile
+
+import numpy as np
+import pytest
+import requests
+from django.core.files.storage import default_storage
+from django.test import Client
+
+from inference.broker import WORKERS_KEY
+from tests.conftest import _spawn, _stop, _wait_for_port, free_port
+from tests.inference.conftest import deploy
+from tests.labeling.ingest_helpers import step_rows
+from tests.object_store import s3_client
+from training.models import DatasetSnapshot, TrainedModel, TrainingJob
+from training.services import job_create
+from training.snapshots.services import snapshot_start
+from training.synthetic import make_scene
+from webapp.common.filestore.cache import FileCache
+from webapp.common.filestore.publish import folder_manifest
+
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+EPISODES, STEPS, SIZE = 4, 6, 16
+
+
+def _png(done: bool, rng) -> bytes:
+    from labeling.images import encode_array
+
+    return encode_array(make_scene(done, SIZE, rng), max_side=4096, max_pixels=1 << 24).data
+
+
+def _wait(predicate, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while not (value := predicate()):
+        assert time.monotonic() < deadline, f"timed out after {timeout:.0f} s waiting for {what}"
+        time.sleep(0.2)
+    return value
+
+
+def test_web_and_workers_share_nothing_but_database_redis_and_the_object_store(
+    project, user, agent_token, process_env, s3_storage, settings, tmp_path
+):
+    import redis
+
+    from labeling.models import Episode, FrameLabel
+
+    homes = {name: tmp_path / name for name in ("web", "celery", "inference")}
+    envs = {
+        name: {
+            **process_env,
+            **s3_storage,
+            "RS_DATA_DIR": str(home),
+            "MEDIA_ROOT": str(home / "media"),
+            "STORAGE_CACHE_DIR": str(home / "cache"),
+            "SECRET_KEY": settings.SECRET_KEY,  # shared, not a file in a data folder: sessions and signatures
+        }
+        for name, home in homes.items()
+    }
+    port, procs = free_port(), []
+    web_args = [sys.executable, "-m", "uvicorn", "webapp.asgi:application", "--host", "127.0.0.1"]
+    web_args += ["--port", str(port), "--no-proxy-headers", "--log-level", "warning"]
+    celery_args = [sys.executable, "-m", "celery", "-A", "webapp", "worker", "-Q", "ingest,training,inference,default"]
+    celery_args += ["--pool", "solo", "--without-gossip", "--without-mingle", "--loglevel", "INFO"]
+    inference_args = [sys.executable, "manage.py", "inference_worker", "--threads", "1"]
+    inference_args += ["--metrics-port", str(free_port())]
+    client = redis.Redis.from_url(settings.REDIS_URL)
+    client.delete(WORKERS_KEY)
+    try:
+        procs.append(_spawn(web_args, envs["web"], "stack-s3-web.log"))
+        procs.append(_spawn(celery_args, envs["celery"], "stack-s3-celery.log"))
+        procs.append(_spawn(inference_args, envs["inference"], "stack-s3-inference.log"))
+        _wait_for_port(port, procs[0], timeout=120)
+        base = f"http://127.0.0.1:{port}"
+        agent = requests.Session()
+        agent.headers["Authorization"] = f"Bearer {agent_token[1]}"
+
+        # ingest through the web: frames land in the bucket
+        rng = np.random.default_rng(0)
+        for number in range(EPISODES):
+            episode_id = str(uuid.uuid4())
+            body = {"project": project.name, "uuid": episode_id, "env_id": "PickCube-v1"}
+            assert agent.post(f"{base}/api/episodes", json=body, timeout=60).status_code in (200, 201)
+            success_from = STEPS // 2 if number % 2 == 0 else STEPS
+            files = {
+                f"frame.{i}.{camera}": io.BytesIO(_png(i >= success_from, rng))
+                for i in range(STEPS)
+                for camera in project.camera_views
+            }
+            answer = agent.post(
+                f"{base}/api/episodes/{episode_id}/steps",
+                data={"steps": __import__("json").dumps(step_rows(range(STEPS)))},
+                files=files,
+                timeout=60,
+            )
+            assert answer.status_code in (200, 201), answer.text
+            assert agent.post(f"{base}/api/episodes/{episode_id}/finish", json={}, timeout=60).status_code == 200
+            episode = Episode.objects.get(uuid=episode_id)
+            FrameLabel.objects.bulk_create(
+                FrameLabel(
+                    project=project,
+                    episode=episode,
+                    step=step,
+                    value="success" if step.index >= success_from else "fail",
+                    source="human",
+                )
+                for step in episode.steps.all()
+            )
+        listing = s3_client(s3_storage["S3_ENDPOINT_URL"]).list_objects_v2(Bucket=s3_storage["S3_BUCKET"])
+        frames = [item["Key"] for item in listing.get("Contents", []) if item["Key"].startswith("frames/")]
+        assert len(frames) == EPISODES * STEPS * len(project.camera_views)
+
+        # snapshot and training on the Celery worker: frames read from the bucket, outputs published
+        snapshot = snapshot_start(project=project, options={"val_split": 0.5, "trend": False})
+        _wait(lambda: DatasetSnapshot.objects.get(pk=snapshot.pk).status != "building", 240, "the snapshot")
+        snapshot.refresh_from_db()
+        assert snapshot.status == "ready", snapshot.error
+        assert folder_manifest(default_storage, snapshot.folder) is not None
+        config = {"hidden_dim": 8, "image_size": [3, SIZE, SIZE], "epochs": 1, "batch_size": 16, "warmup_steps": 0}
+        job = job_create(project=project, snapshot=snapshot, config=config | {"num_threads": 1, "patience": 0})
+        finished = ("succeeded", "failed", "cancelled")
+        _wait(lambda: TrainingJob.objects.get(pk=job.pk).status in finished, 300, "the training job")
+        job.refresh_from_db()
+        assert job.status == "succeeded", job.error
+        model = TrainedModel.objects.get(job=job)
+        assert folder_manifest(default_storage, model.checkpoint_path) is not None
+
+        # deployed; rewards through the web from the inference worker, which fetched the model into its cache
+        deployment = deploy(model)
+        _wait(lambda: client.hlen(WORKERS_KEY), 120, "the inference worker")
+        images = np.random.default_rng(1).integers(0, 256, (3, SIZE, SIZE, 3), dtype=np.uint8)
+        buffer = io.BytesIO()
+        np.save(buffer, images, allow_pickle=False)
+        answer = agent.post(
+            f"{base}/api/deployments/{deployment.name}/rewards",
+            data=buffer.getvalue(),
+            headers={"Content-Type": "application/x-npy"},
+            timeout=60,
+        )
+        assert answer.status_code == 200, answer.text
+
+        # people: the LeRobot export and a frame, through the web, from the bucket
+        browser = Client()
+        browser.force_login(user)
+        session = requests.Session()
+        session.headers["Cookie"] = f"sessionid={browser.cookies['sessionid'].value}"
+        export = session.get(f"{base}/projects/{project.pk}/export/lerobot/?fps=10", timeout=120)
+        assert export.status_code == 200, export.text[:500]
+        assert export.headers["Content-Type"] == "application/zip", (export.url, export.text[:500])
+        with zipfile.ZipFile(io.BytesIO(export.content)) as archive:
+            assert any(name.endswith(".parquet") for name in archive.namelist())
+        frame = session.get(f"{base}/media/{frames[0]}", timeout=60)
+        assert frame.status_code == 200 and frame.content.startswith(b"\x89PNG")
+    finally:
+        for proc in procs:
+            _stop(proc)
+
+    # nothing went through a local media folder; each worker's cache holds what it read, and only that
+    assert [name for name, home in homes.items() if (home / "media").exists()] == []
+    cached = {name: {e.name for e in FileCache(home / "cache", 1 << 40).entries()} for name, home in homes.items()}
+    assert model.checkpoint_path in cached["inference"] and snapshot.folder in cached["celery"]
+    assert snapshot.folder not in cached["inference"] and snapshot.folder not in cached["web"]
