@@ -231,3 +231,11 @@ def test_deleting_removes_the_served_frames_files_once_the_delete_is_committed(p
     assert not default_storage.exists(frame.image.name)
     event = DeploymentEvent.objects.get(deployment_name="frames", action="deleted")
     assert event.detail["served_frames"] == 1 and event.deployment is None
+
+
+def test_a_token_that_switches_the_model_is_named_in_the_history(deployment, models, project, scoped_agent_client):
+    agent, client = scoped_agent_client(["training"], projects=[project])
+    switched = client.post("/api/deployments/pick-cube/model", {"trained_model": models[1].pk}, format="json")
+    assert switched.status_code == 200 and switched.json()["version_label"] == "v2"
+    event = DeploymentEvent.objects.get(deployment=deployment, action="switched")
+    assert event.actor == f"token {agent.name}" and event.user is None
