@@ -230,6 +230,7 @@ class ProgressSerializer(serializers.Serializer):
     done = serializers.IntegerField()
     target = serializers.IntegerField()
     percent = serializers.IntegerField()
+    note = serializers.CharField(help_text="Why the data may never meet the target; empty otherwise.")
 
 
 class ProjectProgressSerializer(serializers.Serializer):
@@ -434,7 +435,7 @@ class ProjectProgressView(APIView):
     def get(self, request, pk):
         project = _project(request, pk)
         progress = [
-            {"label": p.label, "kind": p.kind, "done": p.done, "target": p.target, "percent": p.percent}
+            {"label": p.label, "kind": p.kind, "done": p.done, "target": p.target, "percent": p.percent, "note": p.note}
             for p in label_selectors.project_progress(project=project)
         ]
         return Response(

@@ -23,6 +23,7 @@ class Progress:
     kind: str  # css class: success, fail, or a window class
     done: int
     target: int
+    note: str = ""  # why the data may never meet the target (shown beside it)
 
     @property
     def percent(self) -> int:
@@ -43,14 +44,34 @@ def project_progress(*, project: Project) -> list[Progress]:
         .annotate(n=Count("*"))
         .order_by()
     )
-    return [
+    proposed = set(
+        WindowLabel.objects.filter(project=project, source=LabelSource.PROPOSAL).values_list("value", flat=True)
+    )
+    rows = [
         Progress("Success frames", "success", frames.get("success", 0), project.target_success_frames),
         Progress("Fail frames", "fail", frames.get("fail", 0), project.target_fail_frames),
         *(
-            Progress(f"{value.capitalize()} windows", value, windows.get(value, 0), project.target_windows_per_class)
+            Progress(
+                f"{value.capitalize()} windows",
+                value,
+                windows.get(value, 0),
+                project.target_windows_per_class,
+                note=WINDOW_NOTES[value] if not windows.get(value) and value not in proposed else "",
+            )
             for value in WINDOW_CLASSES
         ),
     ]
+    return [row for row in rows if row.target > 0]  # a target of 0: nothing asked, nothing shown
+
+
+# Why a window class may stay at 0 (no human label of it and the trend rule proposed none in the data so far).
+WINDOW_NOTES = {
+    "positive": "none in the data yet: the trend rule proposes one where success rises within a window",
+    "negative": "none in the data yet: the trend rule proposes one only where success falls within a window "
+    "(a dropped cube, an undone task); episodes that never lose success cannot fill it. Label such windows by "
+    "hand, or set the target to 0 to hide it",
+    "unclear": "none in the data yet: the trend rule proposes one where success neither rises nor falls clearly",
+}
 
 
 def _per_project_count(model, **filters) -> Coalesce:
@@ -97,6 +118,24 @@ def _per_episode(model, **filters) -> QuerySet:
     return model.objects.filter(episode=OuterRef("pk"), **filters).order_by()
 
 
+def _open_undecided(model) -> QuerySet:
+    """An episode's open proposals that still need a decision: none on a step or window a human labeled (the
+    human label wins), the rule of `project_open_proposals`, so the list and the panel count alike."""
+    human: QuerySet
+    if model is FrameLabel:
+        human = FrameLabel.objects.filter(step=OuterRef("step"), source=LabelSource.HUMAN)
+    else:
+        human = WindowLabel.objects.filter(
+            episode=OuterRef("episode"), start=OuterRef("start"), end=OuterRef("end"), source=LabelSource.HUMAN
+        )
+    return _per_episode(model, **OPEN_PROPOSAL).exclude(Exists(human))
+
+
+def _open_undecided_count(model):
+    rows = _open_undecided(model).values("episode")
+    return Coalesce(Subquery(rows.annotate(n=Count("*")).values("n")[:1], output_field=IntegerField()), 0)
+
+
 # Counts are COUNT(*), never COUNT(id): PostgreSQL then answers them from the index alone (episode or project,
 # source, ...) without visiting each label row.
 def _per_episode_count(model, **filters):
@@ -118,8 +157,9 @@ def _with_counts(episodes: QuerySet[Episode]) -> QuerySet[Episode]:
     return episodes.annotate(
         human_frames=_per_episode_count(FrameLabel, source=LabelSource.HUMAN),
         human_windows=_per_episode_count(WindowLabel, source=LabelSource.HUMAN),
-        open_frame_proposals=_per_episode_count(FrameLabel, **OPEN_PROPOSAL),
-        open_window_proposals=_per_episode_count(WindowLabel, **OPEN_PROPOSAL),
+        human_success_frames=_per_episode_count(FrameLabel, source=LabelSource.HUMAN, value="success"),
+        open_frame_proposals=_open_undecided_count(FrameLabel),
+        open_window_proposals=_open_undecided_count(WindowLabel),
     )
 
 
@@ -160,9 +200,7 @@ def episode_list(
             episodes = episodes.filter(complete)
         else:
             episodes = episodes.filter(any_human).exclude(complete)
-    open_proposals = Exists(_per_episode(FrameLabel, **OPEN_PROPOSAL)) | Exists(
-        _per_episode(WindowLabel, **OPEN_PROPOSAL)
-    )
+    open_proposals = Exists(_open_undecided(FrameLabel)) | Exists(_open_undecided(WindowLabel))
     if proposals == "yes":
         episodes = episodes.filter(open_proposals)
     elif proposals == "no":
@@ -195,7 +233,20 @@ def episodes_by_ids(*, project: Project, ids: list[int]) -> list[Episode]:
             human_windows=e.human_windows,  # type: ignore[attr-defined]
             num_steps=e.num_steps,
         )
+        e.labels_verdict = labels_verdict(  # type: ignore[attr-defined]
+            human_frames=e.human_frames,  # type: ignore[attr-defined]
+            human_success_frames=e.human_success_frames,  # type: ignore[attr-defined]
+        )
     return out
+
+
+def labels_verdict(*, human_frames: int, human_success_frames: int) -> str:
+    """What the people's frame labels say of an episode, apart from the env's own success flag: success when a
+    frame is labeled success (the task was done at some step), fail when frames are labeled and none is, "" when
+    no frame is labeled."""
+    if not human_frames:
+        return ""
+    return "success" if human_success_frames else "fail"
 
 
 def episode_labeling_data(*, episode: Episode) -> EpisodeLabelingData:

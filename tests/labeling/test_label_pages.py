@@ -138,3 +138,66 @@ def test_deep_pages_show_the_oldest_episodes_with_their_counts(user_client, proj
     assert body["results"][0]["label_state"] == "labeled"
     html = user_client.get(f"/projects/{project.pk}/?state=unlabeled&page=999").content.decode()
     assert "(3 of 5)" in html and str(episodes[2].uuid)[:10] in html
+
+
+@pytest.mark.django_db
+def test_the_episode_list_shows_the_labels_verdict_beside_the_env_flag_named_apart(user_client, project):
+    """An episode the env calls a success but whose every frame a person labeled fail says both, apart."""
+    from labeling.labels.services import Actor, frame_labels_set
+
+    episode = episode_with_frames(project=project, num_steps=4, size=16, success_from=2)  # env: success
+    unlabeled = episode_with_frames(project=project, num_steps=4, size=16, success_from=99)  # env: fail
+    frame_labels_set(episode=episode, items=[(i, "fail") for i in range(4)], actor=Actor())
+    html = user_client.get(f"/projects/{project.pk}/").content.decode()
+    assert "<th title=\"The env's own success flag" in html and ">Env success</th>" in html
+    assert ">Labels' verdict</th>" in html and ">Episode success <select" not in html
+    row = html[html.index(str(episode.uuid)[:10]) :]
+    row = row[: row.index("</tr>")]
+    assert "env success" in row and "labeled fail" in row
+    other = html[html.index(str(unlabeled.uuid)[:10]) :]
+    other = other[: other.index("</tr>")]
+    assert "env fail" in other and "not labeled" in other
+
+
+@pytest.mark.django_db
+def test_open_proposal_counts_agree_between_the_episode_list_and_the_panel(user_client, project):
+    """Proposals on steps a person labeled wait for no decision: the list's "Open proposals", its "has open"
+    filter and the panel all leave them out (the tour saw 85 on a fully labeled episode, 62 in the panel)."""
+    from labeling.labels.selectors import project_open_proposals
+    from labeling.labels.services import Actor, frame_labels_set
+
+    labeled = episode_with_frames(project=project, num_steps=5, size=16, success_from=2)
+    waiting = episode_with_frames(project=project, num_steps=5, size=16, success_from=2)
+    proposals_generate(project=project, episodes=project.episodes.all())
+    frame_labels_set(episode=labeled, items=[(i, "fail") for i in range(5)], actor=Actor())
+    rows = {e.uuid: e for e in episode_list(project=project)}
+    panel = project_open_proposals(project=project)
+    assert rows[labeled.uuid].open_frame_proposals == 0 and panel["settled_frames"] == 5
+    assert rows[waiting.uuid].open_frame_proposals == panel["frames"] == 5
+    listed = sum(e.open_frame_proposals for e in rows.values())
+    assert listed == panel["frames"]
+    assert sum(e.open_window_proposals for e in rows.values()) == panel["windows"]
+    has_open = {e.uuid for e in episode_list(project=project, proposals="yes")}
+    assert waiting.uuid in has_open  # the filter follows the same rule: only what still waits counts
+    assert (labeled.uuid in has_open) == (rows[labeled.uuid].open_window_proposals > 0)
+
+
+@pytest.mark.django_db
+def test_a_target_the_data_cannot_meet_says_why_and_a_zero_target_is_hidden(user_client, project):
+    """The demo's "Negative windows 0/50" could never fill: with no negative window labeled or proposed, the
+    row says what would fill it; a target of 0 is not shown at all."""
+    from labeling.labels.selectors import project_progress
+
+    episode_with_frames(project=project, num_steps=6, size=16, success_from=3)  # success only rises
+    proposals_generate(project=project, episodes=project.episodes.all())
+    rows = {p.kind: p for p in project_progress(project=project)}
+    assert rows["negative"].done == 0 and "only where success falls" in rows["negative"].note
+    assert rows["success"].note == ""
+    html = user_client.get(f"/projects/{project.pk}/").content.decode()
+    assert "only where success falls within a window" in html
+    api = user_client.get(f"/api/projects/{project.pk}/progress").json()
+    assert any("only where success falls" in p["note"] for p in api["progress"])
+    project.target_windows_per_class = 0
+    project.save()
+    assert {p.kind for p in project_progress(project=project)} == {"success", "fail"}
+    assert "Negative windows" not in user_client.get(f"/projects/{project.pk}/").content.decode()
