@@ -30,6 +30,7 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from inference.fastpath import RewardsFastPath  # noqa: E402
 from labeling.auth import AgentTokenMiddleware  # noqa: E402
 from labeling.ingest.fastpath import IngestFastPath  # noqa: E402
+from webapp.common.parent_death import exit_with_parent  # noqa: E402
 from webapp.security.body_limit import BodyLimit  # noqa: E402
 from webapp.security.proxy_headers import behind_proxies  # noqa: E402
 from webapp.security.ws_origin import AgentOrAllowedOriginValidator  # noqa: E402
@@ -78,6 +79,7 @@ def _close_stale_teleop_sessions() -> None:
 
 
 _close_stale_teleop_sessions()
+exit_with_parent()  # a web process of `uvicorn --workers`: it ends with the parent (webapp.common.parent_death)
 
 
 def _forwarded_allow_ips() -> list[str]:
