@@ -13,13 +13,13 @@ import os
 import sys
 import threading
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
 import requests
 
 from tests.conftest import ROOT, _spawn, _stop, _wait_for_port, free_port
+from tests.webapp.test_web_processes import children
 from webapp.common.memory import rss_bytes
 
 from .conftest import deploy, make_trained_model
@@ -37,14 +37,7 @@ WEB_MEMORY_BOUND = 2 * (WEB_BODIES + 384 * MiB)  # two web processes: the bodies
 
 def _web_pids(parent: int) -> list[int]:
     """uvicorn's parent and the web processes it runs."""
-    pids = [parent]
-    for entry in Path("/proc").iterdir():
-        try:
-            if entry.name.isdigit() and int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) == parent:
-                pids.append(int(entry.name))
-        except (OSError, ValueError, IndexError):
-            continue
-    return pids
+    return [parent, *children(parent)]
 
 
 def _npy(array: np.ndarray) -> bytes:

@@ -21,7 +21,8 @@ from supervisor_conf import procfile_parse  # noqa: E402
 pytestmark = pytest.mark.slow
 
 
-def _children(parent: int) -> list[int]:
+def children(parent: int) -> list[int]:
+    """The processes whose parent is `parent` (from /proc)."""
     found = []
     for entry in Path("/proc").iterdir():
         try:
@@ -51,7 +52,7 @@ def test_a_killed_web_parent_takes_its_web_processes_and_the_port_is_free_again(
         _wait_for_port(port, proc, timeout=120)
         deadline = time.monotonic() + 60
         while (
-            len(workers := [p for p in _children(proc.pid) if b"spawn_main" in Path(f"/proc/{p}/cmdline").read_bytes()])
+            len(workers := [p for p in children(proc.pid) if b"spawn_main" in Path(f"/proc/{p}/cmdline").read_bytes()])
             < 2
         ):
             assert time.monotonic() < deadline, "uvicorn did not start two web processes"
