@@ -306,6 +306,7 @@ class DeploymentListView(APIView):
         model = TrainedModel.objects.filter(pk=int(named)).first() if named.isdigit() and len(named) < 12 else None
         if model is not None:  # refuse before judging the rest of the body
             _require_deploy(request, model)
+        _refuse_taken_name(request, model)
         serializer = DeploymentSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         values = dict(serializer.validated_data)
@@ -317,6 +318,22 @@ class DeploymentListView(APIView):
         except services.DeploymentError as exc:
             raise BadRequest(str(exc)) from None
         return Response(DeploymentSerializer(deployment).data, status=status.HTTP_201_CREATED)
+
+
+def _refuse_taken_name(request, model: TrainedModel | None) -> None:
+    """A name already deployed: 400 saying how to switch that deployment to the model when the caller may, else
+    that the name is taken (naming no deployment the caller cannot see)."""
+    name = str(request.data.get("name", "")) if isinstance(request.data, dict) else ""
+    existing = Deployment.objects.select_related("trained_model").filter(name=name).first() if name else None
+    if existing is None:
+        return
+    if model is not None and access.can(request.user, access.DEPLOY, existing):
+        raise BadRequest(
+            f"{name} already exists (serving {existing.trained_model.name}, {existing.version_label}): to serve "
+            f'model {model.pk} there, POST /api/deployments/{name}/model {{"trained_model": {model.pk}}}; '
+            "or choose another name"
+        )
+    raise BadRequest(services.name_taken_message(name))
 
 
 MANAGER_REFUSALS = {

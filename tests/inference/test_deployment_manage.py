@@ -239,3 +239,11 @@ def test_a_token_that_switches_the_model_is_named_in_the_history(deployment, mod
     assert switched.status_code == 200 and switched.json()["version_label"] == "v2"
     event = DeploymentEvent.objects.get(deployment=deployment, action="switched")
     assert event.actor == f"token {agent.name}" and event.user is None
+
+
+def test_creating_under_a_taken_name_over_the_api_says_how_to_switch_it(api, deployment, models):
+    again = api.post("/api/deployments/", {"name": "pick-cube", "trained_model": models[1].pk}, format="json")
+    assert again.status_code == 400
+    detail = again.json()["detail"]
+    assert "pick-cube already exists (serving tiny-1-0.0, v1)" in detail
+    assert f'POST /api/deployments/pick-cube/model {{"trained_model": {models[1].pk}}}' in detail
