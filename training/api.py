@@ -13,6 +13,7 @@ from labeling import access
 from labeling.models import Project
 from training.evaluation.model_evaluation import EvaluationUnavailable, evaluation_data
 from webapp.common.jobs.api import JOB_PROGRESS_FIELDS, JobProgressOut
+from webapp.common.parsers import BoundedJSONParser
 
 from . import selectors, services
 from .models import DatasetSnapshot, ModelKind, TrainedModel, TrainingJob
@@ -119,6 +120,9 @@ def _job(request, job_id: int, perm=access.TRAINING_VIEW) -> TrainingJob:
 
 
 class SnapshotListView(APIView):
+    # `options` nests (sources, splits): JSON only; a form body's flat keys were ignored and a default build queued
+    parser_classes = [BoundedJSONParser]
+
     @extend_schema(responses=SnapshotOut(many=True))
     def get(self, request, pk: int):
         project = _project(request, pk)

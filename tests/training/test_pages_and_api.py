@@ -239,6 +239,8 @@ def test_api_creates_snapshots_and_jobs_with_clear_errors(
     assert bad.status_code == 400 and "unknown label source" in bad.json()["detail"]
     bad = user_client.post(f"{url}/snapshots", {"options": {"camera": "roof"}}, content_type="application/json")
     assert bad.status_code == 400 and "'roof' is not one of the project's cameras" in bad.json()["detail"]
+    form = user_client.post(f"{url}/snapshots", {"options": "x", "junk": "1"})  # multipart: options cannot nest
+    assert form.status_code == 415 and "multipart/form-data" in form.json()["detail"]
     assert not DatasetSnapshot.objects.exists()  # cheap checks refuse before any row is written
     with django_capture_on_commit_callbacks(execute=False):
         made = user_client.post(
