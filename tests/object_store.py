@@ -75,7 +75,8 @@ def start_weed(folder: Path, log_path: Path) -> tuple[subprocess.Popen, str]:
     args = [weed_binary(), "server", f"-dir={folder}", "-s3", "-ip=127.0.0.1", "-ip.bind=127.0.0.1"]
     args += [f"-s3.config={folder / 's3.json'}"]
     args += [f"-{name}={port}" for name, port in zip(names, ports, strict=True)]
-    args += ["-s3.port.iceberg=0", "-s3.port.lance=0", "-master.volumeSizeLimitMB=64", "-volume.max=64"]
+    # every bucket is a collection with volumes of its own: many small volumes (files, not preallocated)
+    args += ["-s3.port.iceberg=0", "-s3.port.lance=0", "-master.volumeSizeLimitMB=8", "-volume.max=4000"]
     log = open(log_path, "w")  # noqa: SIM115 - closed with the process
     proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     endpoint = f"http://127.0.0.1:{ports[6]}"
@@ -116,6 +117,23 @@ def fresh_bucket(endpoint: str) -> str:
     name = f"rs-test-{uuid.uuid4().hex[:12]}"
     s3_client(endpoint).create_bucket(Bucket=name)
     return name
+
+
+def bucket_delete(endpoint: str, name: str) -> None:
+    """Remove a test's bucket and what it holds (its volumes go with it)."""
+    client = s3_client(endpoint)
+    for page in client.get_paginator("list_objects_v2").paginate(Bucket=name):
+        keys = [{"Key": item["Key"]} for item in page.get("Contents", [])]
+        if keys:
+            client.delete_objects(Bucket=name, Delete={"Objects": keys})
+    client.delete_bucket(Bucket=name)
+
+
+def buckets_left_delete(endpoint: str) -> None:
+    """Test buckets an interrupted run left behind."""
+    for bucket in s3_client(endpoint).list_buckets().get("Buckets", []):
+        if bucket["Name"].startswith("rs-test-"):
+            bucket_delete(endpoint, bucket["Name"])
 
 
 def s3_env(endpoint: str, bucket: str) -> dict[str, str]:

@@ -61,9 +61,15 @@ def after_training_job(job_id: int) -> None:
 @shared_task(name="training.tasks.compute_evaluation")
 def compute_evaluation(model_id: int) -> None:
     """The evaluation page's figures for a model trained before they were computed at the job's end."""
+    from webapp.common.filestore.services import stored_republish
+
     from .evaluation.precompute import evaluation_precompute_by_id
+    from .models import TrainedModel
 
     evaluation_precompute_by_id(model_id=model_id)
+    checkpoint = TrainedModel.objects.filter(pk=model_id).values_list("checkpoint_path", flat=True).first()
+    if checkpoint:
+        stored_republish(checkpoint)  # the figures, beside the checkpoint in the object store
 
 
 @shared_task(name="training.tasks.retrain_sweep")

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from tests.object_store import ensure_object_store, fresh_bucket, s3_env
+from tests.object_store import bucket_delete, buckets_left_delete, ensure_object_store, fresh_bucket, s3_env
 
 
 @pytest.fixture(scope="session")
 def object_store() -> str:
     """The endpoint of a running SeaweedFS S3 gateway (scripts/test.sh's, or one started now)."""
-    return ensure_object_store()
+    endpoint = ensure_object_store()
+    buckets_left_delete(endpoint)
+    return endpoint
 
 
 @pytest.fixture
@@ -33,4 +35,5 @@ def s3_storage(object_store, settings, tmp_path):
             addressing_style=env["S3_ADDRESSING_STYLE"],
         ),
     }
-    return env
+    yield env
+    bucket_delete(object_store, env["S3_BUCKET"])

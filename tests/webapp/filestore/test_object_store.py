@@ -101,3 +101,19 @@ def test_a_publisher_killed_mid_upload_leaves_no_complete_folder_and_a_retry_com
     assert sorted((services.stored_local(name)).iterdir()) == sorted(
         services.stored_local(name) / f for f in ("a.bin", "b.bin", "c.bin")
     )
+
+
+def test_files_written_beside_a_fetched_checkpoint_reach_other_machines_when_republished(
+    s3_storage, settings, tmp_path
+):
+    name = "checkpoints/job_11/best"
+    folder_publish_from = _folder(tmp_path / "trainer", {"model.safetensors": b"w" * 500})
+    from webapp.common.filestore.publish import folder_publish
+
+    folder_publish(default_storage, folder_publish_from, name)
+    settings.STORAGE_CACHE_DIR = tmp_path / "celery-machine"
+    (services.stored_local(name) / "val_predictions.json").write_text("[0.5]")  # the evaluation figures
+    services.stored_republish(name)
+    assert folder_manifest(default_storage, name)["files"].keys() == {"model.safetensors", "val_predictions.json"}
+    settings.STORAGE_CACHE_DIR = tmp_path / "web-machine"
+    assert (services.stored_local(name) / "val_predictions.json").read_text() == "[0.5]"
