@@ -95,6 +95,14 @@ class JobForm(forms.Form):
     epochs = forms.IntegerField(initial=_RES.epochs, min_value=1)
     augment = forms.BooleanField(initial=_RES.augment, required=False, label="Random crop with padding")
     crop_padding = forms.IntegerField(initial=_RES.crop_padding, min_value=0, max_value=64)
+    synthetic_negatives = forms.FloatField(
+        initial=_RES.synthetic_negatives,
+        min_value=0.0,
+        max_value=1.0,
+        required=False,
+        help_text="Synthetic fail frames (black, white, one colour, noise) added to the training split, as a "
+        "fraction of it (0 = none): the reward learns that a blank or broken camera is not success.",
+    )
     patience = forms.IntegerField(initial=_RES.patience, min_value=0, help_text="Early stopping on val_loss; 0 = off.")
     min_delta = forms.FloatField(initial=_RES.min_delta, min_value=0.0)
     select = forms.ChoiceField(
@@ -158,6 +166,7 @@ class JobForm(forms.Form):
         "epochs",
         "augment",
         "crop_padding",
+        "synthetic_negatives",
         "patience",
         "min_delta",
         "select",
@@ -230,6 +239,7 @@ class JobForm(forms.Form):
         config["crop"] = data.get("crop") or []
         config["schedule"] = data.get("schedule") or _RES.schedule  # absent from older clients' posts
         config["select"] = data.get("select") or _RES.select
+        config["synthetic_negatives"] = data.get("synthetic_negatives") or 0.0  # absent from older clients' posts
         path = (data.get("pretrained_path") or "").strip()
         config["pretrained"] = bool(path)
         config["pretrained_path"] = path

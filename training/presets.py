@@ -55,7 +55,8 @@ PRESETS: dict[str, Preset] = {
     "pickcube": Preset(
         "PickCube",
         "The whole frame at the camera's resolution (RLinf's own ResNetRewardModel scores it exactly as the "
-        "service does), lr 1e-3 with a cosine schedule, the last epoch's weights.",
+        "service does), lr 1e-3 with a cosine schedule, the last epoch's weights, 10% synthetic fail frames "
+        "(blank, one colour, noise) in the training split.",
         {
             "image_side_from_camera": True,
             "crop": [],
@@ -69,6 +70,7 @@ PRESETS: dict[str, Preset] = {
             "hidden_dim": 256,
             "dropout": 0.1,
             "bn_recalibrate": False,
+            "synthetic_negatives": 0.1,
         },
     ),
 }

@@ -51,6 +51,9 @@ class ResNetConfig:
     # augmentation: random crop after zero padding (as HIL-SERL does)
     augment: bool = True
     crop_padding: int = 4
+    # synthetic fail frames (black, white, one colour, noise: training.resnet.negatives) added to the training
+    # split, as a fraction of its size; training data only, the model and RLinf's view of it are unchanged
+    synthetic_negatives: float = 0.0
     # the job's model ("best" checkpoint): the epoch with the lowest val_loss, or the last epoch's weights
     select: str = "val_loss"
     # recompute BatchNorm's running statistics over the training images (no augmentation) before the
@@ -98,6 +101,7 @@ class ResNetConfig:
         _check_int("batch_size", self.batch_size, 1, 4096)
         _check_int("epochs", self.epochs, 1, 10_000)
         _check_int("crop_padding", self.crop_padding, 0, 64)
+        _check_range("synthetic_negatives", self.synthetic_negatives, 0.0, 1.0)
         _check_int("patience", self.patience, 0, 10_000)
         _check_range("min_delta", self.min_delta, 0.0, 1e6)
         _check_int("seed", self.seed, 0, 2**32 - 1)

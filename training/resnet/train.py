@@ -24,6 +24,7 @@ from ..kit.resume import CheckpointClock, rng_restore, rng_state, state_load, st
 from .checkpoint import CHECKPOINT_FILES, RLINF_WEIGHTS, copy_checkpoint_files, save_checkpoint, save_rlinf_weights
 from .config import ResNetConfig
 from .model import RewardResNet, load_pretrained_backbone
+from .negatives import with_synthetic_negatives
 
 BEST, LAST = "best", "last"
 RLINF_DIR = "checkpoints"  # RLinf's trainer layout: checkpoints/{best_model|global_step_N}/actor/model_state_dict/
@@ -188,6 +189,9 @@ def train_reward_model(
         raise ValueError("images and labels differ in length")
     if len(x_train) < 2 or len(x_val) == 0:
         raise ValueError("the training split needs at least 2 images and the validation split at least 1")
+    x_train, y_train, added = with_synthetic_negatives(x_train, y_train, config.synthetic_negatives, seed=config.seed)
+    if added:
+        reporter.log(f"added {added} synthetic fail frames (blank, constant colour, noise) to the training split")
 
     model = RewardResNet(config)
     if config.pretrained:
