@@ -16,10 +16,27 @@ const steps = new Map<number, Point>();
 const epochs = new Map<number, Point>();
 let status = data.state.status;
 
-function chart(el: HTMLElement, title: string, series: { label: string; stroke: string; points?: boolean }[], yRange?: [number, number]): uPlot {
+type YScale = [number, number] | "clipped" | "log";
+
+// The loss's linear scale: from 0 to a little over the 95th percentile of the points drawn, so the first
+// epoch's spike (8.4 on the tour) does not flatten every later one; the few points above are clipped.
+function clippedTop(u: uPlot): [number, number] {
+  const values = u.data.slice(1).flatMap((s) => Array.from(s as ArrayLike<number | null>)).filter((v): v is number => v !== null && Number.isFinite(v)).sort((a, b) => a - b);
+  if (!values.length) return [0, 1];
+  const top = values[Math.min(values.length - 1, Math.floor(0.95 * (values.length - 1)))];
+  return [0, Math.max(top * 1.25, 1e-6)];
+}
+
+function yScale(yRange?: YScale): uPlot.Scale {
+  if (yRange === "log") return { distr: 3 };
+  if (yRange === "clipped") return { range: clippedTop };
+  return yRange ? { range: yRange } : {};
+}
+
+function chart(el: HTMLElement, title: string, series: { label: string; stroke: string; points?: boolean }[], yRange?: YScale): uPlot {
   const opts: uPlot.Options = {
     width: Math.max(240, el.clientWidth - 10), height: 260, title,
-    scales: { x: { time: false }, y: yRange ? { range: yRange } : {} },
+    scales: { x: { time: false }, y: yScale(yRange) },
     axes: themedAxes([{ label: "step" }, {}]),
     series: [{ label: "step" }, ...series.map((s) => ({
       label: s.label, stroke: s.stroke, width: s.points ? 2 : 1, spanGaps: true,
@@ -29,10 +46,20 @@ function chart(el: HTMLElement, title: string, series: { label: string; stroke: 
   return new uPlot(opts, [[], ...series.map(() => [])] as unknown as uPlot.AlignedData, el);
 }
 
-const lossChart = chart($("loss-chart"), "loss", [
+const LOSS_SERIES = [
   { label: "train loss (step)", stroke: "#3b6df0" },
   { label: "val loss (epoch)", stroke: "#d64545", points: true },
-]);
+];
+const logToggle = document.getElementById("loss-log") as HTMLInputElement;
+let lossChart = chart($("loss-chart"), "loss", LOSS_SERIES, logToggle.checked ? "log" : "clipped");
+// "log scale" draws every point, the first epoch's included; off: the clipped linear scale
+logToggle.addEventListener("change", () => {
+  lossChart.destroy();
+  lossChart = chart($("loss-chart"), "loss", LOSS_SERIES, logToggle.checked ? "log" : "clipped");
+  (window as unknown as { __lossChart: uPlot }).__lossChart = lossChart;
+  lossChart.setData(aligned("train_loss", "val_loss"));
+});
+(window as unknown as { __lossChart: uPlot }).__lossChart = lossChart;
 const accChart = chart($("acc-chart"), "accuracy", [
   { label: "train acc (step)", stroke: "#3b6df0" },
   { label: "val acc (epoch)", stroke: "#1f9d55", points: true },
