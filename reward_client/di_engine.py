@@ -16,7 +16,9 @@ end) and the middleware `reward_estimator` (`ding/framework/middleware/functiona
   retrain is on) is refused before the run starts, naming the scope and the setting that needs it.
 - `estimate(batch)` scores each transition's `next_obs` (the reward belongs to the state reached: the
   terminal success frame is scored), sets `reward` in place and returns the same list. The env reward is
-  kept in `env_reward` the first time, so a transition sampled again is not combined twice.
+  kept in `env_reward` the first time, so a transition sampled again is not combined twice. With
+  `monitor_run` set, each request also carries the env's success of its frames (by `success_rule`, e.g.
+  `done_reward>=1`) and the run's name, for the deployment's reward-hacking monitor and its RL run panel.
 - `collect_data` keeps the transitions and uploads finished episodes (reset frame, then every `next_obs`)
   to the deployment's project: `uploads` off (the default), all, or N (every N-th, the first included).
   Each step's success comes from `success_rule` (reward_client.success: `info['success']` when the
@@ -105,6 +107,7 @@ class DIEngineRewardModel:
         train_timeout_s=3600.0,  # a retrain not done by then is given up (the served model stays)
         poll_s=2.0,  # retrain_wait's pause between looks
         chunk_steps=50,  # steps per upload request
+        monitor_run=None,  # a name: each scored batch also sends the env's success (success_rule) to the monitor
         exp_name=None,  # save()'s default folder (DI-engine's exp_name)
         # read by DI-engine's serial pipelines from this config
         clear_buffer_per_iters=1,
@@ -288,6 +291,7 @@ class DIEngineRewardModel:
                 self._frames_of(batch),
                 env_rewards=env if mode == "service" else None,
                 dones=[bool(scalar(item.get("done", False))) for item in batch],
+                **self._monitor_fields(batch),
             )
             elapsed += time.perf_counter() - begun
             rewards = result.rewards + (env if mode == "local" else 0.0)
@@ -309,6 +313,13 @@ class DIEngineRewardModel:
                 model_version=version,
             )
         return data
+
+    def _monitor_fields(self, batch: list[dict]) -> dict:
+        """With `monitor_run`, the batch's env success (by `success_rule`, each transition on its own) and the
+        run's name as the stream: the deployment's reward-hacking monitor counts them under that run."""
+        run = self.cfg["monitor_run"]
+        flags = self.rule.per_transition(batch) if run else None
+        return {"env_success": flags, "stream": str(run)} if flags is not None else {}
 
     def _log_scalars(self, step: int, **values: float) -> None:
         if self.tb_logger is None:

@@ -62,6 +62,13 @@ class SuccessRule:
             out.append(d and total >= self.threshold)
         return out
 
+    def per_transition(self, transitions: list[dict]) -> list[bool] | None:
+        """Each transition's success on its own, where the rule can tell it without the rest of its episode
+        (info, reward>=X, done_reward>=X); None for `return>=X` and `none`."""
+        if self.kind in ("return", "none"):
+            return None
+        return [flag for t in transitions for flag in self.flags([t])]
+
 
 def success_rule(value: Any) -> SuccessRule:
     """A rule from its text (`auto`, `info`, `none`, `reward>=1`, `done_reward>=1`, `return>=195`)."""

@@ -5,7 +5,8 @@ An RL worker may send, with each rewards request, the env's own success flag per
 the episode each frame belongs to. Every served batch then adds to counters per time bucket:
 - `n` scored frames, `ms` of them judged success by the model, `h<i>` a probability histogram;
 - `e` frames with an env flag, `es` env successes, `fs` false successes (model success, env fail) and
-  `fm` false fails (model fail, env success); the same four per RL run as `r:<run>:<field>`;
+  `fm` false fails (model fail, env success); the same four per RL run as `r:<run>:<field>`, with `r:<run>:pm`
+  the sum of the run's probabilities in thousandths;
 and per episode step (whole deployment life): `n:<step>`, `ms:<step>`, `e:<step>`, `es:<step>`.
 
 The false-success rate is `fs / e` over the monitor's window; an alarm is raised once that rate stayed
@@ -76,6 +77,7 @@ def tally(
         for name, value in fields.items():
             counts[name] += value
             counts[f"r:{run}:{name}"] += value
+        counts[f"r:{run}:pm"] += round(p * 1000)  # the run's probabilities, in thousandths (its RL panel)
     return +counts  # drop zeros
 
 

@@ -264,3 +264,18 @@ def test_rl_scale(bench_env):
     assert "RLinf 0.3.0's prompt is the trained one: True" in out, out
     assert out.count(": within (") == 2, out
     assert_rows(out, "latency   p50", "limit     slowest", "first 200 after", "in-process scoring", "worker:")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_rl_loop(postgres_env):
+    """The whole loop against the Procfile's processes: corridor episodes ingested, the app's proposals accepted,
+    a ResNet trained and deployed over the API, DI-engine's DQN on the env's reward and on the deployment's; the
+    bench exits 1 (failing here) when the learned-reward policy is no better than random."""
+    out = smoke("rl_loop", postgres_env)
+    assert re.search(r"^labels used: [1-9]\d* \(the app's frame proposals", out, re.MULTILINE), out
+    assert_rows(out, r"random\s", r"DQN on env reward\s", r"DQN on learned reward\s", "learned/env ratio")
+    assert re.search(r"^reward-hacking monitor: alarm (none|RAISED) .*rl-loop-seed0 [\d.]+ over [1-9]", out, re.M), out
+    from inference.models import Deployment
+
+    deployment = Deployment.objects.get(name__startswith="corridor-reward-")
+    assert deployment.status == Deployment.Status.HEALTHY and deployment.reward_type == "soft"
