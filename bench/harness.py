@@ -77,12 +77,18 @@ def procfile_line(process: str) -> str:
 
 def start_web(log: Path, env: dict[str, str] | None = None, app: str | None = None) -> tuple[subprocess.Popen, str]:
     """The Procfile's `web` process (its flags and logging, this Python's uvicorn) on a free loopback port;
-    `app` swaps the ASGI application it serves. Returns the process, once listening, and its base URL."""
+    `app` swaps the ASGI application it serves. One web process (`RS_WEB_PROCESSES` 1, the returned process: its
+    CPU and memory are the web's) unless `env` asks for more. Returns the process, once listening, and its URL."""
     port = free_port()
     command = procfile_line("web")
     if app:
         command = command.replace("webapp.asgi:application", app)
-    env = {**(os.environ if env is None else env), "RS_HOST": "127.0.0.1", "RS_PORT": str(port)}
+    env = {
+        "RS_WEB_PROCESSES": "1",
+        **(os.environ if env is None else env),
+        "RS_HOST": "127.0.0.1",
+        "RS_PORT": str(port),
+    }
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     proc = subprocess.Popen(
         ["bash", "-c", "exec " + command],
