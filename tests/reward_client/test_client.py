@@ -171,31 +171,63 @@ def test_a_model_that_fails_to_load_marks_the_deployment_unhealthy(
         time.sleep(0.1)
 
 
-def test_the_documented_example_runs(project, rl_token, live_server_url, inference_worker_process):
-    model = make_trained_model(project, seed=8)
-    deployment = deploy(model, reward_mode="terminal")
+def _readme_example_command() -> list[str]:
+    """The README's runnable example, word for word (`python -m ... --url ... --token <...> --deployment ...`)."""
+    import re
+    import shlex
+
+    readme = (ROOT / "README.md").read_text()
+    found = re.search(r"Runnable example: `(python -m reward_client\.examples\.reward_client_example [^`]+)`", readme)
+    assert found, "the README's runnable client example moved or changed form"
+    return shlex.split(" ".join(found.group(1).split()).replace("<rl_worker token>", "TOKEN"))
+
+
+def _ood_model_of_the_sample(project):
+    """A tiny model that says success everywhere, with OOD statistics fitted on the example's bundled real frames
+    (PickCube, as a deployment trained on the demo project would hold them)."""
+    from django.core.files.storage import default_storage
+
+    from reward_client.examples.reward_client_example import SAMPLE, real_frames
+    from tests.inference.conftest import make_tiny_checkpoint
+    from training.resnet.checkpoint import load_checkpoint
+    from training.resnet.ood import ood_fit_folder
+
+    frames, labels = real_frames(SAMPLE)
+    assert labels is not None and labels.any() and not labels.all()  # both classes, labeled
+    jitter = np.random.default_rng(0).integers(-3, 4, size=(8, *frames.shape))
+    train = np.clip(frames[None].astype(int) + jitter, 0, 255).astype(np.uint8).reshape(-1, *frames.shape[1:])
+    name = make_tiny_checkpoint(seed=3, bias=8.0)
+    model, _ = load_checkpoint(default_storage.path(name))
+    ood_fit_folder(default_storage.path(name), model, train, np.tile(labels.astype(int), 8), train)
+    return make_trained_model(project, checkpoint_path=name)
+
+
+def test_the_readme_example_sends_real_frames_and_reports_noise_as_a_failure(
+    project, rl_token, live_server_url, inference_worker_process
+):
+    """The README's example, as written there, on a deployment that flags frames unlike its training data
+    (`ood_action` fail_reward): the real frames are paid, the noise is a failure and the example says so."""
+    deployment = deploy(
+        _ood_model_of_the_sample(project), ood_action="fail_reward", threshold=0.5, success_reward=1.0, fail_reward=-1.0
+    )
+    command = _readme_example_command()
+    assert command[:3] == ["python", "-m", "reward_client.examples.reward_client_example"]
+    values = {"--url": live_server_url, "--token": rl_token, "--deployment": deployment.name}
+    args = [values.get(command[i - 1], word) for i, word in enumerate(command)]
+    out = subprocess.run([sys.executable, *args[1:]], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    print(out.stdout[-1500:])
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.count("step ") == 20 and "DI-engine-style estimate" in out.stdout
+    assert "real frames: the deployment agrees with their labels on" in out.stdout
+    assert "success 8/8" in out.stdout  # the model says success on every real frame: none of them is flagged
+    assert "noise    | success 0/8 | reward -1.000 | flagged off-distribution 8/8" in out.stdout
+    assert "noise: failure, as it should be" in out.stdout
+
+    # the same example against a deployment that only flags: noise is paid, and the example says so
+    flag_only = deploy(make_trained_model(project, seed=8, bias=8.0), threshold=0.5, success_reward=1.0)
+    args = [{"--deployment": flag_only.name}.get(args[i - 1], word) for i, word in enumerate(args)]
     out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "reward_client.examples.reward_client_example",
-            "--url",
-            live_server_url,
-            "--token",
-            rl_token,
-            "--deployment",
-            deployment.name,
-            "--envs",
-            "2",
-            "--steps",
-            "3",
-            "--size",
-            "32",
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
+        [sys.executable, *args[1:], "--steps", "1"], cwd=ROOT, capture_output=True, text=True, timeout=300
     )
     assert out.returncode == 0, out.stderr
-    assert out.stdout.count("step ") == 3 and "DI-engine-style estimate" in out.stdout
+    assert "noise: PAID AS SUCCESS" in out.stdout
