@@ -5,13 +5,16 @@ reads it. The synchronous GET (labeling/lerobot/views.py) stays for scripts."""
 
 from __future__ import annotations
 
+import logging
 import secrets
+from datetime import timedelta
 from typing import IO
 
 from django.conf import settings
 from django.core.files import File
 from django.core.files.storage import default_storage
 from django.db import transaction
+from django.utils import timezone
 
 from webapp.common.redis_clients import redis_from_url
 
@@ -19,7 +22,9 @@ from ..models import Project
 from .export import ExportError, lerobot_export_zip
 
 EXPORT_JOB_TTL_S = 3600  # a finished export can be downloaded for an hour
+EXPORT_FOLDER = "exports/lerobot"
 PREFIX = "rs:lerobot-export:"
+log = logging.getLogger(__name__)
 QUEUED, RUNNING, SUCCEEDED, FAILED = "queued", "running", "succeeded", "failed"
 
 
@@ -38,7 +43,26 @@ def _set(token: str, **fields) -> None:
 
 
 def export_file_name(token: str) -> str:
-    return f"exports/lerobot/{token}.zip"
+    return f"{EXPORT_FOLDER}/{token}.zip"
+
+
+def exports_expired_remove(*, older_than_s: float = EXPORT_JOB_TTL_S) -> int:
+    """Remove export zips older than their job's state (nothing can download them any more); how many went.
+    Each export run calls it, so the folder holds at most about an hour of exports."""
+    try:
+        _folders, names = default_storage.listdir(EXPORT_FOLDER)
+    except (FileNotFoundError, NotADirectoryError):
+        return 0
+    cutoff, removed = timezone.now() - timedelta(seconds=older_than_s), 0
+    for name in names:
+        path = f"{EXPORT_FOLDER}/{name}"
+        try:
+            if name.endswith(".zip") and default_storage.get_modified_time(path) < cutoff:
+                default_storage.delete(path)
+                removed += 1
+        except OSError:  # removed meanwhile by another run
+            log.debug("export %s already gone", path)
+    return removed
 
 
 def export_job_start(*, project: Project, fps: int) -> str:
@@ -77,6 +101,7 @@ def export_job_run(token: str) -> str:
         _set(token, status=FAILED, error="the project was deleted")
         return FAILED
     _set(token, status=RUNNING)
+    exports_expired_remove()
 
     def on_episode(done: int, total: int) -> None:
         _set(token, done=done, total=total)

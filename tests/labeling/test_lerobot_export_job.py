@@ -55,3 +55,24 @@ def test_export_jobs_refuse_what_they_cannot_do_with_a_clear_4xx(user_client, la
     other = job["status_url"].replace(f"/projects/{labeled.pk}/", f"/projects/{empty.pk}/")
     assert user_client.get(other).status_code == 404  # a token is only good for its own project
     assert user_client.get(f"/projects/{labeled.pk}/export/lerobot/nope/download").status_code == 404
+
+
+@pytest.mark.django_db
+def test_exports_older_than_their_state_are_removed_when_another_export_runs(user_client, labeled):
+    import os
+    import time
+
+    from django.core.files.base import ContentFile
+    from django.core.files.storage import default_storage
+
+    from labeling.lerobot.export_jobs import EXPORT_JOB_TTL_S, export_file_name, exports_expired_remove
+
+    old = default_storage.save(export_file_name("old"), ContentFile(b"zip"))
+    two_hours_ago = time.time() - 2 * EXPORT_JOB_TTL_S
+    os.utime(default_storage.path(old), (two_hours_ago, two_hours_ago))
+    fresh = default_storage.save(export_file_name("fresh"), ContentFile(b"zip"))
+    assert exports_expired_remove() == 1
+    assert not default_storage.exists(old) and default_storage.exists(fresh)
+    job = user_client.post(f"/projects/{labeled.pk}/export/lerobot/").json()
+    token = job["status_url"].rstrip("/").rsplit("/", 1)[-1]
+    assert export_job_run(token) == "succeeded" and default_storage.exists(export_file_name(token))
