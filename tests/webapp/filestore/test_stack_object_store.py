@@ -159,7 +159,8 @@ def test_web_and_workers_share_nothing_but_database_redis_and_the_object_store(
         assert export.headers["Content-Type"] == "application/zip", (export.url, export.text[:500])
         with zipfile.ZipFile(io.BytesIO(export.content)) as archive:
             assert any(name.endswith(".parquet") for name in archive.namelist())
-        frame = session.get(f"{base}/media/{frames[0]}", timeout=60)
+        assert default_storage.url(frames[0]) == f"/media/{frames[0]}"  # what the labeling page is given
+        frame = session.get(f"{base}{default_storage.url(frames[0])}", timeout=60)
         assert frame.status_code == 200 and frame.content.startswith(b"\x89PNG")
     finally:
         for proc in procs:

@@ -6,7 +6,7 @@ from typing import Any
 
 BACKENDS = {
     "local": "django.core.files.storage.FileSystemStorage",
-    "s3": "storages.backends.s3.S3Storage",
+    "s3": "webapp.common.filestore.s3.AppServedS3Storage",
 }
 SIGNED_URL_SECONDS = 300
 
@@ -21,8 +21,9 @@ def storage_config(
     region: str,
     addressing_style: str,
 ) -> dict[str, Any]:
-    """`local`, `s3` or a dotted storage class. An S3 bucket is private: no ACL is set on any object and every
-    URL it gives is signed for a few minutes (the app itself serves files after its access checks)."""
+    """`local`, `s3` or a dotted storage class. An S3 bucket is private: no ACL is set on any object, file URLs
+    are the app's own (its media view reads the object after its access checks), and a signed URL
+    (`signed_url`) lasts a few minutes."""
     if backend != "s3":
         return {"BACKEND": BACKENDS.get(backend, backend)}
     options: dict[str, Any] = {
