@@ -129,7 +129,7 @@ def test_without_a_longer_retry_after_the_backoff_doubles_up_to_its_cap(serve, c
         (503, {}, ServiceUnavailable),  # unhealthy, no worker running, a model that fails to load
         (429, {"Retry-After": "1"}, BadRequestError),  # a rate limit: the caller sends too much
         (500, {"Retry-After": "1"}, RewardServiceError),
-        (502, {"Retry-After": "1"}, RewardServiceError),
+        (504, {"Retry-After": "1"}, RewardServiceError),  # a 502 (the web process died) is sent again: test_client_http
     ],
 )
 def test_every_other_error_is_raised_at_the_first_answer(serve, client_for, status, headers, error):
