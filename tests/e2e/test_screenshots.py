@@ -1,4 +1,5 @@
-"""Screenshots of the main pages at 1400 px and 390 px, light and dark (artifacts/screenshots/, not committed),
+"""Screenshots of every page at 1400 px and 390 px, light and dark (artifacts/screenshots/, not committed; the test
+prints the folder), the API docs, the login page and its lock-out page included,
 with the two things a look would check asserted for every page: no horizontal page scroll on a phone, and a
 dark page behind a dark-mode browser."""
 
@@ -19,6 +20,7 @@ TINY = {"hidden_dim": 8, "image_size": [3, 32, 32], "batch_size": 8, "epochs": 1
 WIDTHS = {"wide": 1400, "phone": 390}
 PAGE_BACKGROUND = "getComputedStyle(document.body).backgroundColor"
 PAGE_OVERFLOW = "document.scrollingElement.scrollWidth - innerWidth"
+LIGHT_ONLY = {"api_docs", "api_redoc"}  # Swagger UI's and Redoc's own pages: they have one (light) theme
 
 
 @pytest.fixture
@@ -26,7 +28,8 @@ def main_pages(project) -> dict[str, str]:
     """One of each thing the main pages show; the pages' paths by name. (Seeded before the browser starts:
     the training job pushes its events with async_to_sync, which refuses to run beside Playwright's loop.)"""
     from inference.models import Deployment, ServedFrame
-    from labeling.models import Frame, FrameLabel
+    from inference.teleop.models import TeleopSession
+    from labeling.models import Agent, Frame, FrameLabel
     from training.models import TrainedModel
     from training.queue.services import label_queue_recompute
     from training.services import job_create, job_execute
@@ -42,6 +45,10 @@ def main_pages(project) -> dict[str, str]:
     FrameLabel.objects.filter(episode=episodes[-1]).delete()  # frames for the label queue
     label_queue_recompute(project=project)
     deployment = Deployment.objects.create(name="screens", trained_model=model, project=project)
+    agent = Agent.objects.create(name="screens-robot")
+    teleop = TeleopSession.objects.create(
+        agent=agent, project=project, deployment_name=deployment.name, robot="maniskill", env_id="PickCube-v1"
+    )
     images = Frame.objects.filter(step__episode=episodes[0]).order_by("step__index")
     ServedFrame.objects.bulk_create(
         ServedFrame(
@@ -70,6 +77,14 @@ def main_pages(project) -> dict[str, str]:
         "deployment_delete": f"/deployments/{deployment.name}/delete",
         "label_queue": f"/projects/{project.pk}/label-queue",
         "snapshot": f"/snapshots/{snapshot.pk}/",
+        "project_new": "/projects/new/",
+        "import": f"/projects/{project.pk}/import/",
+        "compare": f"/projects/{project.pk}/compare?a={model.pk}&b={model.pk}",
+        "deploy": f"/models/{model.pk}/deploy",
+        "teleop": "/teleop/",
+        "teleop_dashboard": f"/teleop/{teleop.pk}/",
+        "api_docs": "/api/docs/",
+        "api_redoc": "/api/redoc/",
     }
 
 
@@ -81,9 +96,9 @@ def is_dark(css_colour: str) -> bool:
 
 @pytest.mark.e2e
 @pytest.mark.django_db(transaction=True)
-@pytest.mark.timeout(300)
+@pytest.mark.timeout(900)
 def test_every_main_page_fits_a_phone_and_goes_dark_with_the_browser(
-    live_server_url, main_pages, browser, screenshot_dir
+    live_server_url, main_pages, browser, screenshot_dir, capsys
 ):
     paths = main_pages
     problems: list[str] = []
@@ -104,12 +119,52 @@ def test_every_main_page_fits_a_phone_and_goes_dark_with_the_browser(
                 page.screenshot(path=screenshot_dir / f"{name}-{size}-{scheme}.png", full_page=True)
                 if width < 600 and (overflow := page.evaluate(PAGE_OVERFLOW)) > 1:
                     problems.append(f"{where}: the page scrolls sideways by {overflow} px")
-                if scheme == "dark" and not is_dark(background := page.evaluate(PAGE_BACKGROUND)):
+                if (
+                    scheme == "dark"
+                    and name not in LIGHT_ONLY
+                    and not is_dark(background := page.evaluate(PAGE_BACKGROUND))
+                ):
                     problems.append(f"{where}: the page background is {background}")
                 problems += [f"{where}: script error {error}" for error in errors]
                 errors.clear()
             context.close()
+    problems += logged_out_pages(browser, live_server_url, screenshot_dir)
+    with capsys.disabled():  # shown without -s
+        print(f"\nscreenshots of {len(paths) + 2} pages x 2 widths x 2 schemes: {screenshot_dir}")
     assert not problems, "\n".join(problems)
+
+
+def logged_out_pages(browser, live_server_url: str, screenshot_dir) -> list[str]:
+    """The login page, then the lock-out page (after too many wrong passwords), at each width and scheme; run
+    last, since the lock-out holds for the rest of the test."""
+    from django.conf import settings
+
+    problems: list[str] = []
+    for scheme in ("light", "dark"):
+        for size, width in WIDTHS.items():
+            context = browser.new_context(viewport={"width": width, "height": 900}, color_scheme=scheme)
+            page = context.new_page()
+
+            def look(name: str, page=page, size=size, scheme=scheme, width=width) -> None:
+                where = f"{name} ({scheme}, {width} px)"
+                page.screenshot(path=screenshot_dir / f"{name}-{size}-{scheme}.png", full_page=True)
+                if width < 600 and (overflow := page.evaluate(PAGE_OVERFLOW)) > 1:
+                    problems.append(f"{where}: the page scrolls sideways by {overflow} px")
+                if scheme == "dark" and not is_dark(background := page.evaluate(PAGE_BACKGROUND)):
+                    problems.append(f"{where}: the page background is {background}")
+
+            page.goto(f"{live_server_url}/accounts/login/")
+            look("login")
+            for _ in range(settings.AXES_FAILURE_LIMIT):
+                if page.locator("#locked-out").count():
+                    break
+                page.fill("input[name=username]", "alice")
+                page.fill("input[name=password]", "not her password")
+                page.click("button[type=submit]")
+            page.wait_for_selector("#locked-out h1")
+            look("login_locked_out")
+            context.close()
+    return problems
 
 
 @pytest.mark.e2e
