@@ -54,6 +54,7 @@ interface ExportState { status: string; done: number; total: number; error?: str
 const exportLink = document.querySelector<HTMLAnchorElement>('.actions a[href$="/export/lerobot/"]');
 exportLink?.addEventListener("click", async (event) => {
   event.preventDefault();
+  if (exportLink.getAttribute("aria-disabled") === "true") return; // one export at a time from this page
   const line = progressLine(exportLink.closest(".actions") ?? exportLink, "export-status");
   line.set("Starting the export…");
   exportLink.setAttribute("aria-disabled", "true");
