@@ -117,9 +117,13 @@ def media(request, path: str):
     so browsers may keep them for a day. With MEDIA_ACCEL_REDIRECT set, nginx sends the file (the answer
     only names it); otherwise small files (frames) are answered in one piece and large ones streamed.
     """
-    if ".." in path.split("/") or not _media_allowed(request, path) or not default_storage.exists(path):
+    if ".." in path.split("/") or not _media_allowed(request, path):
         raise Http404("No such file")
     content_type = mimetypes.guess_type(path)[0] or "application/octet-stream"
+    if not settings.MEDIA_ACCEL_REDIRECT and settings.STORAGE_BACKEND == "s3":
+        return _object_response(path, content_type)  # one GET, not a HEAD for the size and another to check
+    if not default_storage.exists(path):
+        raise Http404("No such file")
     response: HttpResponseBase
     if settings.MEDIA_ACCEL_REDIRECT:
         response = HttpResponse(content_type=content_type)
@@ -129,5 +133,24 @@ def media(request, path: str):
             response = HttpResponse(handle.read(), content_type=content_type)
     else:
         response = file_response(request, default_storage.open(path, "rb"), content_type=content_type)
+    response["Cache-Control"] = "private, max-age=86400, immutable"
+    return response
+
+
+def _object_response(path: str, content_type: str) -> HttpResponseBase:
+    from django.http import StreamingHttpResponse
+
+    from .common.filestore.store import object_read
+
+    found = object_read(default_storage, path, SMALL_FILE_BYTES)
+    if found is None:
+        raise Http404("No such file")
+    size, content = found
+    response: HttpResponseBase
+    if isinstance(content, bytes):
+        response = HttpResponse(content, content_type=content_type)
+    else:
+        response = StreamingHttpResponse(content.iter_chunks(1024 * 1024), content_type=content_type)
+        response["Content-Length"] = str(size)
     response["Cache-Control"] = "private, max-age=86400, immutable"
     return response

@@ -279,3 +279,9 @@ def test_rl_loop(postgres_env):
 
     deployment = Deployment.objects.get(name__startswith="corridor-reward-")
     assert deployment.status == Deployment.Status.HEALTHY and deployment.reward_type == "soft"
+
+
+def test_object_store(bench_env):
+    """Frames written, a snapshot published and read cold and warm, frames served: SeaweedFS against local files."""
+    out = smoke("object_store", bench_env)
+    assert_rows(out, r"ingest frames/s\s", r"training start cold s\s", r"training start warm s\s", r"frame serving")

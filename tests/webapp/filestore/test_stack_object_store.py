@@ -162,6 +162,7 @@ def test_web_and_workers_share_nothing_but_database_redis_and_the_object_store(
         assert default_storage.url(frames[0]) == f"/media/{frames[0]}"  # what the labeling page is given
         frame = session.get(f"{base}{default_storage.url(frames[0])}", timeout=60)
         assert frame.status_code == 200 and frame.content.startswith(b"\x89PNG")
+        assert session.get(f"{base}/media/{frames[0]}.gone.png", timeout=60).status_code == 404
     finally:
         for proc in procs:
             _stop(proc)

@@ -86,3 +86,25 @@ def delete_prefix(storage: Storage, prefix: str, *, first: str | None = None) ->
         storage.delete(f"{prefix.rstrip('/')}/{file}")
     for folder in folders:
         delete_prefix(storage, f"{prefix.rstrip('/')}/{folder}")
+
+
+def object_read(storage: Storage, name: str, small_bytes: int) -> tuple[int, bytes | Any] | None:
+    """One GET of an S3 object: (size, its bytes when at most `small_bytes`, else its streaming body); None
+    when there is no such object. Not for other storages (returns None)."""
+    key = _s3_key(storage, name)
+    if key is None:
+        return None
+    from botocore.exceptions import ClientError
+
+    try:
+        answer = _bucket(storage).Object(key).get()
+    except ClientError as exc:
+        if exc.response.get("Error", {}).get("Code") in ("NoSuchKey", "404"):
+            return None
+        raise
+    size, body = int(answer["ContentLength"]), answer["Body"]
+    if size <= small_bytes:
+        data = body.read()
+        body.close()
+        return size, data
+    return size, body
