@@ -16,7 +16,7 @@ machine's CPU, against the app as users run it (the Procfile's web, worker, trai
 Exits 1 when the learned-reward policy is no better than random (so `--smoke` fails then). A scratch
 database unless DATABASE_URL is given (PostgreSQL recommended: the Celery workers write beside the web):
 
-    .venv/bin/python bench/rl_loop.py [--episodes 120] [--env-steps 2000] [--seeds 3] [--eval-episodes 50]
+    .venv/bin/python bench/rl_loop.py [--episodes 120] [--env-steps 2500] [--seeds 3] [--eval-episodes 50]
 """
 
 from __future__ import annotations
@@ -276,7 +276,7 @@ def main() -> None:
     parser.add_argument("--episodes", type=int, default=120, help="scripted episodes uploaded and labeled")
     parser.add_argument("--right", type=float, default=0.7, help="the scripted policy's chance of moving right")
     parser.add_argument("--epochs", type=int, default=10, help="the ResNet job's epochs")
-    parser.add_argument("--env-steps", type=int, default=2000, help="each DQN run's budget of env steps")
+    parser.add_argument("--env-steps", type=int, default=2500, help="each DQN run's budget of env steps")
     parser.add_argument("--seeds", type=int, default=3, help="DQN seeds (each trained on both rewards)")
     parser.add_argument("--eval-episodes", type=int, default=50, help="held-out episodes per greedy evaluation")
     args = harness.parse_args(parser, episodes=60, epochs=8, env_steps=1500, seeds=1, eval_episodes=20)

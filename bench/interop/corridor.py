@@ -3,7 +3,7 @@
 A row of CELLS cells across a 32x32 RGB frame; the agent (a green block) starts in the left-most cell and moves
 left (action 0) or right (action 1); the goal is the right-most cell, marked by a yellow floor. Success is the
 agent standing on the goal (the frame shows it: the green block over the yellow floor); the episode ends there,
-or after MAX_STEPS steps. A random policy succeeds in about 6% of its episodes; always moving right, in all.
+or after MAX_STEPS steps. A random policy succeeds in about 9% of its episodes; always moving right, in all.
 The env's own reward is 1 at success and 0 otherwise. Dark noise, drawn from the episode's seed, makes every
 frame different.
 
@@ -19,9 +19,9 @@ import gymnasium as gym
 import numpy as np
 
 SIZE = 32
-CELLS = 8
-MAX_STEPS = 12
-CELL_PX = SIZE // CELLS
+CELLS = 7
+MAX_STEPS = 10
+CELL_PX = SIZE // (CELLS + 1)  # 4 px; the right-most 4 px stay empty
 AGENT = (40, 220, 40)
 GOAL = (230, 200, 30)
 

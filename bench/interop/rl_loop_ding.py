@@ -97,7 +97,7 @@ def q_network() -> Any:
 
 
 def configs(args: dict) -> tuple[Any, Any]:
-    """One collector env, 32 transitions a collect, 4 updates of 64 after each; the evaluator runs once."""
+    """One collector env, 32 transitions a collect, 6 updates of 32 after each; the evaluator runs once."""
     from easydict import EasyDict
 
     steps = int(args["env_steps"])
@@ -109,11 +109,11 @@ def configs(args: dict) -> tuple[Any, Any]:
             nstep=1,
             discount_factor=0.95,
             model=dict(obs_shape=[3, SIZE, SIZE], action_shape=2),
-            learn=dict(update_per_collect=4, batch_size=64, learning_rate=1e-3, target_update_freq=50),
+            learn=dict(update_per_collect=6, batch_size=32, learning_rate=1e-3, target_update_freq=25),
             collect=dict(n_sample=32),
             eval=dict(evaluator=dict(eval_freq=10**9)),
             other=dict(
-                eps=dict(type="linear", start=1.0, end=0.05, decay=max(1, steps // 2)),
+                eps=dict(type="linear", start=1.0, end=0.05, decay=max(1, steps // 3)),
                 replay_buffer=dict(replay_buffer_size=max(1000, steps)),
             ),
         ),
@@ -131,7 +131,7 @@ def configs(args: dict) -> tuple[Any, Any]:
             token=args["token"],
             deployment=args["deployment"],
             env_reward="ignore",  # the policy learns from the deployment's reward alone
-            estimate_batch=64,  # one request per sampled batch: every transition scored
+            estimate_batch=32,  # one request per sampled batch: every transition scored
             success_rule="done_reward>=1",  # the env reward of 1 at the goal: the flag the monitor gets
             monitor_run=args["run"],
         )

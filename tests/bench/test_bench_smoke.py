@@ -9,6 +9,7 @@ bench/scale.py measure PostgreSQL and get the test database."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -279,6 +280,16 @@ def test_rl_loop(postgres_env):
 
     deployment = Deployment.objects.get(name__startswith="corridor-reward-")
     assert deployment.status == Deployment.Status.HEALTHY and deployment.reward_type == "soft"
+
+
+def test_rl_loop_gpu(bench_env):
+    """On the CPU (ManiSkill's CPU simulator, one env): two PPO iterations on PickCube's dense reward, then two on
+    an untrained deployment's reward through reward_client, each iteration written as a JSON line."""
+    out = smoke("rl_loop_gpu", bench_env)
+    rows = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+    assert [(r["run"], r["iteration"]) for r in rows] == [("env", 0), ("env", 1), ("learned", 0), ("learned", 1)]
+    assert all(r["reward_ms_per_step"] > 0 for r in rows if r["run"] == "learned"), rows
+    assert_rows(out, r"env\s+2\s", r"learned\s+2\s")
 
 
 def test_object_store(bench_env):
