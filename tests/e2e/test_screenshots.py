@@ -20,6 +20,10 @@ TINY = {"hidden_dim": 8, "image_size": [3, 32, 32], "batch_size": 8, "epochs": 1
 WIDTHS = {"wide": 1400, "phone": 390}
 PAGE_BACKGROUND = "getComputedStyle(document.body).backgroundColor"
 PAGE_OVERFLOW = "document.scrollingElement.scrollWidth - innerWidth"
+BROKEN_IMAGES = (
+    "[...document.images].filter(i => i.complete && !i.naturalWidth && i.getClientRects().length"
+    " && getComputedStyle(i).visibility !== 'hidden').map(i => i.alt || i.src)"
+)
 LIGHT_ONLY = {"api_docs", "api_redoc"}  # Swagger UI's and Redoc's own pages: they have one (light) theme
 
 
@@ -125,6 +129,7 @@ def test_every_main_page_fits_a_phone_and_goes_dark_with_the_browser(
                     and not is_dark(background := page.evaluate(PAGE_BACKGROUND))
                 ):
                     problems.append(f"{where}: the page background is {background}")
+                problems += [f"{where}: broken image {image}" for image in page.evaluate(BROKEN_IMAGES)]
                 problems += [f"{where}: script error {error}" for error in errors]
                 errors.clear()
             context.close()
