@@ -1,9 +1,9 @@
 """Dataset snapshots, training jobs (with their metric history) and the models they produce.
 
 Files live in Django's storage under storage-relative folders (`snapshots/project_<id>/snapshot_<n>/`,
-`checkpoints/job_<id>/`). Torch needs local files: `training.storage.local_path()` resolves a folder with
-`default_storage.path()`, which FileSystemStorage supports; an object store needs a local cache (a shared
-volume or a sync step) on the machines that train or serve.
+`checkpoints/job_<id>/`). Torch needs local files: `training.storage.local_path()` gives MEDIA_ROOT's own
+path with the local storage and a copy in the machine's cache with an object store (webapp.common.filestore);
+jobs write into a work folder and publish it before a row points at it.
 """
 
 from __future__ import annotations
