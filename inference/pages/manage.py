@@ -13,9 +13,9 @@ from django.views.decorators.http import require_POST
 from labeling import access
 from training.models import TrainedModel
 
-from . import services
-from .deploy_form import DeploymentSettingsForm
-from .models import Deployment
+from .. import services
+from ..models import Deployment
+from .forms import DeploymentSettingsForm
 
 
 def switch_candidates(deployment: Deployment):

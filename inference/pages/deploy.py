@@ -12,10 +12,10 @@ from labeling import access
 from training.evaluation.model_evaluation import model_sanity
 from training.models import TrainedModel
 
-from . import selectors, services
-from .deploy_form import DeployForm, suggested_name
-from .models import Deployment, ServedFrame
-from .vlm.prompt_notes import prompt_mismatch_notes
+from .. import selectors, services
+from ..models import Deployment, ServedFrame
+from ..vlm.prompt_notes import prompt_mismatch_notes
+from .forms import DeployForm, suggested_name
 
 
 @login_required

@@ -13,8 +13,8 @@ from django import forms
 from training.evaluation import precision
 from training.models import ModelKind, TrainedModel
 
-from .models import Deployment
-from .services import deployment_field_default
+from ..models import Deployment
+from ..services import deployment_field_default
 
 COMMON = ["name", "threshold", "reward_type", "success_reward", "fail_reward", "reward_mode", "ood_action"]
 HISTORY = [
