@@ -1,20 +1,27 @@
-"""Done-when of issue 36 (ResNet part): the web process, a Celery worker (ingest, snapshots, training, exports)
-and an inference worker, each with its own data folder, media folder and cache, share nothing but PostgreSQL,
+"""Done-when of issue 36: the web process, a Celery worker (ingest, snapshots, training, exports) and an
+inference worker, each with its own data, media and model folder and cache, share nothing but PostgreSQL,
 Redis and the object store (SeaweedFS). Episodes are ingested through the web, labeled, snapshotted and
-trained by the worker, deployed and asked for rewards, a LeRobot export and a frame are downloaded through
-the web; every file goes through the bucket, and no process's media folder is ever created."""
+trained by the worker (a ResNet; the tiny VLM in the second test), deployed and asked for rewards, a LeRobot
+export and a frame are downloaded through the web; every file goes through the bucket, and no process's media
+folder is ever created."""
 
 from __future__ import annotations
 
+import contextlib
 import io
+import json
+import shutil
 import sys
 import time
 import uuid
 import zipfile
+from collections.abc import Iterator
+from pathlib import Path
 
 import numpy as np
 import pytest
 import requests
+from django.conf import settings as django_settings
 from django.core.files.storage import default_storage
 from django.test import Client
 
@@ -48,22 +55,20 @@ def _wait(predicate, timeout: float, what: str):
     return value
 
 
-def test_web_and_workers_share_nothing_but_database_redis_and_the_object_store(
-    project, user, agent_token, process_env, s3_storage, settings, tmp_path
-):
+@contextlib.contextmanager
+def _stack(homes: dict[str, Path], env: dict[str, str], secret_key: str, logs: str) -> Iterator[str]:
+    """The web (uvicorn), a Celery worker (every queue) and an inference worker, each with its own data,
+    media, model folder and cache under `homes[name]`; the web's base URL once it listens."""
     import redis
 
-    from labeling.models import Episode, FrameLabel
-
-    homes = {name: tmp_path / name for name in ("web", "celery", "inference")}
     envs = {
         name: {
-            **process_env,
-            **s3_storage,
+            **env,
             "RS_DATA_DIR": str(home),
             "MEDIA_ROOT": str(home / "media"),
+            "MODEL_DIR": str(home / "models"),
             "STORAGE_CACHE_DIR": str(home / "cache"),
-            "SECRET_KEY": settings.SECRET_KEY,  # shared, not a file in a data folder: sessions and signatures
+            "SECRET_KEY": secret_key,  # shared, not a file in a data folder: sessions and signatures
         }
         for name, home in homes.items()
     }
@@ -74,14 +79,28 @@ def test_web_and_workers_share_nothing_but_database_redis_and_the_object_store(
     celery_args += ["--pool", "solo", "--without-gossip", "--without-mingle", "--loglevel", "INFO"]
     inference_args = [sys.executable, "manage.py", "inference_worker", "--threads", "1"]
     inference_args += ["--metrics-port", str(free_port())]
-    client = redis.Redis.from_url(settings.REDIS_URL)
-    client.delete(WORKERS_KEY)
+    redis.Redis.from_url(django_settings.REDIS_URL).delete(WORKERS_KEY)
     try:
-        procs.append(_spawn(web_args, envs["web"], "stack-s3-web.log"))
-        procs.append(_spawn(celery_args, envs["celery"], "stack-s3-celery.log"))
-        procs.append(_spawn(inference_args, envs["inference"], "stack-s3-inference.log"))
+        procs.append(_spawn(web_args, envs["web"], f"{logs}-web.log"))
+        procs.append(_spawn(celery_args, envs["celery"], f"{logs}-celery.log"))
+        procs.append(_spawn(inference_args, envs["inference"], f"{logs}-inference.log"))
         _wait_for_port(port, procs[0], timeout=120)
-        base = f"http://127.0.0.1:{port}"
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        for proc in procs:
+            _stop(proc)
+
+
+def test_web_and_workers_share_nothing_but_database_redis_and_the_object_store(
+    project, user, agent_token, process_env, s3_storage, settings, tmp_path
+):
+    import redis
+
+    from labeling.models import Episode, FrameLabel
+
+    homes = {name: tmp_path / name for name in ("web", "celery", "inference")}
+    client = redis.Redis.from_url(settings.REDIS_URL)
+    with _stack(homes, {**process_env, **s3_storage}, settings.SECRET_KEY, "stack-s3") as base:
         agent = requests.Session()
         agent.headers["Authorization"] = f"Bearer {agent_token[1]}"
 
@@ -99,7 +118,7 @@ def test_web_and_workers_share_nothing_but_database_redis_and_the_object_store(
             }
             answer = agent.post(
                 f"{base}/api/episodes/{episode_id}/steps",
-                data={"steps": __import__("json").dumps(step_rows(range(STEPS)))},
+                data={"steps": json.dumps(step_rows(range(STEPS)))},
                 files=files,
                 timeout=60,
             )
@@ -163,12 +182,70 @@ def test_web_and_workers_share_nothing_but_database_redis_and_the_object_store(
         frame = session.get(f"{base}{default_storage.url(frames[0])}", timeout=60)
         assert frame.status_code == 200 and frame.content.startswith(b"\x89PNG")
         assert session.get(f"{base}/media/{frames[0]}.gone.png", timeout=60).status_code == 404
-    finally:
-        for proc in procs:
-            _stop(proc)
 
     # nothing went through a local media folder; each worker's cache holds what it read, and only that
     assert [name for name, home in homes.items() if (home / "media").exists()] == []
     cached = {name: {e.name for e in FileCache(home / "cache", 1 << 40).entries()} for name, home in homes.items()}
     assert model.checkpoint_path in cached["inference"] and snapshot.folder in cached["celery"]
     assert snapshot.folder not in cached["inference"] and snapshot.folder not in cached["web"]
+
+
+def test_the_tiny_vlm_trains_on_the_worker_and_answers_through_the_web_from_the_object_store(
+    project, agent_token, process_env, s3_storage, settings, tmp_path, vlm_fixture_dir
+):
+    """The VLM path of the same layout: the worker builds the trend snapshot from the bucket's frames and
+    fine-tunes the tiny Qwen3-VL (the smallest run the fixture allows), the inference worker fetches the
+    adapter into its own cache and scores a window asked through the web. The base model is on each machine
+    that runs it (its own MODEL_DIR), never in the bucket."""
+    import base64
+
+    from tests.training.conftest import seed_episodes
+
+    homes = {name: tmp_path / name for name in ("web", "celery", "inference")}
+    for models in (tmp_path / "test-models", homes["celery"] / "models", homes["inference"] / "models"):
+        shutil.copytree(vlm_fixture_dir, models / "qwen3-vl")
+    settings.MODEL_DIR = tmp_path / "test-models"
+    seed_episodes(project, episodes=4, steps=9, size=32)  # frames written to the bucket (this process's storage)
+    listing = s3_client(s3_storage["S3_ENDPOINT_URL"]).list_objects_v2(Bucket=s3_storage["S3_BUCKET"])
+    frames = [item["Key"] for item in listing.get("Contents", []) if item["Key"].startswith("frames/")]
+    assert len(frames) == 4 * 9 * len(project.camera_views)
+
+    with _stack(homes, {**process_env, **s3_storage}, settings.SECRET_KEY, "stack-s3-vlm") as base:
+        snapshot = snapshot_start(project=project, options={"trend_val_split": 0.25, "png_folders": False, "seed": 1})
+        _wait(lambda: DatasetSnapshot.objects.get(pk=snapshot.pk).status != "building", 240, "the snapshot")
+        snapshot.refresh_from_db()
+        assert snapshot.status == "ready", snapshot.error
+        config = {"lr": 5e-3, "warmup_steps": 0, "max_steps": 2, "batch_size": 3, "eval_every": 2}
+        config |= {"device": "cpu", "num_threads": 1, "save_full_weights": False}
+        job = job_create(project=project, snapshot=snapshot, kind="vlm", config=config)
+        assert job.config["base_model_path"] == "qwen3-vl"  # relative: each worker resolves it in its MODEL_DIR
+        finished = ("succeeded", "failed", "cancelled")
+        _wait(lambda: TrainingJob.objects.get(pk=job.pk).status in finished, 300, "the VLM training job")
+        job.refresh_from_db()
+        assert job.status == "succeeded", job.error
+        model = TrainedModel.objects.get(job=job)
+        manifest = folder_manifest(default_storage, model.checkpoint_path)
+        assert manifest is not None and "adapter/adapter_config.json" in manifest["files"]
+
+        deployment = deploy(model)
+        rng = np.random.default_rng(2)
+
+        def png(done: bool) -> str:
+            return base64.b64encode(_png(done, rng)).decode()
+
+        window = {"main": [png(i >= 2) for i in range(5)], "extra": [png(i >= 2) for i in range(5)]}
+        answer = requests.post(
+            f"{base}/api/deployments/{deployment.name}/vlm/rewards",
+            json={"windows": [window]},
+            headers={"Authorization": f"Bearer {agent_token[1]}"},
+            timeout=180,
+        )
+        assert answer.status_code == 200, answer.text
+        item = answer.json()["items"][0]
+        assert set(item["probabilities"]) == {"positive", "negative", "unclear"}
+        assert sum(item["probabilities"].values()) == pytest.approx(1.0, abs=1e-3)
+
+    assert [name for name, home in homes.items() if (home / "media").exists()] == []
+    cached = {name: {e.name for e in FileCache(home / "cache", 1 << 40).entries()} for name, home in homes.items()}
+    assert model.checkpoint_path in cached["inference"] and snapshot.folder in cached["celery"]
+    assert snapshot.folder not in cached["inference"] and cached["web"] == set()
