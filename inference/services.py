@@ -31,6 +31,15 @@ from .models import Deployment, DeploymentEvent, ServedFrame, new_version
 from .rewards import RewardSettings, RewardSettingsError
 from .serving import forget_deployment
 
+# The settings of a VLM's window history (the deploy form shows them for a VLM only).
+HISTORY_SETTINGS = (
+    "history_size",
+    "min_history_size",
+    "input_interval",
+    "interval_reward",
+    "input_on_done",
+    "history_reward_assign",
+)
 SETTING_FIELDS = (
     "reward_mode",
     "threshold",
@@ -39,12 +48,7 @@ SETTING_FIELDS = (
     "fail_reward",
     "env_reward_weight",
     "reward_weight",
-    "history_size",
-    "min_history_size",
-    "input_interval",
-    "interval_reward",
-    "input_on_done",
-    "history_reward_assign",
+    *HISTORY_SETTINGS,
     "gt_success_bonus",
     "ood_action",
 )

@@ -14,17 +14,10 @@ from training.evaluation import precision
 from training.models import ModelKind, TrainedModel
 
 from ..models import Deployment
-from ..services import deployment_field_default
+from ..services import HISTORY_SETTINGS, deployment_field_default
 
 COMMON = ["name", "threshold", "reward_type", "success_reward", "fail_reward", "reward_mode", "ood_action"]
-HISTORY = [
-    "history_size",
-    "min_history_size",
-    "input_interval",
-    "interval_reward",
-    "input_on_done",
-    "history_reward_assign",
-]
+HISTORY = list(HISTORY_SETTINGS)
 ADVANCED = [
     "env_reward_weight",
     "reward_weight",
