@@ -5,7 +5,7 @@ chunks: several system calls and a few hundred microseconds per frame, more than
 Frame names are unique by construction (project, episode UUID, step index, camera; the step row is
 locked while they are written), so for the local storage each frame is one open-write-close at its
 final name, with the settings' file and folder permissions. Any other storage (S3 and the like) goes
-through its own `save`.
+through its own `save`, except an S3 storage: a chunk's frames are PUT concurrently (`filestore.store.objects_put`).
 
 The files of a call are written one after another on the caller's thread. Each of these system calls
 lets go of the GIL; with other threads writing at the same time, every one of them becomes a hand-over
@@ -75,6 +75,15 @@ def frames_delete(storage: Storage, names: list[str]) -> None:
 
 
 def _through_storage(storage: Storage, files: list[tuple[str, bytes]]) -> list[str]:
+    from webapp.common.filestore.store import is_s3, objects_put
+
+    if is_s3(storage):  # one PutObject per frame, several at a time (django-storages' save: a transfer each)
+        try:
+            objects_put(storage, files)
+        except BaseException:
+            frames_delete(storage, [name for name, _ in files])
+            raise
+        return [name for name, _ in files]
     written: list[str] = []
     try:
         for name, data in files:

@@ -33,13 +33,14 @@ import django
 django.setup()
 from pathlib import Path
 from webapp.common.filestore import store
-real = store.upload
-def slow(storage, path, name):
-    real(storage, path, name)
-    if name.startswith("checkpoints/"):
+real = store.uploads
+def slow(storage, pairs):
+    real(storage, pairs[:1])
+    if pairs and pairs[0][1].startswith("checkpoints/"):
         Path(os.environ["MARKER"]).touch()
         time.sleep(60)
-store.upload = slow
+    real(storage, pairs[1:])
+store.uploads = slow
 from training.services import job_execute
 job_execute(job_id=int(sys.argv[1]), worker="doomed")
 """

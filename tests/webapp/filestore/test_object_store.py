@@ -66,12 +66,12 @@ import django
 django.setup()
 from pathlib import Path
 from webapp.common.filestore import publish, store
-real = store.upload
-def slow(storage, path, name):
-    real(storage, path, name)
+real = store.uploads
+def slow(storage, pairs):
+    real(storage, pairs[:1])
     Path(os.environ["MARKER"]).touch()
     time.sleep(30)  # killed here, with one file uploaded
-store.upload = slow
+store.uploads = slow
 from django.core.files.storage import default_storage
 publish.folder_publish(default_storage, Path(sys.argv[1]), sys.argv[2])
 """
@@ -118,3 +118,49 @@ def test_files_written_beside_a_fetched_checkpoint_reach_other_machines_when_rep
     assert folder_manifest(default_storage, name)["files"].keys() == {"model.safetensors", "val_predictions.json"}
     settings.STORAGE_CACHE_DIR = tmp_path / "web-machine"
     assert (services.stored_local(name) / "val_predictions.json").read_text() == "[0.5]"
+
+
+def test_a_folder_of_many_files_and_a_multipart_one_round_trips_through_concurrent_transfers(
+    s3_storage, settings, tmp_path, monkeypatch
+):
+    from webapp.common.filestore import store
+
+    monkeypatch.setattr(store, "PART_BYTES", 5 * 1024 * 1024)  # S3's smallest part: the large file goes in parts
+    files = {f"shard_{i:02d}.bin": os.urandom(1000 + i) for i in range(24)}
+    files["nested/train.pt"] = os.urandom(11 * 1024 * 1024 + 7)
+    name = "snapshots/many"
+    _folder(services.work_folder(name), files)
+    services.folder_published(name)
+    assert len(_keys(s3_storage)) == len(files) + 2  # and the two manifests
+
+    settings.STORAGE_CACHE_DIR = tmp_path / "other-machine"
+    fetched = services.stored_local(name)
+    assert {p.relative_to(fetched).as_posix(): p.read_bytes() for p in fetched.rglob("*") if p.is_file()} == files
+
+
+def test_frames_on_the_object_store_are_put_together_and_a_failed_chunk_leaves_none(s3_storage, monkeypatch):
+    from labeling.frame_files import frames_write
+    from webapp.common.filestore import store
+
+    frames = [(f"frames/p/e/{i}_main.png", b"\x89PNG" + bytes([i]) * 50) for i in range(12)]
+    assert frames_write(default_storage, frames) == [name for name, _ in frames]
+    assert _keys(s3_storage) == sorted(name for name, _ in frames)
+    head = s3_client(s3_storage["S3_ENDPOINT_URL"]).head_object(Bucket=s3_storage["S3_BUCKET"], Key=frames[3][0])
+    assert head["ContentType"] == "image/png" and head["ContentLength"] == 54
+
+    real = store._client
+
+    class Failing:
+        def __init__(self, client):
+            self.client = client
+
+        def put_object(self, **kwargs):
+            if kwargs["Key"].endswith("/7_main.png"):
+                raise OSError("the store went away")
+            return self.client.put_object(**kwargs)
+
+    monkeypatch.setattr(store, "_client", lambda storage: Failing(real(storage)))
+    again = [(name.replace("frames/p/e/", "frames/p/f/"), data) for name, data in frames]
+    with pytest.raises(OSError, match="went away"):
+        frames_write(default_storage, again)
+    assert _keys(s3_storage) == sorted(name for name, _ in frames)  # none of the failed chunk's frames stays

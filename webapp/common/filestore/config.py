@@ -9,6 +9,8 @@ BACKENDS = {
     "s3": "webapp.common.filestore.s3.AppServedS3Storage",
 }
 SIGNED_URL_SECONDS = 300
+TRANSFER_THREADS = 8  # concurrent requests of one transfer (a folder's files, an ingest chunk's frames)
+CONNECTIONS = 32  # kept-alive connections per boto3 client (botocore's default, 10, drops some under load)
 
 
 def storage_config(
@@ -26,7 +28,15 @@ def storage_config(
     (`signed_url`) lasts a few minutes."""
     if backend != "s3":
         return {"BACKEND": BACKENDS.get(backend, backend)}
+    from botocore.config import Config
+
     options: dict[str, Any] = {
+        "client_config": Config(
+            s3={"addressing_style": addressing_style},
+            signature_version="s3v4",
+            max_pool_connections=CONNECTIONS,
+            tcp_keepalive=True,
+        ),
         "bucket_name": bucket,
         "region_name": region,
         "addressing_style": addressing_style,

@@ -42,12 +42,14 @@ def folder_publish(storage: Storage, folder: Path, name: str) -> dict[str, Any]:
     name = name.rstrip("/")
     before = (folder_manifest(storage, name) or {}).get("files", {})
     files: dict[str, dict[str, Any]] = {}
+    changed: list[tuple[Path, str]] = []
     for path in sorted(p for p in folder.rglob("*") if p.is_file() and p.name != MANIFEST):
         rel = path.relative_to(folder).as_posix()
         entry = {"bytes": path.stat().st_size, "md5": _md5(path)}
         if before.get(rel) != entry:
-            store.upload(storage, path, f"{name}/{rel}")
+            changed.append((path, f"{name}/{rel}"))
         files[rel] = entry
+    store.uploads(storage, changed)
     subfolders = {rel.rsplit("/", 1)[0] for rel in files if "/" in rel}
     subfolders |= {prefix for sub in list(subfolders) for prefix in _parents(sub)}
     for sub in sorted(subfolders, key=lambda s: -s.count("/")):  # deepest first; the folder's own last
@@ -67,11 +69,8 @@ def _manifest_bytes(files: dict[str, dict[str, Any]]) -> bytes:
 
 
 def folder_fetch(storage: Storage, name: str, target: Path, manifest: dict[str, Any]) -> None:
-    """Download the files a complete folder's manifest lists into `target`."""
-    for rel in manifest["files"]:
-        path = target / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        store.download(storage, f"{name.rstrip('/')}/{rel}", path)
+    """Download the files a complete folder's manifest lists into `target` (together: `store.downloads`)."""
+    store.downloads(storage, [(f"{name.rstrip('/')}/{rel}", target / rel) for rel in manifest["files"]])
     target.mkdir(parents=True, exist_ok=True)
 
 

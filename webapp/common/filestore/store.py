@@ -1,11 +1,18 @@
 """The few calls the cache and publishing need from a Django storage, streamed (never a whole file in memory).
 
-An S3 storage goes through boto3's managed transfers (multipart, to and from a path); any other storage
-through its own `open`/`save`."""
+An S3 storage goes through boto3's client (thread-safe, one per storage and thread, its connections kept
+alive in a pool of `config.CONNECTIONS`): a folder's files move together through one managed transfer
+(`TRANSFER_THREADS` concurrent GETs or PUTs, ranged parts for large files, streamed to and from the files), and
+many small objects (an ingest chunk's frames) are one `PutObject` each, `TRANSFER_THREADS` at a time. Any other
+storage goes through its own `open`/`save`, one file after another."""
 
 from __future__ import annotations
 
+import mimetypes
 import shutil
+import threading
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +20,12 @@ from django.core.files import File
 from django.core.files.base import ContentFile
 from django.core.files.storage import Storage
 
+from .config import TRANSFER_THREADS
+
 CHUNK = 1024 * 1024
+PART_BYTES = 8 * 1024 * 1024  # ranged GETs and multipart PUTs of larger files, this size each (boto3's own)
+_pool: ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
 
 
 def _s3_key(storage: Storage, name: str) -> str | None:
@@ -27,6 +39,84 @@ def _s3_key(storage: Storage, name: str) -> str | None:
 
 def _bucket(storage: Storage) -> Any:
     return storage.bucket  # type: ignore[attr-defined]  # S3Storage's boto3 Bucket
+
+
+def _client(storage: Storage) -> Any:
+    return storage.connection.meta.client  # type: ignore[attr-defined]  # S3Storage's boto3 resource
+
+
+def _requests_pool() -> ThreadPoolExecutor:
+    """The process's threads for concurrent small requests (made once: a thread per call costs more than a PUT)."""
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(TRANSFER_THREADS, thread_name_prefix="store")
+        return _pool
+
+
+def _transfer(storage: Storage) -> Any:
+    from boto3.s3.transfer import TransferConfig, create_transfer_manager
+
+    config = TransferConfig(
+        max_concurrency=TRANSFER_THREADS,
+        multipart_threshold=PART_BYTES,
+        multipart_chunksize=PART_BYTES,
+    )
+    return create_transfer_manager(_client(storage), config)
+
+
+def downloads(storage: Storage, pairs: Sequence[tuple[str, Path]]) -> None:
+    """Write each stored name to its path (folders made), concurrently on S3."""
+    for _, path in pairs:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    if not _transferred(storage, pairs, send=False):
+        for name, path in pairs:
+            download(storage, name, path)
+
+
+def uploads(storage: Storage, pairs: Sequence[tuple[Path, str]]) -> None:
+    """Store each local path under exactly its name, concurrently on S3."""
+    if not _transferred(storage, [(name, path) for path, name in pairs], send=True):
+        for path, name in pairs:
+            upload(storage, path, name)
+
+
+def _transferred(storage: Storage, items: Sequence[tuple[str, Path]], *, send: bool) -> bool:
+    """Move each (stored name, local path) in one managed transfer; False (nothing done) off S3."""
+    if not items or _s3_key(storage, items[0][0]) is None:
+        return False
+    bucket = storage.bucket_name  # type: ignore[attr-defined]
+    with _transfer(storage) as manager:
+        futures = []
+        for name, path in items:
+            key = _s3_key(storage, name)
+            futures.append(manager.upload(str(path), bucket, key) if send else manager.download(bucket, key, str(path)))
+        for future in futures:
+            future.result()
+    return True
+
+
+def objects_put(storage: Storage, files: Sequence[tuple[str, bytes]]) -> None:
+    """Store small files (name, bytes) on an S3 storage: one PutObject each, `TRANSFER_THREADS` at a time,
+    with the content type of the name. Raises the first failure once every request has ended."""
+    client, bucket = _client(storage), storage.bucket_name  # type: ignore[attr-defined]
+
+    def put(item: tuple[str, bytes]) -> None:
+        name, data = item
+        kind = mimetypes.guess_type(name)[0] or "application/octet-stream"
+        client.put_object(Bucket=bucket, Key=_s3_key(storage, name), Body=data, ContentType=kind)
+
+    if len(files) == 1:
+        put(files[0])
+        return
+    futures = [_requests_pool().submit(put, item) for item in files]
+    errors = [error for future in futures if (error := future.exception()) is not None]
+    if errors:
+        raise errors[0]
+
+
+def is_s3(storage: Storage) -> bool:
+    return _s3_key(storage, "x") is not None
 
 
 def download(storage: Storage, name: str, path: Path) -> int:
