@@ -147,6 +147,8 @@ def test_frames_on_the_object_store_are_put_together_and_a_failed_chunk_leaves_n
     assert _keys(s3_storage) == sorted(name for name, _ in frames)
     head = s3_client(s3_storage["S3_ENDPOINT_URL"]).head_object(Bucket=s3_storage["S3_BUCKET"], Key=frames[3][0])
     assert head["ContentType"] == "image/png" and head["ContentLength"] == 54
+    assert store.object_read(default_storage, frames[3][0], 1 << 20) == (54, frames[3][1])  # the media view's GET
+    assert store.object_read(default_storage, "frames/p/e/gone.png", 1 << 20) is None
 
     real = store._client
 

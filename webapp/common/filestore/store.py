@@ -187,7 +187,7 @@ def object_read(storage: Storage, name: str, small_bytes: int) -> tuple[int, byt
     from botocore.exceptions import ClientError
 
     try:
-        answer = _bucket(storage).Object(key).get()
+        answer = _client(storage).get_object(Bucket=storage.bucket_name, Key=key)  # type: ignore[attr-defined]
     except ClientError as exc:
         if exc.response.get("Error", {}).get("Code") in ("NoSuchKey", "404"):
             return None
