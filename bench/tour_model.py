@@ -11,15 +11,23 @@ an RLinf run pointed at it would: RLinf 0.3.0's own `ResNetRewardModel` (in the 
 bench/interop/rlinf_score.py) loads `model.safetensors` with the `reward.model` block the model's download carries
 and scores the snapshot's `val.pt` as its `RewardBinaryDataset` reads it; the row prints RLinf's accuracy at 0.5
 and its largest difference from the served probabilities (the limit: 1e-5 where the app says RLinf reproduces
-the model). Self-contained (a scratch SQLite database):
+the model). Each run also prints the model's out-of-distribution figures (training.resnet.ood): `val_flagged`,
+the validation frames past the threshold (about 1% by construction: the threshold is their 99th percentile), the
+frames of `--held-out` more demo episodes that the project never saw, scored as a deployment scores them (the
+honest rate: neither the Gaussians nor the threshold were fitted on them; the snapshot itself holds out only its
+validation split), and the evaluation page's probes (blank, constant, noise, photometric shifts), each with the
+fraction flagged and its median score over the threshold. The machine's load average is printed at the start and
+the end. Self-contained (a scratch SQLite database):
 
     .venv/bin/python bench/tour_model.py [--episodes 24] [--size 128] [--labels lifted] [--runs 3] [--rlinf]
+        [--held-out 6]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -105,7 +113,70 @@ def rlinf_scores(model, built) -> tuple[float, float]:
     return float(((rlinf > 0.5) == (labels == 1)).mean()), float(np.abs(rlinf - served).max())
 
 
-def train(project, built, preset: str, size: int, seed: int, epochs: int | None, rlinf: bool = False) -> dict:
+def held_out_frames(episodes: int, count: int, size: int, camera: str):
+    """Every frame of `count` demo episodes after the project's (seeds the project never saw), [N,H,W,3] uint8."""
+    import numpy as np
+
+    from webapp.demo.pickcube import FIRST_SEED, demo_episodes, progress_bar
+
+    if count == 0:
+        return np.zeros((0, size, size, 3), np.uint8)
+    rendered = demo_episodes(count, size=size, first_seed=FIRST_SEED + episodes, progress=progress_bar())
+    frames = np.concatenate([episode.images[camera] for episode in rendered])
+    print(
+        f"held out: {len(frames)} frames of {count} more demo episodes (seeds {FIRST_SEED + episodes}.."
+        f"{FIRST_SEED + episodes + count - 1}, camera {camera!r}), in no snapshot"
+    )
+    return frames
+
+
+def ood_figures(model, frames) -> dict:
+    """The model's OOD statistics (training.resnet.ood) as the evaluation page and a deployment see them: the
+    validation split's flagged fraction, the held-out frames flagged by the inference workers' scorer, the
+    evaluation panel's probes."""
+    import numpy as np
+
+    from training.kit.family_parts import ModelSpec
+    from training.resnet.ood import ood_load
+    from training.resnet.scorer import ResNetScorer
+    from training.storage import local_path
+
+    folder = local_path(model.checkpoint_path)
+    stats = ood_load(folder)
+    if stats is None:
+        raise SystemExit("the model has no OOD statistics (training.resnet.ood)")
+    scorer = ResNetScorer(ModelSpec(kind=model.kind, folder=folder, config=model.config))
+    items = [item for start in range(0, len(frames), 64) for item in scorer.score(frames[start : start + 64])]
+    flagged = [bool(item["ood"]) for item in items]
+    return {
+        "threshold": stats.threshold,
+        "val_flagged": stats.val_flagged,
+        "held_out_frames": len(flagged),
+        "held_out_flagged": float(np.mean(flagged)) if flagged else float("nan"),
+        "held_out_max_score": max((item["ood_score"] for item in items), default=float("nan")),
+        "probes": model.ood_panel["probes"],
+    }
+
+
+def print_ood(result: dict) -> None:
+    ood = result["ood"]
+    held = ood["held_out_frames"]
+    print(
+        f"    OOD: threshold {ood['threshold']:.3f}; val_flagged {ood['val_flagged']:.2%} (fitted there: about 1% by "
+        f"construction); held-out episodes: {round(ood['held_out_flagged'] * held) if held else 0} of {held} frames "
+        f"flagged ({ood['held_out_flagged']:.2%}, limit 1%), highest score {ood['held_out_max_score']:.2f} x threshold"
+    )
+    print(f"    {'probe':<24} {'frames':>6} {'mean prob':>9} {'flagged':>8} {'score':>6}")
+    for row in ood["probes"]:
+        print(
+            f"    {row['probe']:<24} {row['frames']:>6} {row['probability']:>9.3f} {row['flagged']:>8.0%} "
+            f"{row['score']:>6.2f}"
+        )
+
+
+def train(
+    project, built, preset: str, size: int, seed: int, epochs: int | None, rlinf: bool = False, held_out=None
+) -> dict:
     from training.evaluation import metrics
     from training.evaluation.model_evaluation import model_predictions
     from training.forms import JobForm
@@ -137,6 +208,7 @@ def train(project, built, preset: str, size: int, seed: int, epochs: int | None,
         "best": metrics.best_accuracy(probs, labels),
         "majority": majority,
         "passes": not metrics.sanity_check(probs, labels),
+        "ood": ood_figures(model, held_out),
     }
 
 
@@ -150,7 +222,8 @@ def main() -> None:
     parser.add_argument("--preset", default="pickcube", choices=sorted(PRESETS), help="the job form's preset")
     parser.add_argument("--epochs", type=int, default=0, help="0: the preset's")
     parser.add_argument("--rlinf", action="store_true", help="also score each model with RLinf's own class")
-    args = harness.parse_args(parser, episodes=3, size=64, runs=1, epochs=1, rlinf=True)
+    parser.add_argument("--held-out", type=int, default=6, help="more demo episodes for the OOD rate (0: none)")
+    args = harness.parse_args(parser, episodes=3, size=64, runs=1, epochs=1, rlinf=True, held_out=1)
     import django
 
     django.setup()
@@ -159,8 +232,10 @@ def main() -> None:
     from training.evaluation.metrics import MIN_USEFUL_AUC
 
     call_command("migrate", verbosity=0)
+    print(f"load average at the start {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs (1 minute)")
     project = demo_project(args.episodes, args.size, args.labels)
     built = snapshot(project, args.val_split)
+    frames = held_out_frames(args.episodes, args.held_out, args.size, built.options["camera"])
     print(f"preset {args.preset!r}: {PRESETS[args.preset].label}")
     print(
         f"{'run':>3} {'train s':>8} {'ROC AUC':>8} {'limit':>6} {'best acc':>9} {'acc@0.5':>8} {'majority':>9}"
@@ -168,7 +243,7 @@ def main() -> None:
     )
     results = []
     for seed in range(args.runs):
-        result = train(project, built, args.preset, args.size, seed, args.epochs or None, args.rlinf)
+        result = train(project, built, args.preset, args.size, seed, args.epochs or None, args.rlinf, frames)
         results.append(result)
         print(
             f"{seed:>3} {result['seconds']:>8.0f} {result['auc']:>8.3f} {MIN_USEFUL_AUC:>6.2f} {result['best']:>9.3f} "
@@ -177,10 +252,17 @@ def main() -> None:
             f"{'reproduces it' if result['rlinf_equal'] else 'differs'}",
             flush=True,
         )
+        print_ood(result)
     aucs = [r["auc"] for r in results]
     print(
         f"passed {sum(r['passes'] for r in results)} of {len(results)}; ROC AUC median {statistics.median(aucs):.3f}, "
         f"lowest {min(aucs):.3f}"
+    )
+    held = [r["ood"]["held_out_flagged"] for r in results]
+    print(
+        f"OOD: val_flagged median {statistics.median(r['ood']['val_flagged'] for r in results):.2%}; held-out "
+        f"frames flagged median {statistics.median(held):.2%}, highest {max(held):.2%} (limit 1%); load average at "
+        f"the end {os.getloadavg()[0]:.1f}"
     )
 
 

@@ -160,6 +160,9 @@ def test_tour_model(bench_env):
     assert re.search(r"^3 PickCube episodes at 64 px labeled by 'lifted'", out, re.MULTILINE), out
     assert re.search(r"^snapshot \(the form's defaults\): 1 of 3 episodes held out", out, re.MULTILINE), out
     assert_rows(out, r"0\s+\d+\s", "passed [01] of 1")
+    # the model's OOD figures: the validation split's flagged share, the held-out episode's frames, the probes
+    assert re.search(r"val_flagged [\d.]+%.*held-out episodes: \d+ of \d+ frames flagged", out), out
+    assert re.search(r"^\s+uniform noise\s+8\s+[\d.]+\s+\d+%\s+[\d.]+$", out, re.MULTILINE), out
 
 
 def test_ingest(bench_env):

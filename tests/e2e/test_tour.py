@@ -4,7 +4,11 @@ defaults, a job from the *PickCube* preset, the evaluation and its slider, *Depl
 slider's threshold, and rewards through the README's client snippet, run by a Python outside the repository
 with `reward_client` installed as the README says (`pip install ./reward_client`). The model passes the
 sanity check (no page flags it), beats the majority answer at the slider's threshold and ranks the served
-frames well. Its accuracy and the training's time are printed (see README, "A first tour")."""
+frames well. Its accuracy and the training's time are printed (see README, "A first tour"). The model's
+out-of-distribution statistics (issue 35): the evaluation's off-distribution panel flags the blank, constant and
+noise probes, and once the deployment is set to pay flagged frames its `fail_reward` (on its settings page), black,
+grey and noise frames sent over REST come back `ood: true` with that reward while the validation frames (held out
+from training) are flagged at most 1% of the time, as the threshold (their 99th percentile) says."""
 
 from __future__ import annotations
 
@@ -23,11 +27,15 @@ import pytest
 from django.core.management import call_command
 
 from inference.models import Deployment
+from reward_client import RewardClient
 from tests.conftest import ROOT
 from tests.inference.conftest import direct_probabilities
+from training.datasets.rlinf_binary import read_payload
 from training.evaluation import metrics as evaluation
 from training.evaluation.model_evaluation import model_predictions
 from training.models import TrainedModel, TrainingJob
+from training.resnet.ood import ood_load
+from training.storage import local_path
 from webapp.demo.lift import frame_labels
 from webapp.demo.pickcube import demo_episodes
 
@@ -35,6 +43,8 @@ os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 
 TRAINING_TIMEOUT_MS = 1_500_000  # the preset's 8 epochs on 24 episodes of 128 px frames: about 560 s on 2 quiet cores
 EPISODES = 24  # what the run command seeds (manage.py setup_demo's defaults)
+FLAGGED_PROBES = ("black", "white", "constant grey", "uniform noise")  # the panel's blank, constant and noise rows
+FAIL_REWARD = -1.0  # what the deployment pays flagged frames once set to fail_reward (the default fail_reward is 0)
 
 
 def readme_snippet() -> str:
@@ -102,6 +112,16 @@ def run_snippet(
     )
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def set_fail_reward_for_ood(page, base_url: str, name: str) -> None:
+    """On the deployment's page, as a user would: flagged frames get fail_reward, which is set to FAIL_REWARD."""
+    page.goto(f"{base_url}/deployments/{name}/")
+    form = page.locator("#settings-form")
+    form.locator("[name=ood_action]").select_option("fail_reward")
+    form.locator("[name=fail_reward]").fill(str(FAIL_REWARD))
+    form.locator("button[type=submit]").click()
+    page.wait_for_selector(f"text=Settings of {name} saved")
 
 
 @pytest.mark.e2e
@@ -172,6 +192,10 @@ def test_the_readme_tour_ends_with_a_useful_deployed_reward(
     assert page.locator("[data-sanity=failed]").count() == 0
     # the page says RLinf's own class scores this model as we serve it (tests/interop/test_rlinf_presets.py)
     assert page.locator("#rlinf-match").get_attribute("data-rlinf") == "equal"
+    # its off-distribution panel: the blank, constant and noise probes are all flagged (training.resnet.ood)
+    for probe in FLAGGED_PROBES:
+        row = page.locator(f"#ood-panel tr[data-probe='{probe}']")
+        assert (float(row.get_attribute("data-flagged")), row.locator("td").last.inner_text()) == (1.0, "yes"), probe
 
     # 4. the slider where the evaluation's accuracy is best, then Deploy…: its threshold comes along
     sweep = evaluation.threshold_sweep(probs, labels)
@@ -190,7 +214,6 @@ def test_the_readme_tour_ends_with_a_useful_deployed_reward(
     deployment = Deployment.objects.get(name=name)
     assert deployment.trained_model == model and deployment.threshold == pytest.approx(float(threshold))
     page.screenshot(path=str(screenshot_dir / "tour_02_deployments.png"), full_page=True)
-    page.close()
 
     # rewards through the README's snippet, from outside the repository: frames of the demo's episodes
     rendered = demo_episodes(EPISODES, size=128)
@@ -221,3 +244,37 @@ def test_the_readme_tour_ends_with_a_useful_deployed_reward(
     served_auc = evaluation.roc_curve(p, truth)["auc"]
     print(f"tour: served {len(p)} demo frames (train and validation episodes), ROC AUC {served_auc:.3f}")
     assert served_auc >= 0.8, (p.round(2).tolist(), truth.tolist())
+
+    # 5. flagged frames paid fail_reward (after the snippet, which checks the flag-only default): set on the
+    # deployment's page, then black, grey and noise frames at the camera's size over REST, with the validation
+    # split's frames (held out from training) beside them
+    set_fail_reward_for_ood(page, live_server_url, name)
+    page.close()
+    deployment.refresh_from_db()
+    assert (deployment.ood_action, deployment.fail_reward) == ("fail_reward", FAIL_REWARD)
+    probes = np.stack(  # the demo camera's 128 px
+        [
+            np.zeros((128, 128, 3), np.uint8),
+            np.full((128, 128, 3), 128, np.uint8),
+            *np.random.default_rng(35).integers(0, 256, size=(2, 128, 128, 3), dtype=np.uint8),
+        ]
+    )
+    val_images = np.stack(
+        [np.asarray(image) for image in read_payload(local_path(model.snapshot.folder) / "val.pt")["images"]]
+    )
+    client = RewardClient(live_server_url, token, name, transport="http")  # REST, as an RL worker elsewhere
+    items = client.compute_rewards(np.concatenate([probes, val_images])).items
+    assert items is not None
+    flagged = [(item["ood"], item["reward"], item["success"]) for item in items[: len(probes)]]
+    assert flagged == [(True, FAIL_REWARD, False)] * len(probes), items[: len(probes)]
+    held_out = items[len(probes) :]
+    assert all(item["ood"] is not None for item in held_out)
+    flagged_held_out = sum(item["ood"] for item in held_out)
+    stats = ood_load(local_path(model.checkpoint_path))
+    assert stats is not None
+    print(
+        f"tour: black, grey and 2 noise frames flagged and paid {FAIL_REWARD}; validation frames flagged "
+        f"{flagged_held_out} of {len(held_out)} (fitted: {stats.val_flagged:.2%})"
+    )
+    # the threshold is their 99th percentile: at most 1%, give or take a frame at the threshold in float32
+    assert flagged_held_out <= 0.01 * len(held_out) + 1, flagged_held_out

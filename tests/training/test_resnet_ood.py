@@ -9,7 +9,7 @@ import pytest
 from training.kit.family_parts import ModelSpec
 from training.resnet.checkpoint import load_checkpoint
 from training.resnet.config import ResNetConfig
-from training.resnet.ood import OOD_FILE, ood_fit_folder, ood_load
+from training.resnet.ood import LAYERS, OOD_FILE, ood_fit, ood_fit_folder, ood_load
 from training.resnet.ood_panel import read_ood_panel
 from training.resnet.scorer import ResNetScorer
 from training.resnet.train import train_reward_model
@@ -46,6 +46,18 @@ def fitted(tmp_path_factory):
     stats = ood_fit_folder(outcome.best_folder, model, train_x, train_y, val_x)
     assert (outcome.best_folder / "model.safetensors").read_bytes() == weights  # RLinf's file is untouched
     return outcome.best_folder, stats
+
+
+@pytest.mark.parametrize("count", [50, 107, 159, 400])
+def test_at_most_one_percent_of_the_validation_frames_lie_above_the_threshold(count):
+    """The threshold is one of the validation scores (their 99th percentile, rounded up): the tour's 159 frames
+    give 1 above it (0.6%), not the 2 (1.3%) of a threshold interpolated between two scores."""
+    rng = np.random.default_rng(count)
+    train = {layer: rng.normal(size=(64, 4)) for layer in LAYERS}
+    val = {layer: rng.normal(size=(count, 4)) for layer in LAYERS}
+    stats = ood_fit(train, np.arange(64) % 2, val)
+    assert stats.val_flagged <= 0.01
+    assert round(stats.val_flagged * count) == int(0.01 * (count - 1))
 
 
 def test_blank_constant_and_noise_frames_are_flagged_and_few_validation_frames(fitted):
