@@ -10,6 +10,10 @@ starts uvicorn on a free port, and removes what it seeded afterwards:
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/rs_bench .venv/bin/python bench/labeling.py
 
+`--storage s3` puts the frames on an object store (SeaweedFS: RS_TEST_S3_ENDPOINT's, or one started here, as
+tests/object_store.py does) in a fresh bucket, for the seeding and the web process alike, and removes the bucket
+afterwards; the page then gets its frames through the web's media view, which reads each object.
+
 Or point it at a running server and an existing episode:
 
     .venv/bin/python bench/labeling.py --url http://127.0.0.1:8000 --username me --password pw --episode <uuid>
@@ -185,19 +189,36 @@ def main() -> None:
     parser.add_argument("--loads", type=int, default=5)
     parser.add_argument("--presses", type=int, default=100)
     parser.add_argument("--saves", type=int, default=50)
+    parser.add_argument("--storage", choices=("local", "s3"), default="local", help="where the seeded frames go")
     args = parse_args(parser, steps=20, size=32, loads=1, presses=5, saves=3)
     if args.url:
         if not (args.username and args.password and args.episode):
             parser.error("--url needs --username, --password and --episode")
         run(args.url, args.username, args.password, args.episode, args.loads, args.presses, args.saves)
         return
+    bucket = object_store_use() if args.storage == "s3" else None
     project, username, password, uuid = seed(args.steps, args.size)
     proc, url = start_web(Path(tempfile.mkdtemp(prefix="rs-bench-labeling-")) / "web.log")
     try:
+        print(f"frames on: {args.storage}")
         run(url, username, password, uuid, args.loads, args.presses, args.saves)
     finally:
         stop(proc)
         cleanup(project)
+        if bucket:
+            from tests.object_store import bucket_delete
+
+            bucket_delete(*bucket)
+
+
+def object_store_use() -> tuple[str, str]:
+    """Point this process and the web it starts at a fresh bucket; (endpoint, bucket)."""
+    from tests.object_store import ensure_object_store, fresh_bucket, s3_env
+
+    endpoint = ensure_object_store()
+    env = s3_env(endpoint, fresh_bucket(endpoint))
+    os.environ.update(env, STORAGE_CACHE_DIR=tempfile.mkdtemp(prefix="rs-bench-labeling-cache-"))
+    return endpoint, env["S3_BUCKET"]
 
 
 if __name__ == "__main__":

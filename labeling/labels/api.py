@@ -21,6 +21,7 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from webapp.common.filestore.store import objects_read
 from webapp.common.parsers import BoundedJSONParser
 
 from .. import access
@@ -325,13 +326,10 @@ class FrameBundleView(APIView):
             .order_by("step__index")
             .values_list("step__index", "image")
         )
-        steps, lengths, parts = [], [], []
-        for index, name in frames:
-            with default_storage.open(name, "rb") as handle:
-                data = handle.read()
-            steps.append(str(index))
-            lengths.append(str(len(data)))
-            parts.append(data)
+        rows = list(frames)
+        parts = objects_read(default_storage, [name for _, name in rows])  # on an object store: one GET each
+        steps = [str(index) for index, _ in rows]
+        lengths = [str(len(data)) for data in parts]
         response = HttpResponse(b"".join(parts), content_type="application/octet-stream")
         response["X-Frame-Steps"] = ",".join(steps)
         response["X-Frame-Lengths"] = ",".join(lengths)

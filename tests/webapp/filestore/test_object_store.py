@@ -149,6 +149,10 @@ def test_frames_on_the_object_store_are_put_together_and_a_failed_chunk_leaves_n
     assert head["ContentType"] == "image/png" and head["ContentLength"] == 54
     assert store.object_read(default_storage, frames[3][0], 1 << 20) == (54, frames[3][1])  # the media view's GET
     assert store.object_read(default_storage, "frames/p/e/gone.png", 1 << 20) is None
+    names = [name for name, _ in frames]
+    assert store.objects_read(default_storage, names) == [data for _, data in frames]  # a labeling frame bundle
+    with pytest.raises(FileNotFoundError):
+        store.objects_read(default_storage, [*names[:3], "frames/p/e/gone.png"])
 
     real = store._client
 

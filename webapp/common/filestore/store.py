@@ -115,6 +115,32 @@ def objects_put(storage: Storage, files: Sequence[tuple[str, bytes]]) -> None:
         raise errors[0]
 
 
+def objects_read(storage: Storage, names: Sequence[str]) -> list[bytes]:
+    """The content of each small stored file, in order (FileNotFoundError for a missing one): on an S3 storage
+    one GET each (`open` would ask HEAD first), one after another on the caller's thread. A labeling page's frame
+    bundles read so: GETs 8 at a time brought all of an episode's frames 1.3x sooner (29 s against 39 s) with
+    the page's first frame no sooner, on the 2-core machine (bench/results/labeling_object_store_2026-12-07.txt)."""
+    if not is_s3(storage):
+        return [_read(storage, name) for name in names]
+    from botocore.exceptions import ClientError
+
+    client, bucket = _client(storage), storage.bucket_name  # type: ignore[attr-defined]
+    out = []
+    for name in names:
+        try:
+            out.append(bytes(client.get_object(Bucket=bucket, Key=_s3_key(storage, name))["Body"].read()))
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") in ("NoSuchKey", "404"):
+                raise FileNotFoundError(name) from exc
+            raise
+    return out
+
+
+def _read(storage: Storage, name: str) -> bytes:
+    with storage.open(name, "rb") as handle:
+        return bytes(handle.read())
+
+
 def is_s3(storage: Storage) -> bool:
     return _s3_key(storage, "x") is not None
 
