@@ -162,7 +162,7 @@ def print_ood(result: dict) -> None:
     ood = result["ood"]
     held = ood["held_out_frames"]
     print(
-        f"    OOD: threshold {ood['threshold']:.3f}; val_flagged {ood['val_flagged']:.2%} (fitted there: about 1% by "
+        f"    OOD: threshold {ood['threshold']:.3f}; val_flagged {ood['val_flagged']:.2%} (fitted there: at most 1% by "
         f"construction); held-out episodes: {round(ood['held_out_flagged'] * held) if held else 0} of {held} frames "
         f"flagged ({ood['held_out_flagged']:.2%}, limit 1%), highest score {ood['held_out_max_score']:.2f} x threshold"
     )
