@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import re
 import shutil
 import sys
 import time
@@ -55,23 +56,48 @@ def _wait(predicate, timeout: float, what: str):
     return value
 
 
-@contextlib.contextmanager
-def _stack(homes: dict[str, Path], env: dict[str, str], secret_key: str, logs: str) -> Iterator[str]:
-    """The web (uvicorn), a Celery worker (every queue) and an inference worker, each with its own data,
-    media, model folder and cache under `homes[name]`; the web's base URL once it listens."""
-    import redis
-
-    envs = {
+def stack_envs(homes: dict[str, Path], env: dict[str, str], secret_key: str) -> dict[str, dict[str, str]]:
+    """Each process's settings: the shared services' (`env`: database, Redis, the object store) and a data,
+    media, model folder and cache of its own under `homes[name]`."""
+    return {
         name: {
             **env,
             "RS_DATA_DIR": str(home),
             "MEDIA_ROOT": str(home / "media"),
             "MODEL_DIR": str(home / "models"),
             "STORAGE_CACHE_DIR": str(home / "cache"),
+            "STORAGE_CACHE_MAX_MB": "512",  # a bound each machine sets for its own disk
             "SECRET_KEY": secret_key,  # shared, not a file in a data folder: sessions and signatures
         }
         for name, home in homes.items()
     }
+
+
+def test_every_setting_the_readme_scaling_out_names_for_files_is_set_in_the_tested_layout(tmp_path):
+    """README "Scaling out", its Files and Database/Redis items: every setting named there is one this test's
+    stack gives each process, so the section describes the layout as tested."""
+    from tests.conftest import ROOT
+    from tests.object_store import s3_env
+
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split("## Scaling out", 1)[1].split("\n## ", 1)[0]
+    items = [item for item in section.split("\n- ") if item.startswith(("**Database**", "**Redis**", "**Files**"))]
+    named = {name for item in items for name in re.findall(r"`([A-Z][A-Z0-9_]{2,})(?:=[^`]*)?`", item)}
+    assert {"STORAGE_BACKEND", "S3_BUCKET", "STORAGE_CACHE_DIR", "DATABASE_URL", "REDIS_URL"} <= named, named
+    shared = {"DATABASE_URL": "postgres://", "REDIS_URL": "redis://", **s3_env("http://127.0.0.1:1", "rs-readme")}
+    homes = {name: tmp_path / name for name in ("web", "celery", "inference")}
+    for name, env in stack_envs(homes, shared, "key").items():
+        missing = sorted(named - set(env))
+        assert not missing, f"README's Scaling out names {missing}, which the tested {name} process is not given"
+
+
+@contextlib.contextmanager
+def _stack(homes: dict[str, Path], env: dict[str, str], secret_key: str, logs: str) -> Iterator[str]:
+    """The web (uvicorn), a Celery worker (every queue) and an inference worker, each with its own data,
+    media, model folder and cache under `homes[name]`; the web's base URL once it listens."""
+    import redis
+
+    envs = stack_envs(homes, env, secret_key)
     port, procs = free_port(), []
     web_args = [sys.executable, "-m", "uvicorn", "webapp.asgi:application", "--host", "127.0.0.1"]
     web_args += ["--port", str(port), "--no-proxy-headers", "--log-level", "warning"]
