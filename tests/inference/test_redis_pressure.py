@@ -69,8 +69,10 @@ def web_on(process_env, full_redis):
     url, client = full_redis
     port = free_port()
     env = {**process_env, "REDIS_URL": url, "CELERY_BROKER_URL": url, "CELERY_RESULT_BACKEND": url}
-    # the in-flight budgets (which would refuse the 2nd and 3rd 154 MB body first) out of the way: Redis refuses
+    # the in-flight budgets and the web's body budget (which would refuse the 2nd and 3rd 154 MB body first) out
+    # of the way: Redis refuses (tests/inference/test_big_payloads_live.py tests the web's budget)
     env |= {"INFERENCE_INFLIGHT_MAX_BYTES": str(4 << 30), "INFERENCE_PROJECT_INFLIGHT_MAX_BYTES": str(4 << 30)}
+    env |= {"WEB_BODIES_MAX_BYTES": str(4 << 30)}
     proc = _spawn(
         [
             sys.executable,
