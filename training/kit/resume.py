@@ -9,6 +9,7 @@ back with `torch.load(weights_only=True)` (no code runs on load).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from collections.abc import Callable
@@ -48,7 +49,12 @@ def state_load(out_dir: str | os.PathLike, *, config: dict[str, Any]) -> dict[st
 
 
 def state_clear(out_dir: str | os.PathLike) -> None:
-    state_path(out_dir).unlink(missing_ok=True)
+    """The job is done: its state goes, and the folder it was in with it (the checkpoint folder holds the model)."""
+    path = state_path(out_dir)
+    path.unlink(missing_ok=True)
+    path.with_name(path.name + ".tmp").unlink(missing_ok=True)
+    with contextlib.suppress(OSError):  # absent, or holding something else: leave it
+        path.parent.rmdir()
 
 
 class CheckpointClock:

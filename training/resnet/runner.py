@@ -14,7 +14,7 @@ from ..datasets.rlinf_binary import read_payload
 from ..kit import distributed
 from ..kit.family_parts import RunResult
 from ..kit.reporting import Reporter
-from ..kit.resume import state_path
+from ..kit.resume import state_clear, state_path
 from ..storage import local_path
 from .config import ResNetConfig
 from .ood import METHOD, OodStats
@@ -49,6 +49,7 @@ def run_job(job, reporter: Reporter) -> RunResult:
             f"out-of-distribution statistics fitted ({METHOD}): threshold {stats.threshold:.3f}, "
             f"{stats.val_flagged:.1%} of validation frames above it"
         )
+        state_clear(out_dir)  # trained: the folder published is the model, not a resume state
     metrics = {
         **{k: v for k, v in outcome.best_metrics.items() if k != "epoch_seconds"},
         "best_epoch": outcome.best_epoch,

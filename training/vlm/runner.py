@@ -12,6 +12,7 @@ from django.conf import settings
 
 from training.kit import distributed
 from training.kit.family_parts import RunResult
+from training.kit.resume import state_clear
 from training.storage import local_path
 from webapp.common.filestore.services import work_folder_resume
 
@@ -89,6 +90,7 @@ def run_job(job, reporter) -> RunResult:
     if distributed.current().distributed:
         metrics["distributed"] = distributed.shards_report(result["shards"], out_dir, reporter)
     if distributed.is_main():
+        state_clear(out_dir)  # trained: the folder published is the model, not a resume state
         (out_dir / "dataset.json").write_text(
             json.dumps({"snapshot": job.snapshot.number, "folder": str(folder), "prompt": prompt}, indent=2)
         )
