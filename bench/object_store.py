@@ -161,23 +161,14 @@ def main() -> None:
     from django.core.files.storage import FileSystemStorage
 
     from labeling.frame_files import frames_write
-    from tests.object_store import bucket_delete, ensure_object_store, fresh_bucket, s3_env
-    from webapp.common.filestore.config import storage_config
+    from tests.object_store import bucket_delete, ensure_object_store, fresh_bucket, s3_env, s3_storage_config
     from webapp.common.filestore.publish import folder_publish
     from webapp.common.filestore.s3 import AppServedS3Storage
     from webapp.common.filestore.store import object_read
 
     endpoint = ensure_object_store()
     env = s3_env(endpoint, fresh_bucket(endpoint))
-    options = storage_config(
-        "s3",
-        bucket=env["S3_BUCKET"],
-        endpoint_url=env["S3_ENDPOINT_URL"],
-        access_key=env["S3_ACCESS_KEY_ID"],
-        secret_key=env["S3_SECRET_ACCESS_KEY"],
-        region=env["S3_REGION"],
-        addressing_style=env["S3_ADDRESSING_STYLE"],
-    )["OPTIONS"]
+    options = s3_storage_config(env)["OPTIONS"]
     storages = {"local": FileSystemStorage(location=scratch / "media"), "s3": AppServedS3Storage(**options)}
     frames = _frames(args.frames, args.frame_size)
     snapshot = scratch / "snapshot"

@@ -149,6 +149,21 @@ def s3_env(endpoint: str, bucket: str) -> dict[str, str]:
     }
 
 
+def s3_storage_config(env: dict[str, str]) -> dict:
+    """`STORAGES["default"]` for the settings `s3_env` gives (what webapp/settings.py builds from them)."""
+    from webapp.common.filestore.config import storage_config
+
+    return storage_config(
+        "s3",
+        bucket=env["S3_BUCKET"],
+        endpoint_url=env["S3_ENDPOINT_URL"],
+        access_key=env["S3_ACCESS_KEY_ID"],
+        secret_key=env["S3_SECRET_ACCESS_KEY"],
+        region=env["S3_REGION"],
+        addressing_style=env["S3_ADDRESSING_STYLE"],
+    )
+
+
 if __name__ == "__main__":  # scripts/lib.sh: start one for a test run, print `<pid> <endpoint>`
     data = Path(sys.argv[1] if len(sys.argv) > 1 else tempfile.mkdtemp(prefix="rs-weed-"))
     data.mkdir(parents=True, exist_ok=True)

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from tests.object_store import bucket_delete, buckets_left_delete, ensure_object_store, fresh_bucket, s3_env
+from tests.object_store import (
+    bucket_delete,
+    buckets_left_delete,
+    ensure_object_store,
+    fresh_bucket,
+    s3_env,
+    s3_storage_config,
+)
 
 
 @pytest.fixture(scope="session")
@@ -18,22 +25,13 @@ def object_store() -> str:
 @pytest.fixture
 def s3_storage(object_store, settings, tmp_path):
     """This test's default storage: a fresh private bucket; this process's cache under tmp_path."""
-    from webapp.common.filestore.config import storage_config
 
     env = s3_env(object_store, fresh_bucket(object_store))
     settings.STORAGE_CACHE_DIR = tmp_path / "cache"
     settings.STORAGE_CACHE_MAX_MB = 64
     settings.STORAGES = {
         **settings.STORAGES,
-        "default": storage_config(
-            "s3",
-            bucket=env["S3_BUCKET"],
-            endpoint_url=env["S3_ENDPOINT_URL"],
-            access_key=env["S3_ACCESS_KEY_ID"],
-            secret_key=env["S3_SECRET_ACCESS_KEY"],
-            region=env["S3_REGION"],
-            addressing_style=env["S3_ADDRESSING_STYLE"],
-        ),
+        "default": s3_storage_config(env),
     }
     yield env
     bucket_delete(object_store, env["S3_BUCKET"])
