@@ -19,7 +19,7 @@ from labeling.labels.selectors import project_list_with_counts
 from webapp.monitoring.health import health_report, health_summary
 from webapp.monitoring.metrics_state import StateCollector
 
-from .common.file_streaming import file_response
+from .common.stored_responses import stored_response
 
 
 @login_required
@@ -115,42 +115,23 @@ def media(request, path: str):
 
     Others get a 404, as for a missing file. Stored names never change content (new data gets new names),
     so browsers may keep them for a day. With MEDIA_ACCEL_REDIRECT set, nginx sends the file (the answer
-    only names it); otherwise small files (frames) are answered in one piece and large ones streamed.
+    only names it); otherwise the app answers it, whole or one byte range (Range: 206, or 416 past the end;
+    on an object store only the range's bytes are read), small answers (frames) in one piece and large
+    ones streamed.
     """
     if ".." in path.split("/") or not _media_allowed(request, path):
         raise Http404("No such file")
     content_type = mimetypes.guess_type(path)[0] or "application/octet-stream"
-    if not settings.MEDIA_ACCEL_REDIRECT and settings.STORAGE_BACKEND == "s3":
-        return _object_response(path, content_type)  # one GET, not a HEAD for the size and another to check
-    if not default_storage.exists(path):
-        raise Http404("No such file")
     response: HttpResponseBase
     if settings.MEDIA_ACCEL_REDIRECT:
+        if not default_storage.exists(path):
+            raise Http404("No such file")
         response = HttpResponse(content_type=content_type)
         response["X-Accel-Redirect"] = settings.MEDIA_ACCEL_REDIRECT.rstrip("/") + "/" + quote(path)
-    elif default_storage.size(path) <= SMALL_FILE_BYTES:
-        with default_storage.open(path, "rb") as handle:
-            response = HttpResponse(handle.read(), content_type=content_type)
     else:
-        response = file_response(request, default_storage.open(path, "rb"), content_type=content_type)
-    response["Cache-Control"] = "private, max-age=86400, immutable"
-    return response
-
-
-def _object_response(path: str, content_type: str) -> HttpResponseBase:
-    from django.http import StreamingHttpResponse
-
-    from .common.filestore.store import object_read
-
-    found = object_read(default_storage, path, SMALL_FILE_BYTES)
-    if found is None:
-        raise Http404("No such file")
-    size, content = found
-    response: HttpResponseBase
-    if isinstance(content, bytes):
-        response = HttpResponse(content, content_type=content_type)
-    else:
-        response = StreamingHttpResponse(content.iter_chunks(1024 * 1024), content_type=content_type)
-        response["Content-Length"] = str(size)
-    response["Cache-Control"] = "private, max-age=86400, immutable"
+        response = stored_response(
+            request, default_storage, path, content_type=content_type, small_bytes=SMALL_FILE_BYTES
+        )
+    if response.status_code in (200, 206):
+        response["Cache-Control"] = "private, max-age=86400, immutable"
     return response
