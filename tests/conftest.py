@@ -10,6 +10,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.parse
 from pathlib import Path
 
 import pytest
@@ -291,6 +292,15 @@ def process_env(django_db_setup, django_db_blocker):
                 "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
                 " WHERE datname = current_database() AND pid <> pg_backend_pid()"
             )
+
+
+def own_redis_url(url: str) -> str:
+    """Another database number on the test's Redis server, for a stack of processes of a test's own: the
+    session's workers (`celery_worker_process`, `inference_worker_process`, on REDIS_URL) take every queued
+    task and serve every deployment, and would answer for the test's processes with the session's settings."""
+    parts = urllib.parse.urlsplit(url)
+    number = int(parts.path.strip("/") or 0)
+    return urllib.parse.urlunsplit(parts._replace(path=f"/{13 if number != 13 else 12}"))
 
 
 def _spawn(args: list[str], env: dict, log_name: str) -> subprocess.Popen:

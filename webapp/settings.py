@@ -330,6 +330,9 @@ TRAINING_MAX_PROCESSES = env_int("TRAINING_MAX_PROCESSES", 0, minimum=0)
 # TRAINING_MAX_BATCH_BYTES.
 TRAINING_HOST_CPUS = env_int("TRAINING_HOST_CPUS", os.cpu_count() or 1, minimum=1)
 TRAINING_MAX_BATCH_BYTES = env_int("TRAINING_MAX_BATCH_BYTES", 4 * 1024**3, minimum=1024 * 1024)
+# Off where the web process has no copy of the training workers' MODEL_DIR (README "Scaling out"): a job's
+# pretrained_path / base_model_path is then checked for existence by the worker that runs it, not at submission.
+TRAINING_MODELS_ON_WEB = env_bool("TRAINING_MODELS_ON_WEB", True)
 TRAINING_RENDEZVOUS_TIMEOUT_SECONDS = env_int("TRAINING_RENDEZVOUS_TIMEOUT_SECONDS", 300, minimum=5)
 
 # Where model weights may be read from (pretrained backbones, VLM base folders): local paths only.

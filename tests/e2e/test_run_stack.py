@@ -13,7 +13,6 @@ import signal
 import subprocess
 import sys
 import time
-import urllib.parse
 from pathlib import Path
 
 import pytest
@@ -21,19 +20,12 @@ import redis
 import requests
 
 from scripts.supervisor_conf import procfile_parse, supervisor_conf
-from tests.conftest import ARTIFACTS, ROOT, free_port
+from tests.conftest import ARTIFACTS, ROOT, free_port, own_redis_url
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 PROCFILE = ROOT / "Procfile"
 HEARTBEAT_S = 1  # beat's heartbeat and the workers' stamps: a process that stops reads as down within 3 s
-
-
-def _own_redis_url(url: str) -> str:
-    """The test's Redis server, another database number."""
-    parts = urllib.parse.urlsplit(url)
-    number = int(parts.path.strip("/") or 0)
-    return urllib.parse.urlunsplit(parts._replace(path=f"/{13 if number != 13 else 12}"))
 
 
 class Stack:
@@ -97,7 +89,7 @@ def _wait(predicate, timeout: float, what: str, stack: Stack):
 def stack(process_env, tmp_path, user):
     data = tmp_path / "elsewhere" / "data"  # the run command's RS_DATA_DIR, not ./data in the checkout
     assert ROOT not in data.parents
-    url = _own_redis_url(process_env.get("REDIS_URL", "redis://127.0.0.1:6379/0"))
+    url = own_redis_url(process_env.get("REDIS_URL", "redis://127.0.0.1:6379/0"))
     redis.Redis.from_url(url).flushdb()
     env = {
         **process_env,

@@ -137,3 +137,26 @@ def test_vlm_job_with_a_missing_model_folder_is_refused_before_queueing(project,
     missing = str(settings.MODEL_DIR / "none")
     with pytest.raises(ValueError, match="'none' is not a folder in the model folder: download a Qwen3-VL model"):
         job_create(project=project, snapshot=snapshot, kind="vlm", config={"base_model_path": missing})
+
+
+@pytest.mark.django_db
+def test_a_web_without_the_models_queues_the_job_and_the_worker_without_them_fails_it_saying_why(project, settings):
+    """TRAINING_MODELS_ON_WEB=0 (README "Scaling out": only the workers have MODEL_DIR's models): submission
+    still confines the path to the model folder, but leaves the existence check to the worker that runs the job,
+    which fails it with the reason submission would have given."""
+    from training.models import TrainingJob
+    from training.services import job_create, job_execute
+    from webapp.common.jobs.models import JobStatus
+    from training.snapshots.services import snapshot_create
+
+    settings.TRAINING_MODELS_ON_WEB = False
+    seed_episodes(project, episodes=2, steps=6, size=32)
+    snapshot = snapshot_create(project=project, options={"png_folders": False, "seed": 1})
+    with pytest.raises(ValueError, match="base_model_path must name a path inside the model folder"):
+        job_create(project=project, snapshot=snapshot, kind="vlm", config={"base_model_path": "../elsewhere"})
+    job = job_create(project=project, snapshot=snapshot, kind="vlm", config={"base_model_path": "on-the-workers"})
+    assert job.config["base_model_path"] == "on-the-workers"
+
+    assert job_execute(job_id=job.pk) == JobStatus.FAILED  # this "worker" has no such folder either
+    job = TrainingJob.objects.get(pk=job.pk)
+    assert "'on-the-workers' is not a folder in the model folder" in job.error

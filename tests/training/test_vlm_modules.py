@@ -120,10 +120,12 @@ def test_config_defaults_follow_the_rlinf_recipe(vlm_fixture_dir):
 
 
 def test_config_missing_model_folder_is_a_clear_error(tmp_path):
+    from training.vlm.config import model_folder_check
+
     with pytest.raises(ValueError, match="does not exist: download a Qwen3-VL model"):
-        VLMTrainConfig.from_dict({"base_model_path": str(tmp_path / "nope")})
+        model_folder_check(VLMTrainConfig.from_dict({"base_model_path": str(tmp_path / "nope")}).base_model_path)
     with pytest.raises(ValueError, match="no config.json"):
-        VLMTrainConfig.from_dict({"base_model_path": str(tmp_path)})
+        model_folder_check(str(tmp_path))
 
 
 def test_config_default_folder_is_model_dir_qwen3_vl(settings):

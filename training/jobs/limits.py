@@ -101,25 +101,26 @@ def host_check(config: dict[str, Any]) -> None:
         )
 
 
-def paths_confine(kind: str, config: dict[str, Any]) -> dict[str, Any]:
+def paths_confine(kind: str, config: dict[str, Any], *, must_exist: bool = True) -> dict[str, Any]:
     """The config with its model paths resolved inside MODEL_DIR; ValueError (naming the field, never the
-    file system outside MODEL_DIR) for a path outside it or one that is not what the field needs."""
+    file system outside MODEL_DIR) for a path outside it or, with `must_exist`, one that is not what the field
+    needs (a worker's check; the web's too unless TRAINING_MODELS_ON_WEB is off: the models on other machines)."""
     model_dir = Path(settings.MODEL_DIR)
     out = dict(config)
     if kind == "resnet" and out.get("pretrained_path"):
         path = confined(out["pretrained_path"], model_dir, field="pretrained_path")
-        if not path.is_file():
+        if must_exist and not path.is_file():
             raise ValueError(f"pretrained_path {relative_name(path, model_dir)!r} is not a file in the model folder")
         out["pretrained_path"] = str(path)
     if kind == "vlm":
         path = confined(out.get("base_model_path") or "qwen3-vl", model_dir, field="base_model_path")
         shown = relative_name(path, model_dir)
-        if not path.is_dir():
+        if must_exist and not path.is_dir():
             raise ValueError(
                 f"base_model_path {shown!r} is not a folder in the model folder: download a Qwen3-VL model (e.g. "
                 "Qwen3-VL-4B-Instruct) into it; nothing is fetched at run time"
             )
-        if not (path / "config.json").is_file():
+        if must_exist and not (path / "config.json").is_file():
             raise ValueError(f"base_model_path {shown!r} has no config.json, so it is not a model folder")
         out["base_model_path"] = str(path)
     return out
@@ -141,13 +142,13 @@ def job_config_check(kind: str, config: dict[str, Any]) -> dict[str, Any]:
     """The config a job of `kind` is stored with: validated for its kind (defaults filled in) with its model
     paths confined to MODEL_DIR (stored relative to it: no server path shows on a page), processes within
     this host's limit, threads and first batch within the training host (`host_check`). ValueError with the
-    reason otherwise. Workers resolve the paths again
-    (`paths_confine`) when they run the job."""
+    reason otherwise. Workers resolve the paths again (`paths_confine`) when they run the job, and fail it with
+    the same reason when a model is not in their MODEL_DIR."""
     from ..families import validate_config  # the model families load torch: only where jobs are made or run
 
     if not isinstance(config, dict):
         raise ValueError("config must be a JSON object")
-    normalised = validate_config(kind, paths_confine(kind, config))
+    normalised = validate_config(kind, paths_confine(kind, config, must_exist=settings.TRAINING_MODELS_ON_WEB))
     processes_check(normalised)
     host_check(normalised)
     return paths_relative(kind, normalised)

@@ -180,7 +180,9 @@ class VLMTrainConfig:
 
     @classmethod
     def from_dict(cls, data: dict) -> VLMTrainConfig:
-        """A validated config whose base model folder exists (the check a job gets before it is queued)."""
+        """A validated config. Whether its base model folder exists is the machine's question, not the
+        config's: `model_folder_check` on the worker that runs it (and `paths_confine` at submission where the
+        web has the models, TRAINING_MODELS_ON_WEB)."""
         known = {f.name for f in fields(cls)}
         unknown = set(data) - known
         if unknown:
@@ -189,7 +191,6 @@ class VLMTrainConfig:
             config = cls(**data)
         except TypeError as exc:
             raise ValueError(f"bad VLM config: {exc}") from None
-        model_folder_check(config.base_model_path)
         return config
 
     def to_dict(self) -> dict:

@@ -13,10 +13,10 @@ from django.conf import settings
 from training.kit import distributed
 from training.kit.family_parts import RunResult
 from training.kit.resume import state_clear
-from training.storage import local_path
+from training.storage import local_path, resume_state_copy_drop, resume_state_share
 from webapp.common.filestore.services import work_folder_resume
 
-from .config import VLMTrainConfig
+from .config import VLMTrainConfig, model_folder_check
 from .data import trend_split_load
 from .train import EVALUATION_FILE, train_vlm
 
@@ -45,6 +45,7 @@ def label_link(episode_uuid: str | None, start_step: int | None) -> str | None:
 
 def run_job(job, reporter) -> RunResult:
     config = VLMTrainConfig.from_dict(job.config)
+    model_folder_check(config.base_model_path)  # this worker's MODEL_DIR (the web may have none)
     folder = local_path(job.snapshot.folder) / TREND_FOLDER
     if not (folder / "dataset_info.json").is_file():
         raise ValueError(
@@ -67,6 +68,7 @@ def run_job(job, reporter) -> RunResult:
             link=label_link(uuid, window.meta.get("start_step")),
         )
     out_dir = work_folder_resume(job.checkpoint_folder)  # published by the job when it ends
+    resume_state_share(out_dir)  # nodes without a shared disk: rank 0's state (or none) on every node
     reporter.log(f"trend dataset: {len(train_windows)} train / {len(eval_windows)} eval windows from {folder}")
     result = train_vlm(
         config,
@@ -89,6 +91,7 @@ def run_job(job, reporter) -> RunResult:
         )
     if distributed.current().distributed:
         metrics["distributed"] = distributed.shards_report(result["shards"], out_dir, reporter)
+    resume_state_copy_drop(out_dir)  # another node's copy of rank 0's resume state
     if distributed.is_main():
         state_clear(out_dir)  # trained: the folder published is the model, not a resume state
         (out_dir / "dataset.json").write_text(

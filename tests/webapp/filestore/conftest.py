@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import pytest
+import redis
 
+from tests.conftest import own_redis_url
 from tests.object_store import (
     bucket_delete,
     buckets_left_delete,
@@ -35,3 +37,15 @@ def s3_storage(object_store, settings, tmp_path):
     }
     yield env
     bucket_delete(object_store, env["S3_BUCKET"])
+
+
+@pytest.fixture
+def own_redis(settings) -> str:
+    """A Redis database of this test's own for the processes it starts (REDIS_URL, the Celery broker and
+    results): the session's workers on REDIS_URL, running with the web's disk, would otherwise take this test's
+    tasks and requests (they did, in the full suite: "model failed to load: ... /tmp/rs-test-media-...")."""
+    url = own_redis_url(settings.REDIS_URL)
+    client = redis.Redis.from_url(url)
+    client.flushdb()
+    yield url
+    client.flushdb()

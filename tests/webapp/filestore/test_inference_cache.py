@@ -57,22 +57,23 @@ def _serve_once(process_env, env: dict, name: str, redis_url: str, deployment) -
 
 
 def test_an_empty_cache_serves_the_first_request_and_a_second_worker_reuses_it(
-    project, process_env, s3_storage, settings, tmp_path
+    project, process_env, s3_storage, own_redis, tmp_path
 ):
     checkpoint = _published_checkpoint(tmp_path)
     deployment = deploy(make_trained_model(project, checkpoint_path=checkpoint), max_batch_size=8)
     machine = tmp_path / "gpu-node"
     env = {**s3_storage, "RS_DATA_DIR": str(machine), "STORAGE_CACHE_DIR": str(machine / "cache")}
     env["MEDIA_ROOT"] = str(machine / "media")  # empty: nothing of the web's disk
+    env |= {"REDIS_URL": own_redis, "CELERY_BROKER_URL": own_redis, "CELERY_RESULT_BACKEND": own_redis}
 
-    took, reply = _serve_once(process_env, env, "first", settings.REDIS_URL, deployment)
+    took, reply = _serve_once(process_env, env, "first", own_redis, deployment)
     assert reply.error == "" and len(reply.results) == 4, reply
     assert took < TIMEOUT_S
     cache = FileCache(machine / "cache", max_bytes=1 << 40)
     assert [e.name for e in cache.entries()] == [checkpoint]
 
     store.delete_prefix(default_storage, checkpoint + "/")  # from now on, only this machine's cache has it
-    took_again, again = _serve_once(process_env, env, "second", settings.REDIS_URL, deployment)
+    took_again, again = _serve_once(process_env, env, "second", own_redis, deployment)
     assert again.error == "" and again.results == reply.results, again
     assert took_again < TIMEOUT_S
     assert [e.name for e in cache.entries()] == [checkpoint]

@@ -22,7 +22,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 import requests
-from django.conf import settings as django_settings
 from django.core.files.storage import default_storage
 from django.test import Client
 
@@ -32,14 +31,13 @@ from tests.inference.conftest import deploy
 from tests.labeling.ingest_helpers import step_rows
 from tests.object_store import s3_client
 from training.models import DatasetSnapshot, TrainedModel, TrainingJob
-from training.services import job_create
-from training.snapshots.services import snapshot_start
 from training.synthetic import make_scene
 from webapp.common.filestore.cache import FileCache
 from webapp.common.filestore.publish import folder_manifest
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 EPISODES, STEPS, SIZE = 4, 6, 16
+WEB_ONLY = {"TRAINING_MODELS_ON_WEB"}  # settings of the web process alone in the tested layout
 
 
 def _png(done: bool, rng) -> bytes:
@@ -68,6 +66,8 @@ def stack_envs(homes: dict[str, Path], env: dict[str, str], secret_key: str) -> 
             "STORAGE_CACHE_DIR": str(home / "cache"),
             "STORAGE_CACHE_MAX_MB": "512",  # a bound each machine sets for its own disk
             "SECRET_KEY": secret_key,  # shared, not a file in a data folder: sessions and signatures
+            # the web has no models (the workers have theirs): a job's model paths are checked by its worker
+            **({"TRAINING_MODELS_ON_WEB": "0"} if name == "web" else {}),  # WEB_ONLY
         }
         for name, home in homes.items()
     }
@@ -75,7 +75,8 @@ def stack_envs(homes: dict[str, Path], env: dict[str, str], secret_key: str) -> 
 
 def test_every_setting_the_readme_scaling_out_names_for_files_is_set_in_the_tested_layout(tmp_path):
     """README "Scaling out", its Files and Database/Redis items: every setting named there is one this test's
-    stack gives each process, so the section describes the layout as tested."""
+    stack gives each process (the web's own ones, `WEB_ONLY`, the web), so the section describes the layout as
+    tested."""
     from tests.conftest import ROOT
     from tests.object_store import s3_env
 
@@ -87,14 +88,20 @@ def test_every_setting_the_readme_scaling_out_names_for_files_is_set_in_the_test
     shared = {"DATABASE_URL": "postgres://", "REDIS_URL": "redis://", **s3_env("http://127.0.0.1:1", "rs-readme")}
     homes = {name: tmp_path / name for name in ("web", "celery", "inference")}
     for name, env in stack_envs(homes, shared, "key").items():
-        missing = sorted(named - set(env))
+        missing = sorted((named - WEB_ONLY if name != "web" else named) - set(env))
         assert not missing, f"README's Scaling out names {missing}, which the tested {name} process is not given"
+
+
+def _redis_env(url: str) -> dict[str, str]:
+    return {"REDIS_URL": url, "CELERY_BROKER_URL": url, "CELERY_RESULT_BACKEND": url}
 
 
 @contextlib.contextmanager
 def _stack(homes: dict[str, Path], env: dict[str, str], secret_key: str, logs: str) -> Iterator[str]:
     """The web (uvicorn), a Celery worker (every queue) and an inference worker, each with its own data,
-    media, model folder and cache under `homes[name]`; the web's base URL once it listens."""
+    media, model folder and cache under `homes[name]`; the web's base URL once it listens. `env`'s Redis is the
+    test's own (`own_redis`): the session's workers, on the web's disk, take every task queued on REDIS_URL, so the
+    test queues its work through this web, as a user does."""
     import redis
 
     envs = stack_envs(homes, env, secret_key)
@@ -105,7 +112,7 @@ def _stack(homes: dict[str, Path], env: dict[str, str], secret_key: str, logs: s
     celery_args += ["--pool", "solo", "--without-gossip", "--without-mingle", "--loglevel", "INFO"]
     inference_args = [sys.executable, "manage.py", "inference_worker", "--threads", "1"]
     inference_args += ["--metrics-port", str(free_port())]
-    redis.Redis.from_url(django_settings.REDIS_URL).delete(WORKERS_KEY)
+    redis.Redis.from_url(env["REDIS_URL"]).delete(WORKERS_KEY)
     try:
         procs.append(_spawn(web_args, envs["web"], f"{logs}-web.log"))
         procs.append(_spawn(celery_args, envs["celery"], f"{logs}-celery.log"))
@@ -117,16 +124,24 @@ def _stack(homes: dict[str, Path], env: dict[str, str], secret_key: str, logs: s
             _stop(proc)
 
 
+def _queue(agent: requests.Session, base: str, path: str, body: dict) -> dict:
+    """POST through the stack's web (201 or 202): the row it made."""
+    answer = agent.post(f"{base}{path}", json=body, timeout=60)
+    assert answer.status_code in (201, 202), answer.text
+    return answer.json()
+
+
 def test_web_and_workers_share_nothing_but_database_redis_and_the_object_store(
-    project, user, agent_token, process_env, s3_storage, settings, tmp_path
+    project, user, agent_token, process_env, s3_storage, own_redis, settings, tmp_path
 ):
     import redis
 
     from labeling.models import Episode, FrameLabel
 
     homes = {name: tmp_path / name for name in ("web", "celery", "inference")}
-    client = redis.Redis.from_url(settings.REDIS_URL)
-    with _stack(homes, {**process_env, **s3_storage}, settings.SECRET_KEY, "stack-s3") as base:
+    client = redis.Redis.from_url(own_redis)
+    env = {**process_env, **s3_storage, **_redis_env(own_redis)}
+    with _stack(homes, env, settings.SECRET_KEY, "stack-s3") as base:
         agent = requests.Session()
         agent.headers["Authorization"] = f"Bearer {agent_token[1]}"
 
@@ -166,13 +181,16 @@ def test_web_and_workers_share_nothing_but_database_redis_and_the_object_store(
         assert len(frames) == EPISODES * STEPS * len(project.camera_views)
 
         # snapshot and training on the Celery worker: frames read from the bucket, outputs published
-        snapshot = snapshot_start(project=project, options={"val_split": 0.5, "trend": False})
+        options = {"val_split": 0.5, "trend": False}
+        made = _queue(agent, base, f"/api/projects/{project.pk}/snapshots", {"options": options})
+        snapshot = DatasetSnapshot.objects.get(pk=made["id"])
         _wait(lambda: DatasetSnapshot.objects.get(pk=snapshot.pk).status != "building", 240, "the snapshot")
         snapshot.refresh_from_db()
         assert snapshot.status == "ready", snapshot.error
         assert folder_manifest(default_storage, snapshot.folder) is not None
         config = {"hidden_dim": 8, "image_size": [3, SIZE, SIZE], "epochs": 1, "batch_size": 16, "warmup_steps": 0}
-        job = job_create(project=project, snapshot=snapshot, config=config | {"num_threads": 1, "patience": 0})
+        body = {"snapshot": snapshot.number, "config": config | {"num_threads": 1, "patience": 0}}
+        job = TrainingJob.objects.get(pk=_queue(agent, base, f"/api/projects/{project.pk}/jobs", body)["id"])
         finished = ("succeeded", "failed", "cancelled")
         _wait(lambda: TrainingJob.objects.get(pk=job.pk).status in finished, 300, "the training job")
         job.refresh_from_db()
@@ -217,7 +235,7 @@ def test_web_and_workers_share_nothing_but_database_redis_and_the_object_store(
 
 
 def test_the_tiny_vlm_trains_on_the_worker_and_answers_through_the_web_from_the_object_store(
-    project, agent_token, process_env, s3_storage, settings, tmp_path, vlm_fixture_dir
+    project, agent_token, process_env, s3_storage, own_redis, settings, tmp_path, vlm_fixture_dir
 ):
     """The VLM path of the same layout: the worker builds the trend snapshot from the bucket's frames and
     fine-tunes the tiny Qwen3-VL (the smallest run the fixture allows), the inference worker fetches the
@@ -236,14 +254,20 @@ def test_the_tiny_vlm_trains_on_the_worker_and_answers_through_the_web_from_the_
     frames = [item["Key"] for item in listing.get("Contents", []) if item["Key"].startswith("frames/")]
     assert len(frames) == 4 * 9 * len(project.camera_views)
 
-    with _stack(homes, {**process_env, **s3_storage}, settings.SECRET_KEY, "stack-s3-vlm") as base:
-        snapshot = snapshot_start(project=project, options={"trend_val_split": 0.25, "png_folders": False, "seed": 1})
+    env = {**process_env, **s3_storage, **_redis_env(own_redis)}
+    with _stack(homes, env, settings.SECRET_KEY, "stack-s3-vlm") as base:
+        agent = requests.Session()
+        agent.headers["Authorization"] = f"Bearer {agent_token[1]}"
+        options = {"trend_val_split": 0.25, "png_folders": False, "seed": 1}
+        made = _queue(agent, base, f"/api/projects/{project.pk}/snapshots", {"options": options})
+        snapshot = DatasetSnapshot.objects.get(pk=made["id"])
         _wait(lambda: DatasetSnapshot.objects.get(pk=snapshot.pk).status != "building", 240, "the snapshot")
         snapshot.refresh_from_db()
         assert snapshot.status == "ready", snapshot.error
         config = {"lr": 5e-3, "warmup_steps": 0, "max_steps": 2, "batch_size": 3, "eval_every": 2}
         config |= {"device": "cpu", "num_threads": 1, "save_full_weights": False}
-        job = job_create(project=project, snapshot=snapshot, kind="vlm", config=config)
+        body = {"snapshot": snapshot.number, "kind": "vlm", "config": config}
+        job = TrainingJob.objects.get(pk=_queue(agent, base, f"/api/projects/{project.pk}/jobs", body)["id"])
         assert job.config["base_model_path"] == "qwen3-vl"  # relative: each worker resolves it in its MODEL_DIR
         finished = ("succeeded", "failed", "cancelled")
         _wait(lambda: TrainingJob.objects.get(pk=job.pk).status in finished, 300, "the VLM training job")
@@ -260,11 +284,8 @@ def test_the_tiny_vlm_trains_on_the_worker_and_answers_through_the_web_from_the_
             return base64.b64encode(_png(done, rng)).decode()
 
         window = {"main": [png(i >= 2) for i in range(5)], "extra": [png(i >= 2) for i in range(5)]}
-        answer = requests.post(
-            f"{base}/api/deployments/{deployment.name}/vlm/rewards",
-            json={"windows": [window]},
-            headers={"Authorization": f"Bearer {agent_token[1]}"},
-            timeout=180,
+        answer = agent.post(
+            f"{base}/api/deployments/{deployment.name}/vlm/rewards", json={"windows": [window]}, timeout=180
         )
         assert answer.status_code == 200, answer.text
         item = answer.json()["items"][0]
