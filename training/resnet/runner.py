@@ -15,7 +15,7 @@ from ..kit import distributed
 from ..kit.family_parts import RunResult
 from ..kit.reporting import Reporter
 from ..kit.resume import state_clear, state_path
-from ..storage import local_path
+from ..storage import local_path, resume_state_copy_drop, resume_state_share
 from .config import ResNetConfig
 from .ood import METHOD, OodStats
 from .train import BEST, pick_device, stack_images, train_reward_model
@@ -31,6 +31,7 @@ def run_job(job, reporter: Reporter) -> RunResult:
     if distributed.is_main() and not state_path(out_dir).exists():
         shutil.rmtree(out_dir, ignore_errors=True)  # no resume state: start clean
     distributed.barrier()  # under torchrun: no rank looks for a resume state rank 0 is deleting
+    resume_state_share(out_dir)  # nodes without a shared disk: rank 0's state (or none) on every node
     outcome = train_reward_model(
         config,
         train["images"],
@@ -50,6 +51,7 @@ def run_job(job, reporter: Reporter) -> RunResult:
             f"{stats.val_flagged:.1%} of validation frames above it"
         )
         state_clear(out_dir)  # trained: the folder published is the model, not a resume state
+    resume_state_copy_drop(out_dir)  # another node's copy of it too
     metrics = {
         **{k: v for k, v in outcome.best_metrics.items() if k != "epoch_seconds"},
         "best_epoch": outcome.best_epoch,
