@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import fcntl
 import multiprocessing
 import os
+import threading
 import time
 from pathlib import Path
 
@@ -89,3 +91,26 @@ def test_two_processes_asking_at_once_fetch_once_and_share_the_entry(tmp_path):
     assert [child.exitcode for child in children] == [0, 0]
     assert len(log.read_text().split()) == 1  # one download; the second process reused it
     assert [e.name for e in FileCache(tmp_path / "c", max_bytes=10_000).entries()] == ["checkpoints/job_1/best"]
+
+
+def test_a_hit_does_not_wait_for_another_processs_eviction_and_a_fill_does(tmp_path):
+    cache = FileCache(tmp_path, max_bytes=1000)
+    cache.fetch("snapshots/p1/snapshot_1", _loader(10))
+    done: list[str] = []
+
+    def ask(name: str) -> None:
+        cache.fetch(name, _loader(10))
+        done.append(name)
+
+    with open(tmp_path / ".lock", "a+b") as evicting:  # another process holds the cache-wide lock
+        fcntl.flock(evicting, fcntl.LOCK_EX)
+        hit = threading.Thread(target=ask, args=("snapshots/p1/snapshot_1",))
+        hit.start()
+        hit.join(timeout=10)
+        assert done == ["snapshots/p1/snapshot_1"]  # a warm start: its entry's lock, a utime, nothing else
+        fill = threading.Thread(target=ask, args=("checkpoints/job_1/best",))
+        fill.start()
+        fill.join(timeout=0.5)
+        assert fill.is_alive()  # a new entry makes room under the cache-wide lock
+    fill.join(timeout=10)
+    assert done == ["snapshots/p1/snapshot_1", "checkpoints/job_1/best"]

@@ -170,3 +170,23 @@ def test_frames_on_the_object_store_are_put_together_and_a_failed_chunk_leaves_n
     with pytest.raises(OSError, match="went away"):
         frames_write(default_storage, again)
     assert _keys(s3_storage) == sorted(name for name, _ in frames)  # none of the failed chunk's frames stays
+
+
+def test_a_warm_start_reads_the_cache_and_asks_the_store_one_get_for_a_retried_jobs_checkpoint(
+    s3_storage, settings, tmp_path
+):
+    name = "snapshots/p1/snapshot_3"
+    _folder(services.work_folder(name), {"train.pt": b"t" * 4000, "val.pt": b"v" * 1000})
+    services.folder_published(name)
+    services.work_folder_drop(name)
+    cold = services.stored_local(name)  # the first start on this machine fetches
+    calls: list[str] = []
+    events = default_storage.connection.meta.client.meta.events  # type: ignore[attr-defined]
+    events.register("before-call.s3", lambda model, **kwargs: calls.append(model.name))
+
+    assert services.stored_local(name) == cold and (cold / "train.pt").read_bytes() == b"t" * 4000
+    assert calls == []  # a warm lookup: the cache alone
+    assert services.work_folder_resume("checkpoints/job_9") == services.work_folder("checkpoints/job_9")
+    assert calls == ["GetObject"]  # the runner's one request: has a retried job published a copy? (none)
+    assert folder_manifest(default_storage, name)["files"].keys() == {"train.pt", "val.pt"}
+    assert calls == ["GetObject", "GetObject"]  # a manifest found: one GET too

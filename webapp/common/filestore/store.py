@@ -171,7 +171,11 @@ def upload(storage: Storage, path: Path, name: str) -> None:
 
 
 def read_bytes(storage: Storage, name: str) -> bytes | None:
-    """A small stored file's content; None when there is none."""
+    """A small stored file's content; None when there is none (on S3 one GET, found or not: a folder's
+    manifest looked up costs one request, not HEAD + HEAD + GET)."""
+    if is_s3(storage):
+        found = object_read(storage, name, small_bytes=1 << 62)
+        return None if found is None else bytes(found[1])
     if not storage.exists(name):
         return None
     with storage.open(name, "rb") as handle:
