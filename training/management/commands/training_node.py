@@ -2,7 +2,8 @@
 
 The training worker that took the job is node 0 (it holds the master address and reports); every other
 machine runs `manage.py training_node JOB --node-rank N` with N from 1 to nodes-1. They need the same code,
-the database and the job's snapshot files (shared storage) and reach node 0 at master_addr:master_port.
+the database and the job's snapshot files (the same MEDIA_ROOT, or the object store with a STORAGE_CACHE_DIR of
+their own: training.storage) and reach node 0 at master_addr:master_port.
 """
 
 from __future__ import annotations
