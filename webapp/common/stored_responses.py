@@ -5,6 +5,7 @@ Every answer says `Accept-Ranges: bytes`. A Range (`byte_ranges`) is answered wi
 version of the file is ignored (the whole file). On an S3 storage the range goes into the object's one GET, so
 only the bytes asked for leave the store; a local file is read from the range's first byte. Answers of at most
 `small_bytes` are one piece; larger ones stream in blocks (under ASGI from a worker thread, as `file_streaming`).
+Objects are read on the process's one client (`object_reads`).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from django.utils.http import http_date
 from .byte_ranges import ByteRange, RangeSpec, Unsatisfiable, if_range_holds, range_requested
 from .file_streaming import BLOCK_BYTES, file_response, stream_response
 from .filestore import store
+from .object_reads import object_client, object_key
 
 _CONTENT_RANGE = re.compile(r"^bytes (\d+)-(\d+)/(\d+)$")
 
@@ -139,8 +141,8 @@ def _object_get(storage: Storage, name: str, spec: RangeSpec | None) -> dict[str
     is unsatisfiable; None when there is no such object."""
     from botocore.exceptions import ClientError
 
-    client, bucket = store._client(storage), storage.bucket_name  # type: ignore[attr-defined]
-    key = store._s3_key(storage, name)
+    client, bucket = object_client(storage), storage.bucket_name  # type: ignore[attr-defined]
+    key = object_key(storage, name)
     extra = {} if spec is None else {"Range": spec.header()}
     try:
         return dict(client.get_object(Bucket=bucket, Key=key, **extra))

@@ -1,0 +1,93 @@
+"""The labeling page's frames on the object store (SeaweedFS): frame bundles and the media view read on the
+process's one S3 client, whatever thread a request runs on (under ASGI each request has a thread of its own, and
+a client per thread cost a boto3 session per request), bundles' GETs concurrent and in order."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from django.core.files.storage import default_storage
+from django.db import connections
+
+from tests.labeling.factories import episode_with_frames
+from webapp.common import object_reads
+from webapp.common.filestore import store
+
+pytestmark = pytest.mark.django_db
+
+
+def test_many_small_objects_are_read_in_order_and_a_missing_one_is_named(s3_storage):
+    frames = [(f"frames/p/e/{i:03d}.png", f"frame {i}".encode() * (i + 1)) for i in range(40)]
+    store.objects_put(default_storage, frames)
+    names = [name for name, _ in frames]
+    assert object_reads.small_objects_read(default_storage, names) == [data for _, data in frames]
+    assert object_reads.small_objects_read(default_storage, names[7:8]) == [frames[7][1]]
+    with pytest.raises(FileNotFoundError, match="gone.png"):
+        object_reads.small_objects_read(default_storage, [*names[:5], "frames/p/e/gone.png", *names[5:9]])
+
+
+def _in_threads(count: int, call) -> list:
+    """`call()` on `count` new threads, one after another (as ASGI runs each request's view)."""
+    results: list = []
+
+    def run() -> None:
+        try:
+            results.append(call())
+        finally:
+            connections.close_all()  # this thread's database connection
+
+    for _ in range(count):
+        thread = threading.Thread(target=run)
+        thread.start()
+        thread.join()
+    return results
+
+
+@pytest.mark.django_db(transaction=True)  # the requests' threads read the episode: committed
+def test_requests_on_new_threads_share_one_client(user_client, project, s3_storage, monkeypatch):
+    episode = episode_with_frames(project=project, num_steps=12, size=16)
+    made = []
+    real = store._client
+
+    def counting(storage):
+        made.append(threading.current_thread().name)
+        return real(storage)
+
+    monkeypatch.setattr(object_reads.store, "_client", counting)
+    object_reads._clients.clear()
+    frame = episode.steps.get(index=2).frames.get(camera="main").image.name
+
+    def bundle():
+        response = user_client.get(f"/api/episodes/{episode.uuid}/frames?camera=main&start=0&end=11")
+        assert response.status_code == 200 and response["X-Frame-Steps"] == ",".join(map(str, range(12)))
+        return response.content
+
+    def media():
+        response = user_client.get(f"/media/{frame}")
+        assert response.status_code == 200
+        return response.content
+
+    bundles = _in_threads(3, bundle)
+    singles = _in_threads(3, media)
+    assert len(made) == 1  # one client for six requests on six threads
+    names = list(episode.steps.order_by("index").values_list("frames__image", flat=True))
+    main = [name for name in names if name.endswith("_main.png")]
+    expected = store.objects_read(default_storage, main)
+    assert bundles == [b"".join(expected)] * 3
+    assert singles == [expected[2]] * 3
+
+
+def test_a_client_is_made_again_for_another_storage(s3_storage, settings, object_store):
+    from tests.object_store import bucket_delete, fresh_bucket, s3_env, s3_storage_config
+
+    first = object_reads.object_client(default_storage)
+    assert object_reads.object_client(default_storage) is first
+    other = s3_env(object_store, fresh_bucket(object_store))
+    settings.STORAGES = {**settings.STORAGES, "default": s3_storage_config(other)}  # a new default_storage
+    try:
+        assert object_reads.object_client(default_storage) is not first
+        store.objects_put(default_storage, [("frames/p/e/x.png", b"other bucket")])
+        assert object_reads.small_objects_read(default_storage, ["frames/p/e/x.png"]) == [b"other bucket"]
+    finally:
+        bucket_delete(object_store, other["S3_BUCKET"])
