@@ -18,6 +18,8 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -78,17 +80,23 @@ class _FirstStep:
     def resumed(self, *, step: int) -> None: ...
 
 
-def _first_step(folder_of, size: int, scratch: Path) -> float:
-    """Seconds from asking for the snapshot's local folder to the end of the first training step."""
+PHASES = ("lookup", "read", "step")  # the snapshot's local folder; train.pt + val.pt read; model built, one step
+
+
+def _first_step(folder_of, size: int, scratch: Path) -> dict[str, tuple[float, float]]:
+    """(wall s, process CPU s) of each phase from asking for the snapshot's local folder to the end of the first
+    training step, and of the whole (`total`)."""
     from training.datasets.rlinf_binary import read_payload
     from training.kit.reporting import JobCancelled
     from training.resnet.config import ResNetConfig
     from training.resnet.train import train_reward_model
 
     config = ResNetConfig.from_dict({"image_size": [3, size, size], "num_threads": 2, "device": "cpu"})
-    start = time.perf_counter()
+    marks = [(time.perf_counter(), time.process_time())]
     folder = folder_of()
+    marks.append((time.perf_counter(), time.process_time()))
     train, val = read_payload(folder / "train.pt"), read_payload(folder / "val.pt")
+    marks.append((time.perf_counter(), time.process_time()))
     with contextlib.suppress(JobCancelled):
         train_reward_model(
             config,
@@ -99,45 +107,91 @@ def _first_step(folder_of, size: int, scratch: Path) -> float:
             out_dir=scratch / "run",
             reporter=_FirstStep(),  # type: ignore[arg-type]
         )
-    return time.perf_counter() - start
+    marks.append((time.perf_counter(), time.process_time()))
+    out = {phase: (marks[n + 1][0] - marks[n][0], marks[n + 1][1] - marks[n][1]) for n, phase in enumerate(PHASES)}
+    out["total"] = (marks[-1][0] - marks[0][0], marks[-1][1] - marks[0][1])
+    return out
 
 
 def _training_starts(figures, s3, snapshot: Path, scratch: Path, args) -> None:
-    """Snapshot fetch and time to the first step, local and s3 taken in turns (the machine's load drifts), each
-    figure the least of `args.repeat`."""
+    """Snapshot fetch and time to the first step, local and s3 taken in turns (the machine's load drifts; the
+    order alternates each round), each figure the least of `args.repeat`. The warm starts are also printed by
+    phase, wall and CPU time, least and median: the s3 warm start's lookup is what a job's first run does (the
+    cache entry, no request); a retried run's lookup (one GET more: an earlier run's published copy) is timed
+    alone with the others, 200 times each."""
     from webapp.common.filestore.cache import FileCache
-    from webapp.common.filestore.publish import stored_fetch
+    from webapp.common.filestore.publish import folder_manifest, stored_fetch
 
     def local_cold() -> Path:
         _page_cache_drop(snapshot)
         return snapshot
 
     def cold_cache() -> FileCache:
-        return FileCache(Path(tempfile.mkdtemp(dir=scratch)), max_bytes=1 << 40)
+        (scratch / "cold").mkdir(exist_ok=True)
+        return FileCache(Path(tempfile.mkdtemp(dir=scratch / "cold")), max_bytes=1 << 40)
 
     def fetch(cache: FileCache) -> Path:
         return cache.fetch("snapshots/bench", lambda n, t: stored_fetch(s3, n, t))
 
-    warm = cold_cache()
+    def s3_warm() -> Path:
+        return fetch(warm)  # a job's first run asks the store nothing more (work_folder_resume)
+
+    def s3_warm_retried() -> Path:
+        folder = fetch(warm)
+        folder_manifest(s3, "checkpoints/bench-job")  # work_folder_resume: an earlier run's published copy
+        return folder
+
+    print("load average at the start: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
+    warm = FileCache(scratch / "warm", max_bytes=1 << 40)
     fetch(warm)
     _first_step(lambda: snapshot, args.frame_size, scratch)  # one-time costs (imports, kernels) apart
+    lookups = {"local": lambda: snapshot, "s3": s3_warm, "s3 retried run": s3_warm_retried}
+    lookup_ms = {kind: sorted(1000 * _timed(work) for _ in range(200)) for kind, work in lookups.items()}
     runs: dict[tuple[str, str], list[float]] = {}
-    for _ in range(args.repeat):
-        for key, work in (
-            (("s3", "snapshot fetch cold s"), lambda: _timed(lambda: fetch(cold_cache()))),
+    phases: dict[str, list[dict[str, tuple[float, float]]]] = {"local": [], "s3": []}
+    for round_ in range(args.repeat):
+        cold = [
             (("local", "training start cold s"), lambda: _first_step(local_cold, args.frame_size, scratch)),
             (
                 ("s3", "training start cold s"),
                 lambda: _first_step(lambda: fetch(cold_cache()), args.frame_size, scratch),
             ),
-            (("local", "training start warm s"), lambda: _first_step(lambda: snapshot, args.frame_size, scratch)),
-            (("s3", "training start warm s"), lambda: _first_step(lambda: fetch(warm), args.frame_size, scratch)),
-        ):
-            runs.setdefault(key, []).append(work())
+        ]
+        warm_runs = [
+            (("local", "training start warm s"), lambda: _first_step(lookups["local"], args.frame_size, scratch)),
+            (("s3", "training start warm s"), lambda: _first_step(lookups["s3"], args.frame_size, scratch)),
+        ]
+        shutil.rmtree(scratch / "cold", ignore_errors=True)  # the last round's cold caches
+        if round_ % 2:
+            cold.reverse()
+            warm_runs.reverse()
+        runs.setdefault(("s3", "snapshot fetch cold s"), []).append(_timed(lambda: fetch(cold_cache())))
+        for key, work in cold + warm_runs:
+            timing = work()
+            runs.setdefault(key, []).append(timing["total"][0])
+            if "warm" in key[1]:
+                phases[key[0]].append(timing)
+    print("load average at the end: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
     figures["local"]["snapshot fetch cold s"] = 0.0
     for (kind, figure), seconds in runs.items():
         figures[kind][figure] = min(seconds)
         print(f"{kind} {figure}: " + ", ".join(f"{value:.3f}" for value in seconds))
+    print("warm start by phase (least / median of each; CPU = this process's, all threads):")
+    print(f"{'phase':<8}{'':>6}{'local wall':>12}{'s3 wall':>10}{'local CPU':>11}{'s3 CPU':>9}")
+    for phase in (*PHASES, "total"):
+        for name, pick in (("least", min), ("median", statistics.median)):
+            cells = [pick(t[phase][i] for t in phases[kind]) for i in (0, 1) for kind in ("local", "s3")]
+            print(f"{phase:<8}{name:>6}" + "".join(f"{c:>{w}.4f}" for c, w in zip(cells, (12, 10, 11, 9), strict=True)))
+    for name, pick in (("least", min), ("median", statistics.median)):
+        ratios = [
+            pick(phases["s3"][i]["total"][k] / phases["local"][i]["total"][k] for i in range(args.repeat))
+            for k in (0, 1)
+        ]
+        print(f"warm s3/local, the {name} of the rounds' ratios: wall {ratios[0]:.3f}x, CPU {ratios[1]:.3f}x")
+    for kind, values in lookup_ms.items():
+        print(
+            f"warm lookup alone, {kind}, 200 times: least {values[0]:.3f} ms, median {statistics.median(values):.3f} ms"
+        )
 
 
 def _timed(work) -> float:
@@ -153,6 +207,7 @@ def main() -> None:
     parser.add_argument("--snapshot-mb", type=int, default=256, help="train.pt and val.pt together")
     parser.add_argument("--repeat", type=int, default=3, help="training starts and fetches timed (the least kept)")
     parser.add_argument("--serve", type=int, default=200, help="frames read as the media view reads them")
+    parser.add_argument("--start-only", action="store_true", help="training start only (no ingest, no serving)")
     args = parse_args(parser, frames=40, frame_size=32, snapshot_mb=1, serve=20, repeat=1)
     scratch = scratch_environment("object-store")
     import django
@@ -178,7 +233,8 @@ def main() -> None:
     try:
         for kind, storage in storages.items():
             row = figures[kind]
-            row["ingest frames/s"] = len(frames) / _timed(lambda storage=storage: frames_write(storage, frames))
+            if not args.start_only:
+                row["ingest frames/s"] = len(frames) / _timed(lambda storage=storage: frames_write(storage, frames))
             if kind == "s3":
                 row["snapshot publish s"] = _timed(
                     lambda storage=storage: folder_publish(storage, snapshot, "snapshots/bench")
@@ -195,7 +251,8 @@ def main() -> None:
                         with storage.open(name, "rb") as handle:
                             handle.read()
 
-            row["frame serving ms/frame"] = 1000 * _timed(serve) / len(served)
+            if not args.start_only:
+                row["frame serving ms/frame"] = 1000 * _timed(serve) / len(served)
         _training_starts(figures, storages["s3"], snapshot, scratch, args)
     finally:
         bucket_delete(endpoint, env["S3_BUCKET"])

@@ -27,7 +27,7 @@ def run_job(job, reporter: Reporter) -> RunResult:
     snapshot_folder = local_path(job.snapshot.folder)
     train = read_payload(snapshot_folder / "train.pt")
     val = read_payload(snapshot_folder / "val.pt")
-    out_dir = work_folder_resume(job.checkpoint_folder)  # published by the job when it ends
+    out_dir = work_folder_resume(job.checkpoint_folder, retried=job.attempt > 1)  # published when the job ends
     if distributed.is_main() and not state_path(out_dir).exists():
         shutil.rmtree(out_dir, ignore_errors=True)  # no resume state: start clean
     distributed.barrier()  # under torchrun: no rank looks for a resume state rank 0 is deleting

@@ -67,7 +67,7 @@ def run_job(job, reporter) -> RunResult:
             source_episode_path=row.get("source_episode_path"),
             link=label_link(uuid, window.meta.get("start_step")),
         )
-    out_dir = work_folder_resume(job.checkpoint_folder)  # published by the job when it ends
+    out_dir = work_folder_resume(job.checkpoint_folder, retried=job.attempt > 1)  # published when the job ends
     resume_state_share(out_dir)  # nodes without a shared disk: rank 0's state (or none) on every node
     reporter.log(f"trend dataset: {len(train_windows)} train / {len(eval_windows)} eval windows from {folder}")
     result = train_vlm(

@@ -172,7 +172,7 @@ def test_frames_on_the_object_store_are_put_together_and_a_failed_chunk_leaves_n
     assert _keys(s3_storage) == sorted(name for name, _ in frames)  # none of the failed chunk's frames stays
 
 
-def test_a_warm_start_reads_the_cache_and_asks_the_store_one_get_for_a_retried_jobs_checkpoint(
+def test_a_warm_start_reads_the_cache_and_asks_the_store_nothing_and_a_retried_run_one_get(
     s3_storage, settings, tmp_path
 ):
     name = "snapshots/p1/snapshot_3"
@@ -186,7 +186,10 @@ def test_a_warm_start_reads_the_cache_and_asks_the_store_one_get_for_a_retried_j
 
     assert services.stored_local(name) == cold and (cold / "train.pt").read_bytes() == b"t" * 4000
     assert calls == []  # a warm lookup: the cache alone
-    assert services.work_folder_resume("checkpoints/job_9") == services.work_folder("checkpoints/job_9")
-    assert calls == ["GetObject"]  # the runner's one request: has a retried job published a copy? (none)
+    checkpoint = "checkpoints/job_9"
+    assert services.work_folder_resume(checkpoint, retried=False) == services.work_folder(checkpoint)
+    assert calls == []  # a job's first run: nothing of it can be published yet
+    assert services.work_folder_resume(checkpoint) == services.work_folder(checkpoint)
+    assert calls == ["GetObject"]  # a retried run asks once: has an earlier run published a copy? (none)
     assert folder_manifest(default_storage, name)["files"].keys() == {"train.pt", "val.pt"}
     assert calls == ["GetObject", "GetObject"]  # a manifest found: one GET too

@@ -58,11 +58,13 @@ def work_folder(name: str) -> Path:
     return Path(settings.STORAGE_CACHE_DIR) / "work" / name
 
 
-def work_folder_resume(name: str) -> Path:
+def work_folder_resume(name: str, *, retried: bool = True) -> Path:
     """`work_folder`, seeded from the last published copy when this machine has none (a job retried on
-    another machine resumes from what the first one published)."""
+    another machine resumes from what the first one published). A job's first run (`retried` false) asks the
+    store nothing: no copy of it can be published yet (a run publishes at its end; a retry from scratch
+    deletes the folder), so a warm start on an object store makes no request at all."""
     folder = work_folder(name)
-    if storage_is_local() or folder.exists() or folder_manifest(default_storage, name) is None:
+    if storage_is_local() or not retried or folder.exists() or folder_manifest(default_storage, name) is None:
         return folder
     stored_fetch(default_storage, name, folder)
     return folder
