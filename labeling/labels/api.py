@@ -21,7 +21,7 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from webapp.common.object_reads import small_objects_read
+from webapp.common.object_reads import frames_read_kept
 from webapp.common.parsers import BoundedJSONParser
 
 from .. import access
@@ -327,7 +327,7 @@ class FrameBundleView(APIView):
             .values_list("step__index", "image")
         )
         rows = list(frames)
-        parts = small_objects_read(default_storage, [name for _, name in rows])  # S3: GETs 8 at a time
+        parts = frames_read_kept(default_storage, [name for _, name in rows])  # S3: kept in the web's cache
         steps = [str(index) for index, _ in rows]
         lengths = [str(len(data)) for data in parts]
         response = HttpResponse(b"".join(parts), content_type="application/octet-stream")

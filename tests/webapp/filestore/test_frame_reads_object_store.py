@@ -12,7 +12,7 @@ from django.db import connections
 
 from tests.labeling.factories import episode_with_frames
 from webapp.common import object_reads
-from webapp.common.filestore import store
+from webapp.common.filestore import services, store
 
 pytestmark = pytest.mark.django_db
 
@@ -91,3 +91,42 @@ def test_a_client_is_made_again_for_another_storage(s3_storage, settings, object
         assert object_reads.small_objects_read(default_storage, ["frames/p/e/x.png"]) == [b"other bucket"]
     finally:
         bucket_delete(object_store, other["S3_BUCKET"])
+
+
+def test_a_bundle_read_again_comes_from_the_machines_cache_not_the_bucket(s3_storage, settings, tmp_path):
+    frames = [(f"frames/p/e/{i:03d}.png", bytes([i]) * (50 + i)) for i in range(30)]
+    store.objects_put(default_storage, frames)
+    names = [name for name, _ in frames]
+    gets: list[str] = []
+
+    def record(params, **_):
+        gets.append(params["url_path"])
+
+    events = object_reads.object_client(default_storage).meta.events
+    events.register("before-call.s3.GetObject", record)
+    try:
+        assert object_reads.frames_read_kept(default_storage, names) == [data for _, data in frames]
+        assert len(gets) == 30
+        assert object_reads.frames_read_kept(default_storage, names) == [data for _, data in frames]
+        assert len(gets) == 30  # read again: from the cache
+        entries = services.file_cache().entries()
+        assert [e.name for e in entries] == [f"{object_reads.KEPT_PREFIX}{entries[0].name.rsplit('/', 1)[1]}"]
+        assert entries[0].bytes < 30 * 80 + 200  # the frames and their lengths, once
+
+        assert object_reads.frames_read_kept(default_storage, names[:10]) == [data for _, data in frames[:10]]
+        assert len(gets) == 40  # another bundle: its own entry
+        settings.STORAGE_CACHE_DIR = tmp_path / "another-machine"
+        assert object_reads.frames_read_kept(default_storage, names) == [data for _, data in frames]
+        assert len(gets) == 70  # nothing kept there yet
+    finally:
+        events.unregister("before-call.s3.GetObject", record)
+
+
+def test_a_bundle_with_a_missing_frame_is_not_kept(s3_storage):
+    store.objects_put(default_storage, [("frames/p/e/a.png", b"a"), ("frames/p/e/b.png", b"b")])
+    names = ["frames/p/e/a.png", "frames/p/e/gone.png", "frames/p/e/b.png"]
+    with pytest.raises(FileNotFoundError):
+        object_reads.frames_read_kept(default_storage, names)
+    assert services.file_cache().entries() == []
+    store.objects_put(default_storage, [("frames/p/e/gone.png", b"back")])
+    assert object_reads.frames_read_kept(default_storage, names) == [b"a", b"back", b"b"]
