@@ -11,11 +11,11 @@ an RLinf run pointed at it would: RLinf 0.3.0's own `ResNetRewardModel` (in the 
 bench/interop/rlinf_score.py) loads `model.safetensors` with the `reward.model` block the model's download carries
 and scores the snapshot's `val.pt` as its `RewardBinaryDataset` reads it; the row prints RLinf's accuracy at 0.5
 and its largest difference from the served probabilities (the limit: 1e-5 where the app says RLinf reproduces
-the model). Each run also prints the model's out-of-distribution figures (training.resnet.ood): `val_flagged`,
-the validation frames past the threshold (about 1% by construction: the threshold is their 99th percentile), the
-frames of `--held-out` more demo episodes that the project never saw, scored as a deployment scores them (the
-honest rate: neither the Gaussians nor the threshold were fitted on them; the snapshot itself holds out only its
-validation split), and the evaluation page's probes (blank, constant, noise, photometric shifts), each with the
+the model). Each run also prints the model's out-of-distribution figures (training.resnet.ood): what calibrated the
+threshold (the training episodes cross-fitted and the validation frames), `val_flagged`, the validation frames
+past it (part of the calibration: at most about 1%), the frames of `--held-out` more demo episodes that the
+project never saw, scored as a deployment scores them (the honest rate: neither the Gaussians nor the threshold
+were fitted on them), and the evaluation page's probes (blank, constant, noise, photometric shifts), each with the
 fraction flagged and its median score over the threshold. The machine's load average is printed at the start and
 the end. Self-contained (a scratch SQLite database):
 
@@ -146,10 +146,12 @@ def ood_figures(model, frames) -> dict:
     if stats is None:
         raise SystemExit("the model has no OOD statistics (training.resnet.ood)")
     scorer = ResNetScorer(ModelSpec(kind=model.kind, folder=folder, config=model.config))
-    items = [item for start in range(0, len(frames), 64) for item in scorer.score(frames[start : start + 64])]
+    scored = [item for start in range(0, len(frames), 64) for item in scorer.score(frames[start : start + 64])]
+    items = [item for item in scored if isinstance(item, dict)]  # with statistics every item is a dict
     flagged = [bool(item["ood"]) for item in items]
     return {
         "threshold": stats.threshold,
+        "calibration": stats.calibration,
         "val_flagged": stats.val_flagged,
         "held_out_frames": len(flagged),
         "held_out_flagged": float(np.mean(flagged)) if flagged else float("nan"),
@@ -162,8 +164,8 @@ def print_ood(result: dict) -> None:
     ood = result["ood"]
     held = ood["held_out_frames"]
     print(
-        f"    OOD: threshold {ood['threshold']:.3f}; val_flagged {ood['val_flagged']:.2%} (fitted there: at most 1% by "
-        f"construction); held-out episodes: {round(ood['held_out_flagged'] * held) if held else 0} of {held} frames "
+        f"    OOD: threshold {ood['threshold']:.3f} (calibrated on {ood['calibration']}); val_flagged "
+        f"{ood['val_flagged']:.2%} (part of the calibration); held-out episodes: {round(ood['held_out_flagged'] * held) if held else 0} of {held} frames "
         f"flagged ({ood['held_out_flagged']:.2%}, limit 1%), highest score {ood['held_out_max_score']:.2f} x threshold"
     )
     print(f"    {'probe':<24} {'frames':>6} {'mean prob':>9} {'flagged':>8} {'score':>6}")

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
 
 from training.kit.family_parts import ModelSpec
 from training.resnet.checkpoint import load_checkpoint
 from training.resnet.config import ResNetConfig
-from training.resnet.ood import LAYERS, OOD_FILE, ood_fit, ood_fit_folder, ood_load
+from training.resnet.ood import LAYERS, OOD_FILE, ood_fit, ood_fit_folder, ood_load, ood_scores
 from training.resnet.ood_panel import read_ood_panel
 from training.resnet.scorer import ResNetScorer
 from training.resnet.train import train_reward_model
@@ -45,6 +46,9 @@ def fitted(tmp_path_factory):
     model, _ = load_checkpoint(outcome.best_folder)
     stats = ood_fit_folder(outcome.best_folder, model, train_x, train_y, val_x)
     assert (outcome.best_folder / "model.safetensors").read_bytes() == weights  # RLinf's file is untouched
+    # frames drawn one by one have no episodes: the validation frames alone calibrate (tests/training/
+    # test_training_job.py runs the cross-fitted rule on a snapshot's episodes, through the runner)
+    assert stats.calibration == "validation"
     return outcome.best_folder, stats
 
 
@@ -60,11 +64,52 @@ def test_at_most_one_percent_of_the_validation_frames_lie_above_the_threshold(co
     assert round(stats.val_flagged * count) == int(0.01 * (count - 1))
 
 
+def episodic(rng: np.random.Generator, episodes: int, frames: int) -> tuple[np.ndarray, np.ndarray]:
+    """Features of `episodes` episodes: each its own offset (a new cube position), its frames scattered around
+    it, so frames of one episode are alike and a new episode lies where no frame of the others did."""
+    offsets = rng.normal(size=(episodes, 4))
+    features = np.concatenate([offset + rng.normal(scale=0.5, size=(frames, 4)) for offset in offsets])
+    return features, np.repeat(np.arange(episodes), frames)
+
+
+def test_cross_fitting_by_episode_flags_few_frames_of_unseen_episodes_where_two_validation_episodes_do_not():
+    """The tour's failure in small: a threshold set on 2 validation episodes flagged 17-31% of new demo
+    episodes' frames. Out-of-fold scores of the training episodes calibrate it on 32 episodes, not 2; frames far
+    from every episode stay flagged."""
+    rates: dict[str, list[float]] = {"validation": [], "episodes": []}
+    for seed in range(8):
+        rng = np.random.default_rng(seed)
+        train, episodes = episodic(rng, 30, 10)
+        val, _ = episodic(rng, 2, 10)
+        unseen, _ = episodic(rng, 100, 10)
+        labels = np.arange(len(train)) % 2
+        for rule, groups in (("validation", None), ("episodes", episodes)):
+            stats = ood_fit({k: train for k in LAYERS}, labels, {k: val for k in LAYERS}, train_groups=groups)
+            assert stats.calibration.startswith(rule)
+            scores = ood_scores(stats, {k: torch.from_numpy(unseen).float() for k in LAYERS})
+            rates[rule].append(float((scores > stats.threshold).float().mean()))
+            far = ood_scores(stats, {k: torch.full((5, 4), 6.0) for k in LAYERS})
+            assert bool((far > stats.threshold).all()), rule
+    assert np.mean(rates["episodes"]) <= 0.03, rates
+    assert np.mean(rates["validation"]) >= 3 * np.mean(rates["episodes"]), rates
+    assert max(rates["validation"]) >= 0.1 and max(rates["episodes"]) <= 0.05, rates
+
+
+def test_episode_labels_must_match_the_training_frames():
+    rng = np.random.default_rng(0)
+    train = {k: rng.normal(size=(20, 4)) for k in LAYERS}
+    with pytest.raises(ValueError, match="19 episode labels for 20 training frames"):
+        ood_fit(train, np.arange(20) % 2, train, train_groups=np.arange(19))
+    one_episode = ood_fit(train, np.arange(20) % 2, train, train_groups=np.zeros(20))
+    assert one_episode.calibration == "validation"  # nothing to cross-fit: the validation frames alone
+
+
 def test_blank_constant_and_noise_frames_are_flagged_and_few_validation_frames(fitted):
     folder, stats = fitted
     assert stats.val_flagged <= 0.05
     panel = read_ood_panel(folder)
     assert panel is not None and panel["val_flagged"] == stats.val_flagged
+    assert panel["calibration"] == stats.calibration == ood_load(folder).calibration
     flagged = {row["probe"]: row["flagged"] for row in panel["probes"]}
     assert flagged["black"] == flagged["white"] == flagged["constant grey"] == 1.0
     assert flagged["uniform noise"] == 1.0

@@ -84,6 +84,8 @@ def test_celery_worker_trains_a_separable_resnet_to_95_percent(project, user, ce
     panel = model_row.ood_panel
     assert panel is not None and (folder / "ood.safetensors").exists(), job.log
     assert panel["val_flagged"] <= 0.05 and "of validation frames above it" in job.log
+    # calibrated on the training episodes cross-fitted (the snapshot's train_index.json), not validation alone
+    assert "(calibrated on episodes cross-fitted: " in job.log, job.log
     flagged = {row["probe"]: row["flagged"] for row in panel["probes"]}
     assert flagged["black"] == flagged["white"] == flagged["constant grey"] == flagged["uniform noise"] == 1.0
 

@@ -4,6 +4,7 @@ A job requeued after its worker died finds its resume state under its checkpoint
 
 from __future__ import annotations
 
+import json
 import shutil
 
 from django.conf import settings
@@ -45,10 +46,10 @@ def run_job(job, reporter: Reporter) -> RunResult:
     )
     if distributed.is_main():
         write_val_predictions(outcome.best_folder, config, val["images"], val["labels"])
-        stats = fit_ood(outcome.best_folder, config, train, val)
+        stats = fit_ood(outcome.best_folder, config, train, val, snapshot_folder)
         reporter.log(
             f"out-of-distribution statistics fitted ({METHOD}): threshold {stats.threshold:.3f}, "
-            f"{stats.val_flagged:.1%} of validation frames above it"
+            f"{stats.val_flagged:.1%} of validation frames above it (calibrated on {stats.calibration})"
         )
         state_clear(out_dir)  # trained: the folder published is the model, not a resume state
     resume_state_copy_drop(out_dir)  # another node's copy of it too
@@ -81,7 +82,15 @@ def write_val_predictions(folder, config: ResNetConfig, images, labels) -> None:
     write_val_predictions_file(folder, predict_proba(model, stack_images(images, config.image_size).numpy()), labels)
 
 
-def fit_ood(folder, config: ResNetConfig, train: dict, val: dict) -> OodStats:
+def train_episodes(snapshot_folder, count: int) -> list[str] | None:
+    """Each train.pt frame's episode, from the snapshot's train_index.json (None for a snapshot made before it,
+    or one whose index does not list `count` frames): the OOD threshold is then calibrated on validation alone."""
+    path = snapshot_folder / "train_index.json"
+    episodes = [row["episode"] for row in json.loads(path.read_text())] if path.exists() else []
+    return episodes if len(episodes) == count else None
+
+
+def fit_ood(folder, config: ResNetConfig, train: dict, val: dict, snapshot_folder) -> OodStats:
     """The best model's out-of-distribution statistics and evaluation panel, written beside it."""
     from .checkpoint import load_checkpoint
     from .ood import ood_fit_folder
@@ -89,4 +98,6 @@ def fit_ood(folder, config: ResNetConfig, train: dict, val: dict) -> OodStats:
     model, _ = load_checkpoint(folder, str(pick_device(config.device)))  # the training device: a GPU if it had one
     train_images = stack_images(train["images"], config.image_size)
     val_images = stack_images(val["images"], config.image_size)
-    return ood_fit_folder(folder, model, train_images, train["labels"], val_images)
+    return ood_fit_folder(
+        folder, model, train_images, train["labels"], val_images, train_episodes(snapshot_folder, len(train["labels"]))
+    )

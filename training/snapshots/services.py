@@ -316,6 +316,8 @@ def _write_files(snapshot: DatasetSnapshot, folder: Path, attempt: int) -> dict:
             out.write(json.dumps({**row, "split": splits_by_key.get((row["episode"], row["step"]), "")}) + "\n")
     with (folder / "val_index.json").open("w") as out:
         json.dump([{"episode": r.episode, "step": r.step, "label": r.label} for r in split.val], out)
+    with (folder / "train_index.json").open("w") as out:  # each train.pt frame's episode (OOD calibration)
+        json.dump([{"episode": r.episode, "step": r.step, "label": r.label} for r in split.train], out)
 
     if opts.png_folders:
         _write_png_folders(folder, split.train + split.val, splits_by_key, frames, progress)
