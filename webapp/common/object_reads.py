@@ -1,6 +1,6 @@
 """Reads of stored objects for the web's answers (the media view, the labeling page's frame bundles).
 
-One S3 client per storage and process. django-storages keeps one per thread, and under ASGI every request runs
+One S3 client per storage and process (`filestore.store._client`). django-storages keeps one per thread, and under ASGI every request runs
 its sync view on a thread of its own, so each media or bundle request built a boto3 session and client first
 (125 ms of CPU on an idle machine, 0.5 s under load, against 3 ms for a small GET): the labeling page's frames
 were slow on the object store for that, not for the store. A botocore client is thread-safe; its pool keeps 32
@@ -19,34 +19,18 @@ from pathlib import Path
 from typing import Any
 
 from django.core.files.storage import Storage
-from django.utils.functional import LazyObject, empty
 
 from .filestore import store
 from .filestore.config import TRANSFER_THREADS
 
 _lock = threading.Lock()
-_clients: dict[int, tuple[Storage, Any]] = {}  # id(storage) -> (storage, its client): kept for the process
 _pool: ThreadPoolExecutor | None = None
 KEPT_PREFIX = "web/frame-bundles/"  # the storage cache's entries of `frames_read_kept`
 
 
-def _unwrapped(storage: Storage) -> Storage:
-    """The storage itself behind `default_storage` (a lazy proxy, replaced when the settings change)."""
-    if isinstance(storage, LazyObject):
-        if storage._wrapped is empty:
-            storage._setup()
-        return storage._wrapped
-    return storage
-
-
 def object_client(storage: Storage) -> Any:
     """The process's boto3 client for an S3 storage (made on first use, shared by every thread)."""
-    real = _unwrapped(storage)
-    with _lock:
-        found = _clients.get(id(real))
-        if found is None or found[0] is not real:
-            found = _clients[id(real)] = (real, store._client(real))
-        return found[1]
+    return store._client(storage)
 
 
 def object_key(storage: Storage, name: str) -> str:
