@@ -146,8 +146,8 @@ def test_a_web_without_the_models_queues_the_job_and_the_worker_without_them_fai
     which fails it with the reason submission would have given."""
     from training.models import TrainingJob
     from training.services import job_create, job_execute
-    from webapp.common.jobs.models import JobStatus
     from training.snapshots.services import snapshot_create
+    from webapp.common.jobs.models import JobStatus
 
     settings.TRAINING_MODELS_ON_WEB = False
     seed_episodes(project, episodes=2, steps=6, size=32)
