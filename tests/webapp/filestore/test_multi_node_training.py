@@ -78,7 +78,9 @@ def test_two_nodes_without_a_shared_disk_fetch_their_own_snapshot_and_node_0_alo
     snapshot = snapshot_create(project=project, options={"val_split": 0.34, "trend": False, "png_folders": False})
     assert snapshot.status == "ready", snapshot.error
     spread = {"processes": 1, "nodes": 2, "master_addr": "127.0.0.1", "master_port": free_port()}
-    job = job_create(project=project, snapshot=snapshot, config={**CONFIG, "num_threads": 1, **spread})
+    # not queued: node 0 below is the worker that runs it (the suite's session Celery worker, on the web's disk,
+    # would take a queued job first)
+    job = job_create(project=project, snapshot=snapshot, config={**CONFIG, "num_threads": 1, **spread}, enqueue=False)
     nodes = [tmp_path / "node-0", tmp_path / "node-1"]
     env = {**process_env, **s3_storage, "TRAINING_RENDEZVOUS_TIMEOUT_SECONDS": "240"}
     # a retried job: its first attempt left a resume state after epoch 1 in node 0's work folder (only rank 0
