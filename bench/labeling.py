@@ -35,6 +35,8 @@ sys.path.insert(0, str(ROOT))
 sys.path.append(str(ROOT / "bench"))  # after ROOT: bench/inference.py must not hide the inference app
 from harness import parse_args, start_web, stop  # noqa: E402
 
+from tests.browser import login  # noqa: E402
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings")
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")  # Playwright's loop shares the main thread
 
@@ -126,7 +128,7 @@ def run(url: str, username: str, password: str, uuid: str, loads: int, presses: 
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox", "--disable-gpu"])
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
-        _login(page, url, username, password)
+        login(page, url, username, password)
 
         interactive = []
         for _ in range(loads):
@@ -178,20 +180,12 @@ def run(url: str, username: str, password: str, uuid: str, loads: int, presses: 
     )
 
 
-def _login(page, url: str, username: str, password: str) -> None:
-    page.goto(f"{url}/accounts/login/")
-    page.fill("input[name=username]", username)
-    page.fill("input[name=password]", password)
-    page.click("button[type=submit]")
-    page.wait_for_url(f"{url}/")
-
-
 def _another_visitor(browser, url: str, username: str, password: str, uuid: str) -> tuple[float, float]:
     """A second person opening the episode in a browser of their own (an empty HTTP cache) after the first one
     prefetched it all: (time to interactive, seconds until every frame is prefetched after the load)."""
     context = browser.new_context(viewport={"width": 1400, "height": 1000})
     page = context.new_page()
-    _login(page, url, username, password)
+    login(page, url, username, password)
     started = time.perf_counter()
     page.goto(f"{url}/episodes/{uuid}/label/", wait_until="commit")
     page.wait_for_selector("body[data-ready='1']")

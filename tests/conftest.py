@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests import process_leaks
+from tests.browser import login  # noqa: F401 - the browser tests import it from here
 
 ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = ROOT / "artifacts"
@@ -445,14 +446,6 @@ def screenshot_dir() -> Path:
     path = ARTIFACTS / "screenshots"
     path.mkdir(parents=True, exist_ok=True)
     return path
-
-
-def login(page, base_url: str, username: str, password: str) -> None:
-    page.goto(f"{base_url}/accounts/login/")
-    page.fill("input[name=username]", username)
-    page.fill("input[name=password]", password)
-    page.click("button[type=submit]")
-    page.wait_for_url(f"{base_url}/")
 
 
 @pytest.fixture(scope="session")

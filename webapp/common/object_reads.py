@@ -14,17 +14,13 @@ import json
 import logging
 import threading
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 from django.core.files.storage import Storage
 
 from .filestore import store
-from .filestore.config import TRANSFER_THREADS
 
-_lock = threading.Lock()
-_pool: ThreadPoolExecutor | None = None
 KEPT_PREFIX = "web/frame-bundles/"  # the storage cache's entries of `frames_read_kept`
 
 
@@ -38,15 +34,6 @@ def object_key(storage: Storage, name: str) -> str:
     if key is None:
         raise ValueError("not an S3 storage")
     return key
-
-
-def _reads_pool() -> ThreadPoolExecutor:
-    """The process's threads for concurrent GETs of many small objects (bounded whatever the requests)."""
-    global _pool
-    with _lock:
-        if _pool is None:
-            _pool = ThreadPoolExecutor(TRANSFER_THREADS, thread_name_prefix="object-reads")
-        return _pool
 
 
 def small_objects_read(storage: Storage, names: Sequence[str]) -> list[bytes]:
@@ -69,7 +56,7 @@ def small_objects_read(storage: Storage, names: Sequence[str]) -> list[bytes]:
 
     if len(names) <= 1:
         return [read(name) for name in names]
-    return list(_reads_pool().map(read, names))
+    return list(store._requests_pool().map(read, names))
 
 
 def object_client_warm_up(storage: Storage) -> None:
