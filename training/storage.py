@@ -39,8 +39,7 @@ def resume_state_share(out_dir: Path) -> None:
     if not info.distributed or storage_is_local():
         return
     path = state_path(out_dir)
-    mine = path.read_bytes() if info.main and path.exists() else None
-    state = distributed.gather_objects(mine)[0]
+    state = distributed.broadcast_object(path.read_bytes() if info.main and path.exists() else None)
     if not info.main and info.local_rank == 0:  # one writer per node; node 0's folder is rank 0's own
         if state is None:
             path.unlink(missing_ok=True)

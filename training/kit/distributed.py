@@ -147,6 +147,16 @@ def agree(flag: bool) -> bool:
     return bool(tensor.item() > 0)
 
 
+def broadcast_object(obj: Any) -> Any:
+    """Rank 0's `obj` (picklable) on every rank: one copy sent out, where gathering would pad every rank's
+    contribution to the largest (a resume state: world_size copies of it on every rank)."""
+    if not _current.distributed:
+        return obj
+    box = [obj if _current.main else None]
+    dist.broadcast_object_list(box, src=0)
+    return box[0]
+
+
 def gather_objects(obj: Any) -> list[Any]:
     """Every rank's `obj` (picklable), in rank order, on every rank."""
     if not _current.distributed:
