@@ -81,18 +81,70 @@ def run_episodes(
     robot: Robot, policy: Policy, streamer: Streamer, config: RunConfig, keys: KeyReader | None = None
 ) -> RunSummary:
     """Drive `config.episodes` episodes, streaming each step; returns what was sent."""
-    keys = keys or KeyReader()
-    status = StatusLine(quiet=config.quiet)
-    summary = RunSummary()
-    period = 1.0 / config.hz
-    started = time.monotonic()
-    episode_no = 0
-    while episode_no < config.episodes:
+    driver = _Driver(robot, policy, streamer, config, keys or KeyReader(), StatusLine(quiet=config.quiet))
+    for episode_no in range(config.episodes):
+        driver.episode_run(episode_no)
+    return driver.summary
+
+
+@dataclass
+class _Episode:
+    """One episode as the loop drives it: what was observed and done, and why it may stop."""
+
+    id: str
+    observations: list[Observation]
+    actions: list[np.ndarray] = field(default_factory=list)
+    index: int = 0
+    first_success: int | None = None
+    reset_requested: bool = False
+
+    @property
+    def obs(self) -> Observation:
+        return self.observations[-1]
+
+    def over(self, config: RunConfig) -> bool:
+        """The operator asked for a reset, the env is done, the step budget is spent, or the steps kept going
+        after the first success (`stop_on_success_after`) are."""
+        if self.reset_requested or self.obs.done or self.index >= config.max_steps:
+            return True
+        after = config.stop_on_success_after
+        return self.first_success is not None and after is not None and self.index - self.first_success >= after
+
+
+class _Driver:
+    """The loop's parts, one method per step of an episode, sharing the robot, policy, stream and summary."""
+
+    def __init__(
+        self, robot: Robot, policy: Policy, streamer: Streamer, config: RunConfig, keys: KeyReader, status: StatusLine
+    ) -> None:
+        self.robot, self.policy, self.streamer, self.config = robot, policy, streamer, config
+        self.keys, self.status = keys, status
+        self.summary = RunSummary()
+        self.period = 1.0 / config.hz
+        self.started = time.monotonic()
+
+    def episode_run(self, episode_no: int) -> None:
+        """Reset, then step at `config.hz` until the episode is over; stream, report and save it."""
+        episode = self.episode_start(episode_no)
+        next_tick = time.monotonic()
+        _send_step(self.streamer, episode.id, 0, episode.obs, [], self.config)
+        self.summary.steps += 1
+        while True:
+            self.operator_keys(episode)
+            if episode.over(self.config):
+                break
+            next_tick = _tick_wait(next_tick + self.period)
+            self.step(episode)
+            self.status_update(episode)
+        self.episode_end(episode)
+
+    def episode_start(self, episode_no: int) -> _Episode:
+        config, robot, policy = self.config, self.robot, self.policy
         seed = config.seed + episode_no
         episode = str(uuid.uuid4())
         policy.reset(seed)
         obs = robot.reset(seed=seed)
-        streamer.send_json(
+        self.streamer.send_json(
             {
                 "type": "episode_start",
                 "episode": episode,
@@ -103,66 +155,69 @@ def run_episodes(
                 "cameras": robot.cameras,
             }
         )
-        status.line(f"episode {episode_no + 1}/{config.episodes} {episode} (seed {seed})")
-        observations, actions = [obs], []
-        index, first_success, reset_requested = 0, None, False
-        next_tick = time.monotonic()
-        _send_step(streamer, episode, index, obs, [], config)
-        summary.steps += 1
-        while True:
-            pressed = keys.drain()
-            policy.on_keys([k for k in pressed if k not in ("c", "a", "r")])
-            for key in pressed:
-                if key in OPERATOR_KEYS:
-                    streamer.send_json(
-                        {"type": "label", "episode": episode, "index": index, "value": OPERATOR_KEYS[key]}
-                    )
-                    summary.labels += 1
-                    status.line(f"  step {index}: labeled {OPERATOR_KEYS[key]}")
-                elif key == "r":
-                    reset_requested = True
-            if reset_requested or obs.done or index >= config.max_steps:
-                break
-            after = config.stop_on_success_after
-            if first_success is not None and after is not None and index - first_success >= after:
-                break
-            next_tick += period
-            delay = next_tick - time.monotonic()
-            if delay > 0:
-                time.sleep(delay)
-            else:
-                next_tick = time.monotonic()
-            action = np.asarray(policy.act(obs), dtype=np.float32)
-            obs = robot.send_action(action)
-            index += 1
-            observations.append(obs)
-            actions.append(action)
-            if obs.success and first_success is None:
-                first_success = index
-            _send_step(streamer, episode, index, obs, action.tolist(), config)
-            summary.steps += 1
-            elapsed = time.monotonic() - started
-            summary.rate_hz = summary.steps / elapsed if elapsed > 0 else 0.0
-            stats = streamer.stats
-            prob = "-" if stats.last_probability is None else f"{stats.last_probability:.3f}"
-            lat = "-" if stats.last_latency_ms is None else f"{stats.last_latency_ms:.0f} ms"
-            status.update(
-                f"step {index:4d} | {summary.rate_hz:5.1f} Hz | env_reward {obs.reward:6.3f} | "
-                f"env_success {int(obs.success)} | p(success) {prob} | latency {lat} | "
-                f"dropped {stats.dropped_server + stats.dropped_local}"
-            )
-        success = any(o.success for o in observations)
-        summary.successes += int(success)
-        streamer.send_json({"type": "episode_end", "episode": episode, "success": success, "reset": reset_requested})
-        status.line(f"episode {episode} ended after {index} steps, env success {success}")
-        if config.save_dir:
+        self.status.line(f"episode {episode_no + 1}/{config.episodes} {episode} (seed {seed})")
+        return _Episode(episode, [obs])
+
+    def operator_keys(self, episode: _Episode) -> None:
+        """The keys pressed since the last step: labels and reset for the operator, the rest to the policy."""
+        pressed = self.keys.drain()
+        self.policy.on_keys([k for k in pressed if k not in ("c", "a", "r")])
+        for key in pressed:
+            if key in OPERATOR_KEYS:
+                self.streamer.send_json(
+                    {"type": "label", "episode": episode.id, "index": episode.index, "value": OPERATOR_KEYS[key]}
+                )
+                self.summary.labels += 1
+                self.status.line(f"  step {episode.index}: labeled {OPERATOR_KEYS[key]}")
+            elif key == "r":
+                episode.reset_requested = True
+
+    def step(self, episode: _Episode) -> None:
+        action = np.asarray(self.policy.act(episode.obs), dtype=np.float32)
+        obs = self.robot.send_action(action)
+        episode.index += 1
+        episode.observations.append(obs)
+        episode.actions.append(action)
+        if obs.success and episode.first_success is None:
+            episode.first_success = episode.index
+        _send_step(self.streamer, episode.id, episode.index, obs, action.tolist(), self.config)
+        self.summary.steps += 1
+
+    def status_update(self, episode: _Episode) -> None:
+        summary, obs = self.summary, episode.obs
+        elapsed = time.monotonic() - self.started
+        summary.rate_hz = summary.steps / elapsed if elapsed > 0 else 0.0
+        stats = self.streamer.stats
+        prob = "-" if stats.last_probability is None else f"{stats.last_probability:.3f}"
+        lat = "-" if stats.last_latency_ms is None else f"{stats.last_latency_ms:.0f} ms"
+        self.status.update(
+            f"step {episode.index:4d} | {summary.rate_hz:5.1f} Hz | env_reward {obs.reward:6.3f} | "
+            f"env_success {int(obs.success)} | p(success) {prob} | latency {lat} | "
+            f"dropped {stats.dropped_server + stats.dropped_local}"
+        )
+
+    def episode_end(self, episode: _Episode) -> None:
+        success = any(o.success for o in episode.observations)
+        self.summary.successes += int(success)
+        self.streamer.send_json(
+            {"type": "episode_end", "episode": episode.id, "success": success, "reset": episode.reset_requested}
+        )
+        self.status.line(f"episode {episode.id} ended after {episode.index} steps, env success {success}")
+        if self.config.save_dir:
             from .replay_robot import save_episode
 
-            path = save_episode(Path(config.save_dir) / f"{episode}.npz", observations, actions)
-            status.line(f"  saved {path}")
-        summary.episodes.append(episode)
-        episode_no += 1
-    return summary
+            path = save_episode(Path(self.config.save_dir) / f"{episode.id}.npz", episode.observations, episode.actions)
+            self.status.line(f"  saved {path}")
+        self.summary.episodes.append(episode.id)
+
+
+def _tick_wait(next_tick: float) -> float:
+    """Sleep until `next_tick` (monotonic); when already late, the next period counts from now (no catch-up burst)."""
+    delay = next_tick - time.monotonic()
+    if delay > 0:
+        time.sleep(delay)
+        return next_tick
+    return time.monotonic()
 
 
 def _send_step(streamer: Streamer, episode: str, index: int, obs: Observation, action: list, config: RunConfig) -> None:
