@@ -12,7 +12,6 @@ from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import (
     OpenApiParameter,
     OpenApiTypes,
-    PolymorphicProxySerializer,
     extend_schema,
     inline_serializer,
 )
@@ -21,15 +20,12 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from webapp.common.object_reads import frames_read_kept
-from webapp.common.parsers import BoundedJSONParser
+from common.object_reads import frames_read_kept
+from common.parsers import BoundedJSONParser
 
 from .. import access
 from ..ingest.serializers import MAX_STEP_INDEX
-from ..models import Episode, Frame, FrameLabel, Project, ProposalStatus, WindowLabel
-from ..proposals import services as proposals
-from ..proposals.api import ProposalJobSerializer
-from ..proposals.jobs import proposal_job_start
+from ..models import Episode, Frame, FrameLabel, Project, WindowLabel
 from . import selectors as label_selectors
 from .services import Actor, LabelConflict, LabelError, frame_labels_set, window_labels_set
 
@@ -179,50 +175,6 @@ def _conflict_response(exc: LabelConflict) -> Response:
 class WindowSpanSerializer(serializers.Serializer):
     start = serializers.IntegerField(min_value=0, max_value=MAX_STEP_INDEX)
     end = serializers.IntegerField(min_value=0, max_value=MAX_STEP_INDEX)
-
-
-class ProposalScopeSerializer(serializers.Serializer):
-    kind = serializers.ChoiceField(choices=proposals.KINDS, default="all")
-    episode = serializers.UUIDField(required=False, help_text="Limit to one episode of the project.")
-    start = serializers.IntegerField(
-        min_value=0, max_value=MAX_STEP_INDEX, required=False, help_text="First step (frames) / window start."
-    )
-    end = serializers.IntegerField(
-        min_value=0, max_value=MAX_STEP_INDEX, required=False, help_text="Last step (frames) / window end."
-    )
-
-    def validate(self, attrs):
-        if ("start" in attrs or "end" in attrs) and "episode" not in attrs:
-            raise serializers.ValidationError("a step range needs an episode")
-        if "start" in attrs and "end" in attrs and attrs["end"] < attrs["start"]:
-            raise serializers.ValidationError("end must not be before start")
-        return attrs
-
-
-class DecisionSerializer(serializers.Serializer):
-    frames = serializers.IntegerField(help_text="Frame proposals decided.")
-    windows = serializers.IntegerField(help_text="Window proposals decided.")
-    previous_frames = serializers.DictField(
-        child=serializers.ListField(child=serializers.DictField()),
-        help_text="Per episode UUID: human frame labels before an accept, [{index, value}] (for undo).",
-    )
-    previous_windows = serializers.DictField(
-        child=serializers.ListField(child=serializers.DictField()),
-        help_text="Per episode UUID: human window labels before an accept, [{start, end, value}].",
-    )
-
-
-class GenerateInSerializer(serializers.Serializer):
-    episode = serializers.UUIDField(required=False, help_text="Only this episode (default: every episode).")
-
-
-class GenerateOutSerializer(serializers.Serializer):
-    episodes = serializers.IntegerField()
-    frames_created = serializers.IntegerField()
-    frames_updated = serializers.IntegerField()
-    windows_created = serializers.IntegerField()
-    windows_updated = serializers.IntegerField()
-    windows_removed = serializers.IntegerField()
 
 
 class ProgressSerializer(serializers.Serializer):
@@ -439,104 +391,3 @@ class ProjectProgressView(APIView):
         return Response(
             {"progress": progress, "open_proposals": label_selectors.project_open_proposals(project=project)}
         )
-
-
-class ProposalsGenerateView(APIView):
-    parser_classes = [BoundedJSONParser]
-
-    @extend_schema(
-        request=GenerateInSerializer,
-        responses={
-            # the counts (with `episode`), or the job already running (without)
-            200: PolymorphicProxySerializer(
-                component_name="GenerateAnswer",
-                serializers=[GenerateOutSerializer, ProposalJobSerializer],
-                resource_type_field_name=None,
-            ),
-            202: ProposalJobSerializer,
-        },
-        summary="(Re)compute frame proposals (env success) and window proposals (trend rule)",
-        description=(
-            "With `episode`: that episode's proposals, computed now (200, the counts). Without: every episode "
-            "of the project, in the background (202, a job to poll at its `url` or watch at its `page`); "
-            "while one runs, asking again answers 200 with that job."
-        ),
-    )
-    def post(self, request, pk):
-        project = _project(request, pk, access.REVIEW)
-        data = GenerateInSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
-        if "episode" not in data.validated_data:
-            job, created = proposal_job_start(project=project, user=request.user)
-            answer = status.HTTP_202_ACCEPTED if created else status.HTTP_200_OK
-            return Response(ProposalJobSerializer(job).data, status=answer)
-        episodes = Episode.objects.filter(uuid=data.validated_data["episode"], project=project)
-        if not episodes.exists():
-            raise ValidationError({"episode": ["no such episode in this project"]})
-        result = proposals.proposals_generate(project=project, episodes=episodes)
-        return Response(GenerateOutSerializer(result).data)
-
-
-class ProposalsDecisionView(APIView):
-    """accept / reject / reopen proposals in a scope: one step, a range, an episode or the whole project."""
-
-    parser_classes = [BoundedJSONParser]
-    action = "accept"
-
-    @extend_schema(request=ProposalScopeSerializer, responses=DecisionSerializer)
-    def post(self, request, pk):
-        project = _project(request, pk, access.REVIEW)
-        data = ProposalScopeSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
-        values = data.validated_data
-        episode = None
-        if "episode" in values:
-            episode = Episode.objects.filter(uuid=values["episode"], project=project).first()
-            if episode is None:
-                raise ValidationError({"episode": ["no such episode in this project"]})
-        scope = {
-            "project": project,
-            "kind": values["kind"],
-            "actor": Actor.of(request.user),
-            "episode": episode,
-            "start": values.get("start"),
-            "end": values.get("end"),
-        }
-        if self.action == "accept":
-            result = proposals.proposals_accept(**scope)
-        else:
-            new_status = ProposalStatus.REJECTED if self.action == "reject" else ProposalStatus.OPEN
-            result = proposals.proposals_set_status(status=new_status, **scope)
-        return Response(DecisionSerializer(result).data, status=status.HTTP_200_OK)
-
-
-class ProposalsAcceptView(ProposalsDecisionView):
-    action = "accept"
-
-    @extend_schema(
-        request=ProposalScopeSerializer,
-        responses=DecisionSerializer,
-        summary="Accept open proposals: their values become the human labels",
-    )
-    def post(self, request, pk):
-        return super().post(request, pk)
-
-
-class ProposalsRejectView(ProposalsDecisionView):
-    action = "reject"
-
-    @extend_schema(request=ProposalScopeSerializer, responses=DecisionSerializer, summary="Reject open proposals")
-    def post(self, request, pk):
-        return super().post(request, pk)
-
-
-class ProposalsReopenView(ProposalsDecisionView):
-    action = "reopen"
-
-    @extend_schema(
-        request=ProposalScopeSerializer,
-        responses=DecisionSerializer,
-        summary="Reopen accepted or rejected proposals (human labels stay as they are)",
-    )
-    def post(self, request, pk):
-        return super().post(request, pk)

@@ -1,4 +1,4 @@
-"""Label API and labeling pages."""
+"""Label API and labeling pages (the proposal endpoints are routed by proposals/urls.py)."""
 
 from django.urls import path
 
@@ -19,18 +19,4 @@ urlpatterns = [
     path("api/episodes/<uuid:uuid>/history", label_api.EpisodeHistoryView.as_view(), name="api-episode-history"),
     path("api/projects/<int:pk>/episodes", episode_api.EpisodeListView.as_view(), name="api-project-episodes"),
     path("api/projects/<int:pk>/progress", label_api.ProjectProgressView.as_view(), name="api-project-progress"),
-    path(
-        "api/projects/<int:pk>/proposals/generate",
-        label_api.ProposalsGenerateView.as_view(),
-        name="api-proposals-generate",
-    ),
-    path(
-        "api/projects/<int:pk>/proposals/accept", label_api.ProposalsAcceptView.as_view(), name="api-proposals-accept"
-    ),
-    path(
-        "api/projects/<int:pk>/proposals/reject", label_api.ProposalsRejectView.as_view(), name="api-proposals-reject"
-    ),
-    path(
-        "api/projects/<int:pk>/proposals/reopen", label_api.ProposalsReopenView.as_view(), name="api-proposals-reopen"
-    ),
 ]

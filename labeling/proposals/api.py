@@ -1,42 +1,142 @@
-"""Proposal-generation jobs over the API: their progress and counts, and cancelling one (the generate
-endpoint that starts them is in label_api.py)."""
+"""Proposal API: (re)computing proposals (for one episode now, or the whole project as a background job),
+accepting, rejecting or reopening them in a scope, and a generation job's progress and cancelling."""
 
 from __future__ import annotations
 
 from django.shortcuts import get_object_or_404
-from django.urls import reverse
-from drf_spectacular.utils import extend_schema
-from rest_framework import serializers, status
+from drf_spectacular.utils import PolymorphicProxySerializer, extend_schema
+from rest_framework import status
+from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from webapp.common.jobs.api import JOB_PROGRESS_FIELDS, JobProgressOut
+from common.parsers import BoundedJSONParser
 
 from .. import access
-from ..models import ProposalJob
-from .jobs import proposal_job_cancel
+from ..labels.services import Actor
+from ..models import Episode, Project, ProposalJob, ProposalStatus
+from . import services as proposals
+from .jobs import proposal_job_cancel, proposal_job_start
+from .serializers import (
+    DecisionSerializer,
+    GenerateInSerializer,
+    GenerateOutSerializer,
+    ProposalJobSerializer,
+    ProposalScopeSerializer,
+)
 
 
-class ProposalJobSerializer(JobProgressOut, serializers.ModelSerializer):
-    url = serializers.SerializerMethodField(help_text="This job over the API (poll it until `finished`).")
-    page = serializers.SerializerMethodField(help_text="This job's page, with its progress bar.")
-
-    class Meta:
-        model = ProposalJob
-        fields = ["id", "project", *JOB_PROGRESS_FIELDS, "done", "total", "summary", "created_at", "url", "page"]
-        read_only_fields = fields
-
-    def get_url(self, job: ProposalJob) -> str:
-        return reverse("api-proposal-job", args=[job.pk])
-
-    def get_page(self, job: ProposalJob) -> str:
-        return reverse("project-proposal-job", args=[job.project_id, job.pk])
+def _project(request, pk, perm) -> Project:
+    project = get_object_or_404(Project, pk=pk)
+    access.require(request.user, perm, project)
+    return project
 
 
 def _job(request, job_id: int, perm) -> ProposalJob:
     job = get_object_or_404(ProposalJob.objects.select_related("project"), pk=job_id)
     access.require(request.user, perm, job.project)
     return job
+
+
+class ProposalsGenerateView(APIView):
+    parser_classes = [BoundedJSONParser]
+
+    @extend_schema(
+        request=GenerateInSerializer,
+        responses={
+            # the counts (with `episode`), or the job already running (without)
+            200: PolymorphicProxySerializer(
+                component_name="GenerateAnswer",
+                serializers=[GenerateOutSerializer, ProposalJobSerializer],
+                resource_type_field_name=None,
+            ),
+            202: ProposalJobSerializer,
+        },
+        summary="(Re)compute frame proposals (env success) and window proposals (trend rule)",
+        description=(
+            "With `episode`: that episode's proposals, computed now (200, the counts). Without: every episode "
+            "of the project, in the background (202, a job to poll at its `url` or watch at its `page`); "
+            "while one runs, asking again answers 200 with that job."
+        ),
+    )
+    def post(self, request, pk):
+        project = _project(request, pk, access.REVIEW)
+        data = GenerateInSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        if "episode" not in data.validated_data:
+            job, created = proposal_job_start(project=project, user=request.user)
+            answer = status.HTTP_202_ACCEPTED if created else status.HTTP_200_OK
+            return Response(ProposalJobSerializer(job).data, status=answer)
+        episodes = Episode.objects.filter(uuid=data.validated_data["episode"], project=project)
+        if not episodes.exists():
+            raise ValidationError({"episode": ["no such episode in this project"]})
+        result = proposals.proposals_generate(project=project, episodes=episodes)
+        return Response(GenerateOutSerializer(result).data)
+
+
+class ProposalsDecisionView(APIView):
+    """accept / reject / reopen proposals in a scope: one step, a range, an episode or the whole project."""
+
+    parser_classes = [BoundedJSONParser]
+    action = "accept"
+
+    @extend_schema(request=ProposalScopeSerializer, responses=DecisionSerializer)
+    def post(self, request, pk):
+        project = _project(request, pk, access.REVIEW)
+        data = ProposalScopeSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        values = data.validated_data
+        episode = None
+        if "episode" in values:
+            episode = Episode.objects.filter(uuid=values["episode"], project=project).first()
+            if episode is None:
+                raise ValidationError({"episode": ["no such episode in this project"]})
+        scope = {
+            "project": project,
+            "kind": values["kind"],
+            "actor": Actor.of(request.user),
+            "episode": episode,
+            "start": values.get("start"),
+            "end": values.get("end"),
+        }
+        if self.action == "accept":
+            result = proposals.proposals_accept(**scope)
+        else:
+            new_status = ProposalStatus.REJECTED if self.action == "reject" else ProposalStatus.OPEN
+            result = proposals.proposals_set_status(status=new_status, **scope)
+        return Response(DecisionSerializer(result).data, status=status.HTTP_200_OK)
+
+
+class ProposalsAcceptView(ProposalsDecisionView):
+    action = "accept"
+
+    @extend_schema(
+        request=ProposalScopeSerializer,
+        responses=DecisionSerializer,
+        summary="Accept open proposals: their values become the human labels",
+    )
+    def post(self, request, pk):
+        return super().post(request, pk)
+
+
+class ProposalsRejectView(ProposalsDecisionView):
+    action = "reject"
+
+    @extend_schema(request=ProposalScopeSerializer, responses=DecisionSerializer, summary="Reject open proposals")
+    def post(self, request, pk):
+        return super().post(request, pk)
+
+
+class ProposalsReopenView(ProposalsDecisionView):
+    action = "reopen"
+
+    @extend_schema(
+        request=ProposalScopeSerializer,
+        responses=DecisionSerializer,
+        summary="Reopen accepted or rejected proposals (human labels stay as they are)",
+    )
+    def post(self, request, pk):
+        return super().post(request, pk)
 
 
 class ProposalJobView(APIView):
