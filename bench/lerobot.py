@@ -1,11 +1,11 @@
 """LeRobot import and export throughput beside their raw limits, measured in the same run.
 
-1. A LeRobot v3.0 dataset is written (labeling/lerobot/writer.py: `--episodes` episodes of `--frames` frames,
+1. A LeRobot v3.0 dataset is written (labeling/imports/lerobot/writer.py: `--episodes` episodes of `--frames` frames,
    `--cameras` cameras of `--size` px, a moving square on a gradient, H.264).
 2. Import (labeling/import_services.import_paths, what the import job's Celery task runs) into a fresh project:
    frames/s against the raw limit of the same work without the app, PyAV decoding every video plus the PNG
-   encoding of every frame (labeling.images.encode_array), in one process.
-3. Export (labeling/lerobot_export.lerobot_export) of that project: frames/s against the raw limit, reading and
+   encoding of every frame (common.images.checks.encode_array), in one process.
+3. Export (labeling/imports/lerobot/export.py, lerobot_export) of that project: frames/s against the raw limit, reading and
    decoding every stored PNG plus H.264 encoding of each episode's frames.
 CPU seconds per 1,000 frames are printed beside wall-clock figures: on a shared machine they stay meaningful.
 Target: each ratio at least 0.5 (the app's own work, the database rows and the file writes, at most as much
@@ -71,11 +71,11 @@ def main() -> None:
     call_command("migrate", verbosity=0)
     from django.conf import settings
 
-    from labeling.images import decode_rgb, encode_array
+    from common.images.checks import decode_rgb, encode_array
+    from labeling.imports.lerobot.export import lerobot_export
+    from labeling.imports.lerobot.writer import DatasetSpec, ExportEpisode, write_dataset
     from labeling.imports.services import import_paths
     from labeling.imports.video_frames import VideoLimits, decode_frames, encode_frames
-    from labeling.lerobot.export import lerobot_export
-    from labeling.lerobot.writer import DatasetSpec, ExportEpisode, write_dataset
     from labeling.models import Frame, Project
 
     cameras = [f"cam{c}" for c in range(args.cameras)]

@@ -64,7 +64,7 @@ def sweep_orphan_frames() -> dict:
     ignore_result=True,
 )
 def run_lerobot_export(token: str) -> str:
-    """Write a project's LeRobot export for download (labeling.lerobot.export_jobs); never retried."""
-    from .lerobot.export_jobs import export_job_run
+    """Write a project's LeRobot export for download (labeling.imports.lerobot.export_jobs); never retried."""
+    from .imports.lerobot.export_jobs import export_job_run
 
     return export_job_run(token)

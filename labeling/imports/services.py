@@ -27,20 +27,18 @@ from __future__ import annotations
 import contextlib
 import logging
 import tempfile
-import uuid as uuid_lib
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from django.conf import settings
-from django.core.files.storage import default_storage
-from django.db import transaction
 
-from ..images import CheckedImage, ImageError, check_image, decode_rgb, encode_array
-from ..ingest.services import IngestError, StepInput, episode_create, episode_finish, steps_append
-from ..models import Episode, Frame, FrameLabel, LabelChange, LabelSource, Project, Step
+from common.images.checks import CheckedImage, ImageError, check_image, decode_rgb, encode_array
+
+from ..ingest.services import IngestError, StepInput
+from ..models import FrameLabel, Project
 from ..table_stats import EPISODE_TABLES, refresh_after_bulk_write
+from .lerobot.importer import import_lerobot, import_videos
 from .pickle_errors import PickleLoadError
 from .rlinf_episode import EpisodeFormatError, parse_episode, to_json
 from .sources import (
@@ -55,6 +53,7 @@ from .sources import (
     folder_sha256,
     load_payload,
 )
+from .storing import already_imported, count, encode, import_uuid, store_episode
 from .video_frames import VideoError
 
 if TYPE_CHECKING:
@@ -62,22 +61,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-IMPORT_NAMESPACE = uuid_lib.UUID("7d0c5f1e-3b8a-4f39-9a52-4c1e2d6b8a10")
-CHUNK_STEPS = 32
 EXPECTED_ERRORS = (SourceError, PickleLoadError, EpisodeFormatError, ImageError, IngestError, VideoError)
-
-
-@dataclass(frozen=True)
-class StoredEpisode:
-    episode: Episode
-    steps: int
-    frames: int
-    labels: int
-
-
-def import_uuid(*, project: Project, kind: str, digest: str) -> uuid_lib.UUID:
-    """The same file imported into the same project always maps to the same episode UUID."""
-    return uuid_lib.uuid5(IMPORT_NAMESPACE, f"{project.pk}:{kind}:{digest}")
 
 
 def import_paths(
@@ -124,12 +108,13 @@ def import_paths(
 
 
 def import_source(*, project: Project, source: Source, env_id: str, summary: ImportSummary) -> None:
-    from ..lerobot.importer import import_lerobot, import_videos  # it builds on this module's storing helpers
-
-    importers = {"lerobot": import_lerobot, "video": import_videos}
-    importer = {"pickle": _import_pickle, "payload": _import_payload, "folder": _import_folder, **importers}[
-        source.kind
-    ]
+    importer = {
+        "pickle": _import_pickle,
+        "payload": _import_payload,
+        "folder": _import_folder,
+        "lerobot": import_lerobot,
+        "video": import_videos,
+    }[source.kind]
     try:
         importer(project=project, source=source, env_id=env_id, summary=summary)
     except EXPECTED_ERRORS as exc:
@@ -152,7 +137,7 @@ def pickle_limits() -> PickleLimits:
 def _import_pickle(*, project: Project, source: Source, env_id: str, summary: ImportSummary) -> None:
     digest = file_sha256(source.path)
     uuid = import_uuid(project=project, kind="rlinf_pickle", digest=digest)
-    if _already_imported(uuid, source, summary):
+    if already_imported(uuid, source, summary):
         return
     from .safe_pickle import load_path
 
@@ -163,7 +148,7 @@ def _import_pickle(*, project: Project, source: Source, env_id: str, summary: Im
         images = {}
         for camera, array in step.images.items():
             if camera in cameras:
-                images[camera] = _encode(array, f"step {step.index} camera {camera}")
+                images[camera] = encode(array, f"step {step.index} camera {camera}")
         steps.append(StepInput.of(step, images))
     metadata = {
         "format": "rlinf_pickle",
@@ -178,7 +163,7 @@ def _import_pickle(*, project: Project, source: Source, env_id: str, summary: Im
         "action_convention": "step i holds actions[i-1], the action that led to observation i; step 0 has none",
         "cameras_dropped": [camera for camera in parsed.cameras() if camera not in cameras],
     }
-    stored = _store_episode(
+    stored = store_episode(
         project=project,
         uuid=uuid,
         env_id=parsed.env_id or env_id,
@@ -186,20 +171,20 @@ def _import_pickle(*, project: Project, source: Source, env_id: str, summary: Im
         steps=steps,
         success=parsed.success,
     )
-    _count(summary, stored)
+    count(summary, stored)
 
 
 def _import_payload(*, project: Project, source: Source, env_id: str, summary: ImportSummary) -> None:
     digest = file_sha256(source.path)
     uuid = import_uuid(project=project, kind="rlinf_payload", digest=digest)
-    if _already_imported(uuid, source, summary):
+    if already_imported(uuid, source, summary):
         return
     payload = load_payload(source.path)
     camera = _label_camera(project)
     steps = []
     labels = {}
     for index, (array, label) in enumerate(zip(payload.images, payload.labels, strict=True)):
-        steps.append(StepInput(index=index, images={camera: _encode(array, f"images[{index}]")}))
+        steps.append(StepInput(index=index, images={camera: encode(array, f"images[{index}]")}))
         labels[index] = FrameLabel.Value.SUCCESS if label == 1 else FrameLabel.Value.FAIL
     metadata = {
         "format": "rlinf_reward_payload",
@@ -207,7 +192,7 @@ def _import_payload(*, project: Project, source: Source, env_id: str, summary: I
         "sha256": digest,
         "payload_metadata": to_json(payload.metadata),
     }
-    stored = _store_episode(
+    stored = store_episode(
         project=project,
         uuid=uuid,
         env_id=env_id,
@@ -217,7 +202,7 @@ def _import_payload(*, project: Project, source: Source, env_id: str, summary: I
         labels=labels,
         imported_from=source.path.name,
     )
-    _count(summary, stored)
+    count(summary, stored)
 
 
 def _import_folder(*, project: Project, source: Source, env_id: str, summary: ImportSummary) -> None:
@@ -232,7 +217,7 @@ def _import_folder(*, project: Project, source: Source, env_id: str, summary: Im
         name = f"{source.name}/{folder_name}"
         digest = folder_sha256([(value, path) for path in files])
         uuid = import_uuid(project=project, kind="image_folder", digest=digest)
-        if _already_imported(uuid, Source("folder", source.path / folder_name, name), summary):
+        if already_imported(uuid, Source("folder", source.path / folder_name, name), summary):
             continue
         steps: list[StepInput] = []
         for path in files:
@@ -245,7 +230,7 @@ def _import_folder(*, project: Project, source: Source, env_id: str, summary: Im
         if not steps:
             continue
         metadata = {"format": "image_folder", "folder": name, "label": value, "sha256": digest}
-        stored = _store_episode(
+        stored = store_episode(
             project=project,
             uuid=uuid,
             env_id=env_id,
@@ -255,95 +240,7 @@ def _import_folder(*, project: Project, source: Source, env_id: str, summary: Im
             labels=dict.fromkeys(range(len(steps)), value),
             imported_from=name,
         )
-        _count(summary, stored)
-
-
-def _store_episode(
-    *,
-    project: Project,
-    uuid: uuid_lib.UUID,
-    env_id: str,
-    metadata: dict,
-    steps: list[StepInput],
-    success: bool | None,
-    labels: Mapping[int, str] | None = None,
-    imported_from: str = "",
-) -> StoredEpisode:
-    """One episode, its steps, frames and human labels: all stored, or nothing (files included)."""
-    written: list[str] = []
-    try:
-        with transaction.atomic():
-            episode, _ = episode_create(
-                project=project, uuid=uuid, source=Episode.Source.IMPORT, env_id=env_id[:100], metadata=metadata
-            )
-            for start in range(0, len(steps), CHUNK_STEPS):
-                steps_append(episode=episode, steps=steps[start : start + CHUNK_STEPS])
-                written = list(Frame.objects.filter(step__episode=episode).values_list("image", flat=True))
-            num_labels = _human_labels_create(episode=episode, labels=labels or {}, imported_from=imported_from)
-            episode = episode_finish(episode=episode, success=success)
-            if success is None:
-                Episode.objects.filter(pk=episode.pk).update(success=None)
-                episode.success = None
-    except BaseException:
-        for name in written:
-            default_storage.delete(name)
-        raise
-    return StoredEpisode(episode, len(steps), len(written), num_labels)
-
-
-def _human_labels_create(*, episode: Episode, labels: Mapping[int, str], imported_from: str) -> int:
-    if not labels:
-        return 0
-    step_ids = dict(Step.objects.filter(episode=episode, index__in=list(labels)).values_list("index", "id"))
-    FrameLabel.objects.bulk_create(
-        [
-            FrameLabel(
-                project_id=episode.project_id,
-                episode=episode,
-                step_id=step_ids[index],
-                value=value,
-                source=LabelSource.HUMAN,
-                author=None,
-                params={"imported_from": imported_from},
-            )
-            for index, value in labels.items()
-        ]
-    )
-    history: list[LabelChange] = []  # one row per run of consecutive steps with the same value
-    for index, value in sorted(labels.items()):
-        last = history[-1] if history else None
-        if last is not None and last.end + 1 == index and last.new_value == value:
-            last.end = index
-            continue
-        history.append(
-            LabelChange(
-                project_id=episode.project_id,
-                episode=episode,
-                kind=LabelChange.Kind.FRAME,
-                action=LabelChange.Action.SET,
-                source=LabelSource.HUMAN,
-                start=index,
-                end=index,
-                new_value=value,
-            )
-        )
-    LabelChange.objects.bulk_create(history)
-    return len(labels)
-
-
-def _already_imported(uuid: uuid_lib.UUID, source: Source, summary: ImportSummary) -> bool:
-    episode = Episode.objects.filter(uuid=uuid, status=Episode.Status.FINISHED).first()
-    if episode is None:
-        return False
-    summary.already_imported.append((source.name, f"already imported as episode {episode.uuid}"))
-    return True
-
-
-def _count(summary: ImportSummary, stored: StoredEpisode) -> None:
-    summary.episodes += 1
-    summary.steps += stored.steps
-    summary.frames += stored.frames
-    summary.labels += stored.labels
+        count(summary, stored)
 
 
 def _label_camera(project: Project) -> str:
@@ -351,13 +248,6 @@ def _label_camera(project: Project) -> str:
     if not cameras:
         raise SourceError(f"project {project.name!r} has no cameras to put imported frames on")
     return "main" if "main" in cameras else cameras[0]
-
-
-def _encode(array, where: str) -> CheckedImage:
-    try:
-        return encode_array(array, max_side=settings.MAX_IMAGE_SIDE, max_pixels=settings.MAX_IMAGE_PIXELS)
-    except ImageError as exc:
-        raise ImageError(f"{where}: {exc}") from None
 
 
 def _folder_image(raw: bytes) -> CheckedImage:

@@ -7,9 +7,9 @@ Importable things (auto-detected):
   `torch.load(weights_only=True)`.
 - a folder holding `success/` and/or `failure/` (RLinf's older collector): every image in it is one
   labeled frame.
-- a LeRobot dataset folder (`meta/info.json`; see labeling/lerobot/format.py): its episodes.
+- a LeRobot dataset folder (`meta/info.json`; see labeling/imports/lerobot/format.py): its episodes.
 - `*.mp4` (and .mkv, .webm, .mov): video episodes; `NAME.<camera>.mp4` files of one folder (or one upload) with
-  the same NAME are one episode (see labeling/lerobot/importer.py).
+  the same NAME are one episode (see labeling/imports/lerobot/importer.py).
 - `*.zip`: unpacked (paths checked, size capped) and searched for all of the above.
 - any other folder: searched recursively for all of the above.
 No Django imports.
@@ -157,7 +157,7 @@ def _walk(
 
 
 def is_lerobot_folder(folder: Path) -> bool:
-    """A LeRobot dataset's root: it has meta/info.json (read by labeling/lerobot/format.py)."""
+    """A LeRobot dataset's root: it has meta/info.json (read by labeling/imports/lerobot/format.py)."""
     return (folder / "meta" / "info.json").is_file()
 
 

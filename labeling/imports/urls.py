@@ -3,8 +3,8 @@
 
 from django.urls import path
 
-from ..lerobot import views as lerobot_views
 from . import views as import_views
+from .lerobot import views as lerobot_views
 
 urlpatterns = [
     path("projects/<int:pk>/import/", import_views.project_import, name="project-import"),

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
+from labeling.imports.lerobot.export import lerobot_export
 from labeling.imports.services import import_paths
-from labeling.lerobot.export import lerobot_export
 from labeling.models import Episode, FrameLabel, Step
 from tests.labeling.lerobot_builders import close, first_pixels, pixel
 

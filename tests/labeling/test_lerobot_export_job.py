@@ -9,7 +9,7 @@ import zipfile
 
 import pytest
 
-from labeling.lerobot.export_jobs import export_job_run
+from labeling.imports.lerobot.export_jobs import export_job_run
 from labeling.models import Membership, Project
 from tests.labeling import test_lerobot_round_trip as round_trip
 from tests.labeling.test_lerobot_import import media  # noqa: F401  (the fixture: MEDIA_ROOT and IMPORT_DIR in tmp_path)
@@ -65,7 +65,7 @@ def test_exports_older_than_their_state_are_removed_when_another_export_runs(use
     from django.core.files.base import ContentFile
     from django.core.files.storage import default_storage
 
-    from labeling.lerobot.export_jobs import EXPORT_JOB_TTL_S, export_file_name, exports_expired_remove
+    from labeling.imports.lerobot.export_jobs import EXPORT_JOB_TTL_S, export_file_name, exports_expired_remove
 
     old = default_storage.save(export_file_name("old"), ContentFile(b"zip"))
     two_hours_ago = time.time() - 2 * EXPORT_JOB_TTL_S

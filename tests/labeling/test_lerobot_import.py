@@ -15,8 +15,8 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import call_command
 
 from labeling.imports.jobs import import_job_run
+from labeling.imports.lerobot.format import camera_name
 from labeling.imports.services import import_paths
-from labeling.lerobot.format import camera_name
 from labeling.models import Episode, FrameLabel, ImportJob, Project, Step
 from tests.labeling.lerobot_builders import close, first_pixels, pixel, solid_frames, write_mp4, write_v21_dataset
 

@@ -351,10 +351,10 @@ def _empty_evaluation() -> dict:
 
 
 def build_world(django_user_model) -> dict:
+    from common.images.checks import check_image
     from inference.models import Deployment, ServedFrame
     from inference.teleop.models import TeleopSession
     from labeling.access import ALL_SCOPES
-    from labeling.images import check_image
     from labeling.ingest.services import StepInput, agent_create, episode_create, steps_append
     from labeling.models import ImportJob, Membership, Project, ProposalJob
     from training.models import DatasetSnapshot, TrainedModel, TrainingJob
@@ -400,7 +400,7 @@ def build_world(django_user_model) -> dict:
     session = TeleopSession.objects.create(agent=agents["teleop"], project=project)
     import_job = ImportJob.objects.create(project=project, folder="imports/matrix")
     proposal_job = ProposalJob.objects.create(project=project)
-    from labeling.lerobot.export_jobs import export_job_start
+    from labeling.imports.lerobot.export_jobs import export_job_start
 
     ids = {
         "project": project.pk,

@@ -1,4 +1,4 @@
-"""Export a project's episodes and labels as a LeRobot dataset (v3.0 layout, labeling/lerobot/writer.py).
+"""Export a project's episodes and labels as a LeRobot dataset (v3.0 layout, labeling/imports/lerobot/writer.py).
 
 One LeRobot episode per finished episode (in creation order), one frame per step, one H.264 video per
 camera of the project (a step without that camera's frame gets a black frame; frames of another size are
@@ -24,9 +24,10 @@ from typing import IO
 import numpy as np
 from django.core.files.storage import default_storage
 
-from ..images import decode_rgb
-from ..models import Episode, Frame, FrameLabel, LabelSource, Project, Step
-from ..selectors import effective_frame_labels
+from common.images.checks import decode_rgb
+
+from ...models import Episode, Frame, FrameLabel, LabelSource, Project, Step
+from ...selectors import effective_frame_labels
 from .writer import DatasetSpec, ExportEpisode, even_size, write_dataset
 
 COLUMNS = {

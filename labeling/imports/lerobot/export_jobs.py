@@ -1,7 +1,7 @@
 """The LeRobot export as a background job, so the page answers the click at once and shows progress: a
 token names the job; its state (status, episodes written of the total, the error) lives in a Redis hash for
 EXPORT_JOB_TTL_S; a Celery task (queue `ingest`) writes the zip to the file storage, where the download view
-reads it. The synchronous GET (labeling/lerobot/views.py) stays for scripts."""
+reads it. The synchronous GET (labeling/imports/lerobot/views.py) stays for scripts."""
 
 from __future__ import annotations
 
@@ -16,9 +16,9 @@ from django.core.files.storage import default_storage
 from django.db import transaction
 from django.utils import timezone
 
-from webapp.common.redis_clients import redis_from_url
+from common.redis_clients import redis_from_url
 
-from ..models import Project
+from ...models import Project
 from .export import ExportError, lerobot_export_zip
 
 EXPORT_JOB_TTL_S = 3600  # a finished export can be downloaded for an hour
@@ -67,7 +67,7 @@ def exports_expired_remove(*, older_than_s: float = EXPORT_JOB_TTL_S) -> int:
 
 def export_job_start(*, project: Project, fps: int) -> str:
     """Record a queued export of `project` and send it to the worker once the transaction commits."""
-    from ..tasks import run_lerobot_export
+    from ...tasks import run_lerobot_export
 
     token = secrets.token_urlsafe(16)
     total = project.episodes.filter(status="finished").count()

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..imports.sources import SourceError
+from ..sources import SourceError
 
 INFO_PATH = Path("meta") / "info.json"
 MAX_META_BYTES = 16 * 1024 * 1024  # info.json, episodes.jsonl, tasks.jsonl
@@ -45,7 +45,7 @@ LEROBOT_COLUMNS = (
     "observation.state",
 )
 RLINF_COLUMNS = ("actions", "state", "done", "is_success", "intervene_flag", "segment_id")
-# Our own export (labeling/lerobot/export.py): the frame label (1 success, 0 fail, -1 none) and the env's own
+# Our own export (labeling/imports/lerobot/export.py): the frame label (1 success, 0 fail, -1 none) and the env's own
 # reward and success, apart from `next.success`/`next.reward` (which carry the label there).
 EXPORT_COLUMNS = ("label", "env.reward", "env.success")
 FRAME_COLUMNS = LEROBOT_COLUMNS + RLINF_COLUMNS + EXPORT_COLUMNS

@@ -1,13 +1,13 @@
 """Import LeRobot datasets and mp4 episodes into a project (import job kinds `lerobot` and `video`).
 
-- A LeRobot dataset folder (v2.x or v3.0, see labeling/lerobot/format.py) -> one Episode per dataset episode, one step
+- A LeRobot dataset folder (v2.x or v3.0, see labeling/imports/lerobot/format.py) -> one Episode per dataset episode, one step
   per frame. Camera keys `observation.images.<cam>` go to the project's camera `<cam>`, the others in order to
   its remaining cameras (lerobot_format.map_cameras; the mapping and dropped keys are kept in the episode's
   metadata). Per step: `action`, `next.reward` -> reward, `next.done` -> terminated, `next.success` -> the
   step's env success; `frame_index`, `timestamp` and `observation.state` go to the step's info. The episode's
   success is whether any frame has `next.success`; without that column it is unknown. A dataset without a
   `label` column makes no labels (its success flags are the env's).
-- Our own export (labeling/lerobot/export.py) comes back as it left: its `label` column (1 success, 0 fail,
+- Our own export (labeling/imports/lerobot/export.py) comes back as it left: its `label` column (1 success, 0 fail,
   -1 none) -> human frame labels (params `imported_from` names the dataset and episode), and its `env.reward`
   and `env.success` -> the step's reward and env success and the episode's success (there `next.success` and
   `next.reward` are the label as a flag and a reward, so they do not stand for the env's).
@@ -32,12 +32,13 @@ from typing import Any
 
 from django.conf import settings
 
-from ..images import CheckedImage, ImageError, check_image
-from ..imports.services import _already_imported, _count, _encode, _store_episode, import_uuid
-from ..imports.sources import ImportSummary, Source, SourceError, file_sha256
-from ..imports.video_frames import VideoError, VideoLimits, decode_frames, video_camera
-from ..ingest.services import StepInput
-from ..models import FrameLabel, Project
+from common.images.checks import CheckedImage, ImageError, check_image
+
+from ...ingest.services import StepInput
+from ...models import FrameLabel, Project
+from ..sources import ImportSummary, Source, SourceError, file_sha256
+from ..storing import already_imported, count, encode, import_uuid, store_episode
+from ..video_frames import VideoError, VideoLimits, decode_frames, video_camera
 from .format import EpisodeRef, LeRobotDataset, camera_name, episode_rows, map_cameras, read_dataset
 
 SUCCESS_COLUMNS = ("env.success", "next.success", "is_success")
@@ -58,7 +59,7 @@ def import_lerobot(*, project: Project, source: Source, env_id: str, summary: Im
     for ref in dataset.episodes:
         name = f"{source.name} episode {ref.index}"
         uuid = import_uuid(project=project, kind="lerobot", digest=f"{digest}:{ref.index}")
-        if _already_imported(uuid, Source("lerobot", source.path, name), summary):
+        if already_imported(uuid, Source("lerobot", source.path, name), summary):
             continue
         try:
             rows = episode_rows(dataset, ref)
@@ -79,9 +80,9 @@ def import_lerobot(*, project: Project, source: Source, env_id: str, summary: Im
             "sha256": digest,
         }
         success = _episode_success(dataset, steps)
-        _count(
+        count(
             summary,
-            _store_episode(
+            store_episode(
                 project=project,
                 steps=steps,
                 metadata=metadata,
@@ -113,10 +114,10 @@ def import_videos(*, project: Project, source: Source, env_id: str, summary: Imp
         "".join(f"{camera}:{file_sha256(path)}\n" for camera, path in sorted(by_camera.items())).encode()
     ).hexdigest()
     uuid = import_uuid(project=project, kind="video", digest=digest)
-    if _already_imported(uuid, source, summary):
+    if already_imported(uuid, source, summary):
         return
     frames = {
-        camera: [_encode(a, f"{path.name} frame {i}") for i, a in enumerate(decode_frames(path, video_limits()))]
+        camera: [encode(a, f"{path.name} frame {i}") for i, a in enumerate(decode_frames(path, video_limits()))]
         for camera, path in by_camera.items()
     }
     length = max(len(f) for f in frames.values())
@@ -132,9 +133,9 @@ def import_videos(*, project: Project, source: Source, env_id: str, summary: Imp
         "frames": {camera: len(f) for camera, f in frames.items()},
         "sha256": digest,
     }
-    _count(
+    count(
         summary,
-        _store_episode(project=project, uuid=uuid, env_id=env_id, metadata=metadata, steps=steps, success=None),
+        store_episode(project=project, uuid=uuid, env_id=env_id, metadata=metadata, steps=steps, success=None),
     )
 
 
@@ -148,7 +149,7 @@ def _episode_steps(
         span = ref.videos.get(key)
         if span is not None:
             arrays = decode_frames(span.path, video_limits(), start_s=span.start_s, end_s=span.end_s)
-            images[camera] = [_encode(a, f"{camera_name(key)} frame {i}") for i, a in enumerate(arrays)]
+            images[camera] = [encode(a, f"{camera_name(key)} frame {i}") for i, a in enumerate(arrays)]
         else:
             images[camera] = [_row_image(row.get(key), f"{key} frame {i}") for i, row in enumerate(rows)]
         if len(images[camera]) < len(rows):

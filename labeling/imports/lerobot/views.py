@@ -1,6 +1,6 @@
 """/projects/<pk>/export/lerobot/: the project's episodes and labels as a zipped LeRobot dataset. GET builds it
 while the request waits (scripts); POST starts a background export (the project page's button) and answers at
-once with the URLs of its progress and of its download (labeling/lerobot/export_jobs.py)."""
+once with the URLs of its progress and of its download (labeling/imports/lerobot/export_jobs.py)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from django.shortcuts import get_object_or_404
 from django.urls import reverse
 from django.utils.text import slugify
 
-from .. import access
-from ..models import Project
+from ... import access
+from ...models import Project
 from .export import ExportError, lerobot_export_zip
 from .export_jobs import export_job_file, export_job_start, export_job_state
 

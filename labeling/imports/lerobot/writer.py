@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..imports.video_frames import encode_frames
+from ..video_frames import encode_frames
 
 CHUNKS_SIZE = 1000
 CODEBASE_VERSION = "v3.0"

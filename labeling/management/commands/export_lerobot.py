@@ -7,7 +7,7 @@ from pathlib import Path
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from labeling.lerobot.export import ExportError, lerobot_export
+from labeling.imports.lerobot.export import ExportError, lerobot_export
 from labeling.management.commands.import_episodes import _project
 
 
