@@ -20,6 +20,7 @@ from rest_framework import exceptions, serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from common.parsers import BoundedJSONParser
 from inference.api import NpyParser
 from inference.serving import DeploymentUnavailable
 from inference.wire.errors import BadRequest, unavailable
@@ -27,7 +28,6 @@ from inference.wire.payloads import PayloadError, bool_list, float_list
 from labeling.gate.auth import DEPLOYMENT_AUTHENTICATION, client_id
 from labeling.gate.throttles import ApiRateThrottle, RewardsRateThrottle
 from training.vlm.wire import MAX_NEW_TOKENS
-from webapp.common.parsers import BoundedJSONParser
 
 from .requests import (
     MAX_FRAMES_PER_VIEW,
@@ -165,6 +165,103 @@ def npy_request(request) -> dict:
     return data
 
 
+def windows_decoded(windows: list[dict]) -> list[dict]:
+    """The request's windows with their frames decoded (an error names the frame, `windows[i].main[j]`)."""
+    frames = [
+        (f, f"windows[{i}].{view}[{j}]")
+        for i, w in enumerate(windows)
+        for view in ("main", "extra")
+        for j, f in enumerate(w[view])
+    ]
+    decoded = iter(frames_decode(frames))
+    return [
+        {
+            "main": [next(decoded) for _ in w["main"]],
+            "extra": [next(decoded) for _ in w["extra"]],
+            "env_reward": w["env_reward"],
+            "env_success": w["env_success"],
+        }
+        for w in windows
+    ]
+
+
+def steps_decoded(steps: list[dict]) -> list[StreamStep]:
+    """The request's stream steps with their frames decoded (an error names the frame, `steps[i].main`)."""
+    decoded = iter(
+        frames_decode([(s[view], f"steps[{i}].{view}") for i, s in enumerate(steps) for view in ("main", "extra")])
+    )
+    return [
+        StreamStep(
+            stream=s["stream"],
+            main=next(decoded),
+            extra=next(decoded),
+            env_reward=s["env_reward"],
+            env_success=s["env_success"],
+            done=s["done"],
+            reset=s["reset"],
+        )
+        for s in steps
+    ]
+
+
+def rewards_scored(request, deployment, data: dict) -> list[dict]:
+    """The answer's items: whole windows scored as sent, or steps buffered per stream and scored at intervals."""
+    generation = {"generate": data["generate"], "max_new_tokens": data["max_new_tokens"]}
+    try:
+        if data["reward_mode"] == "window":
+            return async_to_sync(windows_rewards)(deployment, windows_decoded(data["windows"]), **generation)
+        steps = steps_decoded(data["steps"])
+        return async_to_sync(stream_rewards)(deployment, steps, client=client_id(request.user), **generation)
+    except DeploymentUnavailable as exc:
+        raise unavailable(exc) from None
+    except TooManyStreams as exc:
+        raise exceptions.Throttled(detail=str(exc)) from None
+
+
+def rewards_request(request) -> dict:
+    """The validated request, from a JSON body or an `.npy` body with its query parameters."""
+    content_type = (request.content_type or "").split(";")[0].strip()
+    raw = npy_request(request) if content_type == NpyParser.media_type else request.data
+    body = VLMRewardsRequestSerializer(data=raw)
+    body.is_valid(raise_exception=True)
+    return body.validated_data
+
+
+# The OpenAPI description of `VLMRewardsView.post`, kept beside the serializers it names.
+REWARDS_SCHEMA = extend_schema(
+    operation_id="deployment_vlm_rewards",
+    summary="Trend rewards for windows or buffered stream steps (VLM deployments)",
+    description=(
+        "`windows`: each a list of main-view and extra-view frames (base64 PNG/JPEG), scored as sent. "
+        "`steps` (reward_mode `history_vlm`, alias `buffered_vlm`): one frame per view per stream; the "
+        "server keeps each stream's last steps and scores a window by RLinf's HistoryManager counting "
+        "(`count % input_interval == 0` once `min_history_size` steps are held; `input_on_done`); other "
+        "steps get `interval_reward`. The label comes from the three label tokens' probabilities in one "
+        "forward pass, or with `generate` from greedy text read by the trend parser. The reward maps "
+        "positive/negative/unclear/invalid (default 1.0/-0.2/0.0/0.0) plus `gt_success_bonus` when "
+        "env_success, then the deployment's combine formula. Compact form: `application/x-npy` with a "
+        "uint8 `[B,2,H,W,3]` array (one step per stream, both views) or `[B,2,T,H,W,3]` (windows) and the "
+        "per-item values as comma-separated query parameters."
+    ),
+    request={"application/json": VLMRewardsRequestSerializer, "application/x-npy": OpenApiTypes.BINARY},
+    parameters=[
+        OpenApiParameter("streams", str, description=".npy only: stream names, comma-separated (default 0..B-1)."),
+        OpenApiParameter("env_rewards", str, description=".npy only: env rewards, comma-separated."),
+        OpenApiParameter("env_success", str, description=".npy only: env success flags (1/0), comma-separated."),
+        OpenApiParameter("dones", str, description=".npy only: done flags (1/0), comma-separated."),
+        OpenApiParameter("resets", str, description=".npy only: reset flags (1/0), comma-separated."),
+    ],
+    responses={
+        200: VLMRewardsResponseSerializer,
+        400: OpenApiResponse(description="Bad images or fields, or not a VLM deployment (the detail says which)."),
+        401: OpenApiResponse(description="Missing or unknown token."),
+        403: OpenApiResponse(description="The token lacks the `rewards` scope."),
+        404: OpenApiResponse(description="No such deployment."),
+        503: OpenApiResponse(description="Deployment unhealthy or no inference worker answered."),
+    },
+)
+
+
 class VLMRewardsView(APIView):
     """Trend rewards from a deployed Qwen3-VL."""
 
@@ -172,102 +269,14 @@ class VLMRewardsView(APIView):
     throttle_classes = [ApiRateThrottle, RewardsRateThrottle]
     authentication_classes = DEPLOYMENT_AUTHENTICATION
 
-    @extend_schema(
-        operation_id="deployment_vlm_rewards",
-        summary="Trend rewards for windows or buffered stream steps (VLM deployments)",
-        description=(
-            "`windows`: each a list of main-view and extra-view frames (base64 PNG/JPEG), scored as sent. "
-            "`steps` (reward_mode `history_vlm`, alias `buffered_vlm`): one frame per view per stream; the "
-            "server keeps each stream's last steps and scores a window by RLinf's HistoryManager counting "
-            "(`count % input_interval == 0` once `min_history_size` steps are held; `input_on_done`); other "
-            "steps get `interval_reward`. The label comes from the three label tokens' probabilities in one "
-            "forward pass, or with `generate` from greedy text read by the trend parser. The reward maps "
-            "positive/negative/unclear/invalid (default 1.0/-0.2/0.0/0.0) plus `gt_success_bonus` when "
-            "env_success, then the deployment's combine formula. Compact form: `application/x-npy` with a "
-            "uint8 `[B,2,H,W,3]` array (one step per stream, both views) or `[B,2,T,H,W,3]` (windows) and the "
-            "per-item values as comma-separated query parameters."
-        ),
-        request={"application/json": VLMRewardsRequestSerializer, "application/x-npy": OpenApiTypes.BINARY},
-        parameters=[
-            OpenApiParameter("streams", str, description=".npy only: stream names, comma-separated (default 0..B-1)."),
-            OpenApiParameter("env_rewards", str, description=".npy only: env rewards, comma-separated."),
-            OpenApiParameter("env_success", str, description=".npy only: env success flags (1/0), comma-separated."),
-            OpenApiParameter("dones", str, description=".npy only: done flags (1/0), comma-separated."),
-            OpenApiParameter("resets", str, description=".npy only: reset flags (1/0), comma-separated."),
-        ],
-        responses={
-            200: VLMRewardsResponseSerializer,
-            400: OpenApiResponse(description="Bad images or fields, or not a VLM deployment (the detail says which)."),
-            401: OpenApiResponse(description="Missing or unknown token."),
-            403: OpenApiResponse(description="The token lacks the `rewards` scope."),
-            404: OpenApiResponse(description="No such deployment."),
-            503: OpenApiResponse(description="Deployment unhealthy or no inference worker answered."),
-        },
-    )
+    @REWARDS_SCHEMA
     def post(self, request, name: str):
         deployment_allowed(request, name)
-        content_type = (request.content_type or "").split(";")[0].strip()
-        raw = npy_request(request) if content_type == NpyParser.media_type else request.data
-        body = VLMRewardsRequestSerializer(data=raw)
-        body.is_valid(raise_exception=True)
-        data = body.validated_data
+        data = rewards_request(request)
         deployment = vlm_deployment_for(
             request, name, label_rewards=data.get("label_rewards"), gt_success_bonus=data.get("gt_success_bonus")
         )
-        try:
-            if data["reward_mode"] == "window":
-                frames = [
-                    (f, f"windows[{i}].{view}[{j}]")
-                    for i, w in enumerate(data["windows"])
-                    for view in ("main", "extra")
-                    for j, f in enumerate(w[view])
-                ]
-                decoded = iter(frames_decode(frames))
-                windows = [
-                    {
-                        "main": [next(decoded) for _ in w["main"]],
-                        "extra": [next(decoded) for _ in w["extra"]],
-                        "env_reward": w["env_reward"],
-                        "env_success": w["env_success"],
-                    }
-                    for w in data["windows"]
-                ]
-                items = async_to_sync(windows_rewards)(
-                    deployment, windows, generate=data["generate"], max_new_tokens=data["max_new_tokens"]
-                )
-            else:
-                decoded = iter(
-                    frames_decode(
-                        [
-                            (s[view], f"steps[{i}].{view}")
-                            for i, s in enumerate(data["steps"])
-                            for view in ("main", "extra")
-                        ]
-                    )
-                )
-                steps = [
-                    StreamStep(
-                        stream=s["stream"],
-                        main=next(decoded),
-                        extra=next(decoded),
-                        env_reward=s["env_reward"],
-                        env_success=s["env_success"],
-                        done=s["done"],
-                        reset=s["reset"],
-                    )
-                    for i, s in enumerate(data["steps"])
-                ]
-                items = async_to_sync(stream_rewards)(
-                    deployment,
-                    steps,
-                    client=client_id(request.user),
-                    generate=data["generate"],
-                    max_new_tokens=data["max_new_tokens"],
-                )
-        except DeploymentUnavailable as exc:
-            raise unavailable(exc) from None
-        except TooManyStreams as exc:
-            raise exceptions.Throttled(detail=str(exc)) from None
+        items = rewards_scored(request, deployment, data)
         return Response(
             {
                 "deployment": deployment.config.name,
