@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 if TYPE_CHECKING:
-    from webapp.common.body_budget import BodyHold
+    from common.body_budget import BodyHold
 
 Scope = Mapping[str, Any]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
@@ -43,7 +43,7 @@ JOIN_OFF_LOOP_BYTES = 1024 * 1024  # a body this large is joined in a thread: th
 async def read_body(receive: Receive, limit: int, what: str, hold: BodyHold | None = None, declared: int = 0) -> bytes:
     """The whole body, or 413 as soon as it grows past `limit` (`what` names the limit in the message).
     The chunks of a body of JOIN_OFF_LOOP_BYTES or more are joined in a thread (one copy, with the GIL
-    released), so a large body holds no other request of this process. With `hold` (webapp.common.body_budget)
+    released), so a large body holds no other request of this process. With `hold` (common.body_budget)
     the body's `declared` length is held before any of it is kept, and its bytes as they grow past it; a
     refusal (busy 503) reads the rest of the body and drops it, so the client is answered, not reset."""
     chunks, size = [], 0

@@ -17,7 +17,7 @@ import contextlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from webapp.common.asgi_http import HttpError
+from common.asgi_http import HttpError
 
 RETRY_AFTER_S = 1
 

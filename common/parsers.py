@@ -1,5 +1,5 @@
 """Request parsers with size and depth limits: a body over its size limit gets a 413 naming the setting,
-unread and unparsed; JSON nested deeper than JSON_MAX_DEPTH gets a 400, unparsed (webapp.common.json_limits)."""
+unread and unparsed; JSON nested deeper than JSON_MAX_DEPTH gets a 400, unparsed (common.json_limits)."""
 
 from __future__ import annotations
 

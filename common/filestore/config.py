@@ -6,7 +6,7 @@ from typing import Any
 
 BACKENDS = {
     "local": "django.core.files.storage.FileSystemStorage",
-    "s3": "webapp.common.filestore.s3.AppServedS3Storage",
+    "s3": "common.filestore.s3.AppServedS3Storage",
 }
 SIGNED_URL_SECONDS = 300
 TRANSFER_THREADS = 8  # concurrent requests of one transfer (a folder's files, an ingest chunk's frames)

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from PIL import Image, UnidentifiedImageError
 
-from .images import NPY_MAGIC, PNG_SIGNATURE, ImageError, decode_rgb, png_size
+from .checks import NPY_MAGIC, PNG_SIGNATURE, ImageError, decode_rgb, png_size
 
 
 class ImageTooLarge(ImageError):

@@ -38,7 +38,7 @@ class Lifecycle:
 
 
 class Job(models.Model):
-    """A background job's row. It moves only through `webapp.common.jobs.services` (guarded updates)."""
+    """A background job's row. It moves only through `common.jobs.services` (guarded updates)."""
 
     lifecycle: ClassVar[Lifecycle] = Lifecycle()
 
