@@ -117,8 +117,8 @@ def wait_for_inference_worker(proc: subprocess.Popen, timeout: float = 300.0) ->
     on a busy machine its start (torch, Django) can outlast the 30 s a reward request waits for a worker."""
     from django.conf import settings
 
+    from common.redis_clients import redis_from_url
     from inference.broker import WORKERS_KEY
-    from webapp.common.redis_clients import redis_from_url
 
     redis = redis_from_url(settings.REDIS_URL)
     deadline = time.monotonic() + timeout

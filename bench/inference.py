@@ -116,8 +116,8 @@ def worker_counts() -> tuple[int, int]:
 
     from django.conf import settings
 
+    from common.redis_clients import redis_from_url
     from inference.broker import WORKERS_KEY
-    from webapp.common.redis_clients import redis_from_url
 
     beats = [json.loads(v) for v in redis_from_url(settings.REDIS_URL).hgetall(WORKERS_KEY).values()]
     return sum(b.get("served", 0) for b in beats), sum(b.get("batches", 0) for b in beats)

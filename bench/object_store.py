@@ -119,8 +119,8 @@ def _training_starts(figures, s3, snapshot: Path, scratch: Path, args) -> None:
     phase, wall and CPU time, least and median: the s3 warm start's lookup is what a job's first run does (the
     cache entry, no request); a retried run's lookup (one GET more: an earlier run's published copy) is timed
     alone with the others, 200 times each."""
-    from webapp.common.filestore.cache import FileCache
-    from webapp.common.filestore.publish import folder_manifest, stored_fetch
+    from common.filestore.cache import FileCache
+    from common.filestore.publish import folder_manifest, stored_fetch
 
     def local_cold() -> Path:
         _page_cache_drop(snapshot)
@@ -215,11 +215,11 @@ def main() -> None:
     django.setup()
     from django.core.files.storage import FileSystemStorage
 
+    from common.filestore.publish import folder_publish
+    from common.filestore.s3 import AppServedS3Storage
+    from common.filestore.store import object_read
     from labeling.frame_files import frames_write
     from tests.object_store import bucket_delete, ensure_object_store, fresh_bucket, s3_env, s3_storage_config
-    from webapp.common.filestore.publish import folder_publish
-    from webapp.common.filestore.s3 import AppServedS3Storage
-    from webapp.common.filestore.store import object_read
 
     endpoint = ensure_object_store()
     env = s3_env(endpoint, fresh_bucket(endpoint))

@@ -226,8 +226,8 @@ def worker_counts() -> tuple[int, int]:
     """(items, batches) the inference workers have scored, from their heartbeats."""
     from django.conf import settings
 
+    from common.redis_clients import redis_from_url
     from inference.broker import WORKERS_KEY
-    from webapp.common.redis_clients import redis_from_url
 
     beats = redis_from_url(settings.REDIS_URL).hgetall(WORKERS_KEY)
     items = sum(json.loads(v).get("items", 0) for v in beats.values())

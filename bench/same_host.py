@@ -51,8 +51,8 @@ def run_worker() -> None:
     """The inference worker loop with the instant scorer (this file run with --worker)."""
     from django.conf import settings
 
+    from common.redis_clients import redis_from_url
     from inference.workers.loop import InferenceWorker
-    from webapp.common.redis_clients import redis_from_url
 
     worker = InferenceWorker(
         redis=redis_from_url(settings.REDIS_URL),

@@ -300,7 +300,7 @@ def disk_read_rate(folder: Path) -> float:
 def raw_loop_per_frame(media_root: Path, names: list[str], frames: int, out: Path) -> float:
     """Seconds per frame of the bare loop a snapshot build cannot beat: read the file, decode it to RGB,
     re-encode it as PNG and write it, one file per frame."""
-    from labeling.images import decode_rgb, encode_array
+    from common.images.checks import decode_rgb, encode_array
 
     out.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()

@@ -88,8 +88,8 @@ def worker_counts(worker_id_prefix: str) -> tuple[int, int]:
     reach the worker as one request, so windows, not requests, tell the batch size)."""
     from django.conf import settings
 
+    from common.redis_clients import redis_from_url
     from inference.broker import WORKERS_KEY
-    from webapp.common.redis_clients import redis_from_url
 
     beats = redis_from_url(settings.REDIS_URL).hgetall(WORKERS_KEY)
     mine = [json.loads(v) for k, v in beats.items() if k.decode().endswith(worker_id_prefix)]

@@ -12,6 +12,7 @@ from rest_framework.parsers import BaseParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from common.parsers import BoundedJSONParser
 from inference.wire.decoding import RequestTooLarge, decode_slot
 from inference.wire.payloads import (
     MAX_ITEMS,
@@ -27,7 +28,6 @@ from labeling.gate.limits import client_key, too_many
 from labeling.gate.throttles import ApiRateThrottle, RewardsRateThrottle, bad_request_limit, limit_check, limit_hit
 from training.models import ModelKind, TrainedModel
 from training.resnet.wire import images_pack
-from webapp.common.parsers import BoundedJSONParser
 
 from . import services
 from .broker import dump_npy

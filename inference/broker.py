@@ -50,8 +50,8 @@ from typing import Any
 import numpy as np
 from redis.exceptions import OutOfMemoryError, RedisError
 
+from common.redis_clients import POOL_EXHAUSTED, PoolSize, pool_exhausted
 from inference.wire.npy_header import npy_array, npy_header
-from webapp.common.redis_clients import POOL_EXHAUSTED, PoolSize, pool_exhausted
 
 from .shm.frames import ShmDescriptor, segment_maps
 

@@ -19,14 +19,14 @@ from urllib.parse import parse_qs
 
 from django.conf import settings
 
+from common import metrics
+from common.asgi_http import HttpError, read_body, respond_json
+from common.body_budget import BodyBudget, BodyHold
 from inference.wire.payloads import PayloadError, PayloadTooLarge, npy_shape
 from labeling import access
 from labeling.gate.admission import admitted_agent
 from labeling.gate.limits import client_key
 from labeling.gate.throttles import bad_request_limit, limiter, rewards_limit
-from webapp.common import metrics
-from webapp.common.asgi_http import HttpError, read_body, respond_json
-from webapp.common.body_budget import BodyBudget, BodyHold
 
 from .reward_serving import npy_fields, reward_request, rewards_answer
 from .serving import DeploymentConfig, DeploymentNotFound, DeploymentUnavailable, deployment_config

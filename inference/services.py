@@ -17,8 +17,8 @@ from django.db import transaction
 from django.db.models import F, Field, Value
 from django.db.models.functions import Greatest
 
+from common.images.checks import ImageError, check_image, encode_array
 from labeling import access
-from labeling.images import ImageError, check_image, encode_array
 from labeling.ingest.services import StepInput, episode_create, episode_finish, steps_append
 from labeling.labels.services import Actor, frame_labels_set
 from labeling.models import Episode, Project

@@ -4,7 +4,7 @@
     probabilities = async_to_sync(infer)("pick-cube", images)    # the same from sync code (DRF views)
 
 The web process never loads a model. It reads the deployment's settings from a small in-process cache
-(`webapp.common.stale_cache`: older than CACHE_TTL_S, they are served while one background query refreshes
+(`common.stale_cache`: older than CACHE_TTL_S, they are served while one background query refreshes
 them, so the hot path makes no database query and never waits for one; a name not found is not kept, so a
 deployment made in another process is served at once), pushes the request to Redis with
 the version it knows, and waits on the reply key. Errors: DeploymentNotFound (404) and
@@ -25,9 +25,9 @@ from typing import Any
 import numpy as np
 from django.conf import settings
 
-from webapp.common.db_bridge import DatabaseThreads, orm_call
-from webapp.common.redis_clients import payload_redis_from_url, pool_size, redis_from_url
-from webapp.common.stale_cache import StaleCache
+from common.db_bridge import DatabaseThreads, orm_call
+from common.redis_clients import payload_redis_from_url, pool_size, redis_from_url
+from common.stale_cache import StaleCache
 
 from .broker import (
     WORKERS_KEY,

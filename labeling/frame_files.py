@@ -75,7 +75,7 @@ def frames_delete(storage: Storage, names: list[str]) -> None:
 
 
 def _through_storage(storage: Storage, files: list[tuple[str, bytes]]) -> list[str]:
-    from webapp.common.filestore.store import is_s3, objects_put
+    from common.filestore.store import is_s3, objects_put
 
     if is_s3(storage):  # one PutObject per frame, several at a time (django-storages' save: a transfer each)
         try:

@@ -7,7 +7,7 @@ import uuid
 from django.conf import settings
 from django.db import models
 
-from webapp.common.jobs.models import Job
+from common.jobs.models import Job
 
 from .prompts import DEFAULT_PROMPT_TEMPLATE
 

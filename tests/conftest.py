@@ -121,10 +121,10 @@ def _fresh_channel_layer():
 
 @pytest.fixture(autouse=True)
 def _database_threads_disconnected():
-    """Threads that keep their database connection (webapp.common.db_bridge: the teleop consumers', in this
+    """Threads that keep their database connection (common.db_bridge: the teleop consumers', in this
     process) close it after each test, so that none is open when the test database is dropped."""
     yield
-    from webapp.common.db_bridge import close_all_connections
+    from common.db_bridge import close_all_connections
 
     close_all_connections()
 

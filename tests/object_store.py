@@ -151,7 +151,7 @@ def s3_env(endpoint: str, bucket: str) -> dict[str, str]:
 
 def s3_storage_config(env: dict[str, str]) -> dict:
     """`STORAGES["default"]` for the settings `s3_env` gives (what webapp/settings.py builds from them)."""
-    from webapp.common.filestore.config import storage_config
+    from common.filestore.config import storage_config
 
     return storage_config(
         "s3",

@@ -9,11 +9,11 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from common.jobs.api import JOB_PROGRESS_FIELDS, JobProgressOut
+from common.parsers import BoundedJSONParser
 from labeling import access
 from labeling.models import Project
 from training.evaluation.model_evaluation import EvaluationUnavailable, evaluation_data
-from webapp.common.jobs.api import JOB_PROGRESS_FIELDS, JobProgressOut
-from webapp.common.parsers import BoundedJSONParser
 
 from . import selectors, services
 from .models import DatasetSnapshot, ModelKind, TrainedModel, TrainingJob

@@ -1,13 +1,13 @@
 """The job page's WebSocket: on connect the curves so far, then live events from the job's group. Messages from
-the page are ignored unparsed; a handler that fails ends the socket through its cleanup (webapp.common.ws_guard)."""
+the page are ignored unparsed; a handler that fails ends the socket through its cleanup (common.ws_guard)."""
 
 from __future__ import annotations
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
+from common.ws_guard import Guarded
 from labeling import access
-from webapp.common.ws_guard import Guarded
 
 from .jobs.reporter import job_group
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from django import forms
 from django.conf import settings
 
-from webapp.common.json_limits import JSONTooDeep, loads_bounded
+from common.json_limits import JSONTooDeep, loads_bounded
 
 from .datasets.options import SPLIT_MODES, SnapshotOptions
 from .kit.parallel_config import DEFAULT_MASTER_PORT, MAX_NODES, MAX_PROCESSES

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import yaml
 from django.utils.text import slugify
 
-from webapp.common.zip_stream import zip_folder_blocks
+from common.zip_stream import zip_folder_blocks
 
 from .models import TrainedModel
 from .resnet.rlinf_match import rlinf_reward_model_config

@@ -2,7 +2,7 @@
 
 Files live in Django's storage under storage-relative folders (`snapshots/project_<id>/snapshot_<n>/`,
 `checkpoints/job_<id>/`). Torch needs local files: `training.storage.local_path()` gives MEDIA_ROOT's own
-path with the local storage and a copy in the machine's cache with an object store (webapp.common.filestore);
+path with the local storage and a copy in the machine's cache with an object store (common.filestore);
 jobs write into a work folder and publish it before a row points at it.
 """
 
@@ -11,8 +11,8 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
+from common.jobs.models import Job, Lifecycle
 from labeling.models import Project
-from webapp.common.jobs.models import Job, Lifecycle
 
 from .datasets.binary_split import split_leak
 from .resnet.rlinf_match import RLinfMatch, rlinf_match_for

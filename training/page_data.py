@@ -6,8 +6,8 @@ from typing import Any, Literal
 
 from typing_extensions import TypedDict  # pydantic (tests) needs typing_extensions' TypedDict on 3.11
 
+from common.jobs.payload import JobProgress
 from training.evaluation.metrics import EvaluationSummary, PrecisionDifference
-from webapp.common.jobs.payload import JobProgress
 
 
 class TrainingPageData(TypedDict):

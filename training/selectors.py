@@ -8,10 +8,10 @@ from typing import Any
 
 from django.db.models import QuerySet
 
+from common.jobs.payload import job_progress_payload
 from labeling.models import Episode, Frame, FrameLabel, Project, Step
 from labeling.selectors import effective_frame_label_steps, effective_frame_labels, effective_window_labels
 from training.evaluation.model_evaluation import model_sanity
-from webapp.common.jobs.payload import job_progress_payload
 
 from .datasets.rlinf_binary import FAIL, SUCCESS, FrameRef
 from .datasets.trend import WindowRef

@@ -15,11 +15,11 @@ from django.db.models import F, ProtectedError, Q, Value
 from django.db.models.functions import Concat
 from django.utils import timezone
 
+from common.filestore.services import folder_published, stored_folder_delete, stored_republish, work_folder_drop
+from common.jobs.models import JobStatus
+from common.jobs.payload import job_progress_payload
+from common.jobs.services import JobHeartbeat, JobKind, Sweep, job_claim, job_finish
 from labeling.models import Project
-from webapp.common.filestore.services import folder_published, stored_folder_delete, stored_republish, work_folder_drop
-from webapp.common.jobs.models import JobStatus
-from webapp.common.jobs.payload import job_progress_payload
-from webapp.common.jobs.services import JobHeartbeat, JobKind, Sweep, job_claim, job_finish
 from webhooks import events
 from webhooks.services import webhook_emit_safely
 

@@ -1,6 +1,6 @@
 """Storage-relative folders to local paths for torch (which reads and writes real files).
 
-Reads go through `webapp.common.filestore`: MEDIA_ROOT's own path with the local storage, this machine's
+Reads go through `common.filestore`: MEDIA_ROOT's own path with the local storage, this machine's
 cache with an object store. Jobs write into `work_folder` and publish it when complete.
 
 Data-parallel jobs on several nodes (torchrun) need no shared disk with an object store: every rank asks for
@@ -15,7 +15,7 @@ from pathlib import Path
 
 from django.conf import settings
 
-from webapp.common.filestore.services import storage_is_local, stored_local
+from common.filestore.services import storage_is_local, stored_local
 
 
 def local_path(name: str) -> Path:

@@ -20,7 +20,7 @@ def _worker_name() -> str:
 # can take it; the job row (not the message) says whether a job still has to run (job_execute is idempotent).
 @shared_task(name="training.tasks.run_training_job", acks_late=True)
 def run_training_job(job_id: int) -> str:
-    from webapp.common.jobs.models import JobStatus
+    from common.jobs.models import JobStatus
 
     from .services import job_execute
 
@@ -61,7 +61,7 @@ def after_training_job(job_id: int) -> None:
 @shared_task(name="training.tasks.compute_evaluation")
 def compute_evaluation(model_id: int) -> None:
     """The evaluation page's figures for a model trained before they were computed at the job's end."""
-    from webapp.common.filestore.services import stored_republish
+    from common.filestore.services import stored_republish
 
     from .evaluation.precompute import evaluation_precompute_by_id
     from .models import TrainedModel
@@ -82,7 +82,7 @@ def retrain_sweep() -> int:
 @worker_ready.connect
 def _sweep_on_start(sender=None, **kwargs) -> None:
     """A starting worker sweeps the training jobs at once (a restart after a crash need not wait for beat)."""
-    from webapp.common.jobs.services import jobs_recover_stale
+    from common.jobs.services import jobs_recover_stale
 
     from .services import TRAINING_JOBS
 

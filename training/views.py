@@ -14,14 +14,14 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
+from common.file_streaming import stream_response
+from common.jobs.payload import job_progress_payload
+from common.paging import list_page
 from labeling import access
 from labeling.models import Project
 from labeling.selectors import stored_frame_width
 from training.evaluation.model_evaluation import EvaluationPending, EvaluationUnavailable, evaluation_data
 from training.evaluation.precompute import evaluation_request
-from webapp.common.file_streaming import stream_response
-from webapp.common.jobs.payload import job_progress_payload
-from webapp.common.paging import list_page
 
 from . import selectors, services
 from .families import FAMILIES, default_config

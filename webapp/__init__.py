@@ -1,3 +1,6 @@
-from .celery import app as celery_app
+"""The site: settings, ASGI, URLs, Celery, routing, the demo, monitoring and security, composing the apps.
 
-__all__ = ["celery_app"]
+Importing the package starts nothing: the Celery app (`webapp.celery`) is loaded by `WebappConfig.ready()` in
+every Django process and by `celery -A webapp` in the workers, so modules under it that need no Django (the page
+data types, the proxy header reader) import without settings.
+"""

@@ -28,11 +28,11 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.core.files.storage import default_storage  # noqa: E402
 
+from common.object_reads import object_client_warm_up  # noqa: E402
+from common.parent_death import exit_with_parent  # noqa: E402
 from inference.fastpath import RewardsFastPath  # noqa: E402
 from labeling.auth import AgentTokenMiddleware  # noqa: E402
 from labeling.ingest.fastpath import IngestFastPath  # noqa: E402
-from webapp.common.object_reads import object_client_warm_up  # noqa: E402
-from webapp.common.parent_death import exit_with_parent  # noqa: E402
 from webapp.security.body_limit import BodyLimit  # noqa: E402
 from webapp.security.proxy_headers import behind_proxies  # noqa: E402
 from webapp.security.ws_origin import AgentOrAllowedOriginValidator  # noqa: E402
@@ -82,7 +82,7 @@ def _close_stale_teleop_sessions() -> None:
 
 _close_stale_teleop_sessions()
 object_client_warm_up(default_storage)  # frames on an object store: its client made before the first page asks
-exit_with_parent()  # a web process of `uvicorn --workers`: it ends with the parent (webapp.common.parent_death)
+exit_with_parent()  # a web process of `uvicorn --workers`: it ends with the parent (common.parent_death)
 
 
 def _forwarded_allow_ips() -> list[str]:

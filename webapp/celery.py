@@ -11,11 +11,11 @@ from typing import TYPE_CHECKING
 from celery import Celery, bootsteps
 from celery.signals import before_task_publish, task_postrun, worker_init, worker_process_init
 
-from webapp.common.memory import allocator_setup, malloc_trim
+from common.memory import allocator_setup, malloc_trim
 from webapp.monitoring.heartbeats import BEAT_TASK, beat_stamp, heartbeat_ttl, queues_stamp
 
 if TYPE_CHECKING:
-    from webapp.common.jobs.services import JobKind
+    from common.jobs.services import JobKind
 
 logger = logging.getLogger(__name__)
 SWEEP_TASK = "webapp.sweep_stale_jobs"
@@ -89,7 +89,7 @@ def _beat_sends_heartbeat(**_kwargs) -> None:
 @worker_process_init.connect(weak=False)
 def _memory_goes_back(**_kwargs) -> None:
     """Workers decode images and run models: freed buffers of MALLOC_MMAP_THRESHOLD_BYTES or more go back to
-    the OS (webapp.common.memory; the prefork children inherit it, the solo pool runs in the worker itself)."""
+    the OS (common.memory; the prefork children inherit it, the solo pool runs in the worker itself)."""
     from django.conf import settings
 
     allocator_setup(settings.MALLOC_MMAP_THRESHOLD_BYTES)
@@ -98,7 +98,7 @@ def _memory_goes_back(**_kwargs) -> None:
 @worker_init.connect(weak=False)
 def _startup_checks(**_kwargs) -> None:
     """A worker that cannot reach the stored files stops at once, saying what it lacks in one line each."""
-    from .common.filestore.checks import storage_problems
+    from common.filestore.checks import storage_problems
 
     problems = storage_problems()
     if problems:  # SystemExit: Celery logs and ignores a handler's other exceptions
@@ -112,7 +112,7 @@ def _trim_after_task(**_kwargs) -> None:
 
 
 def job_kinds() -> tuple[JobKind, ...]:
-    """Every kind of background job (`webapp.common.jobs.services.JobKind`), imported when first swept."""
+    """Every kind of background job (`common.jobs.services.JobKind`), imported when first swept."""
     from labeling.imports.jobs import IMPORT_JOBS
     from labeling.proposals.jobs import PROPOSAL_JOBS
     from training.services import TRAINING_JOBS
@@ -125,7 +125,7 @@ def job_kinds() -> tuple[JobKind, ...]:
 def sweep_stale_jobs() -> dict[str, dict[str, list[int]]]:
     """Sent by beat every TRAINING_SWEEP_SECONDS (default queue): in every kind of job, one whose worker is gone
     is requeued, or failed once it lost its last attempt, and lost or untaken queued jobs are seen to."""
-    from webapp.common.jobs.services import jobs_recover_stale
+    from common.jobs.services import jobs_recover_stale
 
     return {kind.name: jobs_recover_stale(kind).as_dict() for kind in job_kinds()}
 

@@ -9,8 +9,9 @@ from typing import Any
 
 import dj_database_url
 
-from .common.filestore.config import storage_config
-from .common.redis_clients import channel_layer_host
+from common.filestore.config import storage_config
+from common.redis_clients import channel_layer_host
+
 from .env import (
     bound_to_loopback,
     env_bool,
@@ -32,7 +33,7 @@ DEBUG = env_bool("DEBUG", bound_to_loopback())
 SECRET_KEY = secret_key("SECRET_KEY", DATA_DIR / "secret_key.txt")
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]", "testserver"])
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
-# Networks whose requests reach deployments (rewards, chat, /health) without a token (webapp/common/trusted_networks.py).
+# Networks whose requests reach deployments (rewards, chat, /health) without a token (common/trusted_networks.py).
 TRUSTED_CIDRS = env_cidrs("TRUSTED_CIDRS", [])
 # Reverse proxies whose X-Forwarded-For names the client (for TRUSTED_CIDRS and rate limits); none: the TCP peer.
 FORWARDED_ALLOW_IPS = env_cidrs("FORWARDED_ALLOW_IPS", [])
@@ -115,7 +116,7 @@ REDIS_URL = env_str("REDIS_URL", "redis://127.0.0.1:6379/0")
 # Files (frames, exports, checkpoints) go through Django's storage API: `local` keeps them under MEDIA_ROOT,
 # `s3` on an S3-compatible object store (django-storages), any other value names a storage class. Workers
 # without the web's disk fetch what they read into a bounded local cache and publish what they write
-# (webapp/common/filestore/, README "Scaling out").
+# (common/filestore/, README "Scaling out").
 STORAGE_BACKEND = env_str("STORAGE_BACKEND", "local")
 S3_BUCKET = env_str("S3_BUCKET", "")
 S3_ENDPOINT_URL = env_str("S3_ENDPOINT_URL", "")
@@ -175,12 +176,12 @@ INGEST_WRITER_THREADS = env_int(
 )
 DECODE_CONCURRENCY = env_int("DECODE_CONCURRENCY", 2, minimum=1)
 # Pixels a background task (label-queue recompute, model evaluation, a snapshot's frame cache) holds
-# decoded at once, at the size it uses them (labeling.image_budget.FrameBatches); one full-size frame is
+# decoded at once, at the size it uses them (common.images.budget.FrameBatches); one full-size frame is
 # decoded at a time on top of it.
 BACKGROUND_DECODE_PIXELS = env_int("BACKGROUND_DECODE_PIXELS", 16 * 1024 * 1024, minimum=256)
 # Memory a background task that decodes images or runs models may grow its process by (MiB; the label-queue
 # recompute checks it after each batch and fails with the reason beyond it). Workers also hand freed memory
-# back to the OS: webapp.common.memory (allocator settings at start, malloc_trim after each task).
+# back to the OS: common.memory (allocator settings at start, malloc_trim after each task).
 TASK_MEMORY_BUDGET_MB = env_int("TASK_MEMORY_BUDGET_MB", 1024, minimum=64)
 # Allocations at least this large get their own mapping, returned to the OS when freed (glibc's
 # M_MMAP_THRESHOLD; 0 leaves glibc's sliding default, which keeps freed decode buffers in the heap).
@@ -223,10 +224,10 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
-    "EXCEPTION_HANDLER": "webapp.common.errors.exception_handler",
+    "EXCEPTION_HANDLER": "common.errors.exception_handler",
     "DEFAULT_THROTTLE_CLASSES": ["labeling.gate.throttles.ApiRateThrottle"],
     "DEFAULT_PARSER_CLASSES": [
-        "webapp.common.parsers.BoundedJSONParser",
+        "common.parsers.BoundedJSONParser",
         "rest_framework.parsers.FormParser",
         "rest_framework.parsers.MultiPartParser",
     ],
@@ -368,7 +369,7 @@ INFERENCE_QUEUE_MAX_BYTES = env_int("INFERENCE_QUEUE_MAX_BYTES", 512 * 1024 * 10
 INFERENCE_CLIENT_QUEUE_MAX_BYTES = env_int("INFERENCE_CLIENT_QUEUE_MAX_BYTES", 256 * 1024 * 1024, minimum=1024 * 1024)
 # payload bytes waiting in every inference queue together, and one project's (README: "Limits and production settings")
 INFERENCE_INFLIGHT_MAX_BYTES = env_int("INFERENCE_INFLIGHT_MAX_BYTES", 384 * 1024 * 1024, minimum=1024 * 1024)
-# reward bodies one web process holds at once (webapp/common/body_budget.py); more: 503 with Retry-After
+# reward bodies one web process holds at once (common/body_budget.py); more: 503 with Retry-After
 WEB_BODIES_MAX_BYTES = env_int("WEB_BODIES_MAX_BYTES", 384 * 1024 * 1024, minimum=1024 * 1024)
 INFERENCE_PROJECT_INFLIGHT_MAX_BYTES = env_int(
     "INFERENCE_PROJECT_INFLIGHT_MAX_BYTES", 192 * 1024 * 1024, minimum=1024 * 1024
@@ -408,7 +409,7 @@ INFERENCE_TIMEOUT_S = env_int("INFERENCE_TIMEOUT_S", 120, minimum=1)
 INFERENCE_DECODE_COMPRESSED = env_choice("INFERENCE_DECODE_COMPRESSED", "web", ("web", "worker"))
 
 # Every Redis client retries a command once when its pooled connection was dropped (Redis restarted); the
-# layer's socket timeout outlasts its blocking receive (webapp/common/redis_clients.py).
+# layer's socket timeout outlasts its blocking receive (common/redis_clients.py).
 CHANNEL_LAYERS["default"]["CONFIG"]["hosts"] = [channel_layer_host(REDIS_URL, max_connections=REDIS_MAX_CONNECTIONS)]
 CELERY_BROKER_TRANSPORT_OPTIONS = {"retry_on_timeout": True, "health_check_interval": 10}
 CELERY_REDIS_BACKEND_HEALTH_CHECK_INTERVAL = 10

@@ -14,12 +14,11 @@ from django.http import Http404, HttpResponse, HttpResponseBase, JsonResponse
 from django.shortcuts import render
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, generate_latest
 
+from common.stored_responses import stored_response
 from labeling import access
 from labeling.labels.selectors import project_list_with_counts
 from webapp.monitoring.health import health_report, health_summary
 from webapp.monitoring.metrics_state import StateCollector
-
-from .common.stored_responses import stored_response
 
 
 @login_required

@@ -16,7 +16,7 @@ from datetime import datetime
 from django.conf import settings
 from django.db import transaction
 
-from labeling.images import ImageError, check_image
+from common.images.checks import ImageError, check_image
 from labeling.ingest.services import StepInput, episode_create, episode_finish, steps_append
 from labeling.models import Episode, Project, Step
 from training.queue.services import label_queue_push

@@ -5,7 +5,7 @@ which owns the session, recording, scoring, stats and token watching; the consum
 to the agent, publish to the session's group `teleop_<id>`, close). Viewers (`/ws/teleop/sessions/<id>/`,
 session login, members of the session's project) only listen. Protocol: robot_agent/PROTOCOL.md.
 
-A handler that raises is logged and answered with a warning (webapp.common.ws_guard); an exception anywhere else
+A handler that raises is logged and answered with a warning (common.ws_guard); an exception anywhere else
 ends the socket through `disconnect()`, which stops the stream (its tasks, then its session) whatever
 fails on the way. Sessions a dead process left live are closed by `services.sessions_close_stale`.
 """
@@ -17,8 +17,8 @@ import json
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer, AsyncWebsocketConsumer
 
+from common.ws_guard import Guarded
 from labeling import access
-from webapp.common.ws_guard import Guarded
 
 from . import services
 from .stream import TeleopStream, group_name
@@ -52,7 +52,7 @@ class TeleopAgentConsumer(Guarded, AsyncWebsocketConsumer):
             await self.stream.on_text(text_data)
 
     async def receive_failed(self, message: dict) -> None:
-        """A message whose handling raised (logged by webapp.common.ws_guard): the agent is told, the stream goes on."""
+        """A message whose handling raised (logged by common.ws_guard): the agent is told, the stream goes on."""
         await self.reply(
             {"type": "warning", "message": "the server could not handle that message (see its log); the stream goes on"}
         )

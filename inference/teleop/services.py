@@ -18,8 +18,8 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
+from common.images.checks import CheckedImage, ImageError, check_image
 from labeling import access
-from labeling.images import CheckedImage, ImageError, check_image
 from labeling.ingest.services import IngestError, StepInput, episode_create, episode_finish, steps_append
 from labeling.labels.services import Actor, LabelError, frame_labels_set
 from labeling.models import Agent, Episode, FrameLabel, Project

@@ -12,8 +12,8 @@ import math
 import uuid
 from dataclasses import dataclass, field
 
+from common.json_limits import JSONTooDeep, depth_check, size_of
 from robot_agent.protocol import HEADER, MAX_HEADER, ProtocolError, unpack_step
-from webapp.common.json_limits import JSONTooDeep, depth_check, size_of
 
 MAX_STEP_INDEX = 2**31 - 1  # the database column's range
 MAX_ACTION_SIZE = 1024

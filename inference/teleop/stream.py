@@ -36,13 +36,13 @@ import numpy as np
 from django.conf import settings
 from django.db import DatabaseError
 
+from common import metrics
+from common.db_bridge import DatabaseThreads
+from common.images.checks import CheckedImage, ImageError, check_image, decode_rgb
+from common.json_limits import loads_bounded
 from labeling import access
-from labeling.images import CheckedImage, ImageError, check_image, decode_rgb
 from labeling.models import Agent
 from robot_agent.protocol import ProtocolError
-from webapp.common import metrics
-from webapp.common.db_bridge import DatabaseThreads
-from webapp.common.json_limits import loads_bounded
 
 from . import scoring, services
 from .latest import LatestFrameSlot

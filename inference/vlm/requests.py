@@ -12,14 +12,14 @@ from asgiref.sync import async_to_sync
 from django.conf import settings
 from rest_framework import exceptions
 
+from common.images.budget import ImageTooLarge
+from common.images.checks import ImageError, check_image, decode_rgb
 from inference.serving import DeploymentNotFound, deployment_config
 from inference.wire.decoding import RequestTooLarge, decode_slot, request_budget
 from inference.wire.errors import BadRequest
 from inference.wire.npy_header import npy_array
 from inference.wire.payloads import PayloadError, base64_image
 from labeling import access
-from labeling.image_budget import ImageTooLarge
-from labeling.images import ImageError, check_image, decode_rgb
 from training.vlm.wire import MAX_IMAGES
 
 from .serving import NotAVLMDeployment, VLMDeployment, vlm_deployment

@@ -16,7 +16,7 @@ exactly, from a list of its records' sizes kept beside it), and a stream's buffe
 VLM_STREAM_TTL_S after its last step, so invented stream names or huge frames cannot fill Redis. The
 pipelines that carry frames never let redis-py raise (its error message renders every argument:
 `inference.broker.pipeline_run`), so a Redis that refuses writes answers a 503 at once. Redis is the broker's asyncio client; ORM reads go through
-`webapp.common.db_bridge.orm_call`.
+`common.db_bridge.orm_call`.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 from django.conf import settings
 
+from common.db_bridge import orm_call
 from inference.broker import BrokerError, RedisRefused, dump_npy, pipeline_run
 from inference.coalesce import Coalescer
 from inference.rewards import RewardSettings, combine, compute_rewards, history_window
@@ -45,7 +46,6 @@ from training.vlm.labels import LABELS
 from training.vlm.prompt import prompt_render
 from training.vlm.rewards import TrendRewardConfig, trend_reward
 from training.vlm.wire import WindowRequest, pad_records, record_pack, unpack_window
-from webapp.common.db_bridge import orm_call
 
 HISTORY_PREFIX = "rs:vlm:hist:"
 STREAMS_PREFIX = "rs:vlm:streams:"

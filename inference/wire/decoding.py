@@ -15,8 +15,8 @@ from collections.abc import Iterator
 from django.conf import settings
 from rest_framework import exceptions, status
 
-from labeling.image_budget import PixelBudget
-from webapp.common.parsers import RequestTooLarge  # noqa: F401  (re-exported for the views)
+from common.images.budget import PixelBudget
+from common.parsers import RequestTooLarge  # noqa: F401  (re-exported for the views)
 
 _lock = threading.Lock()
 _slots: threading.BoundedSemaphore | None = None

@@ -15,9 +15,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from common.images.budget import ImageTooLarge, PixelBudget
+from common.images.checks import ImageError, check_image, decode_rgb
 from inference.wire.npy_header import npy_header
-from labeling.image_budget import ImageTooLarge, PixelBudget
-from labeling.images import ImageError, check_image, decode_rgb
 from training.resnet.wire import JPEG_START, EncodedImage
 
 MAX_ITEMS = 1024

@@ -42,6 +42,7 @@ from typing import cast
 from redis import Redis
 from redis.exceptions import RedisError
 
+from common import metrics
 from inference.broker import (
     ALIVE_PREFIX,
     LOADING_PREFIX,
@@ -61,7 +62,6 @@ from inference.workers.batching import Batcher, BatchPolicy, score_requests
 from inference.workers.payload_read import payloads_get
 from training.kit.family_parts import Scorer
 from training.vlm.wire import WireError
-from webapp.common import metrics
 
 log = logging.getLogger(__name__)
 

@@ -13,13 +13,13 @@ from typing import Any
 
 from limits import RateLimitItem
 
+from common.asgi_http import HttpError
+from common.db_bridge import orm_call
 from labeling.auth import MALFORMED, UNKNOWN
 from labeling.gate.auth import agent_remembered, cached_agent
 from labeling.gate.limits import Verdict, too_many
 from labeling.gate.throttles import bad_request_limit, limiter
 from labeling.tokens import token_from_header
-from webapp.common.asgi_http import HttpError
-from webapp.common.db_bridge import orm_call
 
 
 async def admitted_agent(

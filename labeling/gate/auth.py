@@ -6,7 +6,7 @@ process memory for TOKEN_CACHE_S, so a revoked token stops working within that t
 are never cached (the bad-request limiter bounds how often they are looked up).
 
 `TrustedNetworkAuthentication` lets tokenless requests from `TRUSTED_CIDRS` through (RLinf's API reward
-worker sends no token); the address check itself is `webapp.common.trusted_networks`.
+worker sends no token); the address check itself is `common.trusted_networks`.
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ from asgiref.sync import async_to_sync
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework.authentication import BaseAuthentication, SessionAuthentication
 
+from common.db_bridge import orm_call
 from labeling.auth import AgentTokenAuthentication, agent_for_token
 from labeling.tokens import hash_token
-from webapp.common.db_bridge import orm_call
 
 TOKEN_CACHE_S = 10.0
 _agents: dict[str, tuple[float, object]] = {}
@@ -75,7 +75,7 @@ def forget_tokens() -> None:
 
 
 class TrustedClient:
-    """Who a tokenless request from a trusted network is (see webapp.common.trusted_networks)."""
+    """Who a tokenless request from a trusted network is (see common.trusted_networks)."""
 
     is_authenticated = True
     is_anonymous = False
@@ -110,7 +110,7 @@ class TrustedNetworkAuthentication(BaseAuthentication):
     def authenticate(self, request):
         from django.conf import settings
 
-        from webapp.common.trusted_networks import address_trusted, networks_cached
+        from common.trusted_networks import address_trusted, networks_cached
 
         if request.META.get("HTTP_AUTHORIZATION"):
             return None

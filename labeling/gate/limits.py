@@ -33,7 +33,7 @@ from limits.aio.storage import RedisStorage as AsyncRedisStorage
 from limits.aio.storage.redis.redispy import RedispyBridge
 from limits.aio.strategies import SlidingWindowCounterRateLimiter as AsyncSlidingWindow
 
-from webapp.common.redis_clients import PoolSize
+from common.redis_clients import PoolSize
 
 log = logging.getLogger(__name__)
 

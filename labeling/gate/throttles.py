@@ -16,8 +16,8 @@ from django.conf import settings
 from limits import RateLimitItem
 from rest_framework.throttling import BaseThrottle
 
+from common.redis_clients import pool_size
 from labeling.gate.limits import RateLimiter, Verdict, rate_item
-from webapp.common.redis_clients import pool_size
 
 _limiters: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 

@@ -21,8 +21,8 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from webapp.common.jobs.models import JobStatus
-from webapp.common.jobs.services import JobHeartbeat, JobKind, job_claim, job_finish, job_progress
+from common.jobs.models import JobStatus
+from common.jobs.services import JobHeartbeat, JobKind, job_claim, job_finish, job_progress
 
 from ..models import ImportJob, Project
 from .services import import_paths

@@ -9,8 +9,8 @@ from django import forms
 from django.contrib.auth.decorators import login_required
 from django.shortcuts import get_object_or_404, redirect, render
 
-from webapp.common.jobs.models import JobStatus
-from webapp.common.jobs.payload import job_progress_payload
+from common.jobs.models import JobStatus
+from common.jobs.payload import job_progress_payload
 
 from .. import access
 from ..models import ImportJob, Project

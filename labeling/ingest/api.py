@@ -14,13 +14,13 @@ from rest_framework.parsers import BaseParser, MultiPartParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from common.images.budget import ImageTooLarge, PixelBudget
+from common.images.checks import CheckedImage, ImageError, check_image
+from common.json_limits import JSONTooDeep, loads_bounded, size_of
+from common.parsers import BoundedJSONParser, RequestTooLarge
 from robot_agent.chunk_format import CONTENT_TYPE as CHUNK_CONTENT_TYPE
-from webapp.common.json_limits import JSONTooDeep, loads_bounded, size_of
-from webapp.common.parsers import BoundedJSONParser, RequestTooLarge
 
 from .. import access
-from ..image_budget import ImageTooLarge, PixelBudget
-from ..images import CheckedImage, ImageError, check_image
 from ..models import Agent, Episode, Project
 from . import selectors, services
 from .chunks import ChunkRefused, IngestLimits, chunk_steps

@@ -3,19 +3,19 @@
 Layout, field types and every limit (header bytes and nesting depth, steps and images per chunk, each
 step's `info` size, each image's size and the chunk's decoded pixels) are checked before any image is
 looked at; the header's size and depth before it is parsed; PNGs are then checked from their
-bytes (IHDR, CRCs) and never inflated. Used by the ASGI fast path and the DRF view alike. No Django
-request objects: the limits come in as arguments.
+bytes (IHDR, CRCs) and never inflated. Used by the ASGI fast path and the DRF view alike: it takes
+bytes and limits as arguments, not a request object.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from common.images.budget import ImageTooLarge, PixelBudget
+from common.images.checks import ImageError, check_image
+from common.json_limits import JSONTooDeep, depth_check, size_of
 from robot_agent.chunk_format import PREFIX, ChunkError, ChunkLimits, ChunkTooLarge, decode_chunk
-from webapp.common.json_limits import JSONTooDeep, depth_check, size_of
 
-from ..image_budget import ImageTooLarge, PixelBudget
-from ..images import ImageError, check_image
 from .services import StepInput
 
 

@@ -38,6 +38,11 @@ from django.conf import settings
 from rest_framework import exceptions
 from rest_framework.utils.encoders import JSONEncoder
 
+from common import metrics
+from common.asgi_http import HttpError, declared_length, header_map, read_body, respond_json
+from common.db_bridge import DatabaseThreads
+from common.errors import exception_handler
+from common.parsers import json_body
 from labeling import access
 from labeling.gate.admission import admitted_agent
 from labeling.gate.limits import client_key
@@ -48,11 +53,6 @@ from labeling.ingest.chunks import ChunkRefused, IngestLimits, chunk_steps
 from labeling.ingest.serializers import EpisodeCreateSerializer, EpisodeSerializer, FinishSerializer
 from labeling.models import Episode
 from robot_agent.chunk_format import CONTENT_TYPE
-from webapp.common import metrics
-from webapp.common.asgi_http import HttpError, declared_length, header_map, read_body, respond_json
-from webapp.common.db_bridge import DatabaseThreads
-from webapp.common.errors import exception_handler
-from webapp.common.parsers import json_body
 
 UUID = r"(?P<uuid>[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})"  # as Django's <uuid:>
 JSON = "application/json"

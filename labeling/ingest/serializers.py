@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.conf import settings
 from rest_framework import serializers
 
-from webapp.common.json_limits import size_of
+from common.json_limits import size_of
 
 from ..models import Episode, Frame
 

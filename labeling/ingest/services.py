@@ -14,9 +14,10 @@ from django.core.files.storage import default_storage
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
+from common.images.checks import CheckedImage
+
 from ..bulk_rows import insert_returning_ids, insert_rows
 from ..frame_files import frames_delete, frames_write
-from ..images import CheckedImage
 from ..models import Agent, Episode, Frame, Membership, Project, Step
 from ..tokens import hash_token, new_token
 

@@ -1,4 +1,4 @@
-# Import and proposal jobs inherit the job kit's row (webapp.common.jobs.models.Job): their heartbeat
+# Import and proposal jobs inherit the job kit's row (common.jobs.models.Job): their heartbeat
 # `updated_at` becomes `heartbeat_at`; 0011 moves the data to the kit's meaning.
 
 from django.db import migrations, models

@@ -18,8 +18,8 @@ from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.utils import timezone
 
-from webapp.common.jobs.models import JobStatus
-from webapp.common.jobs.services import (
+from common.jobs.models import JobStatus
+from common.jobs.services import (
     JobHeartbeat,
     JobKind,
     Sweep,

@@ -6,7 +6,7 @@ from __future__ import annotations
 from django.contrib.auth.decorators import login_required
 from django.shortcuts import get_object_or_404, render
 
-from webapp.common.jobs.payload import job_progress_payload
+from common.jobs.payload import job_progress_payload
 
 from .. import access
 from ..models import Project, ProposalJob

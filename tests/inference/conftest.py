@@ -97,8 +97,8 @@ def broker_submit(url: str, *calls: tuple[str, int, bytes, dict]) -> list:
     side's (async) broker client from sync test code; a failed submit raises."""
     import asyncio
 
+    from common.redis_clients import redis_from_url
     from inference.broker import AsyncBrokerClient
-    from webapp.common.redis_clients import redis_from_url
 
     async def run() -> list:
         client = AsyncBrokerClient(redis_from_url(url, asyncio=True))

@@ -18,9 +18,9 @@ import numpy as np
 import pytest
 import requests
 
+from common.memory import rss_bytes
 from tests.conftest import ROOT, _spawn, _stop, _wait_for_port, free_port
 from tests.webapp.test_web_processes import children
-from webapp.common.memory import rss_bytes
 
 from .conftest import deploy, make_trained_model
 from .test_redis_bounds import capped_redis_server

@@ -62,7 +62,7 @@ def test_sampled_frames_show_in_the_gallery_and_label_into_the_project(
     label = FrameLabel.objects.get(episode=episode, source="human")
     assert label.value == "fail"
     stored = episode.steps.get().frames.get()
-    from labeling.images import decode_rgb
+    from common.images.checks import decode_rgb
 
     index = int(np.argmin([abs(p_i - frame.probability) for p_i in p]))
     np.testing.assert_array_equal(decode_rgb(stored.image.read()), images[index])

@@ -9,9 +9,9 @@ import uuid
 import numpy as np
 import pytest
 
+from common.redis_clients import redis_from_url
 from inference.broker import dump_npy, load_npy
 from inference.workers.payload_read import payloads_get
-from webapp.common.redis_clients import redis_from_url
 
 URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/5")
 

@@ -23,6 +23,7 @@ import numpy as np
 import pytest
 import redis as redis_lib
 
+from common.redis_clients import redis_from_url
 from inference.broker import (
     AsyncBrokerClient,
     InferenceRequest,
@@ -36,7 +37,6 @@ from inference.broker import (
 from inference.vlm.serving import StreamStep, TooManyStreams, streams_admit
 from inference.workers.loop import InferenceWorker
 from labeling.gate.limits import RateLimiter, rate_item
-from webapp.common.redis_clients import redis_from_url
 
 URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/5")
 

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 import redis as redis_lib
 
+from common.redis_clients import redis_from_url
 from inference.broker import (
     PAYLOAD_PREFIX,
     AsyncBrokerClient,
@@ -29,7 +30,6 @@ from inference.broker import (
 from inference.rewards import RewardSettings
 from inference.vlm.serving import StreamStep, TooManyStreams, _push_group, streams_admit
 from inference.workers.loop import ALIVE_PREFIX, DIED_TWICE, HELD_PREFIX, InferenceWorker, requests_reclaim
-from webapp.common.redis_clients import redis_from_url
 
 from .test_redis_bounds import private_redis  # noqa: F401 - a redis-server of the test's own
 

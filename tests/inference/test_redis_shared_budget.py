@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 import redis as redis_lib
 
+from common.redis_clients import redis_from_url
 from inference.broker import (
     REPLY_CHECK_S,
     REPLY_GRACE_S,
@@ -29,7 +30,6 @@ from inference.rewards import RewardSettings
 from inference.serving import DeploymentBusy
 from inference.vlm.budget import BUDGET_KEY
 from inference.vlm.serving import StreamStep, TooManyStreams, _budget_entry, _bytes_key, _text, steps_buffer
-from webapp.common.redis_clients import redis_from_url
 
 from .test_redis_bounds import private_redis  # noqa: F401 - a redis-server of the test's own
 

@@ -22,6 +22,7 @@ import requests
 from django.conf import settings
 from django.test import override_settings
 
+from common.redis_clients import PoolSize, redis_from_url
 from inference.broker import (
     ALIVE_PREFIX,
     LOADING_PREFIX,
@@ -35,7 +36,6 @@ from inference.broker import (
     queue_key,
 )
 from tests.conftest import _spawn, _stop, _wait_for_port, free_port
-from webapp.common.redis_clients import PoolSize, redis_from_url
 
 from .conftest import deploy, make_trained_model
 from .test_rlinf_api_worker import rlinf_chat_payloads

@@ -178,7 +178,7 @@ def test_trusted_list_excluding_the_caller_gets_401_and_tokens_are_still_judged(
 
 
 def test_address_checks():
-    from webapp.common.trusted_networks import address_trusted, networks_parse
+    from common.trusted_networks import address_trusted, networks_parse
 
     nets = networks_parse(["127.0.0.1", "10.0.0.0/8", "::1/128"])
     assert address_trusted("127.0.0.1", nets) and address_trusted("10.200.0.1", nets)

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
-from labeling.images import decode_rgb
+from common.images.checks import decode_rgb
 from labeling.imports.jobs import import_job_run, summary_from_json
 from labeling.models import Episode, Frame, ImportJob, Step
 

@@ -7,7 +7,7 @@ import uuid as uuid_lib
 
 import numpy as np
 
-from labeling.images import encode_array
+from common.images.checks import encode_array
 from labeling.ingest.services import StepInput, episode_create, episode_finish, steps_append
 from labeling.models import Episode, Project
 

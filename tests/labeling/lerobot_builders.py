@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from PIL import Image
 
-from labeling.images import decode_rgb
+from common.images.checks import decode_rgb
 from labeling.imports.video_frames import encode_frames
 
 SIZE = 64

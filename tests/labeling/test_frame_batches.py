@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from labeling.image_budget import FrameBatches
-from labeling.images import encode_array
+from common.images.budget import FrameBatches
+from common.images.checks import encode_array
 
 from .broken_pngs import broken_png
 

@@ -10,7 +10,7 @@ import pytest
 import torch
 from django.core.management import CommandError, call_command
 
-from labeling.images import decode_rgb
+from common.images.checks import decode_rgb
 from labeling.imports.services import import_paths
 from labeling.models import Episode, Frame, FrameLabel, LabelChange, Step
 from tests.labeling.import_builders import (

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from django.core.files.storage import default_storage
 
-from labeling.images import decode_rgb
+from common.images.checks import decode_rgb
 from labeling.models import Episode, Frame, Step
 
 from .ingest_helpers import multipart_chunk, npy_bytes, png_bytes

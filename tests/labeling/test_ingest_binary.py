@@ -357,7 +357,7 @@ def test_agents_create_and_finish_episodes_on_the_fast_path_with_the_views_answe
 def test_a_frame_that_cannot_be_written_leaves_no_rows_and_no_files(project, agent_token):
     import os
 
-    from labeling.images import check_image
+    from common.images.checks import check_image
     from labeling.ingest.services import StepInput, episode_create, steps_append
 
     episode, _ = episode_create(project=project, uuid=uuid.uuid4(), agent=agent_token[0])

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from labeling.images import ImageError, check_image, check_png, decode_rgb, png_rows
+from common.images.checks import ImageError, check_image, check_png, decode_rgb, png_rows
 
 from .broken_pngs import BROKEN_DATA, broken_png, good_png, pixels
 

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from django.core.files.storage import default_storage
 
+from common.images.checks import decode_rgb
 from inference.teleop.models import TeleopSession
-from labeling.images import decode_rgb
 from labeling.models import Episode, Frame
 from tests.conftest import ROOT
 

@@ -13,7 +13,7 @@ from training.synthetic import make_scene
 def seed_episodes(project, *, episodes: int = 6, steps: int = 10, size: int = 32, windows: bool = True, seed: int = 0):
     """Episodes whose frames show the red square from step `first_success` on, with human labels on every
     step and (optionally) human trend windows. Returns the episodes in creation order."""
-    from labeling.images import encode_array
+    from common.images.checks import encode_array
     from labeling.ingest.services import StepInput, episode_create, episode_finish, steps_append
     from labeling.models import FrameLabel, WindowLabel
 

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from django.core.files.storage import default_storage
 
-from labeling.images import decode_rgb
+from common.images.checks import decode_rgb
 from labeling.models import Frame, FrameLabel
 from tests.labeling.broken_pngs import broken_png
 
@@ -54,7 +54,7 @@ def test_recompute_memory_is_bounded_by_the_budget_not_by_the_frames(project, se
     # one frame at a time: its file, the decoded frame and Pillow's transient copies, about 3.5 frames' worth;
     # holding every decoded frame (as before this budget: 24 x 432 KiB, 10 MiB, and more for a copy) is far over
     assert peak < 4 * frame_bytes, f"peak {peak / 2**20:.1f} MiB for {len(frames)} frames of {size}x{size}"
-    # frames decoded reduced (a box filter by a whole factor, at least twice the model's input: labeling/images.py)
+    # frames decoded reduced (a box filter by a whole factor, at least twice the model's input: common/images/checks.py)
     # score close to the whole frames the service resizes itself, and rank them the same way: the queue only ranks
     items = {i.step_id: i.probability for i in LabelQueueItem.objects.filter(project=project)}
     whole = np.stack([decode_rgb(f.image.open("rb").read()) for f in frames])

@@ -12,6 +12,7 @@ import pytest
 import torch
 from django.utils import timezone
 
+from common.jobs.services import jobs_recover_stale
 from training.jobs.broker_messages import waiting_task_ids
 from training.kit.reporting import JobCancelled, MemoryReporter
 from training.kit.resume import state_path
@@ -20,7 +21,6 @@ from training.resnet.checkpoint import load_checkpoint
 from training.resnet.config import ResNetConfig
 from training.resnet.train import train_reward_model
 from training.services import TRAINING_JOBS
-from webapp.common.jobs.services import jobs_recover_stale
 
 from .test_pages_and_api import TINY, snapshot  # noqa: F401 - fixture
 

@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from labeling.images import decode_rgb, encode_array
-from webapp.common.memory import MIB, rss_bytes
+from common.images.checks import decode_rgb, encode_array
+from common.memory import MIB, rss_bytes
 
 SIDE = 2048
 KEPT_MIB = 64  # what the worker may keep after the task (the issue asks 300; without the fix it kept 150-210)
@@ -117,7 +117,7 @@ def test_a_large_frame_is_decoded_reduced_to_at_least_twice_what_the_task_needs(
 
 BUDGET_CHECK = """
 import numpy as np
-from webapp.common.memory import MIB, MemoryBudget, MemoryBudgetExceeded
+from common.memory import MIB, MemoryBudget, MemoryBudgetExceeded
 
 budget = MemoryBudget(64 * MIB, "the test task")
 assert budget.check() < 64 * MIB

@@ -1,4 +1,4 @@
-"""A snapshot build keeps a heartbeat from a thread (webapp.common.jobs.services.JobHeartbeat): a build that writes no progress
+"""A snapshot build keeps a heartbeat from a thread (common.jobs.services.JobHeartbeat): a build that writes no progress
 for longer than SNAPSHOT_STALE_AFTER_SECONDS is not swept while its process lives, and is swept (requeued)
 once that process is killed with `kill -9`."""
 
@@ -12,12 +12,12 @@ import time
 import pytest
 import redis
 
+from common.jobs.services import jobs_recover_stale
 from tests.conftest import _spawn, _stop
 from tests.labeling.test_import_worker_killed import _wait
 from training.models import DatasetSnapshot
 from training.snapshots.recovery import SNAPSHOT_BUILDS
 from training.snapshots.services import snapshot_create
-from webapp.common.jobs.services import jobs_recover_stale
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 

@@ -11,11 +11,11 @@ import pytest
 import redis
 from django.utils import timezone
 
+from common.jobs.services import jobs_recover_stale
 from training.jobs.broker_messages import waiting_task_ids
 from training.models import DatasetSnapshot
 from training.snapshots.recovery import SNAPSHOT_BUILDS
 from training.snapshots.services import BuildProgress, BuildSuperseded, snapshot_build, snapshot_create
-from webapp.common.jobs.services import jobs_recover_stale
 
 QUEUE = "snapshot-recovery-test"
 

@@ -72,7 +72,7 @@ def test_the_build_keeps_a_bounded_number_of_decoded_frames():
     from django.core.files.base import ContentFile
     from django.core.files.storage import default_storage
 
-    from labeling.images import encode_array
+    from common.images.checks import encode_array
     from training.snapshots.services import _FrameCache
 
     names = []

@@ -48,6 +48,7 @@ def _wait_finished(job, timeout: float = 120.0):
 def test_vlm_job_fine_tunes_the_fixture_through_a_celery_worker(
     project, user_client, vlm_fixture_dir, celery_worker_process
 ):
+    from common.jobs.models import JobStatus
     from training.models import JobMetric, TrainedModel
     from training.services import job_create
     from training.snapshots.services import snapshot_create
@@ -56,7 +57,6 @@ def test_vlm_job_fine_tunes_the_fixture_through_a_celery_worker(
     from training.vlm.data import trend_split_load
     from training.vlm.prompt import prompt_render
     from training.vlm.scoring import ScoreItem, TrendScorer
-    from webapp.common.jobs.models import JobStatus
 
     episodes = seed_episodes(project, episodes=4, steps=9, size=32)
     snapshot = snapshot_create(project=project, options={"trend_val_split": 0.25, "png_folders": False, "seed": 1})
@@ -144,10 +144,10 @@ def test_a_web_without_the_models_queues_the_job_and_the_worker_without_them_fai
     """TRAINING_MODELS_ON_WEB=0 (README "Scaling out": only the workers have MODEL_DIR's models): submission
     still confines the path to the model folder, but leaves the existence check to the worker that runs the job,
     which fails it with the reason submission would have given."""
+    from common.jobs.models import JobStatus
     from training.models import TrainingJob
     from training.services import job_create, job_execute
     from training.snapshots.services import snapshot_create
-    from webapp.common.jobs.models import JobStatus
 
     settings.TRAINING_MODELS_ON_WEB = False
     seed_episodes(project, episodes=2, steps=6, size=32)

@@ -16,6 +16,7 @@ import time
 import pytest
 import torch
 
+from common.jobs.services import jobs_recover_stale
 from tests.conftest import _spawn, _stop
 from training.kit.resume import state_path
 from training.models import JobMetric, TrainedModel, TrainingJob
@@ -23,7 +24,6 @@ from training.resnet.checkpoint import load_checkpoint
 from training.services import TRAINING_JOBS, job_create
 from training.snapshots.services import snapshot_create
 from training.storage import local_path
-from webapp.common.jobs.services import jobs_recover_stale
 
 from .conftest import seed_episodes
 

@@ -1,4 +1,4 @@
-"""webapp.common.body_budget: the bytes of request bodies one web process holds, taken before a body is kept
+"""common.body_budget: the bytes of request bodies one web process holds, taken before a body is kept
 and given back after; past the budget a busy 503 whose body is read to its end and dropped."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import asyncio
 
 import pytest
 
-from webapp.common.asgi_http import HttpError, read_body
-from webapp.common.body_budget import BodyBudget
+from common.asgi_http import HttpError, read_body
+from common.body_budget import BodyBudget
 
 
 def receiver(chunks: list[bytes]):

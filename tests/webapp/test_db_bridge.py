@@ -1,4 +1,4 @@
-"""Database threads that keep their connection (webapp.common.db_bridge), against the real database."""
+"""Database threads that keep their connection (common.db_bridge), against the real database."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import asyncio
 import pytest
 from django.db import OperationalError, connection
 
+from common.db_bridge import DatabaseThreads
 from labeling.models import Project
-from webapp.common.db_bridge import DatabaseThreads
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -14,7 +14,7 @@ from django.core.files.storage import default_storage
 from django.http import StreamingHttpResponse
 from django.test import AsyncClient
 
-from webapp.common.file_streaming import BLOCK_BYTES
+from common.file_streaming import BLOCK_BYTES
 from webapp.views import SMALL_FILE_BYTES
 
 pytestmark = pytest.mark.django_db

@@ -1,10 +1,10 @@
-"""The apps stack up with no arrow running back up: an app imports nothing from the apps built on it, and no
-two modules import each other at import time.
+"""The packages stack up in floors with no arrow running back up: a package imports nothing from the floors
+built on it, and no two modules import each other at import time.
 
-Layers, bottom up: `webapp.common` (plumbing: no app, no other webapp module), then labeling, webhooks, training,
-and inference (from `webapp` they import only `webapp.common`), then the rest of `webapp` (settings,
-ASGI, URLs, the demo), which composes them. The client packages (robot_agent, reward_client) import no
-server package at all, the ground floor included.
+Floors, bottom up: `common` (the plumbing: no app), `projects` (projects, people, agents, tokens, the access
+rules and the agent gate), then `labeling` and `webhooks`, `training`, `inference`, and `webapp`, which only
+composes them (settings, ASGI, URLs, Celery, the demo). The client packages (robot_agent, reward_client) import
+no server package at all, the ground floor included.
 
 Imports are read with `ast` from every module of the repository (migrations aside), including imports inside
 functions and `importlib.import_module("...")` with a literal name.
@@ -18,26 +18,27 @@ from graphlib import CycleError, TopologicalSorter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-APPS = ("webapp", "labeling", "training", "inference", "robot_agent", "reward_client", "webhooks")
-SERVER = {"webapp", "labeling", "training", "inference", "webhooks"}
+APPS = ("common", "projects", "webapp", "labeling", "training", "inference", "robot_agent", "reward_client", "webhooks")
+SERVER = {"common", "projects", "webapp", "labeling", "training", "inference", "webhooks"}
 
-COMMON = "webapp.common"  # a layer of its own, below every app
+COMMON = "common"  # the ground floor, below every app
 
-# layer -> the layers it must not import ("webapp" is webapp above its ground floor).
+# package -> the packages it must not import (those on the floors above it).
 FORBIDDEN: dict[str, set[str]] = {
-    COMMON: SERVER | {"robot_agent", "reward_client"},
+    COMMON: SERVER - {COMMON} | {"robot_agent", "reward_client"},
+    "projects": {"labeling", "webhooks", "training", "inference", "webapp"},
     "labeling": {"webapp", "training", "inference", "webhooks"},
+    "webhooks": {"webapp", "training", "inference"},
     "training": {"webapp", "inference"},
     "inference": {"webapp"},
-    "webhooks": {"webapp", "training", "inference"},
     # The client packages run on robots and RL machines, installed without the server.
-    "robot_agent": SERVER | {COMMON},
-    "reward_client": SERVER | {COMMON},
+    "robot_agent": SERVER,
+    "reward_client": SERVER,
 }
 
 
 def layer(module: str) -> str:
-    """`webapp.common` for the ground floor, else the top-level package."""
+    """`common` for the ground floor, else the top-level package."""
     return COMMON if module == COMMON or module.startswith(f"{COMMON}.") else module.split(".")[0]
 
 
@@ -104,10 +105,10 @@ def test_the_module_reader_sees_every_kind_of_import(tmp_path):
 
 
 def test_the_ground_floor_is_a_layer_of_its_own():
-    assert [layer(m) for m in ("webapp.common", "webapp.common.metrics", "webapp.commons", "webapp.settings")] == [
+    assert [layer(m) for m in ("common", "common.metrics", "commons", "webapp.settings")] == [
         COMMON,
         COMMON,
-        "webapp",
+        "commons",
         "webapp",
     ]
 
@@ -129,7 +130,7 @@ def test_celery_and_its_heartbeats_load_no_app_at_start_up():
         f"{module} imports {name}"
         for module in ("webapp.celery", "webapp.monitoring.heartbeats")
         for name, _ in imports_of(module, ROOT / f"{module.replace('.', '/')}.py", top_level_only=True)
-        if layer(name) in SERVER - {"webapp"}
+        if layer(name) in SERVER - {"webapp", COMMON}
     ]
     assert not wrong, "\n".join(wrong)
 

@@ -1,4 +1,4 @@
-"""The job kit (webapp.common.jobs): guarded moves of a job, the heartbeat thread, the progress payload, and
+"""The job kit (common.jobs): guarded moves of a job, the heartbeat thread, the progress payload, and
 the one beat sweep over every kind of job (training jobs, snapshot builds, imports, proposal generations)."""
 
 from __future__ import annotations
@@ -12,14 +12,14 @@ from django.apps import apps
 from django.db.models import Max, Q
 from django.utils import timezone
 
+from common.jobs.api import JOB_PROGRESS_FIELDS
+from common.jobs.models import Job
+from common.jobs.payload import job_progress_payload
+from common.jobs.services import JobHeartbeat, job_claim, job_finish, job_progress
 from labeling.models import ImportJob, ProposalJob
 from labeling.proposals.api import ProposalJobSerializer
 from training.models import DatasetSnapshot, TrainingJob
 from webapp import celery
-from webapp.common.jobs.api import JOB_PROGRESS_FIELDS
-from webapp.common.jobs.models import Job
-from webapp.common.jobs.payload import job_progress_payload
-from webapp.common.jobs.services import JobHeartbeat, job_claim, job_finish, job_progress
 
 
 def _snapshot(project, **fields) -> DatasetSnapshot:

@@ -11,9 +11,9 @@ import uuid
 
 import pytest
 
+from common.json_limits import JSONTooDeep, json_depth, loads_bounded
 from labeling.models import Episode, Step
 from robot_agent.chunk_format import encode_chunk
-from webapp.common.json_limits import JSONTooDeep, json_depth, loads_bounded
 
 from ..labeling.ingest_helpers import png_bytes
 from ..labeling.test_ingest_binary import header_body, post

@@ -3,7 +3,7 @@
 
 They used to close every 10 s with a Redis "Timeout reading" traceback: redis-py's default socket timeout (5 s)
 was no longer than channels_redis's blocking receive (a 5 s BZPOPMIN), so an idle socket's receive gave up as
-Redis answered, twice with the retry (webapp/common/redis_clients.py, CHANNEL_LAYER_SOCKET_TIMEOUT_S)."""
+Redis answered, twice with the retry (common/redis_clients.py, CHANNEL_LAYER_SOCKET_TIMEOUT_S)."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from channels_redis.core import RedisChannelLayer
 from django.conf import settings
 from django.test import Client
 
+from common.redis_clients import CHANNEL_LAYER_BLOCKING_READ_S, CHANNEL_LAYER_SOCKET_TIMEOUT_S
 from inference.teleop.models import TeleopSession
 from inference.teleop.stream import group_name
 from labeling.ingest.services import agent_create
@@ -26,7 +27,6 @@ from tests.training.conftest import seed_episodes
 from training.jobs.reporter import job_group
 from training.services import job_create
 from training.snapshots.services import snapshot_create
-from webapp.common.redis_clients import CHANNEL_LAYER_BLOCKING_READ_S, CHANNEL_LAYER_SOCKET_TIMEOUT_S
 
 HOLD_S = 60.0
 

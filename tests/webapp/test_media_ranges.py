@@ -10,7 +10,7 @@ import pytest
 from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
 
-from webapp.common.file_streaming import BLOCK_BYTES
+from common.file_streaming import BLOCK_BYTES
 from webapp.views import SMALL_FILE_BYTES
 
 pytestmark = pytest.mark.django_db

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from webapp.common.stale_cache import StaleCache
+from common.stale_cache import StaleCache
 
 
 class World:

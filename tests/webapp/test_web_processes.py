@@ -1,5 +1,5 @@
 """The Procfile's web line runs two web processes under uvicorn's parent (bench/web_kill.py kills one under
-reward clients). Killed with SIGKILL, the parent takes its web processes with it (webapp.common.parent_death):
+reward clients). Killed with SIGKILL, the parent takes its web processes with it (common.parent_death):
 they once stayed as orphans holding the port, so supervisord's new parent could not bind it."""
 
 from __future__ import annotations

@@ -13,8 +13,8 @@ from django.db.models import F, Value
 from django.db.models.functions import Concat
 from django.utils import timezone
 
-from webapp.common.jobs.models import JobStatus
-from webapp.common.jobs.services import job_progress
+from common.jobs.models import JobStatus
+from common.jobs.services import job_progress
 
 from ..kit.reporting import Eta
 from ..models import JobMetric, TrainingJob

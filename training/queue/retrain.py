@@ -17,11 +17,11 @@ from typing import Any
 
 from django.urls import reverse
 
+from common.jobs.models import JobStatus
 from labeling.models import Project
 from labeling.selectors import human_frame_label_count
 from training.evaluation import metrics as evaluation
 from training.evaluation.model_evaluation import EvaluationUnavailable, model_predictions
-from webapp.common.jobs.models import JobStatus
 
 from ..models import RetrainPolicy, TrainedModel, TrainingJob
 from ..signals import redeploy_candidate

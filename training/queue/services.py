@@ -3,11 +3,11 @@
 `label_queue_recompute` scores the project's frames that have no human label with its newest ResNet
 model (and the one before it, when there is one), ranks them and replaces the project's queue. It runs
 in the background after each training job and on demand. Frames are decoded one at a time and kept only
-at the model's input size, a batch of `BACKGROUND_DECODE_PIXELS` at a time (labeling.image_budget), so
+at the model's input size, a batch of `BACKGROUND_DECODE_PIXELS` at a time (common.images.budget), so
 its memory does not grow with the frames' number or size: a frame much larger than the model's input is
 decoded reduced by a whole factor first (at least twice the size the model's input is cut from), and the
 task fails with the reason if it grows its worker by more than `TASK_MEMORY_BUDGET_MB`
-(webapp.common.memory; the worker hands freed memory back after each batch and each task). Frames that
+(common.memory; the worker hands freed memory back after each batch and each task). Frames that
 will not decode are skipped, each
 logged with its reason (`label_queue_rank` returns them). A share of the queue (settings
 `LABEL_QUEUE_EXPLORE_PERCENT`) is coverage picks: frames least like any labeled or queued one in the
@@ -29,10 +29,10 @@ from django.db import transaction
 from django.db.models import F
 from django.urls import reverse
 
-from labeling.image_budget import FrameBatches, SkippedFrame
+from common.images.budget import FrameBatches, SkippedFrame
+from common.memory import MIB, MemoryBudget, malloc_trim
 from labeling.models import Episode, Frame, Project, Step
 from labeling.selectors import human_labeled_steps
-from webapp.common.memory import MIB, MemoryBudget, malloc_trim
 
 from ..models import LabelQueueItem, ModelKind, TrainedModel
 from ..storage import local_path

@@ -9,7 +9,7 @@ import shutil
 
 from django.conf import settings
 
-from webapp.common.filestore.services import work_folder_resume
+from common.filestore.services import work_folder_resume
 
 from ..datasets.rlinf_binary import read_payload
 from ..kit import distributed

@@ -5,7 +5,7 @@ magic `RSIM`, its decoded height and width and its encoded length (big-endian 32
 bytes, zero-padded to a multiple of `BUCKET` bytes (so frames of one camera from different requests usually land
 in one batch). The scorer decodes the rows on its device (`training.resnet.image_decode`). Whoever packs frames
 has read each one's header and checked it against the pixel budgets (and a PNG's inflate limits) first
-(`labeling.image_budget`, `labeling.images`): the sizes written here are those headers'.
+(`common.images.budget`, `common.images.checks`): the sizes written here are those headers'.
 """
 
 from __future__ import annotations

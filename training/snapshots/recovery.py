@@ -8,7 +8,7 @@ from datetime import datetime
 
 from django.conf import settings
 
-from webapp.common.jobs.services import JobKind, Sweep
+from common.jobs.services import JobKind, Sweep
 
 from ..jobs.lost_messages import jobs_resend_lost
 from ..models import DatasetSnapshot

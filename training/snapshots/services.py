@@ -20,11 +20,11 @@ from django.db import transaction
 from django.db.models import F, Max, Q
 from django.utils import timezone
 
-from labeling.images import PNG_SIGNATURE, ImageError, check_png, decode_rgb, encode_array
+from common.filestore.services import folder_published, stored_folder_delete, work_folder, work_folder_drop
+from common.images.checks import PNG_SIGNATURE, ImageError, check_png, decode_rgb, encode_array
+from common.jobs.services import JobHeartbeat, job_claim, job_finish, job_progress
+from common.zip_stream import zip_folder_blocks
 from labeling.models import Project
-from webapp.common.filestore.services import folder_published, stored_folder_delete, work_folder, work_folder_drop
-from webapp.common.jobs.services import JobHeartbeat, job_claim, job_finish, job_progress
-from webapp.common.zip_stream import zip_folder_blocks
 from webhooks import events
 from webhooks.services import webhook_emit_safely
 

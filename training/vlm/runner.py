@@ -10,11 +10,11 @@ from pathlib import Path
 
 from django.conf import settings
 
+from common.filestore.services import work_folder_resume
 from training.kit import distributed
 from training.kit.family_parts import RunResult
 from training.kit.resume import state_clear
 from training.storage import local_path, resume_state_copy_drop, resume_state_share
-from webapp.common.filestore.services import work_folder_resume
 
 from .config import VLMTrainConfig, model_folder_check
 from .data import trend_split_load

@@ -7,7 +7,7 @@ import uuid
 import numpy as np
 from django.db import transaction
 
-from labeling.images import encode_array
+from common.images.checks import encode_array
 from labeling.ingest.services import StepInput, episode_create, episode_finish, steps_append
 from labeling.models import Episode, FrameLabel, Project
 from training.synthetic import make_scene

@@ -19,7 +19,7 @@ from typing import Protocol
 from django.conf import settings
 from django.db import transaction
 
-from labeling.images import encode_array
+from common.images.checks import encode_array
 from labeling.ingest.services import StepInput, episode_create, episode_finish, steps_append
 from labeling.models import Episode, FrameLabel, Project
 from labeling.selectors import stored_frame_width

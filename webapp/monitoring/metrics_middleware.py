@@ -8,7 +8,7 @@ import time
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction
 from django.utils.decorators import sync_and_async_middleware
 
-from webapp.common import metrics
+from common import metrics
 
 UNMATCHED = "<unmatched>"
 

@@ -14,8 +14,8 @@ class StateCollector:
     def collect(self):
         from django.db.models import Count
 
+        from common.jobs.models import JobStatus
         from training.models import DatasetSnapshot, TrainingJob
-        from webapp.common.jobs.models import JobStatus
 
         redis = health._redis()
         deployments = health.deployment_states()

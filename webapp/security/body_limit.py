@@ -23,7 +23,7 @@ from typing import Any
 from django.conf import settings
 from django.core.exceptions import RequestAborted
 
-from webapp.common.asgi_http import HttpError, declared_length, header_map, respond_json
+from common.asgi_http import HttpError, declared_length, header_map, respond_json
 
 JSON_STEP_CHUNK = re.compile(r"^/api/episodes/[^/]+/steps/?$")
 

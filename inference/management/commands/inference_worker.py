@@ -17,6 +17,7 @@ from django.core.management.base import BaseCommand
 from django.db import InterfaceError, OperationalError, close_old_connections, connection
 from prometheus_client import start_http_server
 
+from common.redis_clients import redis_from_url
 from inference.broker import check_memory_policy
 from inference.models import Deployment
 from inference.services import deployment_set_health
@@ -24,7 +25,6 @@ from inference.workers.loop import InferenceWorker
 from training.families import scorer_load
 from training.kit.family_parts import ModelSpec, Scorer
 from training.storage import local_path
-from webapp.common.redis_clients import redis_from_url
 
 T = TypeVar("T")
 

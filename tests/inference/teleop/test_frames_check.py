@@ -7,8 +7,8 @@ import struct
 import numpy as np
 import pytest
 
+from common.images.checks import ImageError
 from inference.teleop.stream import frames_check
-from labeling.images import ImageError
 from robot_agent.protocol import encode_image
 
 

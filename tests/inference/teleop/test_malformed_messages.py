@@ -1,7 +1,7 @@
 """Malformed teleop messages are warnings, never a dead consumer: each bad value is named back to the agent,
 the stream goes on (a good step after them is recorded), and when the socket closes its tasks are gone and
 the session is not live. A handler that fails on the server side ends the socket through its cleanup
-(webapp.common.ws_guard), sessions a dead process left live are closed at the next hello, and scoring needs the
+(common.ws_guard), sessions a dead process left live are closed at the next hello, and scoring needs the
 token's rewards scope. Real Redis channel layer and PostgreSQL."""
 
 from __future__ import annotations

@@ -12,12 +12,12 @@ import numpy as np
 import pytest
 from django.db import OperationalError
 
+from common import metrics
 from inference.teleop import services
 from inference.teleop.models import TeleopSession
 from inference.teleop.stream import CLOSE_TRY_AGAIN, FLUSH_EVERY, TeleopStream, group_name
 from labeling.models import Episode, Step
 from robot_agent.protocol import decode_image, unpack_step
-from webapp.common import metrics
 
 from .test_consumers import HELLO, step_message
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from webapp.common.filestore.cache import FileCache, entry_key
+from common.filestore.cache import FileCache, entry_key
 
 
 def _loader(size: int, calls: list[str] | None = None, delay: float = 0.0):

@@ -15,14 +15,14 @@ import pytest
 import torch
 from django.core.files.storage import default_storage
 
+from common.filestore.publish import folder_manifest
+from common.jobs.services import jobs_recover_stale
 from tests.training.conftest import seed_episodes
 from training.models import TrainedModel, TrainingJob
 from training.resnet.checkpoint import load_checkpoint
 from training.services import TRAINING_JOBS, job_create, job_execute
 from training.snapshots.services import snapshot_create
 from training.storage import local_path
-from webapp.common.filestore.publish import folder_manifest
-from webapp.common.jobs.services import jobs_recover_stale
 
 pytestmark = pytest.mark.slow
 
@@ -32,7 +32,7 @@ import os, sys, time
 import django
 django.setup()
 from pathlib import Path
-from webapp.common.filestore import store
+from common.filestore import store
 real = store.uploads
 def slow(storage, pairs):
     real(storage, pairs[:1])

@@ -6,7 +6,7 @@ import os
 import subprocess
 import sys
 
-from webapp.common.filestore.checks import storage_problems
+from common.filestore.checks import storage_problems
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 

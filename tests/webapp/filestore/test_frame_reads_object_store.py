@@ -10,9 +10,9 @@ import pytest
 from django.core.files.storage import default_storage
 from django.db import connections
 
+from common import object_reads
+from common.filestore import services, store
 from tests.labeling.factories import episode_with_frames
-from webapp.common import object_reads
-from webapp.common.filestore import services, store
 
 pytestmark = pytest.mark.django_db
 

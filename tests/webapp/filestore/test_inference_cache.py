@@ -10,12 +10,12 @@ import time
 import pytest
 from django.core.files.storage import default_storage
 
+from common.filestore import store
+from common.filestore.cache import FileCache
+from common.filestore.publish import folder_publish
 from inference.broker import WORKERS_KEY, dump_npy
 from tests.conftest import _spawn, _stop, free_port
 from tests.inference.conftest import TINY_SIZE, broker_submit, deploy, make_trained_model, random_images
-from webapp.common.filestore import store
-from webapp.common.filestore.cache import FileCache
-from webapp.common.filestore.publish import folder_publish
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 TIMEOUT_S = 30.0  # a reward request's own timeout (the broker's default)

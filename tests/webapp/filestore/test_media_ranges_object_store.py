@@ -8,14 +8,14 @@ import os
 import pytest
 from django.core.files.storage import default_storage
 
+from common.file_streaming import BLOCK_BYTES
+from common.filestore import store
 from tests.webapp.test_media_ranges import (
     SIZE,
     if_range_is_honoured,
     large_range_streams,
     range_answers_match,
 )
-from webapp.common.file_streaming import BLOCK_BYTES
-from webapp.common.filestore import store
 from webapp.views import SMALL_FILE_BYTES
 
 pytestmark = pytest.mark.django_db

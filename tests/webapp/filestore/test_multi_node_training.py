@@ -15,6 +15,8 @@ from pathlib import Path
 import pytest
 from django.core.files.storage import default_storage
 
+from common.filestore.cache import FileCache
+from common.filestore.publish import folder_manifest
 from tests.conftest import ROOT, free_port
 from tests.training.conftest import seed_episodes
 from training.datasets.rlinf_binary import read_payload
@@ -26,8 +28,6 @@ from training.resnet.train import train_reward_model
 from training.services import job_create
 from training.snapshots.services import snapshot_create
 from training.storage import local_path
-from webapp.common.filestore.cache import FileCache
-from webapp.common.filestore.publish import folder_manifest
 
 pytestmark = pytest.mark.slow
 

@@ -12,9 +12,9 @@ import time
 import pytest
 from django.core.files.storage import default_storage
 
+from common.filestore import services
+from common.filestore.publish import MANIFEST, folder_manifest
 from tests.object_store import s3_client
-from webapp.common.filestore import services
-from webapp.common.filestore.publish import MANIFEST, folder_manifest
 
 
 def _folder(root, files: dict[str, bytes]):
@@ -65,7 +65,7 @@ import os, sys, time
 import django
 django.setup()
 from pathlib import Path
-from webapp.common.filestore import publish, store
+from common.filestore import publish, store
 real = store.uploads
 def slow(storage, pairs):
     real(storage, pairs[:1])
@@ -96,7 +96,7 @@ def test_a_publisher_killed_mid_upload_leaves_no_complete_folder_and_a_retry_com
     with pytest.raises(FileNotFoundError):
         services.stored_local(name)
 
-    from webapp.common.filestore.publish import folder_publish
+    from common.filestore.publish import folder_publish
 
     folder_publish(default_storage, folder, name)
     assert sorted((services.stored_local(name)).iterdir()) == sorted(
@@ -109,7 +109,7 @@ def test_files_written_beside_a_fetched_checkpoint_reach_other_machines_when_rep
 ):
     name = "checkpoints/job_11/best"
     folder_publish_from = _folder(tmp_path / "trainer", {"model.safetensors": b"w" * 500})
-    from webapp.common.filestore.publish import folder_publish
+    from common.filestore.publish import folder_publish
 
     folder_publish(default_storage, folder_publish_from, name)
     settings.STORAGE_CACHE_DIR = tmp_path / "celery-machine"
@@ -123,7 +123,7 @@ def test_files_written_beside_a_fetched_checkpoint_reach_other_machines_when_rep
 def test_a_folder_of_many_files_and_a_multipart_one_round_trips_through_concurrent_transfers(
     s3_storage, settings, tmp_path, monkeypatch
 ):
-    from webapp.common.filestore import store
+    from common.filestore import store
 
     monkeypatch.setattr(store, "PART_BYTES", 5 * 1024 * 1024)  # S3's smallest part: the large file goes in parts
     files = {f"shard_{i:02d}.bin": os.urandom(1000 + i) for i in range(24)}
@@ -139,8 +139,8 @@ def test_a_folder_of_many_files_and_a_multipart_one_round_trips_through_concurre
 
 
 def test_frames_on_the_object_store_are_put_together_and_a_failed_chunk_leaves_none(s3_storage, monkeypatch):
+    from common.filestore import store
     from labeling.frame_files import frames_write
-    from webapp.common.filestore import store
 
     frames = [(f"frames/p/e/{i}_main.png", b"\x89PNG" + bytes([i]) * 50) for i in range(12)]
     assert frames_write(default_storage, frames) == [name for name, _ in frames]

@@ -25,6 +25,8 @@ import requests
 from django.core.files.storage import default_storage
 from django.test import Client
 
+from common.filestore.cache import FileCache
+from common.filestore.publish import folder_manifest
 from inference.broker import WORKERS_KEY
 from tests.conftest import _spawn, _stop, _wait_for_port, free_port
 from tests.inference.conftest import deploy
@@ -32,8 +34,6 @@ from tests.labeling.ingest_helpers import step_rows
 from tests.object_store import s3_client
 from training.models import DatasetSnapshot, TrainedModel, TrainingJob
 from training.synthetic import make_scene
-from webapp.common.filestore.cache import FileCache
-from webapp.common.filestore.publish import folder_manifest
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 EPISODES, STEPS, SIZE = 4, 6, 16
@@ -41,7 +41,7 @@ WEB_ONLY = {"TRAINING_MODELS_ON_WEB"}  # settings of the web process alone in th
 
 
 def _png(done: bool, rng) -> bytes:
-    from labeling.images import encode_array
+    from common.images.checks import encode_array
 
     return encode_array(make_scene(done, SIZE, rng), max_side=4096, max_pixels=1 << 24).data
 

@@ -15,10 +15,10 @@ from pathlib import Path
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
+from common.jobs.models import JobStatus
 from training.jobs.launch import failure_message, torchrun_command, torchrun_start
 from training.kit.parallel_config import DistributedSettings
 from training.models import TrainingJob
-from webapp.common.jobs.models import JobStatus
 
 
 class Command(BaseCommand):
