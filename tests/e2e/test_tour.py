@@ -48,8 +48,8 @@ FAIL_REWARD = -1.0  # what the deployment pays flagged frames once set to fail_r
 
 
 def readme_snippet() -> str:
-    """The README's client snippet ("Serving rewards to RL workers"), as written there."""
-    text = (ROOT / "README.md").read_text()
+    """The manual's client snippet (docs/serving.md, "Serving rewards to RL workers"), as written there."""
+    text = (ROOT / "docs" / "serving.md").read_text()
     section = text[text.index("## Serving rewards to RL workers") :]
     return re.search(r"```python\n(from reward_client import .*?)```", section, re.S).group(1)
 

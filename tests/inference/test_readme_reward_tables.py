@@ -1,4 +1,4 @@
-"""The README's RLinf config-key table and reward-mode names agree with what the API accepts, and every key in its
+"""The manual's RLinf config-key table (docs/rl-integration.md) and reward-mode names (docs/vlm.md) agree with what the API accepts, and every key in its
 "RLinf config key" column is one RLinf 0.3.0's released code reads (checked in the interop environment)."""
 
 from __future__ import annotations
@@ -6,14 +6,16 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-README = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+ROOT = Path(__file__).resolve().parents[2]
+RL_INTEGRATION = (ROOT / "docs" / "rl-integration.md").read_text()  # the "RLinf config key" table
+VLM = (ROOT / "docs" / "vlm.md").read_text()  # the VLM request modes
 
 
 def rlinf_table() -> list[tuple[str, str]]:
     """(RLinf config key cell, deployment field cell) for each row of the "RLinf config key" table."""
-    start = README.index("| RLinf config key | deployment field |")
+    start = RL_INTEGRATION.index("| RLinf config key | deployment field |")
     rows = []
-    for line in README[start:].splitlines()[2:]:
+    for line in RL_INTEGRATION[start:].splitlines()[2:]:
         if not line.startswith("|"):
             break
         cells = [c.strip() for c in line.strip("|").split("|")]
@@ -40,18 +42,18 @@ def test_every_deployment_field_in_the_table_is_a_writable_field_of_the_api():
     # the column's other names are values of reward_type or chat_prompt, or the model's label_rewards
     values = {*Deployment.RewardType.values, *Deployment.ChatPrompt.values, "label_rewards"}
     assert named - writable <= values, named - writable
-    assert set(Deployment.ChatPrompt.values) <= named, "the README names every chat_prompt value"
+    assert set(Deployment.ChatPrompt.values) <= named, "docs/rl-integration.md names every chat_prompt value"
 
 
 def test_the_vlm_request_modes_the_readme_names_are_the_ones_the_api_accepts():
     from inference.vlm.api import VLMRewardsRequestSerializer
 
     accepted = set(VLMRewardsRequestSerializer().fields["reward_mode"].choices)
-    named = set(re.findall(r"request `reward_mode` `([a-z_]+)`", README))
-    named |= set(re.findall(r"\(alias `([a-z_]+)`", README))
-    assert named == accepted, f"README names {sorted(named)}, the API accepts {sorted(accepted)}"
+    named = set(re.findall(r"request `reward_mode` `([a-z_]+)`", VLM))
+    named |= set(re.findall(r"\(alias `([a-z_]+)`", VLM))
+    assert named == accepted, f"docs/vlm.md names {sorted(named)}, the API accepts {sorted(accepted)}"
     deployment_modes = {"per_step", "terminal", "history_buffer"}
-    assert not (set(re.findall(r"deployment whose `reward_mode` is\s+`([a-z_]+)`", README)) - deployment_modes)
+    assert not (set(re.findall(r"deployment whose `reward_mode` is\s+`([a-z_]+)`", VLM)) - deployment_modes)
 
 
 def rlinf_keys(cell: str) -> list[str]:
@@ -76,7 +78,7 @@ def test_every_rlinf_config_key_in_the_table_is_read_by_rlinf_0_3_0():
         if key in head_only:  # marked as RLinf's head only: 0.3.0 must indeed lack it
             assert unread, f"{key} is marked head only, but RLinf 0.3.0 reads it: {reads[key]}"
         else:
-            assert not unread, f"README names {key}, but RLinf 0.3.0 never reads {unread}"
+            assert not unread, f"docs/rl-integration.md names {key}, but RLinf 0.3.0 never reads {unread}"
     # the check itself tells a key RLinf reads from one it does not
     control = side_run("config_key_reads", runner="side_rlinf_mirrors.py", keys=["reward.model.no_such_key"])
     assert control["reward.model.no_such_key"]["no_such_key"] == []

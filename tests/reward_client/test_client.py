@@ -172,13 +172,13 @@ def test_a_model_that_fails_to_load_marks_the_deployment_unhealthy(
 
 
 def _readme_example_command() -> list[str]:
-    """The README's runnable example, word for word (`python -m ... --url ... --token <...> --deployment ...`)."""
+    """The manual's runnable example (docs/serving.md), word for word (`python -m ... --url ... --token <...> --deployment ...`)."""
     import re
     import shlex
 
-    readme = (ROOT / "README.md").read_text()
-    found = re.search(r"Runnable example: `(python -m reward_client\.examples\.reward_client_example [^`]+)`", readme)
-    assert found, "the README's runnable client example moved or changed form"
+    serving = (ROOT / "docs" / "serving.md").read_text()
+    found = re.search(r"Runnable example: `(python -m reward_client\.examples\.reward_client_example [^`]+)`", serving)
+    assert found, "docs/serving.md's runnable client example moved or changed form"
     return shlex.split(" ".join(found.group(1).split()).replace("<rl_worker token>", "TOKEN"))
 
 

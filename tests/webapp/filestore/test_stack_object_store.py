@@ -74,14 +74,14 @@ def stack_envs(homes: dict[str, Path], env: dict[str, str], secret_key: str) -> 
 
 
 def test_every_setting_the_readme_scaling_out_names_for_files_is_set_in_the_tested_layout(tmp_path):
-    """README "Scaling out", its Files and Database/Redis items: every setting named there is one this test's
+    """docs/operations.md "Scaling out", its Files and Database/Redis items: every setting named there is one this test's
     stack gives each process (the web's own ones, `WEB_ONLY`, the web), so the section describes the layout as
     tested."""
     from tests.conftest import ROOT
     from tests.object_store import s3_env
 
-    readme = (ROOT / "README.md").read_text()
-    section = readme.split("## Scaling out", 1)[1].split("\n## ", 1)[0]
+    operations = (ROOT / "docs" / "operations.md").read_text()
+    section = operations.split("## Scaling out", 1)[1].split("\n## ", 1)[0]
     items = [item for item in section.split("\n- ") if item.startswith(("**Database**", "**Redis**", "**Files**"))]
     named = {name for item in items for name in re.findall(r"`([A-Z][A-Z0-9_]{2,})(?:=[^`]*)?`", item)}
     assert {"STORAGE_BACKEND", "S3_BUCKET", "STORAGE_CACHE_DIR", "DATABASE_URL", "REDIS_URL"} <= named, named
@@ -89,7 +89,9 @@ def test_every_setting_the_readme_scaling_out_names_for_files_is_set_in_the_test
     homes = {name: tmp_path / name for name in ("web", "celery", "inference")}
     for name, env in stack_envs(homes, shared, "key").items():
         missing = sorted((named - WEB_ONLY if name != "web" else named) - set(env))
-        assert not missing, f"README's Scaling out names {missing}, which the tested {name} process is not given"
+        assert not missing, (
+            f"docs/operations.md's Scaling out names {missing}, which the tested {name} process is not given"
+        )
 
 
 def _redis_env(url: str) -> dict[str, str]:
