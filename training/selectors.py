@@ -9,8 +9,8 @@ from typing import Any
 from django.db.models import QuerySet
 
 from common.jobs.payload import job_progress_payload
+from labeling.labels.selectors import effective_frame_label_steps, effective_frame_labels, effective_window_labels
 from labeling.models import Episode, Frame, FrameLabel, Project, Step
-from labeling.selectors import effective_frame_label_steps, effective_frame_labels, effective_window_labels
 from training.evaluation.model_evaluation import model_sanity
 
 from .datasets.rlinf_binary import FAIL, SUCCESS, FrameRef
@@ -156,7 +156,7 @@ def job_history(job_id: int) -> list[dict]:
 
 def label_queue_empty_reason(*, project: Project) -> str:
     """Why the project's labeling queue is empty, in words that say what to do next."""
-    from labeling.selectors import human_labeled_steps
+    from labeling.labels.selectors import human_labeled_steps
 
     from .models import ModelKind
 

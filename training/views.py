@@ -18,8 +18,8 @@ from common.file_streaming import stream_response
 from common.jobs.payload import job_progress_payload
 from common.paging import list_page
 from labeling import access
+from labeling.ingest.selectors import stored_frame_width
 from labeling.models import Project
-from labeling.selectors import stored_frame_width
 from training.evaluation.model_evaluation import EvaluationPending, EvaluationUnavailable, evaluation_data
 from training.evaluation.precompute import evaluation_request
 

@@ -1,8 +1,8 @@
-"""Reads of the ingest API."""
+"""Reads of what ingest stores: the steps an uploader already sent, the size of a camera's stored frames."""
 
 from __future__ import annotations
 
-from ..models import Episode, Step
+from ..models import Episode, Frame, Project, Step
 
 
 def episode_stored_ranges(*, episode: Episode) -> list[tuple[int, int]]:
@@ -16,3 +16,10 @@ def episode_stored_ranges(*, episode: Episode) -> list[tuple[int, int]]:
         else:
             ranges.append((index, index))
     return ranges
+
+
+def stored_frame_width(*, project: Project, camera: str | None = None) -> int | None:
+    """The width of a camera's frames stored in the project (its first camera by default); None: none yet.
+    A project keeps one size per camera (the demo commands add episodes at the stored size)."""
+    camera = camera or (project.camera_views or ["main"])[0]
+    return Frame.objects.filter(step__episode__project=project, camera=camera).values_list("width", flat=True).first()

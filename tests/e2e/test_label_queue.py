@@ -45,7 +45,7 @@ def test_label_from_the_queue_with_the_keyboard_and_see_the_ranking_update_after
     browser, live_server_url, project, django_user_model, celery_worker_process
 ):
     from common.jobs.models import JobStatus
-    from labeling.selectors import human_frame_label_count
+    from labeling.labels.selectors import human_frame_label_count
     from training.models import LabelQueueItem, RetrainPolicy, TrainedModel
     from training.queue.retrain import retrain_sweep
     from training.queue.services import label_queue_items, label_queue_recompute

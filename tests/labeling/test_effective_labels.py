@@ -1,17 +1,17 @@
 """The effective label of a step or window span: a human label over a proposal over a model label, and a
-rejected proposal never counts (labeling/selectors.py; snapshots, the queue and retraining read these)."""
+rejected proposal never counts (labeling/labels/selectors.py; snapshots, the queue and retraining read these)."""
 
 from __future__ import annotations
 
 import pytest
 
-from labeling.models import Episode, FrameLabel, LabelSource, ProposalStatus, Step, WindowLabel
-from labeling.selectors import (
+from labeling.labels.selectors import (
     effective_frame_labels,
     effective_window_labels,
     human_frame_label_count,
     human_labeled_steps,
 )
+from labeling.models import Episode, FrameLabel, LabelSource, ProposalStatus, Step, WindowLabel
 
 ALL = [LabelSource.HUMAN, LabelSource.PROPOSAL, LabelSource.MODEL]
 

@@ -18,8 +18,8 @@ from typing import Any
 from django.urls import reverse
 
 from common.jobs.models import JobStatus
+from labeling.labels.selectors import human_frame_label_count
 from labeling.models import Project
-from labeling.selectors import human_frame_label_count
 from training.evaluation import metrics as evaluation
 from training.evaluation.model_evaluation import EvaluationUnavailable, model_predictions
 

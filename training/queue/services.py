@@ -31,8 +31,8 @@ from django.urls import reverse
 
 from common.images.budget import FrameBatches, SkippedFrame
 from common.memory import MIB, MemoryBudget, malloc_trim
+from labeling.labels.selectors import human_labeled_steps
 from labeling.models import Episode, Frame, Project, Step
-from labeling.selectors import human_labeled_steps
 
 from ..models import LabelQueueItem, ModelKind, TrainedModel
 from ..storage import local_path

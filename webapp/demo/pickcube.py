@@ -20,9 +20,9 @@ from django.conf import settings
 from django.db import transaction
 
 from common.images.checks import encode_array
+from labeling.ingest.selectors import stored_frame_width
 from labeling.ingest.services import StepInput, episode_create, episode_finish, steps_append
 from labeling.models import Episode, FrameLabel, Project
-from labeling.selectors import stored_frame_width
 
 from .episode_cache import (
     FIRST_SEED,

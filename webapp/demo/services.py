@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from labeling.ingest.selectors import stored_frame_width
 from labeling.models import Project
-from labeling.selectors import stored_frame_width
 from training.presets import WORKSPACE_CROP, workspace_input_size
 
 from .episode_cache import cache_path, episode_load, render_missing, render_workers
@@ -180,9 +180,10 @@ def demo_agent_token(*, project: Project, token_file: Path) -> Path:
 
     A token that matches this database's demo agent is kept (its grants narrowed to this project); otherwise
     a new one is written, so the printed command always works against this database."""
+    from labeling.tokens import hash_token
+
     from labeling.ingest.services import agent_create, agent_rotate_token
     from labeling.models import Agent
-    from labeling.tokens import hash_token
 
     token = token_file.read_text().strip() if token_file.exists() else ""
     agent = Agent.objects.filter(name=DEMO_AGENT_NAME).first()

@@ -26,8 +26,8 @@ from django.core.files.storage import default_storage
 
 from common.images.checks import decode_rgb
 
+from ...labels.selectors import effective_frame_labels
 from ...models import Episode, Frame, FrameLabel, LabelSource, Project, Step
-from ...selectors import effective_frame_labels
 from .writer import DatasetSpec, ExportEpisode, even_size, write_dataset
 
 COLUMNS = {
