@@ -29,7 +29,7 @@ from ..labels.services import (
 )
 from ..models import Episode, FrameLabel, LabelChange, LabelSource, Project, ProposalStatus, Step, WindowLabel
 from ..table_stats import LABEL_TABLES, refresh_after_bulk_write
-from .trend import TrendParams, trend_windows
+from .trend import TrendParams, TrendWindow, trend_windows
 
 KINDS = ("frame", "window", "all")
 FRAME_RULE = {"rule": "env_success"}
@@ -81,18 +81,44 @@ def proposals_generate(
     return result
 
 
+@dataclass(frozen=True, slots=True)
+class _StepRow:
+    """What proposals read of a step: its ids, the scores the trend rule reads, its env success, and how
+    many of the project's cameras it has a frame for."""
+
+    pk: int
+    index: int
+    reward: float
+    score: float | None
+    env_success: bool
+    n_views: int
+
+
 def _episode_generate(*, episode: Episode, project: Project, params: TrendParams, result: GenerateResult) -> None:
     # Concurrent generations of one episode (two people opening it at once) take turns on the episode row.
     Episode.objects.select_for_update().filter(pk=episode.pk).first()
-    steps = list(
+    steps = _proposal_steps(episode=episode, project=project)
+    if not steps:
+        return
+    _frame_proposals_write(episode=episode, project=project, steps=steps, result=result)
+    _window_proposals_write(episode=episode, project=project, steps=steps, params=params, result=result)
+
+
+def _proposal_steps(*, episode: Episode, project: Project) -> list[_StepRow]:
+    rows = (
         Step.objects.filter(episode=episode)
         .order_by("index")
         .annotate(n_views=Count("frames", filter=Q(frames__camera__in=project.camera_views)))
         .values_list("pk", "index", "reward", "score", "env_success", "n_views")
     )
-    if not steps:
-        return
-    # frames
+    return [_StepRow(*row) for row in rows]
+
+
+def _frame_proposals_write(
+    *, episode: Episode, project: Project, steps: list[_StepRow], result: GenerateResult
+) -> None:
+    """One frame proposal per step from its env success: new ones created, changed ones reopened, each change
+    in the history."""
     existing = {
         step_id: (pk, value)
         for pk, step_id, value in FrameLabel.objects.filter(episode=episode, source=LabelSource.PROPOSAL).values_list(
@@ -100,23 +126,23 @@ def _episode_generate(*, episode: Episode, project: Project, params: TrendParams
         )
     }
     new_rows, changed, edits = [], [], []
-    for step_id, index, _reward, _score, success, _views in steps:
-        value = FrameLabel.Value.SUCCESS if success else FrameLabel.Value.FAIL
-        if step_id not in existing:
+    for step in steps:
+        value = FrameLabel.Value.SUCCESS if step.env_success else FrameLabel.Value.FAIL
+        if step.pk not in existing:
             new_rows.append(
                 FrameLabel(
                     project=project,
                     episode=episode,
-                    step_id=step_id,
+                    step_id=step.pk,
                     value=value,
                     source=LabelSource.PROPOSAL,
                     params=FRAME_RULE,
                 )
             )
-            edits.append(FrameEdit(index, None, value))
-        elif existing[step_id][1] != value:
-            changed.append(FrameLabel(pk=existing[step_id][0], value=value, status=ProposalStatus.OPEN))
-            edits.append(FrameEdit(index, existing[step_id][1], value))
+            edits.append(FrameEdit(step.index, None, value))
+        elif existing[step.pk][1] != value:
+            changed.append(FrameLabel(pk=existing[step.pk][0], value=value, status=ProposalStatus.OPEN))
+            edits.append(FrameEdit(step.index, existing[step.pk][1], value))
     FrameLabel.objects.bulk_create(new_rows, batch_size=1000)
     FrameLabel.objects.bulk_update(changed, ["value", "status"], batch_size=1000)
     frame_history_append(
@@ -125,25 +151,20 @@ def _episode_generate(*, episode: Episode, project: Project, params: TrendParams
     result.frames_created += len(new_rows)
     result.frames_updated += len(changed)
 
-    # windows
-    # Score per step: the stored trend score (RLinf's gae) when present, else the env reward.
-    scores = [s[3] if s[3] is not None else s[2] for s in steps]
-    with_score = sum(s[3] is not None for s in steps)
-    score_source = "score" if with_score == len(steps) else "reward" if with_score == 0 else "score+reward"
-    windows = trend_windows(
-        scores,
-        params,
-        indices=[s[1] for s in steps],
-        complete=[s[5] >= len(project.camera_views) for s in steps],
-    )
-    base = {**params.as_dict(), "rule": "trend", "score_source": score_source}
-    existing_w = {(w.start, w.end): w for w in WindowLabel.objects.filter(episode=episode, source=LabelSource.PROPOSAL)}
-    new_w, changed_w, w_edits = [], [], []
+
+def _window_proposals_write(
+    *, episode: Episode, project: Project, steps: list[_StepRow], params: TrendParams, result: GenerateResult
+) -> None:
+    """The trend rule's windows as window proposals: new ones created, changed ones updated (reopened when
+    their value changes), open ones the rule no longer finds removed; each value change in the history."""
+    windows, base = _trend_windows_of(steps=steps, project=project, params=params)
+    existing = {(w.start, w.end): w for w in WindowLabel.objects.filter(episode=episode, source=LabelSource.PROPOSAL)}
+    new_rows, changed, edits = [], [], []
     for w in windows:
         w_params = {**base, "start_score": w.start_score, "end_score": w.end_score, "tail": w.tail}
-        row = existing_w.pop((w.start, w.end), None)
+        row = existing.pop((w.start, w.end), None)
         if row is None:
-            new_w.append(
+            new_rows.append(
                 WindowLabel(
                     project=project,
                     episode=episode,
@@ -155,23 +176,40 @@ def _episode_generate(*, episode: Episode, project: Project, params: TrendParams
                     params=w_params,
                 )
             )
-            w_edits.append(WindowEdit(w.start, w.end, None, w.label))
+            edits.append(WindowEdit(w.start, w.end, None, w.label))
         elif row.value != w.label or row.params != w_params or row.score != w.delta:
             if row.value != w.label:
                 row.status = ProposalStatus.OPEN
-                w_edits.append(WindowEdit(w.start, w.end, row.value, w.label))
+                edits.append(WindowEdit(w.start, w.end, row.value, w.label))
             row.value, row.score, row.params = w.label, w.delta, w_params
-            changed_w.append(row)
-    stale = [row.pk for row in existing_w.values() if row.status == ProposalStatus.OPEN]
+            changed.append(row)
+    stale = [row.pk for row in existing.values() if row.status == ProposalStatus.OPEN]
     WindowLabel.objects.filter(pk__in=stale).delete()
-    WindowLabel.objects.bulk_create(new_w, batch_size=1000)
-    WindowLabel.objects.bulk_update(changed_w, ["value", "score", "params", "status"], batch_size=1000)
+    WindowLabel.objects.bulk_create(new_rows, batch_size=1000)
+    WindowLabel.objects.bulk_update(changed, ["value", "score", "params", "status"], batch_size=1000)
     window_history_append(
-        episode=episode, edits=w_edits, actor=Actor(), action=LabelChange.Action.PROPOSE, source=LabelSource.PROPOSAL
+        episode=episode, edits=edits, actor=Actor(), action=LabelChange.Action.PROPOSE, source=LabelSource.PROPOSAL
     )
-    result.windows_created += len(new_w)
-    result.windows_updated += len(changed_w)
+    result.windows_created += len(new_rows)
+    result.windows_updated += len(changed)
     result.windows_removed += len(stale)
+
+
+def _trend_windows_of(
+    *, steps: list[_StepRow], project: Project, params: TrendParams
+) -> tuple[list[TrendWindow], dict[str, Any]]:
+    """The trend rule's windows over the episode's scores, and the parameters every window proposal stores.
+    Score per step: the stored trend score (RLinf's gae) when present, else the env reward."""
+    scores = [s.score if s.score is not None else s.reward for s in steps]
+    with_score = sum(s.score is not None for s in steps)
+    score_source = "score" if with_score == len(steps) else "reward" if with_score == 0 else "score+reward"
+    windows = trend_windows(
+        scores,
+        params,
+        indices=[s.index for s in steps],
+        complete=[s.n_views >= len(project.camera_views) for s in steps],
+    )
+    return windows, {**params.as_dict(), "rule": "trend", "score_source": score_source}
 
 
 @dataclass
