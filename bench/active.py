@@ -472,7 +472,7 @@ def store(project_name: str, results: dict) -> None:
 
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings")
     django.setup()
-    from labeling.models import Project
+    from projects.models import Project
     from training.queue.efficiency import label_efficiency_store
 
     project = Project.objects.get(name=project_name)

@@ -101,7 +101,7 @@ def setup(sizes: list[int], precision: str) -> tuple[dict[int, tuple[str, str]],
 
     from inference.services import deployment_create
     from labeling.ingest.services import agent_create
-    from labeling.models import Project
+    from projects.models import Project
     from training.models import TrainedModel
     from training.resnet.checkpoint import save_checkpoint
     from training.resnet.config import ResNetConfig

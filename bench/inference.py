@@ -89,7 +89,7 @@ def setup(size: int, max_wait_ms: float):
 
     from inference.services import deployment_create
     from labeling.ingest.services import agent_create
-    from labeling.models import Project
+    from projects.models import Project
     from training.models import TrainedModel
     from training.resnet.checkpoint import save_checkpoint
     from training.resnet.config import ResNetConfig

@@ -173,7 +173,7 @@ class LocalSetup:
         from django.db import connection
 
         from labeling.ingest.services import agent_create
-        from labeling.models import Project
+        from projects.models import Project
 
         call_command("migrate", verbosity=0)
         self.backend = connection.vendor
@@ -193,7 +193,7 @@ class LocalSetup:
     def close(self) -> None:
         import shutil
 
-        from labeling.models import Agent
+        from projects.models import Agent
 
         stop(self.proc, timeout=30)
         Agent.objects.filter(pk__in=[a.pk for a in self.agents]).delete()

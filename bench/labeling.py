@@ -53,7 +53,7 @@ def seed(steps: int, size: int):
     from django.contrib.auth import get_user_model
     from django.core.management import call_command
 
-    from labeling.models import Membership, Project
+    from projects.models import Membership, Project
     from tests.labeling.factories import episode_with_frames
 
     call_command("migrate", verbosity=0)
@@ -63,7 +63,7 @@ def seed(steps: int, size: int):
     user, _ = get_user_model().objects.get_or_create(username="bench-labeler")
     user.set_password(password)
     user.save()
-    # people see only the projects they are members of (labeling.access): a labeler is an annotator
+    # people see only the projects they are members of (projects.access): a labeler is an annotator
     Membership.objects.create(project=project, user=user, role=Membership.Role.ANNOTATOR)
     started = time.perf_counter()
     episode = episode_with_frames(project=project, num_steps=steps, size=size, chunk=200)

@@ -76,7 +76,8 @@ def main() -> None:
     from labeling.imports.lerobot.writer import DatasetSpec, ExportEpisode, write_dataset
     from labeling.imports.services import import_paths
     from labeling.imports.video_frames import VideoLimits, decode_frames, encode_frames
-    from labeling.models import Frame, Project
+    from labeling.models import Frame
+    from projects.models import Project
 
     cameras = [f"cam{c}" for c in range(args.cameras)]
     spec = DatasetSpec(fps=10, cameras={c: (args.size, args.size) for c in cameras}, columns={"next.success": "bool"})

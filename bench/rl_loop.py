@@ -149,7 +149,7 @@ def setup(name: str) -> tuple[int, str]:
     from django.core.management import call_command
 
     from labeling.ingest.services import agent_create
-    from labeling.models import Project
+    from projects.models import Project
 
     call_command("migrate", verbosity=0)
     get_user_model().objects.create_superuser(name, f"{name}@example.com", PASSWORD)

@@ -226,7 +226,7 @@ def smoke_app(args: argparse.Namespace):
 
     from inference.services import deployment_create
     from labeling.ingest.services import agent_create
-    from labeling.models import Project
+    from projects.models import Project
     from training.models import TrainedModel
     from training.resnet.checkpoint import save_checkpoint
     from training.resnet.config import ResNetConfig

@@ -162,7 +162,7 @@ def setup():
 
     from inference.models import Deployment
     from inference.services import deployment_create
-    from labeling.models import Project
+    from projects.models import Project
     from training.models import TrainedModel
     from training.resnet.checkpoint import save_checkpoint
     from training.resnet.config import ResNetConfig

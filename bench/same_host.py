@@ -71,7 +71,7 @@ def setup() -> str:
     from inference.models import Deployment
     from inference.services import deployment_create
     from labeling.ingest.services import agent_create
-    from labeling.models import Project
+    from projects.models import Project
     from training.models import TrainedModel
 
     call_command("migrate", verbosity=0)

@@ -53,7 +53,7 @@ sys.path.append(str(ROOT / "bench"))  # after ROOT: bench/inference.py must not 
 from harness import parse_args, procfile_line, scratch_environment, start_web, stop  # noqa: E402
 
 if TYPE_CHECKING:
-    from labeling.models import Project
+    from projects.models import Project
 
 STEPS = 100
 CAMERAS = ("main", "extra")
@@ -105,8 +105,8 @@ def seed_project(*, size: int, user) -> tuple[Project, int]:
     a person, a fifth half labeled, each labeled one with a few human windows; three agents, three sources."""
     from django.db import connection
 
-    from labeling.models import Agent, Membership, Project
     from labeling.table_stats import EPISODE_TABLES, refresh_after_bulk_write
+    from projects.models import Agent, Membership, Project
 
     episodes = max(1, round(size / (STEPS * len(CAMERAS))))
     project = Project.objects.create(name=f"{PROJECT_PREFIX} {size}", task_description="Scale bench")
@@ -186,7 +186,7 @@ def remove_projects() -> None:
 
     from django.db import connection, transaction
 
-    from labeling.models import Project
+    from projects.models import Project
     from training.models import DatasetSnapshot
     from training.storage import local_path
 
@@ -315,7 +315,7 @@ MEASURES = ("reads", "proposals", "snapshot")
 
 
 def reused_project(size: int) -> tuple[Project, int] | None:
-    from labeling.models import Project
+    from projects.models import Project
 
     project = Project.objects.filter(name=f"{PROJECT_PREFIX} {size}").first()
     return None if project is None else (project, project.episodes.count())

@@ -141,7 +141,7 @@ def setup(clients: int):
 
     from inference.services import deployment_create
     from labeling.ingest.services import agent_create
-    from labeling.models import Project
+    from projects.models import Project
     from training.instant.scorer import KIND
     from training.models import TrainedModel
 

@@ -70,7 +70,7 @@ def setup():
 
     from inference.services import deployment_create
     from labeling.ingest.services import agent_create
-    from labeling.models import AgentScope, Membership, Project
+    from projects.models import AgentScope, Membership, Project
     from training.models import TrainedModel
     from training.resnet.checkpoint import save_checkpoint
     from training.resnet.config import ResNetConfig

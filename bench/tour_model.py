@@ -49,7 +49,7 @@ def form_values(form) -> dict:
 
 
 def demo_project(episodes: int, size: int, labels: str):
-    from labeling.models import Project
+    from projects.models import Project
     from webapp.demo.pickcube import DEMO_TASK, demo_episodes, progress_bar, seed_pickcube_episodes
 
     started = time.monotonic()

@@ -69,7 +69,7 @@ def setup(folder_name: str):
     from django.core.management import call_command
 
     from inference.services import deployment_create
-    from labeling.models import Project
+    from projects.models import Project
     from training.models import TrainedModel
     from training.vlm.fixture import build_tiny_qwen3_vl
 

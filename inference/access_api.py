@@ -9,18 +9,21 @@ from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from labeling import access
-from labeling.gate.auth import DEPLOYMENT_AUTHENTICATION
+from inference import permissions as inference_perms
+from labeling import permissions as labeling_perms
+from projects import access
+from projects.gate.auth import DEPLOYMENT_AUTHENTICATION
+from training import permissions as training_perms
 
 from .models import Deployment
 
 # What an RL worker does, and the permission each needs: on the deployment or on its project.
 ACTIONS: dict[str, tuple[access.Perm, bool]] = {
-    "rewards": (access.REWARDS, True),
-    "ingest": (access.INGEST, False),
-    "propose_labels": (access.REVIEW, False),
-    "train": (access.TRAIN, False),
-    "switch_model": (access.SWITCH_MODEL, True),
+    "rewards": (inference_perms.REWARDS, True),
+    "ingest": (labeling_perms.INGEST, False),
+    "propose_labels": (labeling_perms.REVIEW, False),
+    "train": (training_perms.TRAIN, False),
+    "switch_model": (inference_perms.SWITCH_MODEL, True),
 }
 
 
@@ -43,8 +46,8 @@ class DeploymentAccessView(APIView):
     )
     def get(self, request, name: str):
         deployment = get_object_or_404(Deployment.objects.only("pk", "name", "project_id"), name=name)
-        if access.check(request.user, access.DEPLOYMENT_VIEW, deployment) == 404:
-            access.require(request.user, access.DEPLOYMENT_VIEW, deployment)
+        if access.check(request.user, inference_perms.DEPLOYMENT_VIEW, deployment) == 404:
+            access.require(request.user, inference_perms.DEPLOYMENT_VIEW, deployment)
         allowed, refused = {}, {}
         for action, (perm, on_deployment) in ACTIONS.items():
             outcome = access.check(request.user, perm, deployment if on_deployment else deployment.project_id)

@@ -13,6 +13,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from common.parsers import BoundedJSONParser
+from inference import permissions as inference_perms
 from inference.wire.decoding import RequestTooLarge, decode_slot
 from inference.wire.payloads import (
     MAX_ITEMS,
@@ -22,10 +23,10 @@ from inference.wire.payloads import (
     images_from_base64,
     npy_shape,
 )
-from labeling import access
-from labeling.gate.auth import REWARDS_AUTHENTICATION, client_id
-from labeling.gate.limits import client_key, too_many
-from labeling.gate.throttles import ApiRateThrottle, RewardsRateThrottle, bad_request_limit, limit_check, limit_hit
+from projects import access
+from projects.gate.auth import REWARDS_AUTHENTICATION, client_id
+from projects.gate.limits import client_key, too_many
+from projects.gate.throttles import ApiRateThrottle, RewardsRateThrottle, bad_request_limit, limit_check, limit_hit
 from training.models import ModelKind, TrainedModel
 from training.resnet.wire import images_pack
 
@@ -159,12 +160,12 @@ class RewardsView(APIView):
         ],
     )
     def post(self, request, name: str):
-        access.require_token_scope(request.user, access.REWARDS)
+        access.require_token_scope(request.user, inference_perms.REWARDS)
         try:
             config = async_to_sync(deployment_config)(name)
         except DeploymentNotFound as exc:
             raise exceptions.NotFound(str(exc)) from None
-        access.require(request.user, access.REWARDS, config, not_found=f"no deployment named {name!r}")
+        access.require(request.user, inference_perms.REWARDS, config, not_found=f"no deployment named {name!r}")
         if config.kind == "vlm":
             raise BadRequest(
                 f"deployment {name!r} serves a VLM trend model: send windows to /api/deployments/{name}/vlm/rewards"
@@ -224,7 +225,7 @@ class RewardsView(APIView):
         return reward
 
 
-def _deployment(request, name: str, perm=access.DEPLOYMENT_VIEW) -> Deployment:
+def _deployment(request, name: str, perm=inference_perms.DEPLOYMENT_VIEW) -> Deployment:
     deployment = get_object_or_404(Deployment.objects.select_related("trained_model"), name=name)
     access.require(request.user, perm, deployment)
     return deployment
@@ -232,7 +233,7 @@ def _deployment(request, name: str, perm=access.DEPLOYMENT_VIEW) -> Deployment:
 
 def _require_deploy(request, trained_model: TrainedModel) -> None:
     """Deploying a model needs the manager role in its project."""
-    access.require(request.user, access.DEPLOY_PROJECT, trained_model.project_id)
+    access.require(request.user, inference_perms.DEPLOY_PROJECT, trained_model.project_id)
 
 
 class DeploymentSerializer(serializers.ModelSerializer):
@@ -288,7 +289,7 @@ class DeploymentListView(APIView):
     @extend_schema(operation_id="deployment_list", responses=DeploymentSerializer(many=True))
     def get(self, request):
         if access.is_agent(request.user):  # as the detail view: a token without the scope sees no settings
-            access.require_scope(request.user, access.DEPLOYMENT_VIEW)
+            access.require_scope(request.user, inference_perms.DEPLOYMENT_VIEW)
         rows = (
             Deployment.objects.select_related("trained_model")
             .filter(access.visible_deployment_filter(request.user))
@@ -301,7 +302,7 @@ class DeploymentListView(APIView):
     )
     def post(self, request):
         if access.is_agent(request.user):
-            raise exceptions.PermissionDenied(access.refusal(request.user, access.DEPLOY_PROJECT))
+            raise exceptions.PermissionDenied(access.refusal(request.user, inference_perms.DEPLOY_PROJECT))
         named = str(request.data.get("trained_model", "")) if isinstance(request.data, dict) else ""
         model = TrainedModel.objects.filter(pk=int(named)).first() if named.isdigit() and len(named) < 12 else None
         if model is not None:  # refuse before judging the rest of the body
@@ -327,7 +328,7 @@ def _refuse_taken_name(request, model: TrainedModel | None) -> None:
     existing = Deployment.objects.select_related("trained_model").filter(name=name).first() if name else None
     if existing is None:
         return
-    if model is not None and access.can(request.user, access.DEPLOY, existing):
+    if model is not None and access.can(request.user, inference_perms.DEPLOY, existing):
         raise BadRequest(
             f"{name} already exists (serving {existing.trained_model.name}, {existing.version_label}): to serve "
             f'model {model.pk} there, POST /api/deployments/{name}/model {{"trained_model": {model.pk}}}; '
@@ -354,7 +355,7 @@ class DeploymentDetailView(APIView):
         responses=DeploymentSerializer,
     )
     def patch(self, request, name: str):
-        deployment = _deployment(request, name, access.DEPLOY)
+        deployment = _deployment(request, name, inference_perms.DEPLOY)
         serializer = DeploymentUpdateSerializer(deployment, data=request.data, partial=True)
         serializer.is_valid(raise_exception=True)
         values = dict(serializer.validated_data)
@@ -374,7 +375,7 @@ class DeploymentDetailView(APIView):
         responses={204: OpenApiResponse(description="Deleted: clients asking for it get 404."), **MANAGER_REFUSALS},
     )
     def delete(self, request, name: str):
-        deployment = _deployment(request, name, access.DEPLOY)
+        deployment = _deployment(request, name, inference_perms.DEPLOY)
         services.deployment_delete(deployment=deployment, actor=request.user)
         return Response(status=status.HTTP_204_NO_CONTENT)
 
@@ -394,7 +395,7 @@ class DeploymentPauseView(APIView):
         responses=PAUSE_RESPONSES,
     )
     def post(self, request, name: str):
-        deployment = _deployment(request, name, access.DEPLOY)
+        deployment = _deployment(request, name, inference_perms.DEPLOY)
         deployment = services.deployment_pause(deployment=deployment, paused=self.paused, actor=request.user)
         return Response(DeploymentSerializer(deployment).data)
 
@@ -451,7 +452,7 @@ class DeploymentModelView(APIView):
         not_found = f"no deployment named {name!r}"
         if deployment is None:
             raise exceptions.NotFound(not_found)
-        access.require(request.user, access.SWITCH_MODEL, deployment, not_found=not_found)
+        access.require(request.user, inference_perms.SWITCH_MODEL, deployment, not_found=not_found)
         data = DeploymentModelIn(data=request.data)
         data.is_valid(raise_exception=True)
         model = data.validated_data["trained_model"]

@@ -6,7 +6,10 @@ class InferenceConfig(AppConfig):
     verbose_name = "Inference"
 
     def ready(self) -> None:
-        from . import redeploy  # noqa: F401 - connects the receivers of training's redeploy signals
+        from . import (
+            permissions,  # noqa: F401 - registers the permission rules
+            redeploy,  # noqa: F401 - connects the receivers of training's redeploy signals
+        )
         from .monitor.services import alarm_signal
         from .monitor.webhooks import on_alarm_raised
 

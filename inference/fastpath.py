@@ -3,7 +3,7 @@
 RL workers call it at every step, and Django's request cycle (a thread per request, the middleware
 chain) costs more CPU than the rest of the request together. This wrapper answers exactly those
 requests (method POST, that path, `Content-Type: application/x-npy`, a Bearer token) on the event loop
-with the same functions the DRF view calls (through `async_to_sync`): cached token lookup, the rate limits (`labeling.gate.limits`, async),
+with the same functions the DRF view calls (through `async_to_sync`): cached token lookup, the rate limits (`projects.gate.limits`, async),
 header-only `.npy` validation, the reward logic, the same JSON and the same error messages. Everything
 else (JSON bodies, sessions, every other URL, WebSockets) goes to the wrapped application unchanged.
 
@@ -22,11 +22,12 @@ from django.conf import settings
 from common import metrics
 from common.asgi_http import HttpError, read_body, respond_json
 from common.body_budget import BodyBudget, BodyHold
+from inference import permissions as inference_perms
 from inference.wire.payloads import PayloadError, PayloadTooLarge, npy_shape
-from labeling import access
-from labeling.gate.admission import admitted_agent
-from labeling.gate.limits import client_key
-from labeling.gate.throttles import bad_request_limit, limiter, rewards_limit
+from projects import access
+from projects.gate.admission import admitted_agent
+from projects.gate.limits import client_key
+from projects.gate.throttles import bad_request_limit, limiter, rewards_limit
 
 from .reward_serving import npy_fields, reward_request, rewards_answer
 from .serving import DeploymentConfig, DeploymentNotFound, DeploymentUnavailable, deployment_config
@@ -68,7 +69,7 @@ class RewardsFastPath:
         agent = await admitted_agent(
             headers["authorization"], client, rewards_limit(), "rewards", "reward rate limit reached for this token"
         )
-        refused = access.scope_refusal(agent, access.REWARDS)
+        refused = access.scope_refusal(agent, inference_perms.REWARDS)
         if refused is not None:
             raise HttpError(403, refused)
         with web_bodies().hold() as hold:  # given back once the answer is sent: the body is kept until then
@@ -84,7 +85,7 @@ class RewardsFastPath:
         if allowed == 404:
             raise HttpError(404, f"no deployment named {name!r}")
         if allowed != 200:
-            raise HttpError(403, access.refusal(agent, access.REWARDS))
+            raise HttpError(403, access.refusal(agent, inference_perms.REWARDS))
         if config.kind == "vlm":
             raise HttpError(
                 400,
@@ -123,7 +124,7 @@ def _access(agent, config: DeploymentConfig) -> int:
     found = _verdicts.get(key)
     if found is not None and found[0] is agent and found[1] is config:
         return found[2]
-    allowed = access.check(agent, access.REWARDS, config)
+    allowed = access.check(agent, inference_perms.REWARDS, config)
     if len(_verdicts) >= 1000:
         _verdicts.clear()
     _verdicts[key] = (agent, config, allowed)

@@ -12,7 +12,7 @@ from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from labeling.gate.auth import DEPLOYMENT_AUTHENTICATION
+from projects.gate.auth import DEPLOYMENT_AUTHENTICATION
 
 from .broker import WORKERS_KEY, any_worker_alive
 from .serving import sync_redis

@@ -14,7 +14,8 @@ import time
 from django.conf import settings
 from django.db import models
 
-from labeling.models import Episode, Project
+from labeling.models import Episode
+from projects.models import Project
 from training.evaluation import precision
 
 __all__ = ["Deployment", "DeploymentEvent", "DeploymentMonitor", "ServedFrame"]
@@ -62,6 +63,15 @@ class Deployment(models.Model):
         help_text="The served checkpoint.",
     )
     project = models.ForeignKey(Project, null=True, blank=True, on_delete=models.SET_NULL, related_name="deployments")
+    # The tokens granted this deployment besides those of its project (`agent.deployments` from the other side;
+    # the table keeps the name it had when the grant was Agent.deployments).
+    agents = models.ManyToManyField(
+        "projects.Agent",
+        blank=True,
+        related_name="deployments",
+        db_table="labeling_agent_deployments",
+        help_text="Agents that may ask it for rewards (besides those of its project).",
+    )
     # Reward settings (formats.md section 5).
     reward_mode = models.CharField(max_length=20, choices=RewardMode.choices, default=RewardMode.PER_STEP)
     threshold = models.FloatField(default=0.5, help_text="success = probability > threshold")

@@ -12,7 +12,8 @@ from typing import Any
 
 from django.dispatch import receiver
 
-from labeling import access
+from inference import permissions as inference_perms
+from projects import access
 from training.models import RetrainPolicy, TrainedModel
 from training.signals import redeploy_candidate, redeploy_target_check
 
@@ -49,6 +50,6 @@ def deployment_refusal(sender: Any, *, project_id: int, name: str, user: Any, **
     deployment = Deployment.objects.filter(name=name, project_id=project_id).first()
     if deployment is None:
         return None
-    if not access.can(user, access.DEPLOY, deployment):
-        return access.refusal(user, access.DEPLOY)
+    if not access.can(user, inference_perms.DEPLOY, deployment):
+        return access.refusal(user, inference_perms.DEPLOY)
     return ""

@@ -18,10 +18,11 @@ from django.db.models import F, Field, Value
 from django.db.models.functions import Greatest
 
 from common.images.checks import ImageError, check_image, encode_array
-from labeling import access
 from labeling.ingest.services import StepInput, episode_create, episode_finish, steps_append
 from labeling.labels.services import Actor, frame_labels_set
-from labeling.models import Episode, Project
+from labeling.models import Episode
+from projects import access
+from projects.models import Project
 from training.evaluation.precision import FP16, FP32, PrecisionError, precision_check
 from training.models import TrainedModel
 from webhooks import events

@@ -228,7 +228,7 @@ def queue_bounds(*, trusted: bool = False) -> QueueBounds:
     )
 
 
-TRUSTED_CLIENT_PREFIX = "n"  # a trusted network's tokenless caller: "n<address>" (labeling.gate.auth.TrustedClient)
+TRUSTED_CLIENT_PREFIX = "n"  # a trusted network's tokenless caller: "n<address>" (projects.gate.auth.TrustedClient)
 
 
 _sync_redis = None

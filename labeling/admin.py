@@ -1,22 +1,13 @@
 from django import forms
 from django.contrib import admin, messages
+from django.contrib.admin.widgets import FilteredSelectMultiple
 
-from .access import DEFAULT_SCOPES
+from projects.access import DEFAULT_SCOPES
+from projects.models import Agent, AgentScope, Membership, Project
+
 from .ingest import services
-from .models import (
-    Agent,
-    AgentScope,
-    Episode,
-    Frame,
-    FrameLabel,
-    ImportJob,
-    LabelChange,
-    Membership,
-    Project,
-    ProposalJob,
-    Step,
-    WindowLabel,
-)
+from .models import Episode, Frame, FrameLabel, ImportJob, LabelChange, ProposalJob, Step, WindowLabel
+from .selectors import agent_deployment_model
 
 
 class MembershipInline(admin.TabularInline):
@@ -50,9 +41,22 @@ class AgentForm(forms.ModelForm):
         + ".",
     )
 
+    # The grant is Deployment.agents (it points down from the serving app); the form edits it from this side.
+    deployments = forms.ModelMultipleChoiceField(
+        queryset=agent_deployment_model()._default_manager.all(),
+        required=False,
+        widget=FilteredSelectMultiple("deployments", is_stacked=False),
+        help_text="Deployments it may ask for rewards (besides those of its projects).",
+    )
+
     class Meta:
         model = Agent
-        fields = ["name", "kind", "is_active", "scopes", "all_projects", "projects", "deployments"]
+        fields = ["name", "kind", "is_active", "scopes", "all_projects", "projects"]
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        if self.instance.pk:
+            self.fields["deployments"].initial = self.instance.deployments.all()
 
 
 @admin.register(Agent)
@@ -62,7 +66,7 @@ class AgentAdmin(admin.ModelAdmin):
     list_filter = ["kind", "is_active", "all_projects"]
     search_fields = ["name", "token_prefix"]
     readonly_fields = ["token_prefix", "last_seen_at", "created_at"]
-    filter_horizontal = ["projects", "deployments"]
+    filter_horizontal = ["projects"]
     actions = ["rotate_tokens"]
 
     @admin.display(description="Scopes")
@@ -83,6 +87,10 @@ class AgentAdmin(admin.ModelAdmin):
             f"Token for {agent.name} with scopes {', '.join(agent.scopes) or 'none'} (shown once, copy it now): {token}",
             messages.WARNING,
         )
+
+    def save_related(self, request, form, formsets, change):
+        super().save_related(request, form, formsets, change)
+        form.instance.deployments.set(form.cleaned_data["deployments"])
 
     @admin.action(description="Issue new tokens (old ones stop working)")
     def rotate_tokens(self, request, queryset):

@@ -9,7 +9,7 @@ class LabelingConfig(AppConfig):
         from django.conf import settings
         from PIL import Image
 
-        from . import access  # noqa: F401  (registers the permission rules)
+        from . import permissions  # noqa: F401  (registers the permission rules)
 
         # Pillow refuses images past twice this many pixels before decoding them (bomb guard).
         Image.MAX_IMAGE_PIXELS = settings.MAX_IMAGE_PIXELS

@@ -12,7 +12,9 @@ import re
 from django.core.files.storage import default_storage
 from django.db.models import F, OrderBy, Q, QuerySet
 
-from .models import Episode, Frame, Project
+from projects.models import Project
+
+from .models import Episode, Frame
 
 SEARCH_MAX_CHARS = 100
 # name -> (label, ORDER BY); the first is the default

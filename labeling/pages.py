@@ -10,11 +10,14 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import NoReverseMatch, reverse
 from django.views.decorators.http import require_POST
 
-from . import access
+from labeling import permissions as labeling_perms
+from projects import access
+from projects.models import Agent, Membership, Project
+
 from .episode_browse import SORTS, attach_thumbnails
 from .ingest import services
 from .labels import selectors as label_selectors
-from .models import Agent, Episode, Membership, Project
+from .models import Episode
 from .page_data import EpisodeLinks, ProjectPageData
 
 FILTERS = ("source", "agent", "state", "proposals", "success", "q", "sort")
@@ -89,7 +92,7 @@ def _project_links(project: Project) -> list[tuple[str, str]]:
     return links
 
 
-def _project(request, pk: int, perm=access.VIEW) -> Project:
+def _project(request, pk: int, perm=labeling_perms.VIEW) -> Project:
     project = get_object_or_404(Project, pk=pk)
     access.require_page(request, perm, project)
     return project
@@ -128,7 +131,7 @@ def _project_page(request, project: Project, settings_form: LabelingSettingsForm
             "project_links": _project_links(project),
             "settings_form": settings_form or LabelingSettingsForm(instance=project),
             "project_sections": PROJECT_SECTIONS,
-            "can_manage": access.can(request.user, access.MANAGE, project),
+            "can_manage": access.can(request.user, labeling_perms.MANAGE, project),
             "members": project.memberships.select_related("user").order_by("user__username"),
             "member_form": MemberForm(),
         },
@@ -139,7 +142,7 @@ def _project_page(request, project: Project, settings_form: LabelingSettingsForm
 @require_POST
 def project_settings(request, pk: int):
     """Saves the label targets and trend parameters; proposals follow on the next Generate."""
-    project = _project(request, pk, access.MANAGE)
+    project = _project(request, pk, labeling_perms.MANAGE)
     form = LabelingSettingsForm(request.POST, instance=project)
     if not form.is_valid():
         response = _project_page(request, Project.objects.get(pk=pk), settings_form=form)
@@ -154,7 +157,7 @@ def project_settings(request, pk: int):
 def episode_label(request, uuid):
     """The labeling page. The episode's data is embedded so the first frame can be drawn at once."""
     episode = get_object_or_404(Episode.objects.select_related("project"), uuid=uuid)
-    access.require_page(request, access.VIEW, episode.project)
+    access.require_page(request, labeling_perms.VIEW, episode.project)
     newer, older = label_selectors.episode_neighbours(episode=episode)
     data = label_selectors.episode_labeling_data(episode=episode)
     data["links"] = EpisodeLinks(
@@ -191,7 +194,7 @@ class MemberForm(forms.Form):
 @require_POST
 def project_members(request, pk: int):
     """Managers add, change and remove the project's members."""
-    project = _project(request, pk, access.MANAGE)
+    project = _project(request, pk, labeling_perms.MANAGE)
     form = MemberForm(request.POST)
     if not form.is_valid():
         messages.error(request, " ".join(str(e) for errors in form.errors.values() for e in errors))

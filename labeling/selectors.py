@@ -7,7 +7,7 @@ from collections.abc import Iterable
 
 from django.db.models import Model
 
-from .models import Agent
+from projects.models import Agent
 
 
 def agent_deployment_model() -> type[Model]:

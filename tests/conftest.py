@@ -180,9 +180,9 @@ def user_client(client, user):
 def project(db, user):
     """A project with `user` (alice) as its manager, so she may do everything in it.
 
-    Access control: people see only projects they are members of (labeling.access). For narrower roles
+    Access control: people see only projects they are members of (projects.access). For narrower roles
     use `member_client(role)` below."""
-    from labeling.models import Membership, Project
+    from projects.models import Membership, Project
 
     project = Project.objects.create(name="PickCube", task_description="Pick up the red cube.")
     Membership.objects.create(project=project, user=user, role=Membership.Role.MANAGER)
@@ -194,8 +194,8 @@ def agent_token(db):
     """(agent, token) for an agent with every scope on every project and deployment (`all_projects`), so
     tests of other features need not care about token scopes. For least-privilege tokens use
     `scoped_agent_client(...)` below."""
-    from labeling.access import ALL_SCOPES
     from labeling.ingest.services import agent_create
+    from projects.access import ALL_SCOPES
 
     return agent_create(name="sim-agent-1", kind="sim", scopes=ALL_SCOPES, all_projects=True)
 
@@ -205,7 +205,7 @@ def member_client(db, django_user_model):
     """member_client(project, role) -> a Django test client logged in as a new member with that role."""
     from django.test import Client
 
-    from labeling.models import Membership
+    from projects.models import Membership
 
     def make(project, role: str):
         person = django_user_model.objects.create_user(f"{role}-{project.pk}", password="pw-member-123")

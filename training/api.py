@@ -11,8 +11,9 @@ from rest_framework.views import APIView
 
 from common.jobs.api import JOB_PROGRESS_FIELDS, JobProgressOut
 from common.parsers import BoundedJSONParser
-from labeling import access
-from labeling.models import Project
+from projects import access
+from projects.models import Project
+from training import permissions as training_perms
 from training.evaluation.model_evaluation import EvaluationUnavailable, evaluation_data
 
 from . import selectors, services
@@ -107,13 +108,13 @@ class MetricPoint(serializers.Serializer):
     epoch = serializers.IntegerField(allow_null=True)
 
 
-def _project(request, pk: int, perm=access.TRAINING_VIEW) -> Project:
+def _project(request, pk: int, perm=training_perms.TRAINING_VIEW) -> Project:
     project = get_object_or_404(Project, pk=pk)
     access.require(request.user, perm, project)
     return project
 
 
-def _job(request, job_id: int, perm=access.TRAINING_VIEW) -> TrainingJob:
+def _job(request, job_id: int, perm=training_perms.TRAINING_VIEW) -> TrainingJob:
     job = get_object_or_404(TrainingJob.objects.select_related("project", "snapshot"), pk=job_id)
     access.require(request.user, perm, job.project)
     return job
@@ -135,7 +136,7 @@ class SnapshotListView(APIView):
         "snapshot with status `building`; poll its `url` until `ready` (or `failed`, with `error`).",
     )
     def post(self, request, pk: int):
-        project = _project(request, pk, access.TRAIN)
+        project = _project(request, pk, training_perms.TRAIN)
         data = SnapshotIn(data=request.data)
         data.is_valid(raise_exception=True)
         user = (
@@ -152,7 +153,7 @@ class SnapshotDetailView(APIView):
     @extend_schema(responses=SnapshotOut)
     def get(self, request, snapshot_id: int):
         snapshot = get_object_or_404(DatasetSnapshot.objects.select_related("project", "created_by"), pk=snapshot_id)
-        access.require(request.user, access.TRAINING_VIEW, snapshot.project)
+        access.require(request.user, training_perms.TRAINING_VIEW, snapshot.project)
         return Response(SnapshotOut(snapshot).data)
 
 
@@ -164,7 +165,7 @@ class JobListView(APIView):
 
     @extend_schema(request=JobIn, responses={201: JobOut})
     def post(self, request, pk: int):
-        project = _project(request, pk, access.TRAIN)
+        project = _project(request, pk, training_perms.TRAIN)
         data = JobIn(data=request.data)
         data.is_valid(raise_exception=True)
         values = data.validated_data
@@ -199,7 +200,7 @@ class JobDetailView(APIView):
 
     @extend_schema(responses={204: None})
     def delete(self, request, job_id: int):
-        job = _job(request, job_id, access.TRAIN)
+        job = _job(request, job_id, training_perms.TRAIN)
         try:
             services.job_delete(job=job)
         except JobError as exc:
@@ -211,7 +212,7 @@ class JobCancelView(APIView):
     @extend_schema(request=None, responses=JobOut)
     def post(self, request, job_id: int):
         try:
-            job = services.job_cancel(job=_job(request, job_id, access.TRAIN))
+            job = services.job_cancel(job=_job(request, job_id, training_perms.TRAIN))
         except JobError as exc:
             return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
         return Response(JobOut(job).data)
@@ -221,7 +222,7 @@ class JobRetryView(APIView):
     @extend_schema(request=None, responses=JobOut)
     def post(self, request, job_id: int):
         try:
-            job = services.job_retry(job=_job(request, job_id, access.TRAIN))
+            job = services.job_retry(job=_job(request, job_id, training_perms.TRAIN))
         except JobError as exc:
             return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
         return Response(JobOut(job).data)
@@ -247,7 +248,7 @@ class ModelEvaluationView(APIView):
     )
     def get(self, request, model_id: int):
         model = get_object_or_404(TrainedModel.objects.select_related("project"), pk=model_id)
-        access.require(request.user, access.TRAINING_VIEW, model.project)
+        access.require(request.user, training_perms.TRAINING_VIEW, model.project)
         try:
             threshold = float(request.query_params.get("threshold", 0.5))
         except ValueError:

@@ -10,6 +10,8 @@ class TrainingConfig(AppConfig):
     def ready(self) -> None:
         from labeling import pages
 
+        from . import permissions  # noqa: F401  (registers the permission rules)
+
         for link in (("Label next", "label-next"), ("Labeling queue", "label-queue")):
             if link not in pages.PROJECT_LINKS:
                 pages.PROJECT_LINKS.append(link)

@@ -7,7 +7,8 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from common.ws_guard import Guarded
-from labeling import access
+from projects import access
+from training import permissions as training_perms
 
 from .jobs.reporter import job_group
 
@@ -46,7 +47,7 @@ class JobConsumer(Guarded, AsyncJsonWebsocketConsumer):
         from .models import TrainingJob
 
         project_id = TrainingJob.objects.filter(pk=self.job_id).values_list("project_id", flat=True).first()
-        return 404 if project_id is None else access.check(actor, access.TRAINING_VIEW, project_id)
+        return 404 if project_id is None else access.check(actor, training_perms.TRAINING_VIEW, project_id)
 
     @database_sync_to_async
     def _snapshot(self):

@@ -12,7 +12,7 @@ from django.conf import settings
 from django.db import models
 
 from common.jobs.models import Job, Lifecycle
-from labeling.models import Project
+from projects.models import Project
 
 from .datasets.binary_split import split_leak
 from .resnet.rlinf_match import RLinfMatch, rlinf_match_for

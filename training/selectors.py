@@ -10,7 +10,8 @@ from django.db.models import QuerySet
 
 from common.jobs.payload import job_progress_payload
 from labeling.labels.selectors import effective_frame_label_steps, effective_frame_labels, effective_window_labels
-from labeling.models import Episode, Frame, FrameLabel, Project, Step
+from labeling.models import Episode, Frame, FrameLabel, Step
+from projects.models import Project
 from training.evaluation.model_evaluation import model_sanity
 
 from .datasets.rlinf_binary import FAIL, SUCCESS, FrameRef

@@ -19,7 +19,7 @@ from common.filestore.services import folder_published, stored_folder_delete, st
 from common.jobs.models import JobStatus
 from common.jobs.payload import job_progress_payload
 from common.jobs.services import JobHeartbeat, JobKind, Sweep, job_claim, job_finish
-from labeling.models import Project
+from projects.models import Project
 from webhooks import events
 from webhooks.services import webhook_emit_safely
 

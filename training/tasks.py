@@ -40,7 +40,7 @@ def build_snapshot(snapshot_id: int) -> str:
 @shared_task(name="training.tasks.recompute_label_queue")
 def recompute_label_queue(project_id: int) -> dict:
     """{"ranked": frames queued, "skipped": [{"frame": storage name, "reason": why it will not decode}]}."""
-    from labeling.models import Project
+    from projects.models import Project
 
     from .queue.services import label_queue_rank
 

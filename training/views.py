@@ -17,9 +17,10 @@ from django.views.decorators.http import require_POST
 from common.file_streaming import stream_response
 from common.jobs.payload import job_progress_payload
 from common.paging import list_page
-from labeling import access
 from labeling.ingest.selectors import stored_frame_width
-from labeling.models import Project
+from projects import access
+from projects.models import Project
+from training import permissions as training_perms
 from training.evaluation.model_evaluation import EvaluationPending, EvaluationUnavailable, evaluation_data
 from training.evaluation.precompute import evaluation_request
 
@@ -72,7 +73,7 @@ def _job_form_initial(request, project: Project) -> dict[str, Any]:
     return initial
 
 
-def _project(request, pk: int, perm=access.TRAINING_VIEW) -> Project:
+def _project(request, pk: int, perm=training_perms.TRAINING_VIEW) -> Project:
     project = get_object_or_404(Project, pk=pk)
     access.require_page(request, perm, project)
     return project
@@ -107,7 +108,7 @@ def _training_page(request, project, snapshot_form, job_form, status=200):
 @login_required
 @require_POST
 def snapshot_new(request, pk: int):
-    project = _project(request, pk, access.TRAIN)
+    project = _project(request, pk, training_perms.TRAIN)
     form = SnapshotForm(request.POST, project=project)
     if not form.is_valid():
         return _training_page(request, project, form, JobForm(project=project), status=400)
@@ -123,7 +124,7 @@ def snapshot_new(request, pk: int):
 def snapshot_detail(request, snapshot_id: int):
     """A snapshot's build: a progress bar that refreshes itself while building, then its counts or the reason."""
     snapshot = get_object_or_404(DatasetSnapshot.objects.select_related("project", "created_by"), pk=snapshot_id)
-    access.require_page(request, access.TRAINING_VIEW, snapshot.project)
+    access.require_page(request, training_perms.TRAINING_VIEW, snapshot.project)
     context = {"project": snapshot.project, "snapshot": snapshot, "progress": job_progress_payload(snapshot)}
     return render(request, "training/snapshot.html", context)
 
@@ -131,7 +132,7 @@ def snapshot_detail(request, snapshot_id: int):
 @login_required
 @require_POST
 def job_new(request, pk: int):
-    project = _project(request, pk, access.TRAIN)
+    project = _project(request, pk, training_perms.TRAIN)
     form = JobForm(request.POST, project=project)
     if form.is_valid():
         try:
@@ -160,7 +161,7 @@ def snapshot_download(request, snapshot_id: int):
 
 def _zip_download(request, project: Project, archive: Callable[[], tuple[str, Iterator[bytes]]]):
     """`archive()`'s zip streamed to a training reader of `project`; 404 with the reason when it cannot be made."""
-    access.require_page(request, access.TRAINING_VIEW, project)
+    access.require_page(request, training_perms.TRAINING_VIEW, project)
     try:
         name, blocks = archive()
     except (SnapshotError, ModelExportError) as exc:
@@ -172,7 +173,7 @@ def _zip_download(request, project: Project, archive: Callable[[], tuple[str, It
 @require_POST
 def snapshot_remove(request, snapshot_id: int):
     snapshot = get_object_or_404(DatasetSnapshot.objects.select_related("project"), pk=snapshot_id)
-    access.require_page(request, access.TRAIN, snapshot.project)
+    access.require_page(request, training_perms.TRAIN, snapshot.project)
     try:
         snapshot_delete(snapshot=snapshot)
         messages.success(request, f"Snapshot #{snapshot.number} deleted.")
@@ -184,7 +185,7 @@ def snapshot_remove(request, snapshot_id: int):
 @login_required
 def job_detail(request, job_id: int):
     job = get_object_or_404(TrainingJob.objects.select_related("project", "snapshot"), pk=job_id)
-    access.require_page(request, access.TRAINING_VIEW, job.project)
+    access.require_page(request, training_perms.TRAINING_VIEW, job.project)
     return render(
         request,
         "training/job_detail.html",
@@ -201,7 +202,7 @@ def job_detail(request, job_id: int):
 @require_POST
 def job_action(request, job_id: int, action: str):
     job = get_object_or_404(TrainingJob.objects.select_related("project", "snapshot"), pk=job_id)
-    access.require_page(request, access.TRAIN, job.project)
+    access.require_page(request, training_perms.TRAIN, job.project)
     project_id = job.project_id
     try:
         if action == "cancel":
@@ -246,7 +247,7 @@ def _evaluation_page_data(mode, evaluations, project) -> EvaluationPageData:
 @login_required
 def model_evaluation(request, model_id: int):
     model = get_object_or_404(TrainedModel.objects.select_related("project", "snapshot", "job"), pk=model_id)
-    access.require_page(request, access.TRAINING_VIEW, model.project)
+    access.require_page(request, training_perms.TRAINING_VIEW, model.project)
     family = FAMILIES.get(model.kind)
     if family is not None and family.evaluation_page != "training-evaluation":  # the family's own page
         return redirect(family.evaluation_page, model_id=model.pk)
@@ -270,7 +271,7 @@ def model_evaluation(request, model_id: int):
             "error": error,
             "page_data": _evaluation_page_data("single", [data] if data else [], model.project),
             "compare_url": reverse("training-compare", args=[model.project_id]),
-            "can_deploy": access.can(request.user, access.DEPLOY_PROJECT, model.project),
+            "can_deploy": access.can(request.user, access.registered("inference.deploy_project"), model.project),
             "progress": progress,
         },
         status=200 if data or (progress and not progress["error"]) else 400,
@@ -331,7 +332,7 @@ def vlm_evaluation(request, model_id: int):
     from .vlm.train import EVALUATION_FILE
 
     model = get_object_or_404(TrainedModel.objects.select_related("project"), pk=model_id, kind=ModelKind.VLM)
-    access.require_page(request, access.TRAINING_VIEW, model.project)
+    access.require_page(request, training_perms.TRAINING_VIEW, model.project)
     path = local_path(model.checkpoint_path) / EVALUATION_FILE
     if not path.is_file():
         raise Http404("this model has no trend evaluation (its snapshot had no eval windows)")

@@ -31,8 +31,8 @@ from django.core.files.storage import default_storage  # noqa: E402
 from common.object_reads import object_client_warm_up  # noqa: E402
 from common.parent_death import exit_with_parent  # noqa: E402
 from inference.fastpath import RewardsFastPath  # noqa: E402
-from labeling.auth import AgentTokenMiddleware  # noqa: E402
 from labeling.ingest.fastpath import IngestFastPath  # noqa: E402
+from projects.auth import AgentTokenMiddleware  # noqa: E402
 from webapp.security.body_limit import BodyLimit  # noqa: E402
 from webapp.security.proxy_headers import behind_proxies  # noqa: E402
 from webapp.security.ws_origin import AgentOrAllowedOriginValidator  # noqa: E402

@@ -50,6 +50,7 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",
     "channels",
     "webapp",
+    "projects",
     "labeling",
     "training",
     "inference",
@@ -209,7 +210,7 @@ USE_I18N = False
 USE_TZ = True
 
 LOGIN_URL = "/accounts/login/"
-# Object permissions (project roles, agent scopes) are `rules` predicates: labeling/access.py.
+# Object permissions (project roles, agent scopes) are `rules` predicates: projects/access.py.
 AUTHENTICATION_BACKENDS = [
     "rules.permissions.ObjectPermissionBackend",
     "django.contrib.auth.backends.ModelBackend",
@@ -219,13 +220,13 @@ LOGOUT_REDIRECT_URL = "/accounts/login/"
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "labeling.auth.AgentTokenAuthentication",
+        "projects.auth.AgentTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "common.errors.exception_handler",
-    "DEFAULT_THROTTLE_CLASSES": ["labeling.gate.throttles.ApiRateThrottle"],
+    "DEFAULT_THROTTLE_CLASSES": ["projects.gate.throttles.ApiRateThrottle"],
     "DEFAULT_PARSER_CLASSES": [
         "common.parsers.BoundedJSONParser",
         "rest_framework.parsers.FormParser",

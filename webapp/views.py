@@ -15,8 +15,11 @@ from django.shortcuts import render
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, generate_latest
 
 from common.stored_responses import stored_response
-from labeling import access
+from inference import permissions as inference_perms
+from labeling import permissions as labeling_perms
 from labeling.labels.selectors import project_list_with_counts
+from projects import access
+from training import permissions as training_perms
 from webapp.monitoring.health import health_report, health_summary
 from webapp.monitoring.metrics_state import StateCollector
 
@@ -96,16 +99,16 @@ def _media_allowed(request, path: str) -> bool:
         return False
     kind, pk = owner
     if kind == "project":
-        return access.can(request.user, access.VIEW, pk)
+        return access.can(request.user, labeling_perms.VIEW, pk)
     if kind == "job":
         from training.models import TrainingJob
 
         project_id = TrainingJob.objects.filter(pk=pk).values_list("project_id", flat=True).first()
-        return project_id is not None and access.can(request.user, access.TRAINING_VIEW, project_id)
+        return project_id is not None and access.can(request.user, training_perms.TRAINING_VIEW, project_id)
     from inference.models import Deployment
 
     deployment = Deployment.objects.filter(pk=pk).first()
-    return deployment is not None and access.can(request.user, access.DEPLOYMENT_VIEW, deployment)
+    return deployment is not None and access.can(request.user, inference_perms.DEPLOYMENT_VIEW, deployment)
 
 
 @login_required

@@ -8,7 +8,7 @@ from django.core.exceptions import ValidationError
 from django.core.validators import URLValidator
 from django.db import models
 
-from labeling.models import Project
+from projects.models import Project
 
 from .events import EVENTS, unknown_events
 

@@ -18,7 +18,8 @@ from django.db import transaction
 
 from common.images.checks import ImageError, check_image
 from labeling.ingest.services import StepInput, episode_create, episode_finish, steps_append
-from labeling.models import Episode, Project, Step
+from labeling.models import Episode, Step
+from projects.models import Project
 from training.queue.services import label_queue_push
 
 from ..models import Deployment, ServedFrame

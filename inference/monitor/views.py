@@ -12,8 +12,9 @@ from rest_framework import exceptions
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from labeling import access
-from labeling.gate.auth import MONITOR_AUTHENTICATION
+from inference import permissions as inference_perms
+from projects import access
+from projects.gate.auth import MONITOR_AUTHENTICATION
 
 from ..models import Deployment, DeploymentMonitor
 from . import selectors as monitor_selectors
@@ -37,7 +38,7 @@ def _visible(request, name: str) -> Deployment:
     not_found = f"no deployment named {name!r}"
     if deployment is None:
         raise exceptions.NotFound(not_found)
-    access.require(request.user, access.DEPLOYMENT_VIEW, deployment, not_found=not_found)
+    access.require(request.user, inference_perms.DEPLOYMENT_VIEW, deployment, not_found=not_found)
     return deployment
 
 
@@ -113,11 +114,11 @@ class MonitorSettingsForm(forms.ModelForm):
 @login_required
 def monitor_page(request, name: str):
     deployment = get_object_or_404(Deployment.objects.select_related("trained_model"), name=name)
-    access.require_page(request, access.DEPLOYMENT_VIEW, deployment)
+    access.require_page(request, inference_perms.DEPLOYMENT_VIEW, deployment)
     row = monitor_selectors.monitor_row(deployment)
     form = MonitorSettingsForm(instance=row)
     if request.method == "POST":
-        access.require_page(request, access.DEPLOY, deployment)  # the project's managers
+        access.require_page(request, inference_perms.DEPLOY, deployment)  # the project's managers
         if request.POST.get("action") == "acknowledge":
             monitor_store.alarm_acknowledge(deployment=deployment)
             messages.success(request, "Alarm acknowledged.")

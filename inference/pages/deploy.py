@@ -8,7 +8,9 @@ from django.contrib.auth.decorators import login_required
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
-from labeling import access
+from inference import permissions as inference_perms
+from labeling import permissions as labeling_perms
+from projects import access
 from training.evaluation.model_evaluation import model_sanity
 from training.models import TrainedModel
 
@@ -34,7 +36,7 @@ def deployment_list(request):
 @login_required
 def gallery(request, name: str):
     deployment = get_object_or_404(Deployment.objects.select_related("trained_model"), name=name)
-    access.require_page(request, access.DEPLOYMENT_VIEW, deployment)
+    access.require_page(request, inference_perms.DEPLOYMENT_VIEW, deployment)
     return render(
         request,
         "inference/gallery.html",
@@ -50,8 +52,8 @@ def gallery(request, name: str):
 @require_POST
 def gallery_label(request, name: str, frame_id: int):
     frame = get_object_or_404(ServedFrame.objects.select_related("deployment"), pk=frame_id, deployment__name=name)
-    access.require_page(request, access.DEPLOYMENT_VIEW, frame.deployment)
-    access.require_page(request, access.LABEL, frame.deployment.project_id)
+    access.require_page(request, inference_perms.DEPLOYMENT_VIEW, frame.deployment)
+    access.require_page(request, labeling_perms.LABEL, frame.deployment.project_id)
     value = request.POST.get("value", "")
     try:
         episode = services.served_frame_label(frame=frame, value=value, user=request.user)
@@ -67,7 +69,7 @@ def deploy_model(request, model_id: int):
     """Deploy a trained model from the app: its metrics beside the settings that apply to its kind, the
     threshold carried from the evaluation page's slider (`?threshold=`)."""
     model = get_object_or_404(TrainedModel.objects.select_related("project", "snapshot"), pk=model_id)
-    access.require_page(request, access.DEPLOY_PROJECT, model.project)
+    access.require_page(request, inference_perms.DEPLOY_PROJECT, model.project)
     taken = None
     if request.method == "POST":
         form = DeployForm(request.POST, trained_model=model)
@@ -107,7 +109,7 @@ def _switchable_namesake(request, form: DeployForm, model: TrainedModel) -> Depl
     offers the switch instead of only saying the name is taken."""
     name = str(form.data.get("name", "")).strip()
     deployment = Deployment.objects.select_related("trained_model").filter(name=name).first() if name else None
-    if deployment is None or not access.can(request.user, access.DEPLOY, deployment):
+    if deployment is None or not access.can(request.user, inference_perms.DEPLOY, deployment):
         return None
     if deployment.trained_model.kind != model.kind or (deployment.project_id or model.project_id) != model.project_id:
         return None

@@ -10,7 +10,8 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
-from labeling import access
+from inference import permissions as inference_perms
+from projects import access
 from training.models import TrainedModel
 
 from .. import services
@@ -28,14 +29,14 @@ def switch_candidates(deployment: Deployment):
     )
 
 
-def _deployment(request, name: str, perm=access.DEPLOYMENT_VIEW) -> Deployment:
+def _deployment(request, name: str, perm=inference_perms.DEPLOYMENT_VIEW) -> Deployment:
     deployment = get_object_or_404(Deployment.objects.select_related("trained_model", "project"), name=name)
     access.require_page(request, perm, deployment)
     return deployment
 
 
 def _page(request, deployment: Deployment, form: DeploymentSettingsForm | None = None, status: int = 200):
-    can_manage = access.can(request.user, access.DEPLOY, deployment)
+    can_manage = access.can(request.user, inference_perms.DEPLOY, deployment)
     context = {
         "deployment": deployment,
         "can_manage": can_manage,
@@ -55,7 +56,7 @@ def deployment_page(request, name: str) -> HttpResponse:
 @require_POST
 def deployment_switch(request, name: str) -> HttpResponse:
     """Serve another model of the project (from this page, the new model's evaluation page or the deploy form)."""
-    deployment = _deployment(request, name, access.DEPLOY)
+    deployment = _deployment(request, name, inference_perms.DEPLOY)
     raw = request.POST.get("model", "")
     model = switch_candidates(deployment).filter(pk=int(raw)).first() if raw.isdigit() and len(raw) < 12 else None
     if model is None:
@@ -64,7 +65,7 @@ def deployment_switch(request, name: str) -> HttpResponse:
             return redirect("deployment-page", name=name)
         messages.error(request, "Choose a model of the deployment's project and kind to switch to.")
         return redirect("deployment-page", name=name)
-    access.require_page(request, access.DEPLOY_PROJECT, model.project)
+    access.require_page(request, inference_perms.DEPLOY_PROJECT, model.project)
     try:
         deployment = services.deployment_update(deployment=deployment, trained_model=model, actor=request.user)
     except services.DeploymentError as exc:
@@ -81,7 +82,7 @@ def deployment_switch(request, name: str) -> HttpResponse:
 @login_required
 @require_POST
 def deployment_settings(request, name: str) -> HttpResponse:
-    deployment = _deployment(request, name, access.DEPLOY)
+    deployment = _deployment(request, name, inference_perms.DEPLOY)
     form = DeploymentSettingsForm(request.POST, deployment=deployment)
     if form.is_valid():
         try:
@@ -97,7 +98,7 @@ def deployment_settings(request, name: str) -> HttpResponse:
 @login_required
 @require_POST
 def deployment_pause(request, name: str) -> HttpResponse:
-    deployment = _deployment(request, name, access.DEPLOY)
+    deployment = _deployment(request, name, inference_perms.DEPLOY)
     paused = request.POST.get("paused") == "1"
     services.deployment_pause(deployment=deployment, paused=paused, actor=request.user)
     if paused:
@@ -110,7 +111,7 @@ def deployment_pause(request, name: str) -> HttpResponse:
 @login_required
 def deployment_delete(request, name: str) -> HttpResponse:
     """GET: the confirmation (what goes with it); POST with the name typed again: delete."""
-    deployment = _deployment(request, name, access.DEPLOY)
+    deployment = _deployment(request, name, inference_perms.DEPLOY)
     error = ""
     if request.method == "POST":
         if request.POST.get("confirm_name", "").strip() == deployment.name:

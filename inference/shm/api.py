@@ -18,8 +18,9 @@ from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from labeling import access
-from labeling.gate.auth import REWARDS_AUTHENTICATION, client_id
+from inference import permissions as inference_perms
+from projects import access
+from projects.gate.auth import REWARDS_AUTHENTICATION, client_id
 
 from ..broker import WORKER_ALIVE_S, WORKERS_KEY
 from ..serving import sync_redis
@@ -51,7 +52,7 @@ class SameHostView(APIView):
         },
     )
     def get(self, request):
-        access.require_token_scope(request.user, access.REWARDS)
+        access.require_token_scope(request.user, inference_perms.REWARDS)
         host = socket.gethostname()
         return Response(
             {

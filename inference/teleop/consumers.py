@@ -18,7 +18,8 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer, AsyncWebsocketConsumer
 
 from common.ws_guard import Guarded
-from labeling import access
+from labeling import permissions as labeling_perms
+from projects import access
 
 from . import services
 from .stream import TeleopStream, group_name
@@ -32,7 +33,7 @@ class TeleopAgentConsumer(Guarded, AsyncWebsocketConsumer):
         if agent is None:
             await self.close(code=4401)
             return
-        if access.TELEOP.scope not in (agent.scopes or []):
+        if labeling_perms.TELEOP.scope not in (agent.scopes or []):
             await self.close(code=4403)  # the token lacks the teleop scope
             return
         self.stream = TeleopStream(agent, self)

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from django.db import models
 
-from labeling.models import Agent, Episode, Project
+from labeling.models import Episode
+from projects.models import Agent, Project
 
 __all__ = ["TeleopSession"]
 

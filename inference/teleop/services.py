@@ -19,10 +19,12 @@ from django.db.models import F
 from django.utils import timezone
 
 from common.images.checks import CheckedImage, ImageError, check_image
-from labeling import access
+from labeling import permissions as labeling_perms
 from labeling.ingest.services import IngestError, StepInput, episode_create, episode_finish, steps_append
 from labeling.labels.services import Actor, LabelError, frame_labels_set
-from labeling.models import Agent, Episode, FrameLabel, Project
+from labeling.models import Episode, FrameLabel
+from projects import access
+from projects.models import Agent, Project
 
 from .models import TeleopSession
 
@@ -57,7 +59,7 @@ def _agent_sees_deployment(agent: Agent, name: str) -> bool:
 def session_viewer_access(*, user, session_id: int) -> int:
     """200, 404 or 403 for a person opening a session's dashboard (members of its project)."""
     project_id = TeleopSession.objects.filter(pk=session_id).values_list("project_id", flat=True).first()
-    return 404 if project_id is None else access.check(user, access.VIEW, project_id)
+    return 404 if project_id is None else access.check(user, labeling_perms.VIEW, project_id)
 
 
 def sessions_close_stale(*, now=None) -> int:

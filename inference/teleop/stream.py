@@ -40,8 +40,8 @@ from common import metrics
 from common.db_bridge import DatabaseThreads
 from common.images.checks import CheckedImage, ImageError, check_image, decode_rgb
 from common.json_limits import loads_bounded
-from labeling import access
-from labeling.models import Agent
+from inference import permissions as inference_perms
+from projects.models import Agent
 from robot_agent.protocol import ProtocolError
 
 from . import scoring, services
@@ -291,11 +291,11 @@ class TeleopStream:
         cameras = session.cameras or ["main"]
         self.main_camera = "main" if "main" in cameras else cameras[0]
         await self.outlet.reply({"type": "session", "session": session.pk, "dashboard": f"/teleop/{session.pk}/"})
-        if self.deployment_name and access.REWARDS.scope not in (self.agent.scopes or []):
+        if self.deployment_name and inference_perms.REWARDS.scope not in (self.agent.scopes or []):
             self.deployment_name = ""  # scoring is a reward request: the token needs the rewards scope
             await self.reply_error(
                 f"frames are recorded but not scored: scoring with deployment {session.deployment_name!r} "
-                f"needs the '{access.REWARDS.scope}' scope on this token"
+                f"needs the '{inference_perms.REWARDS.scope}' scope on this token"
             )
         await self.broadcast({"type": "status", "live": True, **self.status()})
         self.ticker = self.start_task(self.tick())

@@ -10,8 +10,9 @@ from rest_framework import serializers
 from rest_framework.generics import ListAPIView
 
 from inference.models import Deployment
-from labeling import access
-from labeling.models import Agent
+from labeling import permissions as labeling_perms
+from projects import access
+from projects.models import Agent
 
 from .models import TeleopSession
 
@@ -97,7 +98,7 @@ class TeleopSessionList(ListAPIView):
 
     def get_queryset(self):
         if isinstance(self.request.user, Agent):
-            access.require_scope(self.request.user, access.TELEOP)
+            access.require_scope(self.request.user, labeling_perms.TELEOP)
         queryset = _sessions(self.request.user)
         live = self.request.query_params.get("live")
         if live in ("1", "true"):

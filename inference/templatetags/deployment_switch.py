@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from django import template
 
-from labeling import access
+from inference import permissions as inference_perms
+from projects import access
 
 from ..models import Deployment
 
@@ -17,12 +18,12 @@ def deployment_switch_offer(context, model) -> dict:
     request = context.get("request")
     user = getattr(request, "user", None)
     offers = []
-    if user is not None and access.can(user, access.DEPLOY_PROJECT, model.project):
+    if user is not None and access.can(user, inference_perms.DEPLOY_PROJECT, model.project):
         rows = (
             Deployment.objects.select_related("trained_model")
             .filter(trained_model__project_id=model.project_id, trained_model__kind=model.kind)
             .exclude(trained_model=model)
             .order_by("name")
         )
-        offers = [d for d in rows if access.can(user, access.DEPLOY, d)]
+        offers = [d for d in rows if access.can(user, inference_perms.DEPLOY, d)]
     return {"offers": offers, "model": model, "csrf_token": context.get("csrf_token")}

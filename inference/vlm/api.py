@@ -25,8 +25,8 @@ from inference.api import NpyParser
 from inference.serving import DeploymentUnavailable
 from inference.wire.errors import BadRequest, unavailable
 from inference.wire.payloads import PayloadError, bool_list, float_list
-from labeling.gate.auth import DEPLOYMENT_AUTHENTICATION, client_id
-from labeling.gate.throttles import ApiRateThrottle, RewardsRateThrottle
+from projects.gate.auth import DEPLOYMENT_AUTHENTICATION, client_id
+from projects.gate.throttles import ApiRateThrottle, RewardsRateThrottle
 from training.vlm.wire import MAX_NEW_TOKENS
 
 from .requests import (

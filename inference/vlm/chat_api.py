@@ -17,12 +17,13 @@ from rest_framework import exceptions, serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from inference import permissions as inference_perms
 from inference.serving import DeploymentNotFound, DeploymentUnavailable, deployment_name_for
 from inference.wire.decoding import RequestTooLarge
 from inference.wire.errors import BadRequest, unavailable
-from labeling import access
-from labeling.gate.auth import DEPLOYMENT_AUTHENTICATION
-from labeling.gate.throttles import ApiRateThrottle, RewardsRateThrottle
+from projects import access
+from projects.gate.auth import DEPLOYMENT_AUTHENTICATION
+from projects.gate.throttles import ApiRateThrottle, RewardsRateThrottle
 from training.vlm.parse import label_parse
 from training.vlm.rewards import trend_reward
 from training.vlm.wire import MAX_IMAGES, MAX_NEW_TOKENS, WindowRequest
@@ -147,7 +148,9 @@ class ChatCompletionsView(APIView):
         responses={200: OpenApiResponse(description="An OpenAI chat.completion object.")},
     )
     def post(self, request):
-        access.require_token_scope(request.user, access.REWARDS)  # before the body: what the token lacks comes first
+        access.require_token_scope(
+            request.user, inference_perms.REWARDS
+        )  # before the body: what the token lacks comes first
         body = ChatCompletionRequestSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         data = body.validated_data

@@ -14,12 +14,13 @@ from rest_framework import exceptions
 
 from common.images.budget import ImageTooLarge
 from common.images.checks import ImageError, check_image, decode_rgb
+from inference import permissions as inference_perms
 from inference.serving import DeploymentNotFound, deployment_config
 from inference.wire.decoding import RequestTooLarge, decode_slot, request_budget
 from inference.wire.errors import BadRequest
 from inference.wire.npy_header import npy_array
 from inference.wire.payloads import PayloadError, base64_image
-from labeling import access
+from projects import access
 from training.vlm.wire import MAX_IMAGES
 
 from .serving import NotAVLMDeployment, VLMDeployment, vlm_deployment
@@ -32,12 +33,12 @@ MAX_FRAMES_PER_VIEW = MAX_IMAGES // 2
 def deployment_allowed(request, name: str) -> None:
     """403 naming the scope for a token without `rewards`; 404 unless the deployment exists and the caller sees
     it; 403 unless it may ask it for rewards."""
-    access.require_token_scope(request.user, access.REWARDS)
+    access.require_token_scope(request.user, inference_perms.REWARDS)
     try:
         config = async_to_sync(deployment_config)(name)
     except DeploymentNotFound as exc:
         raise exceptions.NotFound(str(exc)) from None
-    access.require(request.user, access.REWARDS, config, not_found=f"no deployment named {name!r}")
+    access.require(request.user, inference_perms.REWARDS, config, not_found=f"no deployment named {name!r}")
 
 
 def vlm_deployment_for(request, name: str, **overrides) -> VLMDeployment:

@@ -23,8 +23,9 @@ from django.utils import timezone
 
 from common.jobs.models import JobStatus
 from common.jobs.services import JobHeartbeat, JobKind, job_claim, job_finish, job_progress
+from projects.models import Project
 
-from ..models import ImportJob, Project
+from ..models import ImportJob
 from .services import import_paths
 from .sources import ImportSummary, Source, SourceError, safe_file_name
 

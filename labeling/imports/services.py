@@ -34,9 +34,10 @@ from typing import TYPE_CHECKING
 from django.conf import settings
 
 from common.images.checks import CheckedImage, ImageError, check_image, decode_rgb, encode_array
+from projects.models import Project
 
 from ..ingest.services import IngestError, StepInput
-from ..models import FrameLabel, Project
+from ..models import FrameLabel
 from ..table_stats import EPISODE_TABLES, refresh_after_bulk_write
 from .lerobot.importer import import_lerobot, import_videos
 from .pickle_errors import PickleLoadError

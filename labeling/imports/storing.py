@@ -13,9 +13,10 @@ from django.core.files.storage import default_storage
 from django.db import transaction
 
 from common.images.checks import CheckedImage, ImageError, encode_array
+from projects.models import Project
 
 from ..ingest.services import StepInput, episode_create, episode_finish, steps_append
-from ..models import Episode, Frame, FrameLabel, LabelChange, LabelSource, Project, Step
+from ..models import Episode, Frame, FrameLabel, LabelChange, LabelSource, Step
 from .sources import ImportSummary, Source
 
 IMPORT_NAMESPACE = uuid_lib.UUID("7d0c5f1e-3b8a-4f39-9a52-4c1e2d6b8a10")

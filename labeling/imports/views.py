@@ -11,9 +11,11 @@ from django.shortcuts import get_object_or_404, redirect, render
 
 from common.jobs.models import JobStatus
 from common.jobs.payload import job_progress_payload
+from labeling import permissions as labeling_perms
+from projects import access
+from projects.models import Project
 
-from .. import access
-from ..models import ImportJob, Project
+from ..models import ImportJob
 from .jobs import import_job_create, summary_from_json
 from .sources import PAYLOAD_SUFFIXES, PICKLE_SUFFIXES, ZIP_SUFFIXES
 from .video_frames import VIDEO_SUFFIXES
@@ -62,7 +64,7 @@ class ImportForm(forms.Form):
 def project_import(request, pk: int):
     """The upload form; a valid upload is stored and queued, and the browser goes to the job's page."""
     project = get_object_or_404(Project, pk=pk)
-    access.require_page(request, access.MANAGE, project)
+    access.require_page(request, labeling_perms.MANAGE, project)
     status = 200
     if request.method == "POST":
         form = ImportForm(request.POST, request.FILES)
@@ -86,7 +88,7 @@ def project_import(request, pk: int):
 def project_import_job(request, pk: int, job: int):
     """Progress of one import (the page refreshes itself until the job ends), then its summary."""
     project = get_object_or_404(Project, pk=pk)
-    access.require_page(request, access.MANAGE, project)
+    access.require_page(request, labeling_perms.MANAGE, project)
     import_job = get_object_or_404(ImportJob, pk=job, project=project)
     summary = summary_from_json(import_job.summary) if import_job.status == JobStatus.SUCCEEDED else None
     failed = import_job.status == JobStatus.FAILED or bool(summary and summary.failed)

@@ -18,10 +18,13 @@ from common.images.budget import ImageTooLarge, PixelBudget
 from common.images.checks import CheckedImage, ImageError, check_image
 from common.json_limits import JSONTooDeep, loads_bounded, size_of
 from common.parsers import BoundedJSONParser, RequestTooLarge
+from labeling import permissions as labeling_perms
+from labeling.labels import ownership
+from projects import access
+from projects.models import Agent, Project
 from robot_agent.chunk_format import CONTENT_TYPE as CHUNK_CONTENT_TYPE
 
-from .. import access
-from ..models import Agent, Episode, Project
+from ..models import Episode
 from . import selectors, services
 from .chunks import ChunkRefused, IngestLimits, chunk_steps
 from .serializers import (
@@ -42,15 +45,15 @@ def ingest_project(ref: str, actor) -> Project:
     project = project or projects.filter(name=ref).first()
     if project is None:
         raise ValidationError({"project": [f"no project with id or name {ref!r}"]})
-    access.require(actor, access.INGEST, project)
+    access.require(actor, labeling_perms.INGEST, project)
     return project
 
 
 def _episode(request, uuid) -> Episode:
     """An episode the caller may write: ingest rights in its project, and an agent's own episode."""
     episode = get_object_or_404(Episode.objects.select_related("project"), uuid=uuid)
-    access.require(request.user, access.INGEST, episode.project)
-    access.require_own_episode(request.user, episode)
+    access.require(request.user, labeling_perms.INGEST, episode.project)
+    ownership.require_own_episode(request.user, episode)
     return episode
 
 
@@ -81,7 +84,7 @@ class EpisodeCreateView(APIView):
             )
         except services.IngestConflict as exc:
             return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
-        access.require_own_episode(request.user, episode)
+        ownership.require_own_episode(request.user, episode)
         return Response(
             EpisodeSerializer(episode).data, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK
         )
@@ -91,7 +94,7 @@ class EpisodeDetailView(APIView):
     @extend_schema(responses=EpisodeSerializer, summary="An episode's state (steps stored so far, status)")
     def get(self, request, uuid):
         episode = get_object_or_404(Episode.objects.select_related("project"), uuid=uuid)
-        access.require(request.user, access.EPISODE_READ, episode.project)
+        access.require(request.user, labeling_perms.EPISODE_READ, episode.project)
         return Response(EpisodeSerializer(episode).data)
 
 

@@ -8,7 +8,7 @@ Agents upload at the rate they record; Django's request cycle (a thread per requ
 a token query per request, DRF's parsers, FileSystemStorage's save) cost far more CPU than storing the
 frames. This wrapper answers exactly those requests, when they carry a Bearer token, on the event loop with
 the same rules as the DRF views: the cached token lookup and limits the rewards fast path uses
-(labeling.gate.admission: the per-token API rate and the bad-request limit, one Redis round trip for both),
+(projects.gate.admission: the per-token API rate and the bad-request limit, one Redis round trip for both),
 the views' own serializers and access checks (ingest rights in the project, an agent's own episode), the body and chunk
 limits, header-only image checks (labeling.ingest.chunks) and the same all-or-nothing, idempotent services.
 A chunk's body is read (up to DATA_UPLOAD_MAX_MEMORY_SIZE, a larger Content-Length is refused unread) once
@@ -43,15 +43,17 @@ from common.asgi_http import HttpError, declared_length, header_map, read_body, 
 from common.db_bridge import DatabaseThreads
 from common.errors import exception_handler
 from common.parsers import json_body
-from labeling import access
-from labeling.gate.admission import admitted_agent
-from labeling.gate.limits import client_key
-from labeling.gate.throttles import api_limit, bad_request_limit, limiter
+from labeling import permissions as labeling_perms
 from labeling.ingest import services
 from labeling.ingest.api import ingest_project
 from labeling.ingest.chunks import ChunkRefused, IngestLimits, chunk_steps
 from labeling.ingest.serializers import EpisodeCreateSerializer, EpisodeSerializer, FinishSerializer
+from labeling.labels import ownership
 from labeling.models import Episode
+from projects import access
+from projects.gate.admission import admitted_agent
+from projects.gate.limits import client_key
+from projects.gate.throttles import api_limit, bad_request_limit, limiter
 from robot_agent.chunk_format import CONTENT_TYPE
 
 UUID = r"(?P<uuid>[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})"  # as Django's <uuid:>
@@ -177,8 +179,8 @@ def _may_write(agent) -> Callable[[Episode], None]:
     """As the views' `_episode`: ingest rights in the episode's project, and an agent's own episode."""
 
     def check(episode: Episode) -> None:
-        access.require(agent, access.INGEST, episode.project)
-        access.require_own_episode(agent, episode)
+        access.require(agent, labeling_perms.INGEST, episode.project)
+        ownership.require_own_episode(agent, episode)
 
     return check
 
@@ -214,7 +216,7 @@ def _create_episode(agent, data) -> tuple[int, dict]:
         )
     except services.IngestConflict as exc:
         raise HttpError(409, str(exc)) from None
-    access.require_own_episode(agent, episode)
+    ownership.require_own_episode(agent, episode)
     if not created:
         return 200, _episode_data(episode)
     return 201, _episode_data(episode, num_frames=0)  # a new episode has no frames yet

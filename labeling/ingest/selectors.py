@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from ..models import Episode, Frame, Project, Step
+from projects.models import Project
+
+from ..models import Episode, Frame, Step
 
 
 def episode_stored_ranges(*, episode: Episode) -> list[tuple[int, int]]:

@@ -15,11 +15,12 @@ from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from common.images.checks import CheckedImage
+from projects.models import Agent, Membership, Project
+from projects.tokens import hash_token, new_token
 
 from ..bulk_rows import insert_returning_ids, insert_rows
 from ..frame_files import frames_delete, frames_write
-from ..models import Agent, Episode, Frame, Membership, Project, Step
-from ..tokens import hash_token, new_token
+from ..models import Episode, Frame, Step
 
 
 class IngestError(ValueError):
@@ -41,9 +42,9 @@ def agent_create(
 ) -> tuple[Agent, str]:
     """A new agent and its token. The token is returned once; only its hash is stored.
 
-    Least privilege unless told otherwise: the scopes its kind needs (labeling.access.DEFAULT_SCOPES) and
+    Least privilege unless told otherwise: the scopes its kind needs (projects.access.DEFAULT_SCOPES) and
     no project or deployment; `all_projects` grants every project and deployment."""
-    from ..access import ALL_SCOPES, DEFAULT_SCOPES
+    from projects.access import ALL_SCOPES, DEFAULT_SCOPES
 
     scopes = list(DEFAULT_SCOPES.get(kind, []) if scopes is None else scopes)
     unknown = sorted(set(scopes) - set(ALL_SCOPES))

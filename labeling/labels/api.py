@@ -22,10 +22,13 @@ from rest_framework.views import APIView
 
 from common.object_reads import frames_read_kept
 from common.parsers import BoundedJSONParser
+from labeling import permissions as labeling_perms
+from labeling.labels import ownership
+from projects import access
+from projects.models import Project
 
-from .. import access
 from ..ingest.serializers import MAX_STEP_INDEX
-from ..models import Episode, Frame, FrameLabel, Project, WindowLabel
+from ..models import Episode, Frame, FrameLabel, WindowLabel
 from . import selectors as label_selectors
 from .services import Actor, LabelConflict, LabelError, frame_labels_set, window_labels_set
 
@@ -33,13 +36,13 @@ MAX_ITEMS = 100_000
 MAX_FRAMES_PER_BUNDLE = 200
 
 
-def _episode(request, uuid, perm=access.VIEW) -> Episode:
+def _episode(request, uuid, perm=labeling_perms.VIEW) -> Episode:
     episode = get_object_or_404(Episode.objects.select_related("project"), uuid=uuid)
     access.require(request.user, perm, episode.project)
     return episode
 
 
-def _project(request, pk, perm=access.VIEW) -> Project:
+def _project(request, pk, perm=labeling_perms.VIEW) -> Project:
     project = get_object_or_404(Project, pk=pk)
     access.require(request.user, perm, project)
     return project
@@ -298,7 +301,7 @@ class FrameLabelsView(APIView):
         summary="Set or clear human frame labels (a range or a list)",
     )
     def put(self, request, uuid):
-        episode = _episode(request, uuid, access.LABEL)
+        episode = _episode(request, uuid, labeling_perms.LABEL)
         data = FrameLabelsInSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         values = data.validated_data
@@ -308,7 +311,7 @@ class FrameLabelsView(APIView):
         else:
             items = [(i, values["value"]) for i in range(values["start"], values["end"] + 1)]
             bases = {i: values["base"] for i, _ in items} if "base" in values else {}
-        access.require_may_change_labels(request.user, episode, steps=[index for index, _ in items])
+        ownership.require_may_change_labels(request.user, episode, steps=[index for index, _ in items])
         try:
             edits = frame_labels_set(episode=episode, items=items, actor=Actor.of(request.user), bases=bases)
         except LabelConflict as exc:
@@ -327,7 +330,7 @@ class WindowLabelsView(APIView):
         summary="Set human window labels (value null deletes); windows may overlap",
     )
     def post(self, request, uuid):
-        episode = _episode(request, uuid, access.LABEL)
+        episode = _episode(request, uuid, labeling_perms.LABEL)
         data = WindowLabelsInSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         values = data.validated_data
@@ -346,13 +349,13 @@ class WindowLabelsView(APIView):
         summary="Delete the human window label of one span",
     )
     def delete(self, request, uuid):
-        episode = _episode(request, uuid, access.LABEL)
+        episode = _episode(request, uuid, labeling_perms.LABEL)
         span = WindowSpanSerializer(data=request.query_params)
         span.is_valid(raise_exception=True)
         return self._apply(request, episode, [(span.validated_data["start"], span.validated_data["end"], None)])
 
     def _apply(self, request, episode, items, bases=None):
-        access.require_may_change_labels(request.user, episode, spans=[(start, end) for start, end, _ in items])
+        ownership.require_may_change_labels(request.user, episode, spans=[(start, end) for start, end, _ in items])
         try:
             edits = window_labels_set(episode=episode, items=items, actor=Actor.of(request.user), bases=bases or {})
         except LabelConflict as exc:

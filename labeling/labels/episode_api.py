@@ -10,9 +10,12 @@ from rest_framework import serializers
 from rest_framework.pagination import PageNumberPagination
 from rest_framework.views import APIView
 
-from .. import access
+from labeling import permissions as labeling_perms
+from projects import access
+from projects.models import Project
+
 from ..episode_browse import SEARCH_MAX_CHARS, SORTS, attach_thumbnails
-from ..models import Episode, Project
+from ..models import Episode
 from . import selectors as label_selectors
 
 PAGE_SIZE = 100
@@ -77,7 +80,7 @@ class EpisodeListView(APIView):
     )
     def get(self, request, pk):
         project = get_object_or_404(Project, pk=pk)
-        access.require(request.user, access.VIEW, project)
+        access.require(request.user, labeling_perms.VIEW, project)
         filters = EpisodeFilterSerializer(data=request.query_params)
         filters.is_valid(raise_exception=True)
         ids = label_selectors.episode_list_ids(project=project, **filters.validated_data)

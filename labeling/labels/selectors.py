@@ -14,8 +14,10 @@ from django.core.files.storage import default_storage
 from django.db.models import Count, Exists, F, IntegerField, OuterRef, Q, QuerySet, Subquery, Sum
 from django.db.models.functions import Coalesce, Greatest
 
+from projects.models import Project
+
 from ..episode_browse import episode_order, episode_search
-from ..models import Episode, Frame, FrameLabel, LabelChange, LabelSource, Project, ProposalStatus, Step, WindowLabel
+from ..models import Episode, Frame, FrameLabel, LabelChange, LabelSource, ProposalStatus, Step, WindowLabel
 from ..page_data import EpisodeLabelingData, LabelingWindow
 
 #: Which label counts when several are on one step or window span, first wins.

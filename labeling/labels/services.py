@@ -19,7 +19,9 @@ from django.db import transaction
 from django.db.models import FilteredRelation, Q
 from django.utils import timezone
 
-from ..models import Agent, Episode, FrameLabel, LabelChange, LabelSource, Step, WindowLabel
+from projects.models import Agent
+
+from ..models import Episode, FrameLabel, LabelChange, LabelSource, Step, WindowLabel
 
 FRAME_VALUES = {FrameLabel.Value.SUCCESS, FrameLabel.Value.FAIL}
 WINDOW_VALUES = {WindowLabel.Value.POSITIVE, WindowLabel.Value.NEGATIVE, WindowLabel.Value.UNCLEAR}

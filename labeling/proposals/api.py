@@ -11,10 +11,12 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from common.parsers import BoundedJSONParser
+from labeling import permissions as labeling_perms
+from projects import access
+from projects.models import Project
 
-from .. import access
 from ..labels.services import Actor
-from ..models import Episode, Project, ProposalJob, ProposalStatus
+from ..models import Episode, ProposalJob, ProposalStatus
 from . import services as proposals
 from .jobs import proposal_job_cancel, proposal_job_start
 from .serializers import (
@@ -60,7 +62,7 @@ class ProposalsGenerateView(APIView):
         ),
     )
     def post(self, request, pk):
-        project = _project(request, pk, access.REVIEW)
+        project = _project(request, pk, labeling_perms.REVIEW)
         data = GenerateInSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         if "episode" not in data.validated_data:
@@ -82,7 +84,7 @@ class ProposalsDecisionView(APIView):
 
     @extend_schema(request=ProposalScopeSerializer, responses=DecisionSerializer)
     def post(self, request, pk):
-        project = _project(request, pk, access.REVIEW)
+        project = _project(request, pk, labeling_perms.REVIEW)
         data = ProposalScopeSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         values = data.validated_data
@@ -142,7 +144,7 @@ class ProposalsReopenView(ProposalsDecisionView):
 class ProposalJobView(APIView):
     @extend_schema(responses=ProposalJobSerializer, summary="A proposal-generation job: status, progress, counts")
     def get(self, request, job_id: int):
-        return Response(ProposalJobSerializer(_job(request, job_id, access.VIEW)).data)
+        return Response(ProposalJobSerializer(_job(request, job_id, labeling_perms.VIEW)).data)
 
 
 class ProposalJobCancelView(APIView):
@@ -152,7 +154,7 @@ class ProposalJobCancelView(APIView):
         summary="Cancel a queued or running proposal-generation job (it stops after its current episode)",
     )
     def post(self, request, job_id: int):
-        job = _job(request, job_id, access.REVIEW)
+        job = _job(request, job_id, labeling_perms.REVIEW)
         if not proposal_job_cancel(job=job):
             body = {"detail": f"the job has already ended ({job.status})", **ProposalJobSerializer(job).data}
             return Response(body, status=status.HTTP_409_CONFLICT)

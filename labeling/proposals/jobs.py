@@ -28,8 +28,9 @@ from common.jobs.services import (
     job_progress,
     jobs_recover_stale,
 )
+from projects.models import Project
 
-from ..models import Project, ProposalJob
+from ..models import ProposalJob
 from .services import GenerateResult, proposals_generate
 
 

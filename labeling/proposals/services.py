@@ -18,6 +18,8 @@ from typing import Any
 from django.db import transaction
 from django.db.models import Count, Q, QuerySet
 
+from projects.models import Project
+
 from ..labels.services import (
     Actor,
     FrameEdit,
@@ -27,7 +29,7 @@ from ..labels.services import (
     window_history_append,
     window_labels_set,
 )
-from ..models import Episode, FrameLabel, LabelChange, LabelSource, Project, ProposalStatus, Step, WindowLabel
+from ..models import Episode, FrameLabel, LabelChange, LabelSource, ProposalStatus, Step, WindowLabel
 from ..table_stats import LABEL_TABLES, refresh_after_bulk_write
 from .trend import TrendParams, TrendWindow, trend_windows
 

@@ -186,7 +186,7 @@ def test_labeling(postgres_env):
         r"key press -> next frame painted \(median\)",
         r"save one label, round trip \(median\)",
     )
-    from labeling.models import Project
+    from projects.models import Project
 
     assert not Project.objects.filter(name="Bench labeling").exists(), "the bench left its project behind"
 

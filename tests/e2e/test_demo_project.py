@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from labeling.models import Frame, FrameLabel, Membership, Project, WindowLabel
+from labeling.models import Frame, FrameLabel, WindowLabel
+from projects.models import Membership, Project
 from tests.conftest import login
 from webapp.demo.lift import frame_labels
 from webapp.demo.pickcube import DEMO_PROJECT, ENV_SUCCESS, demo_episodes, seed_demo_project, seed_pickcube_episodes

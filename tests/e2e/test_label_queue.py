@@ -12,7 +12,8 @@ from unittest import mock
 
 import pytest
 
-from labeling.models import FrameLabel, Membership
+from labeling.models import FrameLabel
+from projects.models import Membership
 from tests.conftest import login
 from tests.inference.conftest import make_trained_model
 from tests.training.conftest import seed_episodes

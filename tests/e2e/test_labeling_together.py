@@ -8,7 +8,8 @@ import os
 
 import pytest
 
-from labeling.models import FrameLabel, Membership
+from labeling.models import FrameLabel
+from projects.models import Membership
 from tests.conftest import login
 from tests.labeling.factories import episode_with_frames
 

@@ -33,7 +33,8 @@ def main_pages(project) -> dict[str, str]:
     the training job pushes its events with async_to_sync, which refuses to run beside Playwright's loop.)"""
     from inference.models import Deployment, ServedFrame
     from inference.teleop.models import TeleopSession
-    from labeling.models import Agent, Frame, FrameLabel
+    from labeling.models import Frame, FrameLabel
+    from projects.models import Agent
     from training.models import TrainedModel
     from training.queue.services import label_queue_recompute
     from training.services import job_create, job_execute

@@ -77,7 +77,7 @@ def clear_rate_limits():
     import redis
     from django.conf import settings
 
-    from labeling.gate.limits import KEY_PREFIX
+    from projects.gate.limits import KEY_PREFIX
 
     client = redis.Redis.from_url(settings.REDIS_URL)
 

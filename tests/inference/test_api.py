@@ -12,7 +12,7 @@ from rest_framework.test import APIClient
 
 from inference.broker import queue_key
 from inference.serving import sync_redis
-from labeling.gate.throttles import bad_request_limit
+from projects.gate.throttles import bad_request_limit
 
 from .conftest import deploy, make_trained_model, random_images
 

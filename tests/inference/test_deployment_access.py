@@ -43,7 +43,7 @@ def test_the_answer_agrees_with_the_endpoints_themselves(scoped_agent_client, pr
 
 @pytest.mark.django_db
 def test_a_deployment_the_token_cannot_see_is_not_found(scoped_agent_client, project, deployment):
-    from labeling.models import Project
+    from projects.models import Project
 
     other = Project.objects.create(name="other")
     _, client = scoped_agent_client(["rewards", "ingest"], projects=[other])

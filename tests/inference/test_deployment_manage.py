@@ -171,7 +171,7 @@ def test_the_deployment_page_switches_edits_pauses_and_shows_who_did_what(user_c
 
 
 def test_a_switch_to_a_model_of_another_project_or_kind_is_refused(user_client, deployment, project):
-    from labeling.models import Project
+    from projects.models import Project
     from training.models import TrainedModel
 
     other = make_trained_model(Project.objects.create(name="Other"), seed=3)

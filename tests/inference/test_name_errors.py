@@ -14,7 +14,7 @@ pytestmark = pytest.mark.django_db
 def hidden(db):
     """A deployment of a project the caller is no member of, with an alias."""
     from inference.models import Deployment
-    from labeling.models import Project
+    from projects.models import Project
     from training.models import TrainedModel
 
     other = Project.objects.create(name="Secret", task_description="x")

@@ -36,7 +36,7 @@ from inference.broker import (
 )
 from inference.vlm.serving import StreamStep, TooManyStreams, streams_admit
 from inference.workers.loop import InferenceWorker
-from labeling.gate.limits import RateLimiter, rate_item
+from projects.gate.limits import RateLimiter, rate_item
 
 URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/5")
 

@@ -1,7 +1,7 @@
 """Tokens that say what they lack: a token without the `rewards` scope hears 403 naming that scope on every
 rewards route (JSON, .npy and same-host frames through the ASGI fast path, VLM windows and streams, the OpenAI
 chat route, the same-host offer), whatever deployment it names; and a new token gets its kind's scopes, in the
-admin too. The messages are the ones GET /api/deployments/<name>/access gives (labeling.access.refusal)."""
+admin too. The messages are the ones GET /api/deployments/<name>/access gives (projects.access.refusal)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from asgiref.testing import ApplicationCommunicator
 from rest_framework.test import APIClient
 
 from labeling.ingest.services import agent_create
-from labeling.models import Agent
+from projects.models import Agent
 
 from .conftest import deploy, make_trained_model
 
@@ -122,7 +122,7 @@ def test_a_token_without_the_rewards_scope_hears_so_on_every_rewards_route(proje
 
 
 def test_a_token_with_the_scope_still_sees_only_its_own_deployments(project, deployment, clear_rate_limits):
-    from labeling.models import Project
+    from projects.models import Project
 
     elsewhere = agent_create(name="elsewhere", kind="rl_worker", projects=[Project.objects.create(name="other")])[1]
     answers = _answers(elsewhere, deployment.name)
@@ -139,11 +139,11 @@ def test_a_token_with_the_scope_still_sees_only_its_own_deployments(project, dep
 
 def test_new_tokens_get_their_kinds_scopes_in_the_admin_too(client, admin_user):
     client.force_login(admin_user)
-    response = client.post("/admin/labeling/agent/add/", {"name": "rl-worker-admin", "kind": "rl_worker"}, follow=True)
+    response = client.post("/admin/projects/agent/add/", {"name": "rl-worker-admin", "kind": "rl_worker"}, follow=True)
     message = next(str(m) for m in response.context["messages"] if "rl-worker-admin" in str(m))
     assert Agent.objects.get(name="rl-worker-admin").scopes == ["rewards"]
     assert "with scopes rewards" in message
-    client.post("/admin/labeling/agent/add/", {"name": "sim-admin", "kind": "sim"})
+    client.post("/admin/projects/agent/add/", {"name": "sim-admin", "kind": "sim"})
     assert Agent.objects.get(name="sim-admin").scopes == ["ingest"]
-    client.post("/admin/labeling/agent/add/", {"name": "chosen", "kind": "rl_worker", "scopes": ["labels"]})
+    client.post("/admin/projects/agent/add/", {"name": "chosen", "kind": "rl_worker", "scopes": ["labels"]})
     assert Agent.objects.get(name="chosen").scopes == ["labels"]  # what the admin ticked, nothing more

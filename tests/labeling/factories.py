@@ -9,7 +9,8 @@ import numpy as np
 
 from common.images.checks import encode_array
 from labeling.ingest.services import StepInput, episode_create, episode_finish, steps_append
-from labeling.models import Episode, Project
+from labeling.models import Episode
+from projects.models import Project
 
 
 def frame_array(step: int, camera: int, size: int = 64, num_steps: int = 100) -> np.ndarray:

@@ -13,7 +13,8 @@ from django.core.management import CommandError, call_command
 from django.test import override_settings
 
 from labeling.ingest.services import StepInput, agent_create, episode_create, steps_append
-from labeling.models import Agent, FrameLabel, Membership
+from labeling.models import FrameLabel
+from projects.models import Agent, Membership
 
 
 @pytest.fixture

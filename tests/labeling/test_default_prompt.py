@@ -5,8 +5,8 @@ from __future__ import annotations
 
 
 def test_the_project_default_prompt_is_the_one_training_renders():
-    from labeling.models import Project
-    from labeling.prompts import DEFAULT_PROMPT_TEMPLATE
+    from projects.models import Project
+    from projects.prompts import DEFAULT_PROMPT_TEMPLATE
     from training.vlm.prompt import prompt_render
 
     assert Project._meta.get_field("prompt_template").default == DEFAULT_PROMPT_TEMPLATE
@@ -18,7 +18,7 @@ def test_the_project_default_prompt_is_the_one_training_renders():
 def test_the_default_prompt_names_the_projects_window_size():
     """As RLinf's dataset preprocessing writes it: `{window_size}-frame`; at RLinf's window of 5, the text its
     reward worker sends word for word."""
-    from labeling.prompts import DEFAULT_PROMPT_TEMPLATE
+    from projects.prompts import DEFAULT_PROMPT_TEMPLATE
     from training.vlm.prompt import prompt_render, prompt_task
 
     eight = prompt_render(DEFAULT_PROMPT_TEMPLATE, task="pick the cube", window_size=8)
@@ -33,8 +33,8 @@ def test_projects_that_kept_the_old_default_are_moved_to_the_window_sized_one(db
 
     from django.apps import apps
 
-    from labeling.models import Project
-    from labeling.prompts import DEFAULT_PROMPT_TEMPLATE
+    from projects.models import Project
+    from projects.prompts import DEFAULT_PROMPT_TEMPLATE
 
     migration = importlib.import_module("labeling.migrations.0009_prompt_window_size")
     kept = Project.objects.create(name="kept", prompt_template=migration.OLD)

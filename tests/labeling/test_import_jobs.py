@@ -10,7 +10,8 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
 from labeling.imports.jobs import memory_limit
-from labeling.models import Episode, ImportJob, Membership
+from labeling.models import Episode, ImportJob
+from projects.models import Membership
 from tests.labeling import pickle_bombs
 from tests.labeling.import_builders import rlinf_episode
 

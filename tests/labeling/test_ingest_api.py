@@ -100,7 +100,7 @@ def test_people_with_a_session_may_use_the_api_too(user_client, project):
 
 
 def test_an_episode_id_cannot_move_to_another_project(agent_client, project):
-    from labeling.models import Project
+    from projects.models import Project
 
     other = Project.objects.create(name="Other")
     episode_id = uuid.uuid4()

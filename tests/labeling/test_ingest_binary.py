@@ -158,7 +158,7 @@ def test_an_agent_over_its_api_rate_gets_429_on_the_fast_path_and_nothing_is_sto
 
     import redis
 
-    from labeling.gate.limits import KEY_PREFIX, RateLimiter, rate_item
+    from projects.gate.limits import KEY_PREFIX, RateLimiter, rate_item
 
     body = encode_chunk(*chunk([0]))
     path = f"/api/episodes/{episode}/steps"
@@ -317,7 +317,7 @@ def post_json(url: str, token: str, path: str, body: bytes) -> tuple[int, dict]:
 def test_agents_create_and_finish_episodes_on_the_fast_path_with_the_views_answers(
     live_server_url, agent_token, project
 ):
-    from labeling.models import Project
+    from projects.models import Project
 
     token, episode_id = agent_token[1], str(uuid.uuid4())
     body = f'{{"project": "{project.name}", "uuid": "{episode_id}", "env_id": "PickCube-v1"}}'.encode()

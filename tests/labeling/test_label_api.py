@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 from django.test import Client
 
-from labeling.models import FrameLabel, LabelChange, Membership, WindowLabel
+from labeling.models import FrameLabel, LabelChange, WindowLabel
+from projects.models import Membership
 
 from .factories import episode_with_frames
 

@@ -7,14 +7,15 @@ from __future__ import annotations
 import pytest
 from django.test import Client
 
-from labeling.models import FrameLabel, Membership, WindowLabel
+from labeling.models import FrameLabel, WindowLabel
+from projects.models import Membership
 from tests.labeling.factories import episode_with_frames
 
 
 @pytest.fixture
 def two_people(project, user, django_user_model):
     """alice (the project's manager, from the `project` fixture) and bob, a reviewer of the project (an
-    annotator may not change other people's labels at all: labeling.access.require_may_change_labels)."""
+    annotator may not change other people's labels at all: labeling.labels.ownership.require_may_change_labels)."""
     bob = django_user_model.objects.create_user("bob", "bob@example.org", "pw-bob-123")
     Membership.objects.create(project=project, user=bob, role=Membership.Role.REVIEWER)
     people = []

@@ -10,7 +10,7 @@ import zipfile
 import pytest
 
 from labeling.imports.lerobot.export_jobs import export_job_run
-from labeling.models import Membership, Project
+from projects.models import Membership, Project
 from tests.labeling import test_lerobot_round_trip as round_trip
 from tests.labeling.test_lerobot_import import media  # noqa: F401  (the fixture: MEDIA_ROOT and IMPORT_DIR in tmp_path)
 

@@ -17,7 +17,8 @@ from django.core.management import call_command
 from labeling.imports.jobs import import_job_run
 from labeling.imports.lerobot.format import camera_name
 from labeling.imports.services import import_paths
-from labeling.models import Episode, FrameLabel, ImportJob, Project, Step
+from labeling.models import Episode, FrameLabel, ImportJob, Step
+from projects.models import Project
 from tests.labeling.lerobot_builders import close, first_pixels, pixel, solid_frames, write_mp4, write_v21_dataset
 
 

@@ -13,7 +13,8 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 
 from labeling.imports.jobs import import_job_run
 from labeling.imports.services import import_paths
-from labeling.models import Episode, FrameLabel, ImportJob, LabelSource, Membership, Project, Step
+from labeling.models import Episode, FrameLabel, ImportJob, LabelSource, Step
+from projects.models import Membership, Project
 from tests.labeling.lerobot_builders import write_v21_dataset
 from tests.labeling.test_lerobot_import import media  # noqa: F401  (the fixture: MEDIA_ROOT and IMPORT_DIR in tmp_path)
 

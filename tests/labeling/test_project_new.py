@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from labeling.models import Membership, Project
+from projects.models import Membership, Project
 
 
 @pytest.mark.django_db

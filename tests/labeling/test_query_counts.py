@@ -9,8 +9,9 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from labeling.models import Agent, Episode, Frame, FrameLabel, Step, WindowLabel
+from labeling.models import Episode, Frame, FrameLabel, Step, WindowLabel
 from labeling.proposals.services import proposals_generate
+from projects.models import Agent
 
 pytestmark = pytest.mark.django_db
 

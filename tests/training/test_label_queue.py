@@ -212,7 +212,7 @@ def test_retrain_after_n_labels_and_redeploy_only_a_better_model(project):
 @pytest.mark.django_db
 def test_the_retrain_policy_may_only_redeploy_the_projects_own_deployments(project, user_client, member_client):
     from inference.services import deployment_create
-    from labeling.models import Project
+    from projects.models import Project
     from tests.inference.conftest import make_trained_model
     from training.models import RetrainPolicy
 

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import torch
 
-from labeling.prompts import RLINF_TREND_PROMPT_TEMPLATE
+from projects.prompts import RLINF_TREND_PROMPT_TEMPLATE
 from training.vlm.data import TrendWindow, encode_windows
 from training.vlm.layout import layout_of, window_videos
 from training.vlm.prompt import prompt_render

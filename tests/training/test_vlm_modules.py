@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from labeling.prompts import DEFAULT_PROMPT_TEMPLATE
+from projects.prompts import DEFAULT_PROMPT_TEMPLATE
 from training.vlm.config import VLMTrainConfig
 from training.vlm.data import IGNORE_INDEX, TrendWindow, balance_weights, encode_windows, trend_split_load
 from training.vlm.evaluation import trend_evaluate

@@ -354,9 +354,10 @@ def build_world(django_user_model) -> dict:
     from common.images.checks import check_image
     from inference.models import Deployment, ServedFrame
     from inference.teleop.models import TeleopSession
-    from labeling.access import ALL_SCOPES
     from labeling.ingest.services import StepInput, agent_create, episode_create, steps_append
-    from labeling.models import ImportJob, Membership, Project, ProposalJob
+    from labeling.models import ImportJob, ProposalJob
+    from projects.access import ALL_SCOPES
+    from projects.models import Membership, Project
     from training.models import DatasetSnapshot, TrainedModel, TrainingJob
     from training.vlm.train import EVALUATION_FILE
 
@@ -523,7 +524,7 @@ def ws_refusal(caller: str, route: str) -> int:
 
 @pytest.mark.django_db(transaction=True)
 def test_websockets_answer_each_caller_as_designed(django_user_model):
-    from labeling.auth import AgentTokenMiddleware
+    from projects.auth import AgentTokenMiddleware
     from webapp.routing import websocket_urlpatterns
 
     data = build_world(django_user_model)

@@ -8,7 +8,7 @@ import pytest
 from django.db import OperationalError, connection
 
 from common.db_bridge import DatabaseThreads
-from labeling.models import Project
+from projects.models import Project
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -11,8 +11,8 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from inference.models import Deployment
-from labeling.auth import agent_for_token
 from labeling.models import Episode, FrameLabel
+from projects.auth import agent_for_token
 from webapp.demo.lift import frame_labels
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]

@@ -6,8 +6,9 @@ import pytest
 from django.contrib import admin
 from django.core.management import call_command
 
-from labeling.models import Agent, FrameLabel
-from labeling.tokens import hash_token
+from labeling.models import FrameLabel
+from projects.models import Agent
+from projects.tokens import hash_token
 
 pytestmark = pytest.mark.django_db
 
@@ -56,7 +57,7 @@ def test_every_model_is_in_the_admin_and_its_pages_load(client, admin_user, proj
 def test_an_admin_creates_an_agent_and_sees_its_token_once(client, admin_user):
     client.force_login(admin_user)
     response = client.post(
-        "/admin/labeling/agent/add/", {"name": "franka-1", "kind": "robot", "is_active": "on"}, follow=True
+        "/admin/projects/agent/add/", {"name": "franka-1", "kind": "robot", "is_active": "on"}, follow=True
     )
     assert response.status_code == 200
     message = next(str(m) for m in response.context["messages"] if "franka-1" in str(m))

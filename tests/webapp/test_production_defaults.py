@@ -93,7 +93,7 @@ def test_repeated_failed_logins_lock_the_account_out(client, user, settings):
 def test_the_api_rate_limit_answers_429_with_retry_after(user_client, settings):
     import redis
 
-    from labeling.gate.limits import KEY_PREFIX
+    from projects.gate.limits import KEY_PREFIX
 
     settings.API_RATE_LIMIT = "3/minute"
     store = redis.Redis.from_url(settings.REDIS_URL)

@@ -8,8 +8,9 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
 
-from labeling import access
-from labeling.models import Project
+from projects import access
+from projects.models import Project
+from training import permissions as training_perms
 from training import selectors
 from training.page_data import RunChoice, RunsPageData
 
@@ -37,7 +38,7 @@ def smoothing_of(value: str) -> float:
 @login_required
 def runs(request: HttpRequest, pk: int) -> HttpResponse:
     project = get_object_or_404(Project, pk=pk)
-    access.require_page(request, access.TRAINING_VIEW, project)
+    access.require_page(request, training_perms.TRAINING_VIEW, project)
     jobs = list(selectors.jobs_for_project(project)[:RUNS_LISTED])
     choices = [
         RunChoice(

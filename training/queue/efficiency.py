@@ -3,7 +3,7 @@ per project and read back for the evaluation page's chart. No training here; the
 
 from __future__ import annotations
 
-from labeling.models import Project
+from projects.models import Project
 
 from ..models import LabelEfficiency
 from ..page_data import LabelEfficiencyData, LabelEfficiencyRun

@@ -19,7 +19,7 @@ from django.urls import reverse
 
 from common.jobs.models import JobStatus
 from labeling.labels.selectors import human_frame_label_count
-from labeling.models import Project
+from projects.models import Project
 from training.evaluation import metrics as evaluation
 from training.evaluation.model_evaluation import EvaluationUnavailable, model_predictions
 

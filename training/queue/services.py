@@ -32,7 +32,8 @@ from django.urls import reverse
 from common.images.budget import FrameBatches, SkippedFrame
 from common.memory import MIB, MemoryBudget, malloc_trim
 from labeling.labels.selectors import human_labeled_steps
-from labeling.models import Episode, Frame, Project, Step
+from labeling.models import Episode, Frame, Step
+from projects.models import Project
 
 from ..models import LabelQueueItem, ModelKind, TrainedModel
 from ..storage import local_path

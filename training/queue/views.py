@@ -9,8 +9,9 @@ from django.contrib.auth.decorators import login_required
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
-from labeling import access
-from labeling.models import Project
+from labeling import permissions as labeling_perms
+from projects import access
+from projects.models import Project
 
 from ..models import RetrainPolicy
 from ..selectors import label_queue_empty_reason
@@ -55,7 +56,7 @@ class RetrainPolicyForm(forms.ModelForm):
 @login_required
 def label_next(request, pk: int):
     project = get_object_or_404(Project, pk=pk)
-    access.require_page(request, access.LABEL, project)
+    access.require_page(request, labeling_perms.LABEL, project)
     item = label_queue_next(project=project)
     if item is None:
         messages.info(request, f"The labeling queue is empty: {label_queue_empty_reason(project=project)}")
@@ -66,12 +67,12 @@ def label_next(request, pk: int):
 @login_required
 def label_queue(request, pk: int):
     project = get_object_or_404(Project, pk=pk)
-    access.require_page(request, access.VIEW, project)
+    access.require_page(request, labeling_perms.VIEW, project)
     items = [(item, label_url(item)) for item in label_queue_items(project=project, limit=100)]
     policy = RetrainPolicy.objects.filter(project=project).first() or RetrainPolicy(project=project)
     form = RetrainPolicyForm(instance=policy, user=request.user)
     if request.method == "POST":
-        access.require_page(request, access.MANAGE, project)  # it queues training and may redeploy
+        access.require_page(request, labeling_perms.MANAGE, project)  # it queues training and may redeploy
         form = RetrainPolicyForm(request.POST, instance=policy, user=request.user)
         if form.is_valid():
             form.save()
@@ -89,7 +90,7 @@ def label_queue_refresh(request, pk: int):
     from ..tasks import recompute_label_queue
 
     project = get_object_or_404(Project, pk=pk)
-    access.require_page(request, access.LABEL, project)
+    access.require_page(request, labeling_perms.LABEL, project)
     recompute_label_queue.delay(project.pk)
     messages.success(request, "Recomputing the labeling queue in the background; reload in a moment.")
     return redirect("label-queue", pk=pk)

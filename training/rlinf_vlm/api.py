@@ -8,7 +8,8 @@ from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from labeling import access
+from projects import access
+from training import permissions as training_perms
 
 from ..models import TrainedModel
 from ..vlm.rlinf_export import RlinfExportRefused
@@ -39,14 +40,14 @@ class RlinfExportView(APIView):
     def get(self, request, model_id: int):
         try:
             return Response(
-                RlinfExportOut(model_rlinf_status(model=_model(request, model_id, access.TRAINING_VIEW))).data
+                RlinfExportOut(model_rlinf_status(model=_model(request, model_id, training_perms.TRAINING_VIEW))).data
             )
         except NotAVLM as exc:
             return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
 
     @extend_schema(request=None, responses=RlinfExportOut)
     def post(self, request, model_id: int):
-        model = _model(request, model_id, access.TRAIN)
+        model = _model(request, model_id, training_perms.TRAIN)
         try:
             return Response(RlinfExportOut(model_rlinf_export(model=model)).data)
         except NotAVLM as exc:

@@ -7,7 +7,8 @@ from django.contrib.auth.decorators import login_required
 from django.shortcuts import get_object_or_404, redirect
 from django.views.decorators.http import require_POST
 
-from labeling import access
+from projects import access
+from training import permissions as training_perms
 
 from ..models import ModelKind, TrainedModel
 from ..vlm.rlinf_export import RlinfExportRefused
@@ -18,7 +19,7 @@ from .services import model_rlinf_export
 @require_POST
 def rlinf_export(request, model_id: int):
     model = get_object_or_404(TrainedModel.objects.select_related("project"), pk=model_id, kind=ModelKind.VLM)
-    access.require_page(request, access.TRAIN, model.project)
+    access.require_page(request, training_perms.TRAIN, model.project)
     try:
         record = model_rlinf_export(model=model)
     except (RlinfExportRefused, FileNotFoundError) as exc:

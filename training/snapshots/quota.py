@@ -8,7 +8,8 @@ from __future__ import annotations
 from django.conf import settings
 
 from common.filestore.services import stored_folder_bytes
-from labeling.models import Frame, Project
+from labeling.models import Frame
+from projects.models import Project
 
 from ..models import DatasetSnapshot
 

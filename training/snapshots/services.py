@@ -24,7 +24,7 @@ from common.filestore.services import folder_published, stored_folder_delete, wo
 from common.images.checks import PNG_SIGNATURE, ImageError, check_png, decode_rgb, encode_array
 from common.jobs.services import JobHeartbeat, job_claim, job_finish, job_progress
 from common.zip_stream import zip_folder_blocks
-from labeling.models import Project
+from projects.models import Project
 from webhooks import events
 from webhooks.services import webhook_emit_safely
 

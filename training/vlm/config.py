@@ -6,7 +6,7 @@ import os
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
-from labeling.prompts import DEFAULT_PROMPT_TEMPLATE
+from projects.prompts import DEFAULT_PROMPT_TEMPLATE
 
 from ..kit.parallel_config import DEFAULT_MASTER_PORT, settings_errors
 from .layout import DEFAULT_LAYOUT, LAYOUTS

@@ -1,7 +1,7 @@
 """The trend prompt: a project's template filled with its task description and window size.
 
 The templates themselves (`DEFAULT_PROMPT_TEMPLATE`, RLinf's fixed trend prompt, is every new project's)
-live with the project model in labeling/prompts.py, which needs no Django either.
+live with the project model in projects/prompts.py, which needs no Django either.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 import string
 
-from labeling.prompts import DEFAULT_PROMPT_TEMPLATE
+from projects.prompts import DEFAULT_PROMPT_TEMPLATE
 
 FIELDS = ("task", "window_size")
 

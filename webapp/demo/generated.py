@@ -9,7 +9,8 @@ from django.db import transaction
 
 from common.images.checks import encode_array
 from labeling.ingest.services import StepInput, episode_create, episode_finish, steps_append
-from labeling.models import Episode, FrameLabel, Project
+from labeling.models import Episode, FrameLabel
+from projects.models import Project
 from training.synthetic import make_scene
 
 DEMO_NAMESPACE = uuid.UUID("6a0f3f5e-2f7e-4f63-9d53-4a0f0b1e2d11")

@@ -22,7 +22,8 @@ from django.db import transaction
 from common.images.checks import encode_array
 from labeling.ingest.selectors import stored_frame_width
 from labeling.ingest.services import StepInput, episode_create, episode_finish, steps_append
-from labeling.models import Episode, FrameLabel, Project
+from labeling.models import Episode, FrameLabel
+from projects.models import Project
 
 from .episode_cache import (
     FIRST_SEED,

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from labeling.ingest.selectors import stored_frame_width
-from labeling.models import Project
+from projects.models import Project
 from training.presets import WORKSPACE_CROP, workspace_input_size
 
 from .episode_cache import cache_path, episode_load, render_missing, render_workers
@@ -180,10 +180,9 @@ def demo_agent_token(*, project: Project, token_file: Path) -> Path:
 
     A token that matches this database's demo agent is kept (its grants narrowed to this project); otherwise
     a new one is written, so the printed command always works against this database."""
-    from labeling.tokens import hash_token
-
     from labeling.ingest.services import agent_create, agent_rotate_token
-    from labeling.models import Agent
+    from projects.models import Agent
+    from projects.tokens import hash_token
 
     token = token_file.read_text().strip() if token_file.exists() else ""
     agent = Agent.objects.filter(name=DEMO_AGENT_NAME).first()

@@ -25,9 +25,10 @@ import numpy as np
 from django.core.files.storage import default_storage
 
 from common.images.checks import decode_rgb
+from projects.models import Project
 
 from ...labels.selectors import effective_frame_labels
-from ...models import Episode, Frame, FrameLabel, LabelSource, Project, Step
+from ...models import Episode, Frame, FrameLabel, LabelSource, Step
 from .writer import DatasetSpec, ExportEpisode, even_size, write_dataset
 
 COLUMNS = {

@@ -17,8 +17,8 @@ from django.db import transaction
 from django.utils import timezone
 
 from common.redis_clients import redis_from_url
+from projects.models import Project
 
-from ...models import Project
 from .export import ExportError, lerobot_export_zip
 
 EXPORT_JOB_TTL_S = 3600  # a finished export can be downloaded for an hour

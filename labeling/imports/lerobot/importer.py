@@ -33,9 +33,10 @@ from typing import Any
 from django.conf import settings
 
 from common.images.checks import CheckedImage, ImageError, check_image
+from projects.models import Project
 
 from ...ingest.services import StepInput
-from ...models import FrameLabel, Project
+from ...models import FrameLabel
 from ..sources import ImportSummary, Source, SourceError, file_sha256
 from ..storing import already_imported, count, encode, import_uuid, store_episode
 from ..video_frames import VideoError, VideoLimits, decode_frames, video_camera

@@ -11,8 +11,10 @@ from django.shortcuts import get_object_or_404
 from django.urls import reverse
 from django.utils.text import slugify
 
-from ... import access
-from ...models import Project
+from labeling import permissions as labeling_perms
+from projects import access
+from projects.models import Project
+
 from .export import ExportError, lerobot_export_zip
 from .export_jobs import export_job_file, export_job_start, export_job_state
 
@@ -24,7 +26,7 @@ def project_export_lerobot(request, pk: int):
     """Built while the request waits (bounded by LEROBOT_EXPORT_MAX_FRAMES); `?fps=N` sets the frame rate
     (default 10). A project over the limit, or with nothing to export, answers 400 saying so."""
     project = get_object_or_404(Project, pk=pk)
-    access.require_page(request, access.VIEW, project)
+    access.require_page(request, labeling_perms.VIEW, project)
     fps_text = (request.POST if request.method == "POST" else request.GET).get("fps", "10")
     if not fps_text.isdigit() or int(fps_text) not in FPS_CHOICES:
         return HttpResponse(f"fps must be a whole number from 1 to 240; got {fps_text!r}", status=400)
@@ -61,7 +63,7 @@ def _state_or_queued(token: str, project: Project) -> dict:
 def project_export_lerobot_job(request, pk: int, token: str):
     """A background export's state: status (queued, running, succeeded, failed), episodes done of total, error."""
     project = get_object_or_404(Project, pk=pk)
-    access.require_page(request, access.VIEW, project)
+    access.require_page(request, labeling_perms.VIEW, project)
     state = export_job_state(token=token, project=project)
     if state is None:
         return JsonResponse({"detail": "no such export (exports are kept for an hour)"}, status=404)
@@ -73,7 +75,7 @@ def project_export_lerobot_download(request, pk: int, token: str):
     """The finished background export's zip; 409 while it is being written (or when it failed), 404 for an
     unknown or expired one."""
     project = get_object_or_404(Project, pk=pk)
-    access.require_page(request, access.VIEW, project)
+    access.require_page(request, labeling_perms.VIEW, project)
     state = export_job_state(token=token, project=project)
     if state is not None and state["status"] != "succeeded":
         return HttpResponse(f"this export is {state['status']}, not ready to download", status=409)

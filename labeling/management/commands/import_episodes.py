@@ -11,7 +11,7 @@ from tqdm import tqdm
 
 from labeling.imports.services import import_paths
 from labeling.imports.sources import SourceError
-from labeling.models import Project
+from projects.models import Project
 
 
 class Command(BaseCommand):

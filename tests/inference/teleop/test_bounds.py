@@ -16,7 +16,8 @@ from channels.db import database_sync_to_async
 from channels.testing import WebsocketCommunicator
 
 from inference.teleop.models import TeleopSession
-from labeling.models import Agent, Episode, Step
+from labeling.models import Episode, Step
+from projects.models import Agent
 from robot_agent.protocol import encode_image, pack_step
 
 from .test_consumers import (  # noqa: F401 - the autouse fixture closes consumer connections

@@ -14,8 +14,8 @@ from channels.testing import WebsocketCommunicator
 
 from inference.teleop.models import TeleopSession
 from inference.teleop.routing import websocket_urlpatterns
-from labeling.auth import AgentTokenMiddleware
 from labeling.models import Episode, FrameLabel, LabelChange
+from projects.auth import AgentTokenMiddleware
 from robot_agent.protocol import encode_image, pack_step
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -13,7 +13,7 @@ import pytest
 from PIL import Image
 
 from inference.vlm.chat_prompt import REQUEST, TRAINED, chat_prompt_pick
-from labeling.prompts import REWARD_STUDIO_PROMPT_TEMPLATE, RLINF_TREND_PROMPT_TEMPLATE
+from projects.prompts import REWARD_STUDIO_PROMPT_TEMPLATE, RLINF_TREND_PROMPT_TEMPLATE
 from training.vlm.prompt import prompt_render, prompt_task
 
 from ..conftest import deploy

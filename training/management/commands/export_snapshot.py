@@ -7,7 +7,7 @@ import shutil
 
 from django.core.management.base import BaseCommand, CommandError
 
-from labeling.models import Project
+from projects.models import Project
 from training.snapshots.services import SnapshotError, snapshot_archive, snapshot_create
 from training.storage import local_path
 

@@ -7,7 +7,7 @@ import json
 from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
-from labeling.models import Project
+from projects.models import Project
 from training.models import DatasetSnapshot, TrainedModel, TrainingJob
 from training.resnet.config import ResNetConfig
 from training.services import job_create, job_execute

@@ -9,13 +9,13 @@ off):
   a cheap 429 before its body is read, so a misbehaving client cannot crowd out the others.
 
 `RateLimiter` is written once, for asyncio (redis.asyncio, one per event loop): the ASGI fast paths await
-it, DRF throttles and views call it through `async_to_sync` (`labeling.gate.throttles`). It uses the
+it, DRF throttles and views call it through `async_to_sync` (`projects.gate.throttles`). It uses the
 sliding-window-counter strategy: two counters per key, no per-hit lists. `check_then_hit` checks one
 limit and counts against another in one round trip (the library's own two scripts in one Lua call), as
 the rewards fast path does for every request. When Redis cannot be reached, a
 limit lets the request through (the request itself then fails with a clear 503 where it needs Redis)
 rather than turning every request into a 500.
-No Django here; `limiter()` in `labeling.gate.throttles` wires the settings.
+No Django here; `limiter()` in `projects.gate.throttles` wires the settings.
 """
 
 from __future__ import annotations

@@ -48,7 +48,7 @@ class AgentTokenAuthentication(authentication.BaseAuthentication):
         return agent, token
 
     def agent_for(self, token: str):
-        """The agent of `token`, or None (a subclass may remember agents: `labeling.gate.auth`)."""
+        """The agent of `token`, or None (a subclass may remember agents: `projects.gate.auth`)."""
         return agent_for_token(token)
 
     def authenticate_header(self, request):
@@ -75,7 +75,7 @@ class AgentTokenMiddleware:
 class AgentTokenScheme(OpenApiAuthenticationExtension):
     """Documents agent tokens in the OpenAPI schema: `Authorization: Bearer <token>`."""
 
-    target_class = "labeling.auth.AgentTokenAuthentication"
+    target_class = "projects.auth.AgentTokenAuthentication"
     match_subclasses = True
     name = "AgentToken"
 

@@ -2,9 +2,10 @@
 
 One place decides it. A caller (an "actor") is whatever authenticated the request: a User (session), an
 Agent (token) or an AnonymousUser; `actor_of(request)` is where another kind of caller is recognised:
-a tokenless request from a trusted network (labeling.gate.auth.TrustedClient) may see deployments and ask
+a tokenless request from a trusted network (projects.gate.auth.TrustedClient) may see deployments and ask
 them for rewards, nothing else. Permissions are `rules` predicates registered under
-the names in PERMS; views call `require(...)` with one of them and an object:
+their names by the apps' `permissions` modules (`project_perm`, `deployment_perm`); views call `require(...)` with
+one of them and an object:
 
 - a project the caller cannot see at all answers 404 (no data and no hint that it exists);
 - a project it can see but where its role or token scope is too small answers 403 naming what is missing.
@@ -36,38 +37,6 @@ DEFAULT_SCOPES: dict[str, list[str]] = {
 }
 
 
-@dataclass(frozen=True)
-class Perm:
-    """A permission: the least project role a person needs and the token scope an agent needs."""
-
-    name: str
-    role: str | None  # None: people never get it from a role (admins only)
-    scope: str | None  # None: agents never get it
-    what: str
-
-
-VIEW = Perm("labeling.view_project", Membership.Role.ANNOTATOR, AgentScope.LABELS, "read the project's labels")
-LABEL = Perm("labeling.label_project", Membership.Role.ANNOTATOR, AgentScope.LABELS, "label")
-REVIEW = Perm("labeling.review_project", Membership.Role.REVIEWER, AgentScope.LABELS, "decide proposals")
-MANAGE = Perm("labeling.manage_project", Membership.Role.MANAGER, None, "change the project")
-INGEST = Perm("labeling.ingest_project", Membership.Role.MANAGER, AgentScope.INGEST, "ingest episodes")
-EPISODE_READ = Perm("labeling.read_episode", Membership.Role.ANNOTATOR, AgentScope.INGEST, "read episodes")
-TELEOP = Perm("labeling.teleop_project", None, AgentScope.TELEOP, "stream teleop sessions")
-TRAINING_VIEW = Perm("training.view_project", Membership.Role.ANNOTATOR, AgentScope.TRAINING, "read training data")
-TRAIN = Perm("training.train_project", Membership.Role.MANAGER, AgentScope.TRAINING, "make snapshots and train")
-DEPLOY_PROJECT = Perm("inference.deploy_project", Membership.Role.MANAGER, None, "deploy the project's models")
-DEPLOYMENT_VIEW = Perm("inference.view_deployment", Membership.Role.ANNOTATOR, AgentScope.REWARDS, "see it")
-REWARDS = Perm("inference.use_deployment", Membership.Role.ANNOTATOR, AgentScope.REWARDS, "ask for rewards")
-DEPLOY = Perm("inference.change_deployment", Membership.Role.MANAGER, None, "change deployments")
-SWITCH_MODEL = Perm(
-    "inference.switch_deployment_model", Membership.Role.MANAGER, AgentScope.TRAINING, "switch a deployment's model"
-)
-PERMS = {
-    p.name: p for p in (VIEW, LABEL, REVIEW, MANAGE, INGEST, EPISODE_READ, TELEOP, TRAINING_VIEW, TRAIN, DEPLOY_PROJECT)
-}
-DEPLOYMENT_PERMS = {p.name: p for p in (DEPLOYMENT_VIEW, REWARDS, DEPLOY, SWITCH_MODEL)}
-
-
 # ---- who the caller is -----------------------------------------------------------------------------
 
 
@@ -91,7 +60,7 @@ def is_site_admin(actor) -> bool:
 
 def project_role_rank(actor, project_id: int) -> int:
     """0 when the person is no member of the project, else the rank of the role. Only users have roles:
-    agents, anonymous and trusted-network callers (labeling.gate.auth.TrustedClient) rank 0."""
+    agents, anonymous and trusted-network callers (projects.gate.auth.TrustedClient) rank 0."""
     if not isinstance(actor, get_user_model()) or not actor.is_authenticated:
         return 0
     cache = actor.__dict__.setdefault("_rs_roles", {})
@@ -201,24 +170,62 @@ def _deployment_role(role: str):
 
 @rules.predicate
 def trusted_network(actor) -> bool:
-    """A tokenless caller from TRUSTED_CIDRS (labeling.gate.auth.TrustedClient): rewards from any deployment."""
+    """A tokenless caller from TRUSTED_CIDRS (projects.gate.auth.TrustedClient): rewards from any deployment."""
     return bool(getattr(actor, "trusted_network", False))
 
 
 SEES_PROJECT = site_admin | member | agent_on_project
 SEES_DEPLOYMENT = site_admin | deployment_visible | trusted_network
-TRUSTED_NETWORK_PERMS = {DEPLOYMENT_VIEW.name, REWARDS.name}
-for _perm in PERMS.values():
-    rules.set_perm(_perm.name, _project_rule(_perm))
-for _perm in DEPLOYMENT_PERMS.values():
-    _predicate = site_admin
-    if _perm.role is not None:
-        _predicate = _predicate | _deployment_role(_perm.role)
-    if _perm.scope is not None:
-        _predicate = _predicate | (deployment_visible & has_scope(_perm.scope))
-    if _perm.name in TRUSTED_NETWORK_PERMS:
-        _predicate = _predicate | trusted_network
-    rules.set_perm(_perm.name, _predicate)
+
+
+def _deployment_rule(perm: Perm, *, trusted: bool):
+    predicate = site_admin
+    if perm.role is not None:
+        predicate = predicate | _deployment_role(perm.role)
+    if perm.scope is not None:
+        predicate = predicate | (deployment_visible & has_scope(perm.scope))
+    if trusted:
+        predicate = predicate | trusted_network
+    return predicate
+
+
+@dataclass(frozen=True)
+class Perm:
+    """A permission: the least project role a person needs and the token scope an agent needs, on a project or
+    on a deployment (`on`). Apps declare theirs in their `permissions` module with `project_perm` or
+    `deployment_perm`, which register the rule."""
+
+    name: str
+    role: str | None  # None: people never get it from a role (admins only)
+    scope: str | None  # None: agents never get it
+    what: str
+    on: str = "project"  # or "deployment"
+
+
+PERMS: dict[str, Perm] = {}  # every registered permission by name (the apps' permissions modules fill it)
+DEPLOYMENT_PERMS: dict[str, Perm] = {}
+
+
+def project_perm(name: str, role: str | None, scope: str | None, what: str) -> Perm:
+    """Declare a permission on a project (or its id) and register its rule."""
+    perm = Perm(name, role, scope, what)
+    PERMS[name] = perm
+    rules.set_perm(name, _project_rule(perm))
+    return perm
+
+
+def deployment_perm(name: str, role: str | None, scope: str | None, what: str, *, trusted: bool = False) -> Perm:
+    """Declare a permission on a deployment and register its rule; `trusted`: tokenless callers from
+    TRUSTED_CIDRS (projects.gate.auth.TrustedClient) have it too."""
+    perm = Perm(name, role, scope, what, on="deployment")
+    DEPLOYMENT_PERMS[name] = perm
+    rules.set_perm(name, _deployment_rule(perm, trusted=trusted))
+    return perm
+
+
+def registered(name: str) -> Perm:
+    """A permission another app declares, by name (for an app below it, which may not import it)."""
+    return PERMS.get(name) or DEPLOYMENT_PERMS[name]
 
 
 # ---- checks for views --------------------------------------------------------------------------------
@@ -240,8 +247,7 @@ def refusal(actor, perm: Perm) -> str:
 
 def check(actor, perm: Perm, obj) -> int:
     """200, 404 or 403: what `require` would answer (for pages and consumers)."""
-    deployment = perm.name in DEPLOYMENT_PERMS
-    sees = SEES_DEPLOYMENT if deployment else SEES_PROJECT
+    sees = SEES_DEPLOYMENT if perm.on == "deployment" else SEES_PROJECT
     if not getattr(actor, "is_authenticated", False):
         return 401
     if not sees.test(actor, obj):
@@ -302,35 +308,6 @@ def require_token_scope(actor, perm: Perm) -> None:
     refused = scope_refusal(actor, perm)
     if refused is not None:
         raise exceptions.PermissionDenied(refused)
-
-
-def require_own_episode(actor, episode) -> None:
-    """Agents append to and finish only the episodes they created (people with the role may do any)."""
-    if is_agent(actor) and not is_site_admin(actor) and episode.agent_id != actor.pk:
-        raise exceptions.PermissionDenied("this episode belongs to another agent")
-
-
-def require_may_change_labels(actor, episode, *, steps=(), spans=()) -> None:
-    """Annotators change only their own and unlabeled human labels; reviewers, managers, admins and
-    agents with the labels scope may change anyone's. `steps`: step indices; `spans`: (start, end)."""
-    from .models import FrameLabel, LabelSource, WindowLabel
-
-    if is_agent(actor) or is_site_admin(actor):
-        return
-    if project_role_rank(actor, episode.project_id) >= ROLE_RANK[Membership.Role.REVIEWER]:
-        return
-    others = Q(author__isnull=True) | ~Q(author=actor)
-    human = {"episode": episode, "source": LabelSource.HUMAN}
-    clash = False
-    if steps:
-        clash = FrameLabel.objects.filter(others, step__index__in=list(steps), **human).exists()
-    if not clash and spans:
-        span_q = Q()
-        for start, end in spans:
-            span_q |= Q(start=start, end=end)
-        clash = WindowLabel.objects.filter(others, span_q, **human).exists()
-    if clash:
-        raise exceptions.PermissionDenied("changing other people's labels needs the reviewer role in this project")
 
 
 # ---- what a caller may list ----------------------------------------------------------------------

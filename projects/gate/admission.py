@@ -1,7 +1,7 @@
 """Who may go on: the Bearer token's agent, within the bad-request limit and one per-agent limit.
 
 Both ASGI fast paths (rewards, ingest) admit a request the same way before they read its body. An agent
-remembered from a recent request (no query, `labeling.gate.auth`) costs one Redis round trip for both limits
+remembered from a recent request (no query, `projects.gate.auth`) costs one Redis round trip for both limits
 (`RateLimiter.check_then_hit`); any other token is checked against the bad-request limit before it is
 parsed or looked up, then counted against the agent's limit once it is known.
 """
@@ -15,11 +15,11 @@ from limits import RateLimitItem
 
 from common.asgi_http import HttpError
 from common.db_bridge import orm_call
-from labeling.auth import MALFORMED, UNKNOWN
-from labeling.gate.auth import agent_remembered, cached_agent
-from labeling.gate.limits import Verdict, too_many
-from labeling.gate.throttles import bad_request_limit, limiter
-from labeling.tokens import token_from_header
+from projects.auth import MALFORMED, UNKNOWN
+from projects.gate.auth import agent_remembered, cached_agent
+from projects.gate.limits import Verdict, too_many
+from projects.gate.throttles import bad_request_limit, limiter
+from projects.tokens import token_from_header
 
 
 async def admitted_agent(

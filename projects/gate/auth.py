@@ -21,8 +21,8 @@ from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework.authentication import BaseAuthentication, SessionAuthentication
 
 from common.db_bridge import orm_call
-from labeling.auth import AgentTokenAuthentication, agent_for_token
-from labeling.tokens import hash_token
+from projects.auth import AgentTokenAuthentication, agent_for_token
+from projects.tokens import hash_token
 
 TOKEN_CACHE_S = 10.0
 _agents: dict[str, tuple[float, object]] = {}
@@ -81,7 +81,7 @@ class TrustedClient:
     is_anonymous = False
     is_staff = False
     token_hash = None
-    trusted_network = True  # labeling.access: may see deployments and ask them for rewards
+    trusted_network = True  # projects.access: may see deployments and ask them for rewards
 
     def __init__(self, address: str):
         self.address = address
@@ -126,7 +126,7 @@ class TrustedNetworkAuthentication(BaseAuthentication):
 class TrustedNetworkScheme(OpenApiAuthenticationExtension):
     """In the OpenAPI schema: the agent token becomes optional (trusted networks need none)."""
 
-    target_class = "labeling.gate.auth.TrustedNetworkAuthentication"
+    target_class = "projects.gate.auth.TrustedNetworkAuthentication"
     name = "TrustedNetwork"
 
     def get_security_requirement(self, auto_schema):

@@ -1,4 +1,4 @@
-"""The rate limits of `labeling.gate.limits` wired to the settings, and DRF throttles on top of them.
+"""The rate limits of `projects.gate.limits` wired to the settings, and DRF throttles on top of them.
 
 `ApiRateThrottle` is a default DRF throttle (settings.REST_FRAMEWORK); `RewardsRateThrottle` adds the
 reward limit on the reward views. A trusted network's tokenless caller (an RL run's envs, all from one
@@ -17,7 +17,7 @@ from limits import RateLimitItem
 from rest_framework.throttling import BaseThrottle
 
 from common.redis_clients import pool_size
-from labeling.gate.limits import RateLimiter, Verdict, rate_item
+from projects.gate.limits import RateLimiter, Verdict, rate_item
 
 _limiters: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
