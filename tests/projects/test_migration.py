@@ -14,8 +14,8 @@ from django.db.migrations.executor import MigrationExecutor
 from inference.models import Deployment
 from labeling.ingest.services import agent_create, episode_create
 from labeling.models import Episode
-from training.models import TrainedModel
 from projects.models import Agent, Membership, Project
+from training.models import TrainedModel
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
