@@ -13,6 +13,7 @@ from drf_spectacular.utils import (
     OpenApiParameter,
     OpenApiTypes,
     extend_schema,
+    extend_schema_serializer,
     inline_serializer,
 )
 from rest_framework import serializers, status
@@ -61,7 +62,9 @@ BASE_HELP = (
 )
 
 
-class FrameItemSerializer(serializers.Serializer):
+# component_name: the OpenAPI name the body had before the <Thing>In/<Thing>Out naming rule, kept for clients.
+@extend_schema_serializer(component_name="FrameItem")
+class FrameItemIn(serializers.Serializer):
     index = serializers.IntegerField(min_value=0, max_value=MAX_STEP_INDEX)
     value = serializers.ChoiceField(choices=FrameLabel.Value.choices, allow_null=True)
     base = serializers.ChoiceField(
@@ -69,7 +72,7 @@ class FrameItemSerializer(serializers.Serializer):
     )
 
 
-class FrameLabelsInSerializer(serializers.Serializer):
+class FrameLabelsIn(serializers.Serializer):
     """Either a range (start..end inclusive, one value for all) or a list of items."""
 
     start = serializers.IntegerField(min_value=0, max_value=MAX_STEP_INDEX, required=False)
@@ -80,7 +83,7 @@ class FrameLabelsInSerializer(serializers.Serializer):
     base = serializers.ChoiceField(
         choices=FrameLabel.Value.choices, allow_null=True, required=False, help_text=BASE_HELP + " (every step)"
     )
-    items = FrameItemSerializer(many=True, required=False, max_length=MAX_ITEMS)  # type: ignore[call-arg]  # many=True passes max_length on to ListSerializer
+    items = FrameItemIn(many=True, required=False, max_length=MAX_ITEMS)  # type: ignore[call-arg]  # many=True passes max_length on to ListSerializer
 
     def validate(self, attrs):
         if "items" in attrs:
@@ -97,17 +100,20 @@ class FrameLabelsInSerializer(serializers.Serializer):
         return attrs
 
 
-class FrameChangeSerializer(serializers.Serializer):
+@extend_schema_serializer(component_name="FrameChange")
+class FrameChangeOut(serializers.Serializer):
     index = serializers.IntegerField()
     old = serializers.CharField(allow_null=True)
     new = serializers.CharField(allow_null=True)
 
 
-class FrameChangesSerializer(serializers.Serializer):
-    changed = FrameChangeSerializer(many=True)
+@extend_schema_serializer(component_name="FrameChanges")
+class FrameChangesOut(serializers.Serializer):
+    changed = FrameChangeOut(many=True)
 
 
-class WindowItemSerializer(serializers.Serializer):
+@extend_schema_serializer(component_name="WindowItem")
+class WindowItemIn(serializers.Serializer):
     start = serializers.IntegerField(min_value=0, max_value=MAX_STEP_INDEX)
     end = serializers.IntegerField(min_value=0, max_value=MAX_STEP_INDEX)
     value = serializers.ChoiceField(
@@ -123,14 +129,14 @@ class WindowItemSerializer(serializers.Serializer):
         return attrs
 
 
-class WindowLabelsInSerializer(serializers.Serializer):
+class WindowLabelsIn(serializers.Serializer):
     start = serializers.IntegerField(min_value=0, max_value=MAX_STEP_INDEX, required=False)
     end = serializers.IntegerField(min_value=0, max_value=MAX_STEP_INDEX, required=False)
     value = serializers.ChoiceField(choices=WindowLabel.Value.choices, allow_null=True, required=False)
     base = serializers.ChoiceField(
         choices=WindowLabel.Value.choices, allow_null=True, required=False, help_text=BASE_HELP
     )
-    items = WindowItemSerializer(many=True, required=False, max_length=MAX_ITEMS)  # type: ignore[call-arg]  # as above
+    items = WindowItemIn(many=True, required=False, max_length=MAX_ITEMS)  # type: ignore[call-arg]  # as above
 
     def validate(self, attrs):
         if "items" in attrs:
@@ -144,18 +150,21 @@ class WindowLabelsInSerializer(serializers.Serializer):
         return attrs
 
 
-class WindowChangeSerializer(serializers.Serializer):
+@extend_schema_serializer(component_name="WindowChange")
+class WindowChangeOut(serializers.Serializer):
     start = serializers.IntegerField()
     end = serializers.IntegerField()
     old = serializers.CharField(allow_null=True)
     new = serializers.CharField(allow_null=True)
 
 
-class WindowChangesSerializer(serializers.Serializer):
-    changed = WindowChangeSerializer(many=True)
+@extend_schema_serializer(component_name="WindowChanges")
+class WindowChangesOut(serializers.Serializer):
+    changed = WindowChangeOut(many=True)
 
 
-class ConflictSerializer(serializers.Serializer):
+@extend_schema_serializer(component_name="Conflict")
+class ConflictOut(serializers.Serializer):
     start = serializers.IntegerField(help_text="Step index (frames) or window start.")
     end = serializers.IntegerField()
     base = serializers.CharField(allow_null=True, help_text="The value the edit was based on.")
@@ -163,9 +172,10 @@ class ConflictSerializer(serializers.Serializer):
     by = serializers.CharField(help_text="Who stored it (user name, or agent <name>).")
 
 
-class ConflictResponseSerializer(serializers.Serializer):
+@extend_schema_serializer(component_name="ConflictResponse")
+class ConflictsOut(serializers.Serializer):
     detail = serializers.CharField()
-    conflicts = ConflictSerializer(many=True)
+    conflicts = ConflictOut(many=True)
 
 
 def _conflict_response(exc: LabelConflict) -> Response:
@@ -175,12 +185,13 @@ def _conflict_response(exc: LabelConflict) -> Response:
     return Response({"detail": str(exc), "conflicts": conflicts}, status=status.HTTP_409_CONFLICT)
 
 
-class WindowSpanSerializer(serializers.Serializer):
+class WindowSpanIn(serializers.Serializer):
     start = serializers.IntegerField(min_value=0, max_value=MAX_STEP_INDEX)
     end = serializers.IntegerField(min_value=0, max_value=MAX_STEP_INDEX)
 
 
-class ProgressSerializer(serializers.Serializer):
+@extend_schema_serializer(component_name="Progress")
+class ProgressOut(serializers.Serializer):
     label = serializers.CharField()  # type: ignore[assignment]  # a field named like Field.label (the metaclass moves it)
     kind = serializers.CharField()
     done = serializers.IntegerField()
@@ -189,15 +200,17 @@ class ProgressSerializer(serializers.Serializer):
     note = serializers.CharField(help_text="Why the data may never meet the target; empty otherwise.")
 
 
-class ProjectProgressSerializer(serializers.Serializer):
-    progress = ProgressSerializer(many=True)
+@extend_schema_serializer(component_name="ProjectProgress")
+class ProjectProgressOut(serializers.Serializer):
+    progress = ProgressOut(many=True)
     open_proposals = serializers.DictField(child=serializers.IntegerField())
 
 
 HISTORY_LIMIT, HISTORY_MAX_LIMIT = 200, 1000
 
 
-class LabelChangeSerializer(serializers.Serializer):
+@extend_schema_serializer(component_name="LabelChange")
+class LabelChangeOut(serializers.Serializer):
     id = serializers.IntegerField()
     at = serializers.DateTimeField()
     kind = serializers.CharField()
@@ -239,7 +252,7 @@ class EpisodeLabelingView(APIView):
         return Response(label_selectors.episode_labeling_data(episode=_episode(request, uuid)))
 
 
-class FrameBundleQuerySerializer(serializers.Serializer):
+class FrameBundleQueryIn(serializers.Serializer):
     camera = serializers.CharField(max_length=50)
     start = serializers.IntegerField(min_value=0, max_value=MAX_STEP_INDEX, help_text="First step index.")
     end = serializers.IntegerField(min_value=0, max_value=MAX_STEP_INDEX, help_text="Last step index (inclusive).")
@@ -256,7 +269,7 @@ class FrameBundleView(APIView):
     """Many frames of one camera in one response, so a page can prefetch an episode in a few requests."""
 
     @extend_schema(
-        parameters=[FrameBundleQuerySerializer],
+        parameters=[FrameBundleQueryIn],
         responses={(200, "application/octet-stream"): OpenApiTypes.BINARY},
         summary="The encoded frames of one camera for steps start..end, concatenated",
         description=(
@@ -266,7 +279,7 @@ class FrameBundleView(APIView):
     )
     def get(self, request, uuid):
         episode = _episode(request, uuid)
-        query = FrameBundleQuerySerializer(data=request.query_params)
+        query = FrameBundleQueryIn(data=request.query_params)
         query.is_valid(raise_exception=True)
         values = query.validated_data
         if values["camera"] not in episode.project.camera_views:
@@ -296,13 +309,13 @@ class FrameLabelsView(APIView):
     parser_classes = [BoundedJSONParser]
 
     @extend_schema(
-        request=FrameLabelsInSerializer,
-        responses={200: FrameChangesSerializer, 409: ConflictResponseSerializer},
+        request=FrameLabelsIn,
+        responses={200: FrameChangesOut, 409: ConflictsOut},
         summary="Set or clear human frame labels (a range or a list)",
     )
     def put(self, request, uuid):
         episode = _episode(request, uuid, labeling_perms.LABEL)
-        data = FrameLabelsInSerializer(data=request.data)
+        data = FrameLabelsIn(data=request.data)
         data.is_valid(raise_exception=True)
         values = data.validated_data
         if "items" in values:
@@ -325,13 +338,13 @@ class WindowLabelsView(APIView):
     parser_classes = [BoundedJSONParser]
 
     @extend_schema(
-        request=WindowLabelsInSerializer,
-        responses={200: WindowChangesSerializer, 409: ConflictResponseSerializer},
+        request=WindowLabelsIn,
+        responses={200: WindowChangesOut, 409: ConflictsOut},
         summary="Set human window labels (value null deletes); windows may overlap",
     )
     def post(self, request, uuid):
         episode = _episode(request, uuid, labeling_perms.LABEL)
-        data = WindowLabelsInSerializer(data=request.data)
+        data = WindowLabelsIn(data=request.data)
         data.is_valid(raise_exception=True)
         values = data.validated_data
         rows = values.get("items", [values])
@@ -345,12 +358,12 @@ class WindowLabelsView(APIView):
             OpenApiParameter("end", OpenApiTypes.INT, required=True),
         ],
         request=None,
-        responses=WindowChangesSerializer,
+        responses=WindowChangesOut,
         summary="Delete the human window label of one span",
     )
     def delete(self, request, uuid):
         episode = _episode(request, uuid, labeling_perms.LABEL)
-        span = WindowSpanSerializer(data=request.query_params)
+        span = WindowSpanIn(data=request.query_params)
         span.is_valid(raise_exception=True)
         return self._apply(request, episode, [(span.validated_data["start"], span.validated_data["end"], None)])
 
@@ -365,26 +378,26 @@ class WindowLabelsView(APIView):
         return Response({"changed": [{"start": e.start, "end": e.end, "old": e.old, "new": e.new} for e in edits]})
 
 
-class HistoryPageSerializer(serializers.Serializer):
+class HistoryPageIn(serializers.Serializer):
     limit = serializers.IntegerField(min_value=1, max_value=HISTORY_MAX_LIMIT, default=HISTORY_LIMIT)
     before = serializers.IntegerField(min_value=1, required=False, help_text="A change's id: the older ones follow.")
 
 
 class EpisodeHistoryView(APIView):
     @extend_schema(
-        parameters=[HistoryPageSerializer],
-        responses=LabelChangeSerializer(many=True),
+        parameters=[HistoryPageIn],
+        responses=LabelChangeOut(many=True),
         summary="Label change history, newest first, a page at a time (the next: ?before=<last id>)",
     )
     def get(self, request, uuid):
-        page = HistoryPageSerializer(data=request.query_params)
+        page = HistoryPageIn(data=request.query_params)
         page.is_valid(raise_exception=True)
         changes = label_selectors.episode_history(episode=_episode(request, uuid), **page.validated_data)
-        return Response(LabelChangeSerializer(changes, many=True).data)
+        return Response(LabelChangeOut(changes, many=True).data)
 
 
 class ProjectProgressView(APIView):
-    @extend_schema(responses=ProjectProgressSerializer, summary="Human labels against the project's targets")
+    @extend_schema(responses=ProjectProgressOut, summary="Human labels against the project's targets")
     def get(self, request, pk):
         project = _project(request, pk)
         progress = [

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from django.shortcuts import get_object_or_404
 from django.urls import reverse
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import extend_schema, extend_schema_serializer
 from rest_framework import serializers
 from rest_framework.pagination import PageNumberPagination
 from rest_framework.views import APIView
@@ -22,7 +22,7 @@ PAGE_SIZE = 100
 MAX_PAGE_SIZE = 500
 
 
-class EpisodeFilterSerializer(serializers.Serializer):
+class EpisodeFilterIn(serializers.Serializer):
     source = serializers.ChoiceField(choices=Episode.Source.choices, required=False)  # type: ignore[assignment]
     agent = serializers.CharField(max_length=200, required=False, help_text="Agent name.")
     state = serializers.ChoiceField(choices=label_selectors.LABEL_STATES, required=False)
@@ -36,7 +36,9 @@ class EpisodeFilterSerializer(serializers.Serializer):
     sort = serializers.ChoiceField(choices=list(SORTS), required=False, help_text="Order; newest first by default.")
 
 
-class EpisodeRowSerializer(serializers.Serializer):
+# component_name: the OpenAPI name the body had before the <Thing>In/<Thing>Out naming rule, kept for clients.
+@extend_schema_serializer(component_name="EpisodeRow")
+class EpisodeRowOut(serializers.Serializer):
     uuid = serializers.UUIDField()
     source = serializers.CharField()  # type: ignore[assignment]
     agent = serializers.CharField(source="agent.name", default=None, allow_null=True)
@@ -57,13 +59,14 @@ class EpisodeRowSerializer(serializers.Serializer):
         return reverse("episode-label", args=[episode.uuid])
 
 
-class EpisodePageSerializer(serializers.Serializer):
+@extend_schema_serializer(component_name="EpisodePage")
+class EpisodePageOut(serializers.Serializer):
     """What the list answers: one page of rows (PageNumberPagination's envelope)."""
 
     count = serializers.IntegerField(help_text="Episodes matching the filters, all pages.")
     next = serializers.URLField(allow_null=True, help_text="The next page, or null on the last.")
     previous = serializers.URLField(allow_null=True, help_text="The previous page, or null on the first.")
-    results = EpisodeRowSerializer(many=True)
+    results = EpisodeRowOut(many=True)
 
 
 class EpisodePagination(PageNumberPagination):
@@ -74,14 +77,14 @@ class EpisodePagination(PageNumberPagination):
 
 class EpisodeListView(APIView):
     @extend_schema(
-        parameters=[EpisodeFilterSerializer],
-        responses=EpisodePageSerializer,
+        parameters=[EpisodeFilterIn],
+        responses=EpisodePageOut,
         summary="The project's episodes with label counts and thumbnails, searched, filtered, sorted and paginated",
     )
     def get(self, request, pk):
         project = get_object_or_404(Project, pk=pk)
         access.require(request.user, labeling_perms.VIEW, project)
-        filters = EpisodeFilterSerializer(data=request.query_params)
+        filters = EpisodeFilterIn(data=request.query_params)
         filters.is_valid(raise_exception=True)
         ids = label_selectors.episode_list_ids(project=project, **filters.validated_data)
         paginator = EpisodePagination()
@@ -89,4 +92,4 @@ class EpisodeListView(APIView):
         rows = attach_thumbnails(
             project=project, episodes=label_selectors.episodes_by_ids(project=project, ids=list(page))
         )
-        return paginator.get_paginated_response(EpisodeRowSerializer(rows, many=True).data)
+        return paginator.get_paginated_response(EpisodeRowOut(rows, many=True).data)

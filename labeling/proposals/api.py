@@ -20,11 +20,11 @@ from ..models import Episode, ProposalJob, ProposalStatus
 from . import services as proposals
 from .jobs import proposal_job_cancel, proposal_job_start
 from .serializers import (
-    DecisionSerializer,
-    GenerateInSerializer,
-    GenerateOutSerializer,
-    ProposalJobSerializer,
-    ProposalScopeSerializer,
+    DecisionOut,
+    GenerateIn,
+    GenerateOut,
+    ProposalJobOut,
+    ProposalScopeIn,
 )
 
 
@@ -44,15 +44,15 @@ class ProposalsGenerateView(APIView):
     parser_classes = [BoundedJSONParser]
 
     @extend_schema(
-        request=GenerateInSerializer,
+        request=GenerateIn,
         responses={
             # the counts (with `episode`), or the job already running (without)
             200: PolymorphicProxySerializer(
                 component_name="GenerateAnswer",
-                serializers=[GenerateOutSerializer, ProposalJobSerializer],
+                serializers=[GenerateOut, ProposalJobOut],
                 resource_type_field_name=None,
             ),
-            202: ProposalJobSerializer,
+            202: ProposalJobOut,
         },
         summary="(Re)compute frame proposals (env success) and window proposals (trend rule)",
         description=(
@@ -63,17 +63,17 @@ class ProposalsGenerateView(APIView):
     )
     def post(self, request, pk):
         project = _project(request, pk, labeling_perms.REVIEW)
-        data = GenerateInSerializer(data=request.data)
+        data = GenerateIn(data=request.data)
         data.is_valid(raise_exception=True)
         if "episode" not in data.validated_data:
             job, created = proposal_job_start(project=project, user=request.user)
             answer = status.HTTP_202_ACCEPTED if created else status.HTTP_200_OK
-            return Response(ProposalJobSerializer(job).data, status=answer)
+            return Response(ProposalJobOut(job).data, status=answer)
         episodes = Episode.objects.filter(uuid=data.validated_data["episode"], project=project)
         if not episodes.exists():
             raise ValidationError({"episode": ["no such episode in this project"]})
         result = proposals.proposals_generate(project=project, episodes=episodes)
-        return Response(GenerateOutSerializer(result).data)
+        return Response(GenerateOut(result).data)
 
 
 class ProposalsDecisionView(APIView):
@@ -82,10 +82,10 @@ class ProposalsDecisionView(APIView):
     parser_classes = [BoundedJSONParser]
     action = "accept"
 
-    @extend_schema(request=ProposalScopeSerializer, responses=DecisionSerializer)
+    @extend_schema(request=ProposalScopeIn, responses=DecisionOut)
     def post(self, request, pk):
         project = _project(request, pk, labeling_perms.REVIEW)
-        data = ProposalScopeSerializer(data=request.data)
+        data = ProposalScopeIn(data=request.data)
         data.is_valid(raise_exception=True)
         values = data.validated_data
         episode = None
@@ -106,15 +106,15 @@ class ProposalsDecisionView(APIView):
         else:
             new_status = ProposalStatus.REJECTED if self.action == "reject" else ProposalStatus.OPEN
             result = proposals.proposals_set_status(status=new_status, **scope)
-        return Response(DecisionSerializer(result).data, status=status.HTTP_200_OK)
+        return Response(DecisionOut(result).data, status=status.HTTP_200_OK)
 
 
 class ProposalsAcceptView(ProposalsDecisionView):
     action = "accept"
 
     @extend_schema(
-        request=ProposalScopeSerializer,
-        responses=DecisionSerializer,
+        request=ProposalScopeIn,
+        responses=DecisionOut,
         summary="Accept open proposals: their values become the human labels",
     )
     def post(self, request, pk):
@@ -124,7 +124,7 @@ class ProposalsAcceptView(ProposalsDecisionView):
 class ProposalsRejectView(ProposalsDecisionView):
     action = "reject"
 
-    @extend_schema(request=ProposalScopeSerializer, responses=DecisionSerializer, summary="Reject open proposals")
+    @extend_schema(request=ProposalScopeIn, responses=DecisionOut, summary="Reject open proposals")
     def post(self, request, pk):
         return super().post(request, pk)
 
@@ -133,8 +133,8 @@ class ProposalsReopenView(ProposalsDecisionView):
     action = "reopen"
 
     @extend_schema(
-        request=ProposalScopeSerializer,
-        responses=DecisionSerializer,
+        request=ProposalScopeIn,
+        responses=DecisionOut,
         summary="Reopen accepted or rejected proposals (human labels stay as they are)",
     )
     def post(self, request, pk):
@@ -142,20 +142,20 @@ class ProposalsReopenView(ProposalsDecisionView):
 
 
 class ProposalJobView(APIView):
-    @extend_schema(responses=ProposalJobSerializer, summary="A proposal-generation job: status, progress, counts")
+    @extend_schema(responses=ProposalJobOut, summary="A proposal-generation job: status, progress, counts")
     def get(self, request, job_id: int):
-        return Response(ProposalJobSerializer(_job(request, job_id, labeling_perms.VIEW)).data)
+        return Response(ProposalJobOut(_job(request, job_id, labeling_perms.VIEW)).data)
 
 
 class ProposalJobCancelView(APIView):
     @extend_schema(
         request=None,
-        responses={200: ProposalJobSerializer, 409: ProposalJobSerializer},
+        responses={200: ProposalJobOut, 409: ProposalJobOut},
         summary="Cancel a queued or running proposal-generation job (it stops after its current episode)",
     )
     def post(self, request, job_id: int):
         job = _job(request, job_id, labeling_perms.REVIEW)
         if not proposal_job_cancel(job=job):
-            body = {"detail": f"the job has already ended ({job.status})", **ProposalJobSerializer(job).data}
+            body = {"detail": f"the job has already ended ({job.status})", **ProposalJobOut(job).data}
             return Response(body, status=status.HTTP_409_CONFLICT)
-        return Response(ProposalJobSerializer(job).data)
+        return Response(ProposalJobOut(job).data)

@@ -4,6 +4,7 @@ counts, and a proposal-generation job."""
 from __future__ import annotations
 
 from django.urls import reverse
+from drf_spectacular.utils import extend_schema_serializer
 from rest_framework import serializers
 
 from common.jobs.api import JOB_PROGRESS_FIELDS, JobProgressOut
@@ -13,7 +14,9 @@ from ..models import ProposalJob
 from .services import KINDS
 
 
-class ProposalJobSerializer(JobProgressOut, serializers.ModelSerializer):
+# component_name: the OpenAPI name the body had before the <Thing>In/<Thing>Out naming rule, kept for clients.
+@extend_schema_serializer(component_name="ProposalJob")
+class ProposalJobOut(JobProgressOut, serializers.ModelSerializer):
     url = serializers.SerializerMethodField(help_text="This job over the API (poll it until `finished`).")
     page = serializers.SerializerMethodField(help_text="This job's page, with its progress bar.")
 
@@ -29,7 +32,8 @@ class ProposalJobSerializer(JobProgressOut, serializers.ModelSerializer):
         return reverse("project-proposal-job", args=[job.project_id, job.pk])
 
 
-class ProposalScopeSerializer(serializers.Serializer):
+@extend_schema_serializer(component_name="ProposalScope")
+class ProposalScopeIn(serializers.Serializer):
     kind = serializers.ChoiceField(choices=KINDS, default="all")
     episode = serializers.UUIDField(required=False, help_text="Limit to one episode of the project.")
     start = serializers.IntegerField(
@@ -47,7 +51,8 @@ class ProposalScopeSerializer(serializers.Serializer):
         return attrs
 
 
-class DecisionSerializer(serializers.Serializer):
+@extend_schema_serializer(component_name="Decision")
+class DecisionOut(serializers.Serializer):
     frames = serializers.IntegerField(help_text="Frame proposals decided.")
     windows = serializers.IntegerField(help_text="Window proposals decided.")
     previous_frames = serializers.DictField(
@@ -60,11 +65,11 @@ class DecisionSerializer(serializers.Serializer):
     )
 
 
-class GenerateInSerializer(serializers.Serializer):
+class GenerateIn(serializers.Serializer):
     episode = serializers.UUIDField(required=False, help_text="Only this episode (default: every episode).")
 
 
-class GenerateOutSerializer(serializers.Serializer):
+class GenerateOut(serializers.Serializer):
     episodes = serializers.IntegerField()
     frames_created = serializers.IntegerField()
     frames_updated = serializers.IntegerField()

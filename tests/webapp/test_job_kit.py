@@ -17,7 +17,7 @@ from common.jobs.models import Job
 from common.jobs.payload import job_progress_payload
 from common.jobs.services import JobHeartbeat, job_claim, job_finish, job_progress
 from labeling.models import ImportJob, ProposalJob
-from labeling.proposals.api import ProposalJobSerializer
+from labeling.proposals.serializers import ProposalJobOut
 from training.models import DatasetSnapshot, TrainingJob
 from webapp import celery
 
@@ -145,5 +145,5 @@ def test_pages_and_apis_show_one_progress_payload(project):
     payload = job_progress_payload(job)
     assert list(payload) == JOB_PROGRESS_FIELDS
     assert (payload["status"], payload["percent"], payload["finished"], payload["attempt"]) == ("running", 42, False, 1)
-    api = ProposalJobSerializer(job).data
+    api = ProposalJobOut(job).data
     assert {key: api[key] for key in JOB_PROGRESS_FIELDS} == payload
