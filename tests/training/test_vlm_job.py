@@ -44,25 +44,11 @@ def _wait_finished(job, timeout: float = 120.0):
     raise AssertionError(f"job still {job.status} after {timeout}s; log:\n{job.log}\nprogress {job.progress}")
 
 
-@pytest.mark.django_db(transaction=True)
-def test_vlm_job_fine_tunes_the_fixture_through_a_celery_worker(
-    project, user_client, vlm_fixture_dir, celery_worker_process
-):
-    from common.jobs.models import JobStatus
-    from training.models import JobMetric, TrainedModel
-    from training.services import job_create
-    from training.snapshots.services import snapshot_create
-    from training.storage import local_path
-    from training.vlm.checkpoint import FULL_WEIGHTS, checkpoint_load
+def _check_trend_export(project, trend):
+    """The dataset fed to training is RLinf's trend format (formats.md section 4); returns the rendered prompt."""
     from training.vlm.data import trend_split_load
     from training.vlm.prompt import prompt_render
-    from training.vlm.scoring import ScoreItem, TrendScorer
 
-    episodes = seed_episodes(project, episodes=4, steps=9, size=32)
-    snapshot = snapshot_create(project=project, options={"trend_val_split": 0.25, "png_folders": False, "seed": 1})
-    trend = local_path(snapshot.folder) / "trend"
-
-    # The dataset fed to training is RLinf's trend format (formats.md section 4).
     info = json.loads((trend / "dataset_info.json").read_text())
     assert info["num_train_samples"] == 9 and info["num_eval_samples"] == 3
     prompt = prompt_render(project.prompt_template, task=project.task_description, window_size=5)
@@ -76,6 +62,70 @@ def test_vlm_job_fine_tunes_the_fixture_through_a_celery_worker(
         assert data["main_frames"][0].dtype == np.uint8 and data["main_frames"][0].shape == (32, 32, 3)
     train_windows, _ = trend_split_load(trend, "train")
     assert [w.label for w in train_windows] == [row["answer"] for row in rows]
+    return prompt
+
+
+def _check_live_curves(job):
+    """Live curves were stored: a loss per step that falls, a validation point per evaluation."""
+    from training.models import JobMetric
+
+    steps = list(JobMetric.objects.filter(job=job, kind="step").order_by("step").values_list("values", flat=True))
+    assert len(steps) == 24
+    losses = [point["train_loss"] for point in steps]
+    assert np.mean(losses[-5:]) < np.mean(losses[:5]) - 0.3
+    epochs = JobMetric.objects.filter(job=job, kind="epoch").order_by("step")
+    assert [p.step for p in epochs] == [8, 16, 24] and {"val_loss", "val_acc"} <= set(epochs[0].values)
+    assert {"train_loss", "train_acc", "lr"} <= set(steps[0])  # the keys the job page plots
+
+
+def _check_adapter_reloads(model_row, prompt, trend):
+    """The adapter reloads and gives the same label probabilities as the trained model did; returns the
+    stored evaluation."""
+    from training.storage import local_path
+    from training.vlm.checkpoint import FULL_WEIGHTS, checkpoint_load
+    from training.vlm.data import trend_split_load
+    from training.vlm.scoring import ScoreItem, TrendScorer
+
+    assert model_row.kind == "vlm" and model_row.config["prompt"] == prompt
+    folder = local_path(model_row.checkpoint_path)
+    assert (folder / "adapter" / "adapter_config.json").is_file() and (folder / FULL_WEIGHTS).is_file()
+    evaluation = json.loads((folder / "evaluation.json").read_text())
+    eval_windows, _ = trend_split_load(trend, "eval")
+    model, processor, meta = checkpoint_load(folder, device="cpu")
+    probs = TrendScorer(model, processor).probabilities([ScoreItem(w.images(), meta["prompt"]) for w in eval_windows])
+    assert np.abs(probs - np.array(evaluation["probabilities"])).max() < 1e-5
+    return evaluation
+
+
+def _check_evaluation(evaluation, model_row, episodes, user_client):
+    """Evaluation: per-class precision/recall, confusion matrix, wrong windows one click from labeling."""
+    assert sum(map(sum, evaluation["confusion"])) == 3
+    assert set(evaluation["per_class"]) == {"positive", "negative", "unclear"}
+    uuids = {str(e.uuid) for e in episodes}
+    for window in evaluation["windows"]:
+        assert window["episode_uuid"] in uuids
+        assert window["link"] == f"/episodes/{window['episode_uuid']}/label?step={window['start_step']}"
+    assert model_row.metrics["confusion"] == evaluation["confusion"]
+    page = user_client.get(f"/models/{model_row.pk}/vlm-evaluation")
+    assert page.status_code == 200 and b"Confusion matrix" in page.content
+    for wrong in evaluation["wrong"]:
+        assert evaluation["windows"][wrong["index"]]["link"].encode() in page.content
+
+
+@pytest.mark.django_db(transaction=True)
+def test_vlm_job_fine_tunes_the_fixture_through_a_celery_worker(
+    project, user_client, vlm_fixture_dir, celery_worker_process
+):
+    from common.jobs.models import JobStatus
+    from training.models import TrainedModel
+    from training.services import job_create
+    from training.snapshots.services import snapshot_create
+    from training.storage import local_path
+
+    episodes = seed_episodes(project, episodes=4, steps=9, size=32)
+    snapshot = snapshot_create(project=project, options={"trend_val_split": 0.25, "png_folders": False, "seed": 1})
+    trend = local_path(snapshot.folder) / "trend"
+    prompt = _check_trend_export(project, trend)
 
     config = {
         "base_model_path": str(vlm_fixture_dir),
@@ -93,38 +143,10 @@ def test_vlm_job_fine_tunes_the_fixture_through_a_celery_worker(
     job = _wait_finished(job)
     assert job.status == JobStatus.SUCCEEDED, job.error
 
-    # Live curves were stored: a loss per step that falls, a validation point per evaluation.
-    steps = list(JobMetric.objects.filter(job=job, kind="step").order_by("step").values_list("values", flat=True))
-    assert len(steps) == 24
-    losses = [point["train_loss"] for point in steps]
-    assert np.mean(losses[-5:]) < np.mean(losses[:5]) - 0.3
-    epochs = JobMetric.objects.filter(job=job, kind="epoch").order_by("step")
-    assert [p.step for p in epochs] == [8, 16, 24] and {"val_loss", "val_acc"} <= set(epochs[0].values)
-    assert {"train_loss", "train_acc", "lr"} <= set(steps[0])  # the keys the job page plots
-
-    # The adapter reloads and gives the same label probabilities as the trained model did.
+    _check_live_curves(job)
     model_row = TrainedModel.objects.get(job=job)
-    assert model_row.kind == "vlm" and model_row.config["prompt"] == prompt
-    folder = local_path(model_row.checkpoint_path)
-    assert (folder / "adapter" / "adapter_config.json").is_file() and (folder / FULL_WEIGHTS).is_file()
-    evaluation = json.loads((folder / "evaluation.json").read_text())
-    eval_windows, _ = trend_split_load(trend, "eval")
-    model, processor, meta = checkpoint_load(folder, device="cpu")
-    probs = TrendScorer(model, processor).probabilities([ScoreItem(w.images(), meta["prompt"]) for w in eval_windows])
-    assert np.abs(probs - np.array(evaluation["probabilities"])).max() < 1e-5
-
-    # Evaluation: per-class precision/recall, confusion matrix, wrong windows one click from labeling.
-    assert sum(map(sum, evaluation["confusion"])) == 3
-    assert set(evaluation["per_class"]) == {"positive", "negative", "unclear"}
-    uuids = {str(e.uuid) for e in episodes}
-    for window in evaluation["windows"]:
-        assert window["episode_uuid"] in uuids
-        assert window["link"] == f"/episodes/{window['episode_uuid']}/label?step={window['start_step']}"
-    assert model_row.metrics["confusion"] == evaluation["confusion"]
-    page = user_client.get(f"/models/{model_row.pk}/vlm-evaluation")
-    assert page.status_code == 200 and b"Confusion matrix" in page.content
-    for wrong in evaluation["wrong"]:
-        assert evaluation["windows"][wrong["index"]]["link"].encode() in page.content
+    evaluation = _check_adapter_reloads(model_row, prompt, trend)
+    _check_evaluation(evaluation, model_row, episodes, user_client)
 
 
 @pytest.mark.django_db
