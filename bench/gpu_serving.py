@@ -100,8 +100,8 @@ def setup(sizes: list[int], precision: str) -> tuple[dict[int, tuple[str, str]],
     from django.core.management import call_command
 
     from inference.services import deployment_create
-    from labeling.ingest.services import agent_create
     from projects.models import Project
+    from projects.services import agent_create
     from training.models import TrainedModel
     from training.resnet.checkpoint import save_checkpoint
     from training.resnet.config import ResNetConfig

@@ -88,8 +88,8 @@ def setup(size: int, max_wait_ms: float):
     from django.core.management import call_command
 
     from inference.services import deployment_create
-    from labeling.ingest.services import agent_create
     from projects.models import Project
+    from projects.services import agent_create
     from training.models import TrainedModel
     from training.resnet.checkpoint import save_checkpoint
     from training.resnet.config import ResNetConfig

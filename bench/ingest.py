@@ -172,8 +172,8 @@ class LocalSetup:
         from django.core.management import call_command
         from django.db import connection
 
-        from labeling.ingest.services import agent_create
         from projects.models import Project
+        from projects.services import agent_create
 
         call_command("migrate", verbosity=0)
         self.backend = connection.vendor

@@ -148,8 +148,8 @@ def setup(name: str) -> tuple[int, str]:
     from django.contrib.auth import get_user_model
     from django.core.management import call_command
 
-    from labeling.ingest.services import agent_create
     from projects.models import Project
+    from projects.services import agent_create
 
     call_command("migrate", verbosity=0)
     get_user_model().objects.create_superuser(name, f"{name}@example.com", PASSWORD)

@@ -225,8 +225,8 @@ def smoke_app(args: argparse.Namespace):
     from django.core.management import call_command
 
     from inference.services import deployment_create
-    from labeling.ingest.services import agent_create
     from projects.models import Project
+    from projects.services import agent_create
     from training.models import TrainedModel
     from training.resnet.checkpoint import save_checkpoint
     from training.resnet.config import ResNetConfig

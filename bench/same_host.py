@@ -70,8 +70,8 @@ def setup() -> str:
 
     from inference.models import Deployment
     from inference.services import deployment_create
-    from labeling.ingest.services import agent_create
     from projects.models import Project
+    from projects.services import agent_create
     from training.models import TrainedModel
 
     call_command("migrate", verbosity=0)

@@ -140,8 +140,8 @@ def setup(clients: int):
     from django.core.management import call_command
 
     from inference.services import deployment_create
-    from labeling.ingest.services import agent_create
     from projects.models import Project
+    from projects.services import agent_create
     from training.instant.scorer import KIND
     from training.models import TrainedModel
 

@@ -69,8 +69,8 @@ def setup():
     from django.test import Client
 
     from inference.services import deployment_create
-    from labeling.ingest.services import agent_create
     from projects.models import AgentScope, Membership, Project
+    from projects.services import agent_create
     from training.models import TrainedModel
     from training.resnet.checkpoint import save_checkpoint
     from training.resnet.config import ResNetConfig

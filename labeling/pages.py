@@ -11,11 +11,10 @@ from django.urls import NoReverseMatch, reverse
 from django.views.decorators.http import require_POST
 
 from labeling import permissions as labeling_perms
-from projects import access
+from projects import access, services
 from projects.models import Agent, Membership, Project
 
 from .episode_browse import SORTS, attach_thumbnails
-from .ingest import services
 from .labels import selectors as label_selectors
 from .models import Episode
 from .page_data import EpisodeLinks, ProjectPageData

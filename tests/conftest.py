@@ -194,8 +194,8 @@ def agent_token(db):
     """(agent, token) for an agent with every scope on every project and deployment (`all_projects`), so
     tests of other features need not care about token scopes. For least-privilege tokens use
     `scoped_agent_client(...)` below."""
-    from labeling.ingest.services import agent_create
     from projects.access import ALL_SCOPES
+    from projects.services import agent_create
 
     return agent_create(name="sim-agent-1", kind="sim", scopes=ALL_SCOPES, all_projects=True)
 
@@ -222,7 +222,7 @@ def scoped_agent_client(db):
     """scoped_agent_client(scopes, projects=(), deployments=()) -> (agent, APIClient with its token)."""
     from rest_framework.test import APIClient
 
-    from labeling.ingest.services import agent_create
+    from projects.services import agent_create
 
     made = []
 

@@ -53,7 +53,7 @@ def test_a_deployment_switched_paused_and_deleted_from_its_page(
 ):
     from inference.models import DeploymentEvent
     from inference.services import deployment_create
-    from labeling.ingest.services import agent_create
+    from projects.services import agent_create
     from tests.inference.conftest import make_trained_model, random_images
 
     low, high = make_trained_model(project, seed=1, bias=-8.0), make_trained_model(project, seed=1, bias=8.0)

@@ -23,7 +23,7 @@ def test_the_deployment_page_shows_an_rl_runs_reward_and_env_success(
     browser, live_server_url, inference_worker_process, project
 ):
     from inference.monitor.services import monitor_flush
-    from labeling.ingest.services import agent_create
+    from projects.services import agent_create
     from reward_client import DIEngineRewardModel
 
     trained = make_trained_model(project, seed=2)

@@ -134,7 +134,7 @@ def test_unhealthy_deployment_answers_503_with_its_error(agent_client, deploymen
 
 
 def test_a_flooding_client_is_throttled_while_others_are_not(deployment, agent_client):
-    from labeling.ingest.services import agent_create
+    from projects.services import agent_create
 
     _, other_token = agent_create(name="rl-worker-2", kind="rl_worker", all_projects=True)
     other = APIClient()

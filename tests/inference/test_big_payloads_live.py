@@ -53,7 +53,7 @@ def capped_redis(tmp_path):
 
 
 def test_concurrent_150mb_payloads_are_answered_and_the_web_stays_bounded(process_env, capped_redis, project):
-    from labeling.ingest.services import agent_create
+    from projects.services import agent_create
 
     sys.path.insert(0, str(ROOT / "scripts"))
     from supervisor_conf import procfile_parse

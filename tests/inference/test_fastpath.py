@@ -23,7 +23,7 @@ def fast_server_url(live_server_url):
 
 @pytest.fixture
 def token(db):
-    from labeling.ingest.services import agent_create
+    from projects.services import agent_create
 
     return agent_create(name="rl-fast", kind="rl_worker", all_projects=True)[1]
 

@@ -27,8 +27,8 @@ def test_sampled_frames_show_in_the_gallery_and_label_into_the_project(
     project, user_client, live_server_url, inference_worker_process
 ):
     from inference.models import ServedFrame
-    from labeling.ingest.services import agent_create
     from labeling.models import Episode, FrameLabel
+    from projects.services import agent_create
 
     token = agent_create(name="rl-gallery", kind="rl_worker", all_projects=True)[1]
     model = make_trained_model(project, seed=11)

@@ -124,7 +124,7 @@ def _wait_for_status(deployment, status: str, timeout: float = 60.0):
 def test_a_cpu_worker_serves_bf16_close_to_fp32_and_reports_fp16_as_unhealthy_with_the_reason(
     project, live_server_url, inference_worker_process
 ):
-    from labeling.ingest.services import agent_create
+    from projects.services import agent_create
 
     token = agent_create(name="rl-precision", kind="rl_worker", all_projects=True)[1]
     model = make_trained_model(project, seed=4)

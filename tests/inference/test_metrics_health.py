@@ -16,7 +16,7 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
 @pytest.fixture
 def token(project):
-    from labeling.ingest.services import agent_create
+    from projects.services import agent_create
 
     return agent_create(name="rl-metrics", kind="rl_worker", projects=[project])[1]
 

@@ -39,7 +39,7 @@ def ood_checkpoint() -> str:
 def test_a_fail_reward_deployment_pays_flagged_frames_the_fail_reward_and_says_ood(
     project, live_server_url, inference_worker_process
 ):
-    from labeling.ingest.services import agent_create
+    from projects.services import agent_create
 
     token = agent_create(name="rl-ood", kind="rl_worker", all_projects=True)[1]
     model = make_trained_model(project, checkpoint_path=ood_checkpoint())
@@ -75,7 +75,7 @@ def test_a_fail_reward_deployment_pays_flagged_frames_the_fail_reward_and_says_o
 
 
 def test_a_model_without_ood_statistics_serves_ood_null(project, live_server_url, inference_worker_process):
-    from labeling.ingest.services import agent_create
+    from projects.services import agent_create
 
     token = agent_create(name="rl-old", kind="rl_worker", all_projects=True)[1]
     deployment = deploy(make_trained_model(project, seed=4), ood_action="fail_reward")
@@ -95,7 +95,7 @@ def test_the_monitor_counts_the_frames_a_deployment_flagged(project, live_server
 
     from inference.monitor.selectors import time_series
     from inference.monitor.services import ref_of
-    from labeling.ingest.services import agent_create
+    from projects.services import agent_create
 
     token = agent_create(name="rl-ood-monitor", kind="rl_worker", all_projects=True)[1]
     deployment = deploy(make_trained_model(project, checkpoint_path=ood_checkpoint()), threshold=0.5)

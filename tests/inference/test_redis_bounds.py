@@ -347,7 +347,7 @@ def test_vlm_stream_buffers_are_capped_per_client_and_expire(shared, settings):
 @pytest.mark.django_db(transaction=True)
 def test_the_fast_path_limits_rewards_per_token_with_retry_after(shared, settings):
     from inference.fastpath import RewardsFastPath
-    from labeling.ingest.services import agent_create
+    from projects.services import agent_create
 
     settings.REWARDS_RATE_LIMIT = "2/minute"
     _, token = agent_create(name="rl-rate", kind="rl_worker")

@@ -99,7 +99,7 @@ def web_on(process_env, full_redis):
 
 @pytest.fixture
 def rl_token(db):
-    from labeling.ingest.services import agent_create
+    from projects.services import agent_create
 
     return agent_create(name="rl-worker", kind="rl_worker", all_projects=True)[1]
 

@@ -108,8 +108,8 @@ def _vlm_models(projects):
 
 
 def test_two_tenants_filling_vlm_buffers_leave_a_third_served_and_redis_under_its_cap(process_env, capped_redis, user):
-    from labeling.ingest.services import agent_create
     from projects.models import Project
+    from projects.services import agent_create
 
     url, client = capped_redis
     projects = [Project.objects.create(name=f"P{i}", task_description="Pick up the red cube.") for i in range(3)]

@@ -55,7 +55,7 @@ def test_a_hovering_policy_raises_the_alarm_and_an_honest_run_stays_quiet(
 ):
     from inference.models import DeploymentMonitor, ServedFrame
     from inference.monitor.alarm_queue import ALARM_REASON
-    from labeling.ingest.services import agent_create
+    from projects.services import agent_create
     from robot_agent.maniskill_robot import ManiSkillRobot
     from training.queue.services import label_queue_items, label_url
 

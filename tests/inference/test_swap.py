@@ -19,7 +19,7 @@ def test_swapping_the_checkpoint_while_requests_stream_drops_nothing(
     project, live_server_url, inference_worker_process
 ):
     from inference.services import deployment_update
-    from labeling.ingest.services import agent_create
+    from projects.services import agent_create
 
     token = agent_create(name="rl-swap", kind="rl_worker", all_projects=True)[1]
     old = make_trained_model(project, seed=1, bias=-6.0)  # probabilities near 0

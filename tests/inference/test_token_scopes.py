@@ -14,8 +14,8 @@ from asgiref.sync import async_to_sync
 from asgiref.testing import ApplicationCommunicator
 from rest_framework.test import APIClient
 
-from labeling.ingest.services import agent_create
 from projects.models import Agent
+from projects.services import agent_create
 
 from .conftest import deploy, make_trained_model
 

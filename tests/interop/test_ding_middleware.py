@@ -19,7 +19,7 @@ from .ding_side import ding_run, served_uint8
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.usefixtures("inference_worker_process")
 def test_reward_estimator_middleware_sets_the_services_rewards_in_ctx_train_data(project, live_server_url, tmp_path):
-    from labeling.ingest.services import agent_create
+    from projects.services import agent_create
 
     token = agent_create(name="di-engine", kind="rl_worker", scopes=["rewards"], projects=[project])[1]
     trained = make_trained_model(project, seed=4)

@@ -23,7 +23,7 @@ def newest_frame_rgb(stacks: np.ndarray) -> np.ndarray:
 
 @pytest.fixture
 def rl_token(project):
-    from labeling.ingest.services import agent_create
+    from projects.services import agent_create
 
     return agent_create(name="di-engine", kind="rl_worker", scopes=["rewards", "ingest"], projects=[project])[1]
 

@@ -22,7 +22,7 @@ ENV_REWARD = -1.0  # ding_env's reward for every step
 
 @pytest.fixture
 def rl_token(project):
-    from labeling.ingest.services import agent_create
+    from projects.services import agent_create
 
     return agent_create(name="di-engine", kind="rl_worker", scopes=["rewards", "ingest"], projects=[project])[1]
 

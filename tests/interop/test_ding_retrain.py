@@ -16,7 +16,7 @@ TINY = {"hidden_dim": 16, "image_size": [3, 32, 32], "epochs": 4, "batch_size": 
 
 @pytest.fixture
 def rl_token(project):
-    from labeling.ingest.services import agent_create
+    from projects.services import agent_create
 
     scopes = ["rewards", "ingest", "labels", "training"]
     return agent_create(name="di-engine", kind="rl_worker", scopes=scopes, projects=[project])[1]

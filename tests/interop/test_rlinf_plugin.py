@@ -83,7 +83,7 @@ def rlinf_worker(tmp_path: Path, configs: list[str], steps: dict, **args) -> lis
 
 @pytest.fixture
 def rl_token(project):
-    from labeling.ingest.services import agent_create
+    from projects.services import agent_create
 
     return agent_create(name="rlinf-worker", kind="rl_worker", scopes=["rewards"], projects=[project])[1]
 

@@ -12,9 +12,10 @@ from asgiref.sync import async_to_sync
 from django.core.management import CommandError, call_command
 from django.test import override_settings
 
-from labeling.ingest.services import StepInput, agent_create, episode_create, steps_append
+from labeling.ingest.services import StepInput, episode_create, steps_append
 from labeling.models import FrameLabel
 from projects.models import Agent, Membership
+from projects.services import agent_create
 
 
 @pytest.fixture

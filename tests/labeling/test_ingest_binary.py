@@ -16,8 +16,8 @@ import pytest
 from django.core.files.storage import default_storage
 from PIL import Image
 
-from labeling.ingest.services import agent_create
 from labeling.models import Episode, Frame, Step
+from projects.services import agent_create
 from robot_agent.chunk_format import CONTENT_TYPE, encode_chunk
 from robot_agent.uploader import IngestClient, UploadError
 
@@ -394,10 +394,10 @@ def test_a_dropped_database_connection_costs_no_failed_chunk(uploader, episode):
 
 def test_the_fast_paths_episode_answer_is_the_serializers_and_carries_no_count_into_the_next(uploader, episode):
     from labeling.ingest.fastpath import _episode_data
-    from labeling.ingest.serializers import EpisodeSerializer
+    from labeling.ingest.serializers import EpisodeOut
 
     uploader.append_steps(episode, *chunk([0, 1]))
     stored = Episode.objects.select_related("project", "agent").get(uuid=episode)
-    assert _episode_data(stored, num_frames=0) == EpisodeSerializer(stored, context={"num_frames": 0}).data
+    assert _episode_data(stored, num_frames=0) == EpisodeOut(stored, context={"num_frames": 0}).data
     counted = _episode_data(stored)  # the same thread's serializer: no num_frames left from the call before
-    assert counted == EpisodeSerializer(stored).data and counted["num_frames"] == 4
+    assert counted == EpisodeOut(stored).data and counted["num_frames"] == 4

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from labeling.ingest.services import agent_create
 from labeling.labels.selectors import episode_list
 from labeling.proposals.services import proposals_generate
+from projects.services import agent_create
 
 from .factories import episode_with_frames
 

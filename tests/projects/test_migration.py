@@ -12,9 +12,10 @@ from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
 from inference.models import Deployment
-from labeling.ingest.services import agent_create, episode_create
+from labeling.ingest.services import episode_create
 from labeling.models import Episode
 from projects.models import Agent, Membership, Project
+from projects.services import agent_create
 from training.models import TrainedModel
 
 pytestmark = pytest.mark.django_db(transaction=True)

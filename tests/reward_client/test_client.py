@@ -31,7 +31,7 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
 @pytest.fixture
 def rl_token(db):
-    from labeling.ingest.services import agent_create
+    from projects.services import agent_create
 
     return agent_create(name="rl-worker", kind="rl_worker", all_projects=True)[1]
 

@@ -178,7 +178,7 @@ def test_negative_limits_are_refused_by_name():
 
 @pytest.fixture
 def rl_token(db):
-    from labeling.ingest.services import agent_create
+    from projects.services import agent_create
 
     return agent_create(name="rl-busy", kind="rl_worker", all_projects=True)[1]
 

@@ -23,7 +23,7 @@ TINY = {"hidden_dim": 16, "image_size": [3, 32, 32], "epochs": 4, "batch_size": 
 def rl_token(project):
     """A token on the project with what the adapter needs: rewards, and for the retrain loop also uploading
     episodes, generating proposals (labels) and training (snapshot, job, switching the deployment's model)."""
-    from labeling.ingest.services import agent_create
+    from projects.services import agent_create
 
     scopes = ["rewards", "ingest", "labels", "training"]
     return agent_create(name="rl-adapters", kind="rl_worker", scopes=scopes, projects=[project])[1]
@@ -90,7 +90,7 @@ def test_estimate_scores_next_obs_in_place_and_never_adds_the_env_reward_twice(
 
 @pytest.mark.django_db(transaction=True)
 def test_a_token_lacking_a_scope_the_settings_need_is_refused_at_construction(project, live_server_url):
-    from labeling.ingest.services import agent_create
+    from projects.services import agent_create
 
     deployment = deploy(make_trained_model(project, seed=2))
     rewards_only = agent_create(name="rewards-only", kind="rl_worker", scopes=["rewards"], projects=[project])[1]

@@ -17,7 +17,7 @@ from tests.inference.conftest import deploy, direct_probabilities, make_trained_
 
 @pytest.fixture
 def rl_token(project):
-    from labeling.ingest.services import agent_create
+    from projects.services import agent_create
 
     return agent_create(name="rl-rlinf", kind="rl_worker", scopes=["rewards"], projects=[project])[1]
 

@@ -354,10 +354,11 @@ def build_world(django_user_model) -> dict:
     from common.images.checks import check_image
     from inference.models import Deployment, ServedFrame
     from inference.teleop.models import TeleopSession
-    from labeling.ingest.services import StepInput, agent_create, episode_create, steps_append
+    from labeling.ingest.services import StepInput, episode_create, steps_append
     from labeling.models import ImportJob, ProposalJob
     from projects.access import ALL_SCOPES
     from projects.models import Membership, Project
+    from projects.services import agent_create
     from training.models import DatasetSnapshot, TrainedModel, TrainingJob
     from training.vlm.train import EVALUATION_FILE
 

@@ -37,8 +37,9 @@ DEEP = "[" * 5000 + "]" * 5000
 @pytest.fixture
 def fuzz_world(django_user_model):
     """The access matrix's rows, a person's episode and a token with every scope on every project."""
-    from labeling.ingest.services import agent_create, episode_create
+    from labeling.ingest.services import episode_create
     from projects.access import ALL_SCOPES
+    from projects.services import agent_create
 
     world = build_world(django_user_model)
     person_episode, _ = episode_create(project=world["project"], uuid=uuid.uuid4())

@@ -163,7 +163,7 @@ def _receive_until(socket, kind: str) -> dict:
 def test_every_class_of_bad_input_gets_a_4xx_in_bounded_memory_while_pages_answer(
     stack, project, django_user_model, settings
 ):
-    from labeling.ingest.services import agent_create
+    from projects.services import agent_create
 
     url, pids = stack
     resnet = deploy(make_trained_model(project, seed=81))

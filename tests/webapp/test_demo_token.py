@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from labeling.ingest.services import agent_create
 from projects.auth import agent_for_token
 from projects.models import Agent, Project
+from projects.services import agent_create
 from webapp.demo.services import DEMO_AGENT_SCOPES, demo_agent_token
 
 pytestmark = pytest.mark.django_db

@@ -21,7 +21,7 @@ from django.test import Client
 from common.redis_clients import CHANNEL_LAYER_BLOCKING_READ_S, CHANNEL_LAYER_SOCKET_TIMEOUT_S
 from inference.teleop.models import TeleopSession
 from inference.teleop.stream import group_name
-from labeling.ingest.services import agent_create
+from projects.services import agent_create
 from tests.conftest import ARTIFACTS
 from tests.training.conftest import seed_episodes
 from training.jobs.reporter import job_group

@@ -75,8 +75,8 @@ def test_the_check_refuses_wrong_types_missing_and_undescribed_keys():
 def test_every_page_embeds_exactly_what_its_script_expects(user_client, project):
     from inference.models import Deployment
     from inference.teleop.models import TeleopSession
-    from labeling.ingest.services import agent_create
     from labeling.models import ProposalJob
+    from projects.services import agent_create
     from training.models import TrainedModel
     from training.queue.efficiency import label_efficiency_store
     from training.services import job_create, job_execute

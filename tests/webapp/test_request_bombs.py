@@ -100,7 +100,7 @@ def import_upload(people: requests.Session, url: str, project_id: int, blob: byt
 
 
 def test_bombs_get_a_4xx_in_bounded_memory_while_the_app_answers(server, project, django_user_model):
-    from labeling.ingest.services import agent_create
+    from projects.services import agent_create
 
     url, pid = server
     deployment = deploy(make_trained_model(project, seed=71))

@@ -180,8 +180,8 @@ def demo_agent_token(*, project: Project, token_file: Path) -> Path:
 
     A token that matches this database's demo agent is kept (its grants narrowed to this project); otherwise
     a new one is written, so the printed command always works against this database."""
-    from labeling.ingest.services import agent_create, agent_rotate_token
     from projects.models import Agent
+    from projects.services import agent_create, agent_rotate_token
     from projects.tokens import hash_token
 
     token = token_file.read_text().strip() if token_file.exists() else ""

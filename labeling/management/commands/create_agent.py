@@ -2,10 +2,10 @@
 
 from django.core.management.base import BaseCommand, CommandError
 
-from labeling.ingest.services import agent_create, agent_rotate_token
-from labeling.selectors import deployments_by_name
 from projects.access import ALL_SCOPES, DEFAULT_SCOPES
 from projects.models import Agent, Project
+from projects.selectors import deployments_by_name
+from projects.services import agent_create, agent_rotate_token
 
 
 class Command(BaseCommand):

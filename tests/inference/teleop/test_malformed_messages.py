@@ -169,7 +169,7 @@ def test_sessions_left_live_by_a_dead_process_are_closed_at_the_next_hello(proje
 
 
 def test_scoring_frames_needs_the_rewards_scope(project, scoped_agent_client):
-    from labeling.ingest.services import agent_create
+    from projects.services import agent_create
 
     _, token = agent_create(name="teleop-only", kind="robot", scopes=["teleop"], projects=[project])
 

@@ -26,7 +26,7 @@ LABEL_REWARDS = {"positive": 3.0, "negative": -2.0, "unclear": 0.5, "invalid": -
 
 @pytest.fixture
 def rl_token(db):
-    from labeling.ingest.services import agent_create
+    from projects.services import agent_create
 
     return agent_create(name="rl-vlm", kind="rl_worker", all_projects=True)[1]
 
@@ -148,20 +148,15 @@ def test_window_rewards_match_the_model_and_the_label_mapping(
     assert item["reward"] == pytest.approx(0.5 * 1.0 + 2.0 * LABEL_REWARDS[label_parse(text)])
 
 
-def test_history_vlm_streams_buffer_steps_and_score_every_interval(
-    project, vlm_model, direct, rl_token, live_server_url, inference_worker_process
-):
-    deployment = deploy(
-        vlm_model,
-        reward_mode="history_buffer",
-        history_size=5,
-        min_history_size=3,
-        input_interval=2,
-        interval_reward=0.25,
-    )
-    url = f"{live_server_url}/api/deployments/{deployment.name}/vlm/rewards"
-    mains = {s: frames(7, 10 + i) for i, s in enumerate("ab")}
-    extras = {s: frames(7, 20 + i) for i, s in enumerate("ab")}
+def _history_window(mains, extras, stream, start, end):
+    """The stream's steps start..end as they are (RLinf pads nothing): main views, then extra views."""
+    idx = list(range(start, end + 1))
+    return [mains[stream][i] for i in idx] + [extras[stream][i] for i in idx]
+
+
+def _stream_two_histories(url, rl_token, mains, extras):
+    """Seven requests of one step each for streams a and b (b done at t=4), alternating RLinf's two names of
+    the mode; returns each stream's items in order."""
     results = {"a": [], "b": []}
     for t in range(7):
         steps = [
@@ -173,20 +168,11 @@ def test_history_vlm_streams_buffer_steps_and_score_every_interval(
         assert response.status_code == 200, response.text
         for item in response.json()["items"]:
             results[item["stream"]].append(item)
+    return results
 
-    # RLinf's HistoryManager (rlinf/utils/env_helpers/history_manager.py:155-181): scored at counts that are
-    # multiples of input_interval once min_history_size steps are held; stream b restarts after its done
-    # step (count 5, not a multiple of 2, no input_on_done: not scored), then holds too few steps
-    assert [i["scored"] for i in results["a"]] == [False, False, False, True, False, True, False]
-    assert [i["scored"] for i in results["b"]] == [False, False, False, True, False, False, False]
-    assert all(i["reward"] == 0.25 for i in results["a"] if not i["scored"])
-    assert [i["window"] for i in results["a"]] == [0, 0, 0, 4, 0, 5, 0]
 
-    def window(stream, start, end):  # the stream's steps start..end as they are (RLinf pads nothing)
-        idx = list(range(start, end + 1))
-        return [mains[stream][i] for i in idx] + [extras[stream][i] for i in idx]
-
-    # one request may carry several steps of one stream (they count in order) next to other streams
+def _check_several_steps_of_a_stream_in_one_request(url, rl_token, mains, extras, direct):
+    """One request may carry several steps of one stream (they count in order) next to other streams."""
     steps = [
         {"stream": s, "main": b64png(mains["a"][t]), "extra": b64png(extras["a"][t]), "reset": t == 0}
         for t, s in [(0, "c"), (1, "c"), (0, "d"), (2, "c"), (3, "c")]
@@ -200,10 +186,14 @@ def test_history_vlm_streams_buffer_steps_and_score_every_interval(
         ("c", 3, True),
     ]
     np.testing.assert_allclose(
-        [items[4]["probabilities"][k] for k in LABELS], direct.probabilities([window("a", 0, 3)])[0], atol=1e-5
+        [items[4]["probabilities"][k] for k in LABELS],
+        direct.probabilities([_history_window(mains, extras, "a", 0, 3)])[0],
+        atol=1e-5,
     )
 
-    # the compact form: uint8 [B,2,H,W,3] (one step per stream, both views) with stream names in the query
+
+def _check_the_compact_npy_form(url, rl_token, mains, extras, direct):
+    """The compact form: uint8 [B,2,H,W,3] (one step per stream, both views) with stream names in the query."""
     for t in range(4):
         buffer = io.BytesIO()
         np.save(
@@ -220,11 +210,40 @@ def test_history_vlm_streams_buffer_steps_and_score_every_interval(
         assert [(i["stream"], i["scored"]) for i in response.json()["items"]] == [("e", t == 3), ("f", t == 3)]
     np.testing.assert_allclose(
         [response.json()["items"][0]["probabilities"][k] for k in LABELS],
-        direct.probabilities([window("a", 0, 3)])[0],
+        direct.probabilities([_history_window(mains, extras, "a", 0, 3)])[0],
         atol=1e-5,
     )
 
-    expected = direct.probabilities([window("a", 0, 3), window("a", 1, 5), window("b", 0, 3)])
+
+def test_history_vlm_streams_buffer_steps_and_score_every_interval(
+    project, vlm_model, direct, rl_token, live_server_url, inference_worker_process
+):
+    deployment = deploy(
+        vlm_model,
+        reward_mode="history_buffer",
+        history_size=5,
+        min_history_size=3,
+        input_interval=2,
+        interval_reward=0.25,
+    )
+    url = f"{live_server_url}/api/deployments/{deployment.name}/vlm/rewards"
+    mains = {s: frames(7, 10 + i) for i, s in enumerate("ab")}
+    extras = {s: frames(7, 20 + i) for i, s in enumerate("ab")}
+    results = _stream_two_histories(url, rl_token, mains, extras)
+
+    # RLinf's HistoryManager (rlinf/utils/env_helpers/history_manager.py:155-181): scored at counts that are
+    # multiples of input_interval once min_history_size steps are held; stream b restarts after its done
+    # step (count 5, not a multiple of 2, no input_on_done: not scored), then holds too few steps
+    assert [i["scored"] for i in results["a"]] == [False, False, False, True, False, True, False]
+    assert [i["scored"] for i in results["b"]] == [False, False, False, True, False, False, False]
+    assert all(i["reward"] == 0.25 for i in results["a"] if not i["scored"])
+    assert [i["window"] for i in results["a"]] == [0, 0, 0, 4, 0, 5, 0]
+
+    _check_several_steps_of_a_stream_in_one_request(url, rl_token, mains, extras, direct)
+    _check_the_compact_npy_form(url, rl_token, mains, extras, direct)
+
+    windows = [("a", 0, 3), ("a", 1, 5), ("b", 0, 3)]
+    expected = direct.probabilities([_history_window(mains, extras, *where) for where in windows])
     got = [results["a"][3], results["a"][5], results["b"][3]]
     for item, probs in zip(got, expected, strict=True):
         np.testing.assert_allclose([item["probabilities"][k] for k in LABELS], probs, atol=1e-5)

@@ -33,7 +33,7 @@ def chat(url: str, token: str, model: str, images: list) -> requests.Response:
 
 
 def test_a_window_the_video_model_cannot_take_is_a_400(project, live_server_url, inference_worker_process):
-    from labeling.ingest.services import agent_create
+    from projects.services import agent_create
 
     token = agent_create(name="rl-errors", kind="rl_worker", projects=[project])[1]
     deployment = deploy(register(project, "video"))

@@ -36,7 +36,7 @@ def png_url(array: np.ndarray) -> str:
 
 @pytest.fixture
 def token(project):
-    from labeling.ingest.services import agent_create
+    from projects.services import agent_create
 
     return agent_create(name="rl-layout", kind="rl_worker", projects=[project])[1]
 

@@ -1,5 +1,5 @@
-"""Reads of the core the labeling app still holds for the house: the deployments an agent may be granted.
-Label reads are in labels/selectors.py, the ingest API's and frame reads in ingest/selectors.py."""
+"""Reads of the house's core: the deployments an agent may be granted (through the relation, so this app names
+no serving module)."""
 
 from __future__ import annotations
 
@@ -7,12 +7,12 @@ from collections.abc import Iterable
 
 from django.db.models import Model
 
-from projects.models import Agent
+from .models import Agent
 
 
 def agent_deployment_model() -> type[Model]:
-    """The deployment model an agent's `deployments` point to, found through the relation (so labeling
-    names no serving module)."""
+    """The deployment model an agent's `deployments` come from (Deployment.agents), found through the relation
+    (so this app names no serving module)."""
     return Agent._meta.get_field("deployments").related_model
 
 
