@@ -20,11 +20,12 @@ from torch.nn import functional as F
 
 from ..kit import distributed
 from ..kit.reporting import JobCancelled, MemoryReporter, Reporter
-from ..kit.resume import CheckpointClock, rng_restore, rng_state, state_load, state_save
+from ..kit.resume import CheckpointClock, rng_restore, state_load, state_save
 from .checkpoint import CHECKPOINT_FILES, RLINF_WEIGHTS, copy_checkpoint_files, save_checkpoint, save_rlinf_weights
 from .config import ResNetConfig
 from .model import RewardResNet, load_pretrained_backbone
 from .negatives import with_synthetic_negatives
+from .progress import Progress, resume_state, resumed_progress
 
 BEST, LAST = "best", "last"
 RLINF_DIR = "checkpoints"  # RLinf's trainer layout: checkpoints/{best_model|global_step_N}/actor/model_state_dict/
@@ -153,6 +154,50 @@ def _report_steps(reporter: Reporter, pending: list, total_steps: int) -> None:
     pending.clear()
 
 
+@dataclass
+class _Splits:
+    """The training and validation images (uint8 [N,H,W,3]) and labels (float), on the training device."""
+
+    x_train: torch.Tensor
+    y_train: torch.Tensor
+    x_val: torch.Tensor
+    y_val: torch.Tensor
+
+
+@dataclass
+class _Steps:
+    """How every epoch is cut into steps on this rank: each rank trains on its shard of the epoch's order,
+    in batches starting at `starts` within the shard."""
+
+    rank: int
+    world: int
+    shard_length: int
+    starts: list[int]
+    total_steps: int
+    warmup: int
+
+    @property
+    def per_epoch(self) -> int:
+        return len(self.starts)
+
+
+@dataclass
+class _Run:
+    """What a run holds from its set-up to its end."""
+
+    config: ResNetConfig
+    out_dir: Path
+    reporter: Reporter
+    device: torch.device
+    generator: torch.Generator  # the batch orders and random crops
+    splits: _Splits
+    model: RewardResNet
+    trained: torch.nn.Module  # the model, or its DistributedDataParallel wrapper under torchrun
+    optimizer: torch.optim.Optimizer
+    steps: _Steps
+    record: distributed.ShardRecord
+
+
 def train_reward_model(
     config: ResNetConfig,
     train_images,
@@ -172,7 +217,34 @@ def train_reward_model(
     clock too: a job shorter than `checkpoint_seconds`, 300 by default, saved nothing and a killed one started
     again at epoch 1.)"""
     reporter = reporter or MemoryReporter()
-    out_dir = Path(out_dir)
+    run = _run_setup(config, (train_images, train_labels), (val_images, val_labels), Path(out_dir), reporter)
+    progress = _progress_resumed(run) if resume else Progress()
+    clock = CheckpointClock(checkpoint_seconds)
+    loop_started, loop_cpu_started = time.perf_counter(), time.process_time()
+    for epoch in range(progress.first_epoch, 0 if progress.finished else config.epochs + 1):
+        progress.epoch = epoch
+        _epoch_run(run, progress, clock)
+        if progress.stopped_early:
+            break
+    loop_seconds = (time.perf_counter() - loop_started, time.process_time() - loop_cpu_started)
+    shards = run.record.gathered()
+    if run.steps.rank != 0:  # only rank 0 writes checkpoints; the others return what they trained
+        return _outcome(run, progress, progress.best_metrics or dict(progress.last_metrics), shards, loop_seconds)
+    _checkpoints_save(run, progress)
+    return _outcome(run, progress, progress.best_metrics, shards, loop_seconds)
+
+
+# ---- set-up ------------------------------------------------------------------------------------------
+
+
+def _run_setup(
+    config: ResNetConfig,
+    train: tuple[Any, Sequence[int]],
+    val: tuple[Any, Sequence[int]],
+    out_dir: Path,
+    reporter: Reporter,
+) -> _Run:
+    """Seed, move the data to the device, build the model and optimiser and plan each rank's steps."""
     if config.num_threads:  # the job runner puts the process's own value back after the job
         torch.set_num_threads(config.num_threads)
     reporter.log(f"torch threads: {torch.get_num_threads()}")
@@ -180,11 +252,43 @@ def train_reward_model(
     np.random.seed(config.seed % (2**32))
     device = distributed.rank_device(pick_device(config.device))
     generator = torch.Generator().manual_seed(config.seed)
+    splits = _splits_on_device(config, train, val, device, reporter)
+    model = _model_build(config, device, reporter)
+    trained = distributed.wrap(model)  # DistributedDataParallel under torchrun: gradients averaged over ranks
+    optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+    steps = _rank_steps(config, len(splits.x_train))
+    reporter.log(
+        f"training {config.arch} on {len(splits.x_train)} images ({int(splits.y_train.sum())} success), validating "
+        f"on {len(splits.x_val)}; {config.epochs} epochs x {steps.per_epoch} steps, warmup {steps.warmup}, device "
+        f"{device}" + (f"; {steps.world} ranks, {steps.shard_length} images each per epoch" if steps.world > 1 else "")
+    )
+    return _Run(
+        config=config,
+        out_dir=out_dir,
+        reporter=reporter,
+        device=device,
+        generator=generator,
+        splits=splits,
+        model=model,
+        trained=trained,
+        optimizer=optimizer,
+        steps=steps,
+        record=distributed.ShardRecord(),
+    )
 
-    x_train = stack_images(train_images, config.image_size).to(device)
-    y_train = torch.as_tensor(list(train_labels), dtype=torch.float32, device=device)
-    x_val = stack_images(val_images, config.image_size).to(device)
-    y_val = torch.as_tensor(list(val_labels), dtype=torch.float32, device=device)
+
+def _splits_on_device(
+    config: ResNetConfig,
+    train: tuple[Any, Sequence[int]],
+    val: tuple[Any, Sequence[int]],
+    device: torch.device,
+    reporter: Reporter,
+) -> _Splits:
+    """Both splits as tensors on `device`, checked, with the configured synthetic fail frames added to training."""
+    x_train = stack_images(train[0], config.image_size).to(device)
+    y_train = torch.as_tensor(list(train[1]), dtype=torch.float32, device=device)
+    x_val = stack_images(val[0], config.image_size).to(device)
+    y_val = torch.as_tensor(list(val[1]), dtype=torch.float32, device=device)
     if len(x_train) != len(y_train) or len(x_val) != len(y_val):
         raise ValueError("images and labels differ in length")
     if len(x_train) < 2 or len(x_val) == 0:
@@ -192,221 +296,259 @@ def train_reward_model(
     x_train, y_train, added = with_synthetic_negatives(x_train, y_train, config.synthetic_negatives, seed=config.seed)
     if added:
         reporter.log(f"added {added} synthetic fail frames (blank, constant colour, noise) to the training split")
+    return _Splits(x_train, y_train, x_val, y_val)
 
+
+def _model_build(config: ResNetConfig, device: torch.device, reporter: Reporter) -> RewardResNet:
     model = RewardResNet(config)
     if config.pretrained:
         load_pretrained_backbone(model, config.pretrained_path)
         reporter.log(f"loaded pretrained backbone from {config.pretrained_path}")
     model.to(device).train()
-    trained = distributed.wrap(model)  # DistributedDataParallel under torchrun: gradients averaged over ranks
-    optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+    return model
 
-    # each rank trains on its shard of every epoch's order; a last batch of one image is dropped (BatchNorm
-    # cannot train on a single sample)
+
+def _rank_steps(config: ResNetConfig, train_count: int) -> _Steps:
+    """Each rank trains on its shard of every epoch's order; a last batch of one image is dropped (BatchNorm
+    cannot train on a single sample)."""
     rank, world = distributed.current().rank, distributed.current().world_size
-    shard_length = distributed.shard_size(len(x_train))
+    shard_length = distributed.shard_size(train_count)
     starts = [s for s in range(0, shard_length, config.batch_size) if shard_length - s > 1 or s == 0]
-    steps_per_epoch = len(starts)
-    total_steps = steps_per_epoch * config.epochs
-    warmup = effective_warmup(config, total_steps)
-    reporter.log(
-        f"training {config.arch} on {len(x_train)} images ({int(y_train.sum())} success), validating on "
-        f"{len(x_val)}; {config.epochs} epochs x {steps_per_epoch} steps, warmup {warmup}, device {device}"
-        + (f"; {world} ranks, {shard_length} images each per epoch" if world > 1 else "")
+    total_steps = len(starts) * config.epochs
+    return _Steps(rank, world, shard_length, starts, total_steps, effective_warmup(config, total_steps))
+
+
+# ---- resume ------------------------------------------------------------------------------------------
+
+
+def _progress_resumed(run: _Run) -> Progress:
+    """The progress of a saved resume state of the same config, with its weights, optimiser and RNG states
+    restored; a fresh start when there is none."""
+    state = state_load(run.out_dir, config=run.config.to_dict())
+    if state is None:
+        return Progress()
+    run.model.load_state_dict(state["model"])
+    run.optimizer.load_state_dict(state["optimizer"])
+    run.generator.set_state(state["generator"])
+    rng_restore(state["rng"])
+    progress = resumed_progress(state, run.steps.per_epoch)
+    run.reporter.resumed(step=progress.step)
+    run.reporter.log(
+        f"resumed from the checkpoint at epoch {progress.epoch}, step {progress.step} (position {state['position']})"
     )
-    record = distributed.ShardRecord()
+    return progress
 
-    best_loss, best_epoch, bad_epochs, step = math.inf, 0, 0, 0
-    best_metrics: dict[str, Any] = {}
-    best_state: dict[str, torch.Tensor] | None = None
-    last_metrics: dict[str, Any] = {}
-    history: list[dict[str, Any]] = []
-    stopped_early = False
-    epoch, first_epoch, first_position, finished = 0, 1, 0, False
-    saved_order: torch.Tensor | None = None
-    saved_totals: torch.Tensor | None = None
-    state = state_load(out_dir, config=config.to_dict()) if resume else None
-    if state is not None:
-        model.load_state_dict(state["model"])
-        optimizer.load_state_dict(state["optimizer"])
-        step, epoch = state["step"], state["epoch"]
-        best_loss, best_epoch, bad_epochs = state["best_loss"], state["best_epoch"], state["bad_epochs"]
-        best_metrics, last_metrics, history = state["best_metrics"], state["last_metrics"], state["history"]
-        best_state, stopped_early, finished = state["best_state"], state["stopped_early"], state["finished"]
-        generator.set_state(state["generator"])
-        rng_restore(state["rng"])
-        if state["position"] >= steps_per_epoch:
-            first_epoch = epoch + 1
-        else:
-            first_epoch, first_position = epoch, state["position"]
-            saved_order, saved_totals = state["order"], state["totals"]
-        reporter.resumed(step=step)
-        reporter.log(f"resumed from the checkpoint at epoch {epoch}, step {step} (position {state['position']})")
 
-    def save_state(position: int, order: torch.Tensor, totals: torch.Tensor) -> None:
-        if not distributed.is_main():  # rank 0 keeps the one resume state (all ranks hold the same weights)
-            clock.reset()
-            return
-        state_save(
-            out_dir,
-            {
-                "config": config.to_dict(),
-                "epoch": epoch,
-                "position": position,
-                "step": step,
-                "order": order.cpu(),
-                "totals": totals.cpu(),
-                "model": model.state_dict(),
-                "optimizer": optimizer.state_dict(),
-                "best_loss": best_loss,
-                "best_epoch": best_epoch,
-                "bad_epochs": bad_epochs,
-                "best_metrics": best_metrics,
-                "best_state": best_state,
-                "last_metrics": last_metrics,
-                "history": history,
-                "stopped_early": stopped_early,
-                "finished": finished,
-                "generator": generator.get_state(),
-                "rng": rng_state(),
-            },
-        )
+def _state_save(
+    run: _Run, progress: Progress, clock: CheckpointClock, position: int, order: torch.Tensor, totals: torch.Tensor
+) -> None:
+    if not distributed.is_main():  # rank 0 keeps the one resume state (all ranks hold the same weights)
         clock.reset()
+        return
+    state = resume_state(
+        progress,
+        config=run.config.to_dict(),
+        position=position,
+        order=order,
+        totals=totals,
+        model=run.model,
+        optimizer=run.optimizer,
+        generator=run.generator,
+    )
+    state_save(run.out_dir, state)
+    clock.reset()
 
-    clock = CheckpointClock(checkpoint_seconds)
-    loop_started, loop_cpu_started = time.perf_counter(), time.process_time()
-    for epoch in range(first_epoch, 0 if finished else config.epochs + 1):
-        started = time.monotonic()
-        if saved_order is not None and saved_totals is not None:
-            order, totals = saved_order.to(device), saved_totals.to(device)
-            saved_order = saved_totals = None
-        else:
-            order = torch.randperm(len(x_train), generator=generator).to(device)
-            totals = torch.zeros(2, device=device, dtype=torch.float64)  # loss sum, correct count
-        mine = distributed.shard(order)
-        if epoch == first_epoch and world > 1:  # what this rank trains on in its first epoch (read once)
-            record.add(torch.cat([mine[s : s + config.batch_size] for s in starts[first_position:]]))
-        # per-step metrics stay on the device and are read in groups, so a GPU is not synchronised every step
-        pending: list[tuple[int, int, float, torch.Tensor, torch.Tensor]] = []
-        for position in range(first_position, steps_per_epoch):
-            start = starts[position]
-            # alone, a cancel check is cheap (the job reporter rate-limits its query); across ranks it is a
-            # collective, so ranks ask together every REPORT_EVERY steps
-            if (world == 1 or position % REPORT_EVERY == 0) and reporter.should_cancel():
-                raise JobCancelled()
-            index = mine[start : start + config.batch_size]
-            images, labels = x_train[index], y_train[index]
-            if config.augment:
-                images = random_crop(images, config.crop_padding, generator)
-            lr = config.lr * lr_factor(step, warmup, config.schedule, total_steps)
-            for group in optimizer.param_groups:
-                group["lr"] = lr
-            logits = trained(images)
-            loss = F.binary_cross_entropy_with_logits(logits, labels)
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            if config.grad_clip > 0:
-                torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
-            optimizer.step()
-            step += 1
-            loss_value = loss.detach()
-            correct = ((logits.detach() > 0).float() == labels).sum()
-            totals += torch.stack([loss_value.double() * len(index), correct.double()])
-            pending.append((step, len(index), lr, loss_value, correct))
-            if len(pending) >= REPORT_EVERY:
-                _report_steps(reporter, pending, total_steps)
-            if clock.due() and position + 1 < steps_per_epoch:
-                _report_steps(reporter, pending, total_steps)
-                save_state(position + 1, order, totals)
-        first_position = 0
-        _report_steps(reporter, pending, total_steps)
-        loss_sum, correct_sum = distributed.all_reduce_sum(totals.clone()).tolist()
-        seen = min(shard_length, steps_per_epoch * config.batch_size) * world
-        val_loss, val_acc, _ = evaluate(model, x_val, y_val, max(config.batch_size, 256))
-        val_loss, val_acc = distributed.all_reduce_mean([val_loss, val_acc])  # every rank decides alike
-        last_metrics = {
-            "epoch": epoch,
-            "step": step,
-            "train_loss": loss_sum / seen,
-            "train_acc": correct_sum / seen,
-            "val_loss": val_loss,
-            "val_acc": val_acc,
-            "epoch_seconds": time.monotonic() - started,
-        }
-        history.append(last_metrics)
-        improved = val_loss < best_loss - config.min_delta
-        if improved:
-            best_loss, best_epoch, bad_epochs = val_loss, epoch, 0
-            best_metrics = dict(last_metrics)
-            # the last epoch's weights train no further: they need no copy of their own; nor do any epoch's
-            # when the job keeps the last weights (select "last")
-            best_state = (
-                model.state_dict()
-                if epoch == config.epochs or config.select == "last"
-                else {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}
-            )
-        else:
-            bad_epochs += 1
-        reporter.report_epoch(
-            epoch,
-            step=step,
-            val_loss=val_loss,
-            val_acc=val_acc,
-            train_loss=last_metrics["train_loss"],
-            train_acc=last_metrics["train_acc"],
-        )
-        reporter.log(
-            f"epoch {epoch}: train_loss {last_metrics['train_loss']:.4f} train_acc {last_metrics['train_acc']:.3f} "
-            f"val_loss {val_loss:.4f} val_acc {val_acc:.3f}" + (" (best)" if improved else "")
-        )
-        stopped_early = bool(config.patience and bad_epochs >= config.patience)
-        finished = stopped_early or epoch == config.epochs
-        save_state(steps_per_epoch, order, totals)  # every epoch end: a requeued job never repeats a whole epoch
-        if stopped_early:
-            reporter.log(f"early stop: val_loss did not improve by {config.min_delta} for {config.patience} epochs")
-            break
-    loop_seconds, loop_cpu_seconds = time.perf_counter() - loop_started, time.process_time() - loop_cpu_started
-    shards = record.gathered()
 
-    def outcome(best: dict) -> TrainOutcome:
-        return TrainOutcome(
-            best_metrics=best,
-            last_metrics=last_metrics,
-            best_epoch=best_epoch or epoch,
-            epochs_run=epoch,
-            steps=step,
-            stopped_early=stopped_early,
-            best_folder=out_dir / BEST,
-            last_folder=out_dir / LAST,
-            history=history,
-            shards=shards,
-            loop_seconds=loop_seconds,
-            loop_cpu_seconds=loop_cpu_seconds,
-        )
+# ---- an epoch ----------------------------------------------------------------------------------------
 
-    if rank != 0:  # only rank 0 writes checkpoints; the others return what they trained
-        return outcome(best_metrics or dict(last_metrics))
+
+def _epoch_run(run: _Run, progress: Progress, clock: CheckpointClock) -> None:
+    """Train `progress.epoch`, validate, report, decide on an early stop, and save the resume state (every
+    epoch end: a requeued job never repeats a whole epoch)."""
+    config = run.config
+    started = time.monotonic()
+    order, totals = _epoch_order(run, progress)
+    _epoch_steps(run, progress, clock, order, totals)
+    improved = _epoch_validate(run, progress, totals, started)
+    _epoch_report(run.reporter, progress.last_metrics, improved)
+    progress.stopped_early = bool(config.patience and progress.bad_epochs >= config.patience)
+    progress.finished = progress.stopped_early or progress.epoch == config.epochs
+    _state_save(run, progress, clock, run.steps.per_epoch, order, totals)
+    if progress.stopped_early:
+        run.reporter.log(f"early stop: val_loss did not improve by {config.min_delta} for {config.patience} epochs")
+
+
+def _epoch_order(run: _Run, progress: Progress) -> tuple[torch.Tensor, torch.Tensor]:
+    """The epoch's order of the training images and its running totals (loss sum, correct count): those a
+    resume state saved mid-epoch, else a new shuffle and zeros."""
+    if progress.saved_order is not None and progress.saved_totals is not None:
+        order, totals = progress.saved_order.to(run.device), progress.saved_totals.to(run.device)
+        progress.saved_order = progress.saved_totals = None
+        return order, totals
+    order = torch.randperm(len(run.splits.x_train), generator=run.generator).to(run.device)
+    return order, torch.zeros(2, device=run.device, dtype=torch.float64)
+
+
+def _epoch_steps(
+    run: _Run, progress: Progress, clock: CheckpointClock, order: torch.Tensor, totals: torch.Tensor
+) -> None:
+    """The epoch's steps on this rank's shard of `order`, from the position a resume starts at, their loss
+    and correct count added to `totals`. Per-step metrics stay on the device and are read in groups, so a
+    GPU is not synchronised every step; a resume state is saved mid-epoch when the clock says so."""
+    config, steps, reporter = run.config, run.steps, run.reporter
+    mine = distributed.shard(order)
+    if progress.epoch == progress.first_epoch and steps.world > 1:  # what this rank trains on in its first epoch
+        run.record.add(torch.cat([mine[s : s + config.batch_size] for s in steps.starts[progress.first_position :]]))
+    pending: list[tuple[int, int, float, torch.Tensor, torch.Tensor]] = []
+    for position in range(progress.first_position, steps.per_epoch):
+        # alone, a cancel check is cheap (the job reporter rate-limits its query); across ranks it is a
+        # collective, so ranks ask together every REPORT_EVERY steps
+        if (steps.world == 1 or position % REPORT_EVERY == 0) and reporter.should_cancel():
+            raise JobCancelled()
+        index = mine[steps.starts[position] : steps.starts[position] + config.batch_size]
+        lr, loss, correct = _train_step(run, progress, index)
+        totals += torch.stack([loss.double() * len(index), correct.double()])
+        pending.append((progress.step, len(index), lr, loss, correct))
+        if len(pending) >= REPORT_EVERY:
+            _report_steps(reporter, pending, steps.total_steps)
+        if clock.due() and position + 1 < steps.per_epoch:
+            _report_steps(reporter, pending, steps.total_steps)
+            _state_save(run, progress, clock, position + 1, order, totals)
+    progress.first_position = 0
+    _report_steps(reporter, pending, steps.total_steps)
+
+
+def _train_step(run: _Run, progress: Progress, index: torch.Tensor) -> tuple[float, torch.Tensor, torch.Tensor]:
+    """One optimisation step on the training images at `index`: (its learning rate, loss, correct count)."""
+    config = run.config
+    images, labels = run.splits.x_train[index], run.splits.y_train[index]
+    if config.augment:
+        images = random_crop(images, config.crop_padding, run.generator)
+    lr = config.lr * lr_factor(progress.step, run.steps.warmup, config.schedule, run.steps.total_steps)
+    for group in run.optimizer.param_groups:
+        group["lr"] = lr
+    logits = run.trained(images)
+    loss = F.binary_cross_entropy_with_logits(logits, labels)
+    run.optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    if config.grad_clip > 0:
+        torch.nn.utils.clip_grad_norm_(run.model.parameters(), config.grad_clip)
+    run.optimizer.step()
+    progress.step += 1
+    correct = ((logits.detach() > 0).float() == labels).sum()
+    return lr, loss.detach(), correct
+
+
+def _epoch_validate(run: _Run, progress: Progress, totals: torch.Tensor, started: float) -> bool:
+    """Record the epoch's metrics as the last (training totals summed over the ranks, validation averaged
+    over them, so every rank decides alike); whether they are the best so far."""
+    config, steps, splits = run.config, run.steps, run.splits
+    loss_sum, correct_sum = distributed.all_reduce_sum(totals.clone()).tolist()
+    seen = min(steps.shard_length, steps.per_epoch * config.batch_size) * steps.world
+    val_loss, val_acc, _ = evaluate(run.model, splits.x_val, splits.y_val, max(config.batch_size, 256))
+    val_loss, val_acc = distributed.all_reduce_mean([val_loss, val_acc])
+    progress.last_metrics = {
+        "epoch": progress.epoch,
+        "step": progress.step,
+        "train_loss": loss_sum / seen,
+        "train_acc": correct_sum / seen,
+        "val_loss": val_loss,
+        "val_acc": val_acc,
+        "epoch_seconds": time.monotonic() - started,
+    }
+    progress.history.append(progress.last_metrics)
+    return _best_update(run, progress, val_loss)
+
+
+def _best_update(run: _Run, progress: Progress, val_loss: float) -> bool:
+    """Keep the epoch as the best when its val_loss improved by min_delta (else count a bad epoch); whether it did."""
+    config, model = run.config, run.model
+    improved = val_loss < progress.best_loss - config.min_delta
+    if not improved:
+        progress.bad_epochs += 1
+        return False
+    progress.best_loss, progress.best_epoch, progress.bad_epochs = val_loss, progress.epoch, 0
+    progress.best_metrics = dict(progress.last_metrics)
+    # the last epoch's weights train no further: they need no copy of their own; nor do any epoch's when the
+    # job keeps the last weights (select "last")
+    progress.best_state = (
+        model.state_dict()
+        if progress.epoch == config.epochs or config.select == "last"
+        else {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}
+    )
+    return True
+
+
+def _epoch_report(reporter: Reporter, metrics: dict[str, Any], improved: bool) -> None:
+    reporter.report_epoch(
+        metrics["epoch"],
+        step=metrics["step"],
+        val_loss=metrics["val_loss"],
+        val_acc=metrics["val_acc"],
+        train_loss=metrics["train_loss"],
+        train_acc=metrics["train_acc"],
+    )
+    reporter.log(
+        f"epoch {metrics['epoch']}: train_loss {metrics['train_loss']:.4f} train_acc {metrics['train_acc']:.3f} "
+        f"val_loss {metrics['val_loss']:.4f} val_acc {metrics['val_acc']:.3f}" + (" (best)" if improved else "")
+    )
+
+
+# ---- finish ------------------------------------------------------------------------------------------
+
+
+def _checkpoints_save(run: _Run, progress: Progress) -> None:
+    """Write the last checkpoint and the best one (rank 0 only), BatchNorm recalibrated first if asked."""
+    config, model, out_dir = run.config, run.model, run.out_dir
     if config.bn_recalibrate:
-        recalibrate_batchnorm(model, x_train, max(config.batch_size, 256))
-    save_checkpoint(model, config, out_dir / LAST, metrics=last_metrics, step=step)
-    last_rlinf = out_dir / RLINF_DIR / f"global_step_{step}"
+        recalibrate_batchnorm(model, run.splits.x_train, max(config.batch_size, 256))
+    save_checkpoint(model, config, out_dir / LAST, metrics=progress.last_metrics, step=progress.step)
+    last_rlinf = out_dir / RLINF_DIR / f"global_step_{progress.step}"
     if config.save_rlinf_layout:
         save_rlinf_weights(model, last_rlinf)
     if config.select == "last":
-        best_epoch = epoch
-    if best_state is None or best_epoch == epoch:
+        progress.best_epoch = progress.epoch
+    if progress.best_state is None or progress.best_epoch == progress.epoch:
         # the last weights are the best, are asked for (select "last"), or are all we have (val_loss never
         # finite): the best checkpoint is the last one's files, linked rather than written again
-        best_metrics = dict(last_metrics)
-        copy_checkpoint_files(out_dir / LAST, out_dir / BEST, CHECKPOINT_FILES)
-        if config.save_rlinf_layout:
-            copy_checkpoint_files(last_rlinf, out_dir / RLINF_DIR / "best_model", [RLINF_WEIGHTS])
+        progress.best_metrics = dict(progress.last_metrics)
+        _best_linked_to_last(run, last_rlinf)
     else:
-        model.load_state_dict(best_state)
-        if config.bn_recalibrate:
-            recalibrate_batchnorm(model, x_train, max(config.batch_size, 256))
-        save_checkpoint(model, config, out_dir / BEST, metrics=best_metrics, step=best_metrics["step"])
-        if config.save_rlinf_layout:
-            save_rlinf_weights(model, out_dir / RLINF_DIR / "best_model")
-    reporter.log(f"saved best (epoch {best_epoch or epoch}) and last checkpoints")
-    return outcome(best_metrics)
+        _best_written(run, progress.best_state, progress.best_metrics)
+    run.reporter.log(f"saved best (epoch {progress.best_epoch or progress.epoch}) and last checkpoints")
+
+
+def _best_linked_to_last(run: _Run, last_rlinf: Path) -> None:
+    copy_checkpoint_files(run.out_dir / LAST, run.out_dir / BEST, CHECKPOINT_FILES)
+    if run.config.save_rlinf_layout:
+        copy_checkpoint_files(last_rlinf, run.out_dir / RLINF_DIR / "best_model", [RLINF_WEIGHTS])
+
+
+def _best_written(run: _Run, best_state: dict[str, torch.Tensor], best_metrics: dict[str, Any]) -> None:
+    """The best epoch's weights, loaded back into the model (recalibrated if asked), written as the best checkpoint."""
+    config, model = run.config, run.model
+    model.load_state_dict(best_state)
+    if config.bn_recalibrate:
+        recalibrate_batchnorm(model, run.splits.x_train, max(config.batch_size, 256))
+    save_checkpoint(model, config, run.out_dir / BEST, metrics=best_metrics, step=best_metrics["step"])
+    if config.save_rlinf_layout:
+        save_rlinf_weights(model, run.out_dir / RLINF_DIR / "best_model")
+
+
+def _outcome(
+    run: _Run, progress: Progress, best_metrics: dict, shards: list[dict[str, Any]], loop_seconds: tuple[float, float]
+) -> TrainOutcome:
+    return TrainOutcome(
+        best_metrics=best_metrics,
+        last_metrics=progress.last_metrics,
+        best_epoch=progress.best_epoch or progress.epoch,
+        epochs_run=progress.epoch,
+        steps=progress.step,
+        stopped_early=progress.stopped_early,
+        best_folder=run.out_dir / BEST,
+        last_folder=run.out_dir / LAST,
+        history=progress.history,
+        shards=shards,
+        loop_seconds=loop_seconds[0],
+        loop_cpu_seconds=loop_seconds[1],
+    )
