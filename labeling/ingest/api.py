@@ -28,13 +28,13 @@ from ..models import Episode
 from . import selectors, services
 from .chunks import ChunkRefused, IngestLimits, chunk_steps
 from .serializers import (
-    AppendResultSerializer,
-    EpisodeCreateSerializer,
-    EpisodeSerializer,
-    FinishSerializer,
-    StepChunkSerializer,
-    StepSerializer,
-    StoredStepsSerializer,
+    AppendResultOut,
+    EpisodeCreateIn,
+    EpisodeOut,
+    FinishIn,
+    StepChunkIn,
+    StepIn,
+    StoredStepsOut,
 )
 
 
@@ -65,12 +65,12 @@ class EpisodeCreateView(APIView):
     parser_classes = [BoundedJSONParser]
 
     @extend_schema(
-        request=EpisodeCreateSerializer,
-        responses={200: EpisodeSerializer, 201: EpisodeSerializer},
+        request=EpisodeCreateIn,
+        responses={200: EpisodeOut, 201: EpisodeOut},
         summary="Create an episode (idempotent by uuid)",
     )
     def post(self, request):
-        data = EpisodeCreateSerializer(data=request.data)
+        data = EpisodeCreateIn(data=request.data)
         data.is_valid(raise_exception=True)
         values = data.validated_data
         try:
@@ -85,17 +85,15 @@ class EpisodeCreateView(APIView):
         except services.IngestConflict as exc:
             return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
         ownership.require_own_episode(request.user, episode)
-        return Response(
-            EpisodeSerializer(episode).data, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK
-        )
+        return Response(EpisodeOut(episode).data, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
 
 
 class EpisodeDetailView(APIView):
-    @extend_schema(responses=EpisodeSerializer, summary="An episode's state (steps stored so far, status)")
+    @extend_schema(responses=EpisodeOut, summary="An episode's state (steps stored so far, status)")
     def get(self, request, uuid):
         episode = get_object_or_404(Episode.objects.select_related("project"), uuid=uuid)
         access.require(request.user, labeling_perms.EPISODE_READ, episode.project)
-        return Response(EpisodeSerializer(episode).data)
+        return Response(EpisodeOut(episode).data)
 
 
 class BinaryChunkParser(BaseParser):
@@ -117,11 +115,11 @@ class StepChunkView(APIView):
 
     @extend_schema(
         request={
-            "multipart/form-data": StepChunkSerializer,
-            "application/json": StepChunkSerializer,
+            "multipart/form-data": StepChunkIn,
+            "application/json": StepChunkIn,
             CHUNK_CONTENT_TYPE: {"type": "string", "format": "binary"},
         },
-        responses=AppendResultSerializer,
+        responses=AppendResultOut,
         summary="Append a chunk of steps (atomic; retries skip stored steps)",
         description="Three body formats: the binary chunk (`application/x-rs-steps`, robot_agent/chunk_format.py: "
         "the fastest, one body per chunk, PNGs never decoded), multipart (a `steps` JSON field and files named "
@@ -153,17 +151,17 @@ class StepChunkView(APIView):
             return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
         except services.IngestError as exc:
             raise ValidationError({"steps": [str(exc)]}) from None
-        return Response(AppendResultSerializer(result).data)
+        return Response(AppendResultOut(result).data)
 
     @extend_schema(
-        responses=StoredStepsSerializer,
+        responses=StoredStepsOut,
         summary="The steps stored so far (what an interrupted upload still has to send)",
     )
     def get(self, request, uuid):
         episode = _episode(request, uuid)
         ranges = selectors.episode_stored_ranges(episode=episode)
         num_steps = sum(last - first + 1 for first, last in ranges)
-        return Response(StoredStepsSerializer({"num_steps": num_steps, "ranges": ranges}).data)
+        return Response(StoredStepsOut({"num_steps": num_steps, "ranges": ranges}).data)
 
     def _parse(self, request) -> list[services.StepInput]:
         if request.content_type.split(";")[0].strip() == CHUNK_CONTENT_TYPE:
@@ -190,7 +188,7 @@ class StepChunkView(APIView):
         files = request.FILES if multipart else {}
         validated = []
         for position, raw in enumerate(raw_steps):
-            serializer = StepSerializer(data=raw)
+            serializer = StepIn(data=raw)
             if not serializer.is_valid():
                 field, messages = next(iter(serializer.errors.items()))
                 label = raw.get("index", position) if isinstance(raw, dict) else position
@@ -290,10 +288,10 @@ def _first(messages) -> str:
 class EpisodeFinishView(APIView):
     parser_classes = [BoundedJSONParser]
 
-    @extend_schema(request=FinishSerializer, responses=EpisodeSerializer, summary="Finish an episode (idempotent)")
+    @extend_schema(request=FinishIn, responses=EpisodeOut, summary="Finish an episode (idempotent)")
     def post(self, request, uuid):
         episode = _episode(request, uuid)
-        data = FinishSerializer(data=request.data)
+        data = FinishIn(data=request.data)
         data.is_valid(raise_exception=True)
         episode = services.episode_finish(episode=episode, **data.validated_data)
-        return Response(EpisodeSerializer(episode).data)
+        return Response(EpisodeOut(episode).data)

@@ -47,7 +47,7 @@ from labeling import permissions as labeling_perms
 from labeling.ingest import services
 from labeling.ingest.api import ingest_project
 from labeling.ingest.chunks import ChunkRefused, IngestLimits, chunk_steps
-from labeling.ingest.serializers import EpisodeCreateSerializer, EpisodeSerializer, FinishSerializer
+from labeling.ingest.serializers import EpisodeCreateIn, EpisodeOut, FinishIn
 from labeling.labels import ownership
 from labeling.models import Episode
 from projects import access
@@ -202,7 +202,7 @@ def _store_chunk(agent, episode_ref: str, body: bytes) -> services.AppendResult:
 
 def _create_episode(agent, data) -> tuple[int, dict]:
     """As EpisodeCreateView.post."""
-    serializer = EpisodeCreateSerializer(data=data)
+    serializer = EpisodeCreateIn(data=data)
     serializer.is_valid(raise_exception=True)
     values = serializer.validated_data
     try:
@@ -224,7 +224,7 @@ def _create_episode(agent, data) -> tuple[int, dict]:
 
 def _finish_episode(agent, episode_ref: str, data) -> tuple[int, dict]:
     """As EpisodeFinishView.post."""
-    serializer = FinishSerializer(data=data)
+    serializer = FinishIn(data=data)
     serializer.is_valid(raise_exception=True)
     try:
         finished = services.episode_finish(
@@ -241,14 +241,14 @@ _serializers = threading.local()
 
 
 def _episode_data(episode: Episode, **context) -> dict:
-    """`EpisodeSerializer(episode, context=context).data`, from one serializer per writer thread. A
+    """`EpisodeOut(episode, context=context).data`, from one serializer per writer thread. A
     ModelSerializer builds its fields anew for every instance (a deep copy of each declared field, a field
     built from each model field), which costs more CPU than the answer itself; a thread's own serializer
     builds them once and only its context changes between calls."""
     serializer = getattr(_serializers, "episode", None)
     if serializer is None:
         _serializers.context = {}
-        serializer = _serializers.episode = EpisodeSerializer(context=_serializers.context)
+        serializer = _serializers.episode = EpisodeOut(context=_serializers.context)
     current: dict = _serializers.context  # the serializer's context (the same dict)
     current.clear()
     current.update(context)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django.conf import settings
+from drf_spectacular.utils import extend_schema_serializer
 from rest_framework import serializers
 
 from common.json_limits import size_of
@@ -21,7 +22,9 @@ def json_field_size_check(value) -> None:
         raise serializers.ValidationError(f"{size} bytes as JSON; the limit is {limit} bytes (JSON_FIELD_MAX_BYTES)")
 
 
-class EpisodeCreateSerializer(serializers.Serializer):
+# component_name: the OpenAPI name the body had before the <Thing>In/<Thing>Out naming rule, kept for clients.
+@extend_schema_serializer(component_name="EpisodeCreate")
+class EpisodeCreateIn(serializers.Serializer):
     project = serializers.CharField(max_length=200, help_text="Project id or name.")
     uuid = serializers.UUIDField(help_text="Client-supplied id; retrying with the same id returns the same episode.")
     # a field named like Field.source: the serializer metaclass moves it into _declared_fields
@@ -32,7 +35,8 @@ class EpisodeCreateSerializer(serializers.Serializer):
     metadata = serializers.DictField(required=False, default=dict, validators=[json_field_size_check])
 
 
-class EpisodeSerializer(serializers.ModelSerializer):
+@extend_schema_serializer(component_name="Episode")
+class EpisodeOut(serializers.ModelSerializer):
     project = serializers.CharField(source="project.name")
     agent = serializers.CharField(
         source="agent.name", default=None, allow_null=True, help_text="Null when a person made it."
@@ -61,7 +65,8 @@ class EpisodeSerializer(serializers.ModelSerializer):
         return Frame.objects.filter(step__episode=episode).count() if known is None else known
 
 
-class StepSerializer(serializers.Serializer):
+@extend_schema_serializer(component_name="Step")
+class StepIn(serializers.Serializer):
     index = serializers.IntegerField(min_value=0, max_value=MAX_STEP_INDEX)
     action = serializers.ListField(
         child=serializers.FloatField(), required=False, default=list, max_length=MAX_ACTION_SIZE
@@ -81,17 +86,20 @@ class StepSerializer(serializers.Serializer):
     )
 
 
-class StepChunkSerializer(serializers.Serializer):
-    steps = StepSerializer(many=True, help_text="Multipart: a JSON string.")
+@extend_schema_serializer(component_name="StepChunk")
+class StepChunkIn(serializers.Serializer):
+    steps = StepIn(many=True, help_text="Multipart: a JSON string.")
 
 
-class AppendResultSerializer(serializers.Serializer):
+@extend_schema_serializer(component_name="AppendResult")
+class AppendResultOut(serializers.Serializer):
     created = serializers.IntegerField(help_text="Steps stored by this call.")
     skipped = serializers.IntegerField(help_text="Steps already stored (a retry); left unchanged.")
     num_steps = serializers.IntegerField()
 
 
-class StoredStepsSerializer(serializers.Serializer):
+@extend_schema_serializer(component_name="StoredSteps")
+class StoredStepsOut(serializers.Serializer):
     num_steps = serializers.IntegerField(help_text="Steps stored.")
     ranges = serializers.ListField(
         child=serializers.ListField(child=serializers.IntegerField(), min_length=2, max_length=2),
@@ -99,6 +107,7 @@ class StoredStepsSerializer(serializers.Serializer):
     )
 
 
-class FinishSerializer(serializers.Serializer):
+@extend_schema_serializer(component_name="Finish")
+class FinishIn(serializers.Serializer):
     success = serializers.BooleanField(required=False, allow_null=True, default=None)
     metadata = serializers.DictField(required=False, default=dict, validators=[json_field_size_check])
