@@ -27,6 +27,7 @@ from projects import access
 from projects.gate.auth import REWARDS_AUTHENTICATION, client_id
 from projects.gate.limits import client_key, too_many
 from projects.gate.throttles import ApiRateThrottle, RewardsRateThrottle, bad_request_limit, limit_check, limit_hit
+from training.families import takes_windows
 from training.models import ModelKind, TrainedModel
 from training.resnet.wire import images_pack
 
@@ -166,7 +167,7 @@ class RewardsView(APIView):
         except DeploymentNotFound as exc:
             raise exceptions.NotFound(str(exc)) from None
         access.require(request.user, inference_perms.REWARDS, config, not_found=f"no deployment named {name!r}")
-        if config.kind == "vlm":
+        if takes_windows(config.kind):
             raise BadRequest(
                 f"deployment {name!r} serves a VLM trend model: send windows to /api/deployments/{name}/vlm/rewards"
             )

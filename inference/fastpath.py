@@ -28,6 +28,7 @@ from projects import access
 from projects.gate.admission import admitted_agent
 from projects.gate.limits import client_key
 from projects.gate.throttles import bad_request_limit, limiter, rewards_limit
+from training.families import takes_windows
 
 from .reward_serving import npy_fields, reward_request, rewards_answer
 from .serving import DeploymentConfig, DeploymentNotFound, DeploymentUnavailable, deployment_config
@@ -86,7 +87,7 @@ class RewardsFastPath:
             raise HttpError(404, f"no deployment named {name!r}")
         if allowed != 200:
             raise HttpError(403, access.refusal(agent, inference_perms.REWARDS))
-        if config.kind == "vlm":
+        if takes_windows(config.kind):
             raise HttpError(
                 400,
                 f"deployment {name!r} serves a VLM trend model: send windows to /api/deployments/{name}/vlm/rewards",

@@ -51,6 +51,9 @@ class Family:
     trainer: Trainer
     scorer: ScorerLoader
     evaluation_page: str  # URL name of the page that evaluates one trained model (takes `model_id`)
+    # Scores windows of frames (a trend over a clip, judged with a chat prompt) rather than each frame alone:
+    # served on /api/deployments/<name>/vlm/rewards, not /rewards, and deployed with history settings.
+    takes_windows: bool = False
 
 
 RESNET = Family(
@@ -66,6 +69,7 @@ VLM = Family(
     trainer=vlm_run_job,
     scorer=vlm_scorer,
     evaluation_page="vlm-evaluation",
+    takes_windows=True,
 )
 
 FAMILIES: dict[str, Family] = {family.kind: family for family in (RESNET, VLM)}
@@ -80,6 +84,13 @@ def family(kind: str) -> Family:
         return FAMILIES[kind]
     except KeyError:
         raise UnknownKind(f"unknown model kind {kind!r}; known: {', '.join(sorted(FAMILIES))}") from None
+
+
+def takes_windows(kind: str) -> bool:
+    """Whether models of `kind` score windows of frames (`Family.takes_windows`); False for a kind no family
+    has (the bench-only instant model scores frames), so inference may ask it of any deployment."""
+    found = FAMILIES.get(kind)
+    return found is not None and found.takes_windows
 
 
 class BenchOnlyKind(UnknownKind):

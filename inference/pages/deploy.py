@@ -12,6 +12,7 @@ from inference import permissions as inference_perms
 from labeling import permissions as labeling_perms
 from projects import access
 from training.evaluation.model_evaluation import model_sanity
+from training.families import takes_windows
 from training.models import TrainedModel
 
 from .. import selectors, services
@@ -23,7 +24,7 @@ from .forms import DeployForm, suggested_name
 @login_required
 def deployment_list(request):
     deployments = list(selectors.deployment_list().filter(access.visible_deployment_filter(request.user)))
-    notes = prompt_mismatch_notes([d.pk for d in deployments if d.trained_model.kind == "vlm"])
+    notes = prompt_mismatch_notes([d.pk for d in deployments if takes_windows(d.trained_model.kind)])
     for deployment in deployments:
         deployment.prompt_note = notes.get(deployment.pk)  # type: ignore[attr-defined]
     return render(

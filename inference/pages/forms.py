@@ -11,6 +11,7 @@ from typing import Any
 from django import forms
 
 from training.evaluation import precision
+from training.families import takes_windows
 from training.models import ModelKind, TrainedModel
 
 from ..models import Deployment
@@ -27,11 +28,9 @@ ADVANCED = [
     "sample_every",
     "inference_precision",
 ]
-# The reward modes that apply to each model kind: a ResNet scores single frames, a VLM judges windows.
-MODES = {
-    ModelKind.RESNET: [Deployment.RewardMode.PER_STEP, Deployment.RewardMode.TERMINAL],
-    ModelKind.VLM: list(Deployment.RewardMode),
-}
+# The reward modes that apply to a family that scores single frames (ResNet); one that judges windows (the VLM,
+# `Family.takes_windows`) takes every mode.
+FRAME_MODES = [Deployment.RewardMode.PER_STEP, Deployment.RewardMode.TERMINAL]
 
 
 class DeployForm(forms.ModelForm):
@@ -46,11 +45,12 @@ class DeployForm(forms.ModelForm):
     def __init__(self, *args: Any, trained_model: TrainedModel, **kwargs: Any):
         super().__init__(*args, **kwargs)
         self.trained_model = trained_model
-        modes = MODES.get(ModelKind(trained_model.kind), list(Deployment.RewardMode))
+        windows = takes_windows(trained_model.kind)
+        modes = list(Deployment.RewardMode) if windows else FRAME_MODES
         mode_field = self.fields["reward_mode"]
         assert isinstance(mode_field, forms.ChoiceField)
         mode_field.choices = [(m.value, m.label) for m in modes]
-        if trained_model.kind != ModelKind.VLM:
+        if not windows:
             for name in HISTORY:
                 del self.fields[name]
         if trained_model.kind != ModelKind.RESNET:  # only the ResNet family carries OOD statistics

@@ -26,6 +26,7 @@ from inference.broker import dump_npy
 from inference.reward_serving import RewardRequest, rewards_serve
 from inference.rewards import PER_STEP
 from inference.serving import DeploymentConfig, DeploymentNotFound, DeploymentUnavailable, deployment_config
+from training.families import takes_windows
 
 __all__ = ["DeploymentNotFound", "DeploymentUnavailable", "FrameScore", "score_frame"]
 
@@ -65,7 +66,7 @@ async def score_frame(
     Raises DeploymentNotFound or DeploymentUnavailable (unhealthy, no worker answered in time).
     """
     config = await deployment_config(deployment)
-    if config.kind == "vlm":
+    if takes_windows(config.kind):
         return await _score_vlm_step(deployment, image, env_reward, stream)
     config = per_step(config)
     request = RewardRequest(

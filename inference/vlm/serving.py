@@ -42,6 +42,7 @@ from inference.serving import (
     infer_payload,
 )
 from inference.vlm.budget import OVER_GLOBAL, OVER_PROJECT, budget_entry, budget_reserve, budget_settle
+from training.families import takes_windows
 from training.vlm.labels import LABELS
 from training.vlm.prompt import prompt_render
 from training.vlm.rewards import TrendRewardConfig, trend_reward
@@ -105,7 +106,7 @@ async def vlm_deployment(
 ) -> VLMDeployment:
     """The deployment's settings, prompt and label mapping (request overrides on top of the model's)."""
     config = await deployment_config(name)
-    if config.kind != "vlm":
+    if not takes_windows(config.kind):
         raise NotAVLMDeployment(f"deployment {name!r} serves a {config.kind} model, not a VLM")
     found = await orm_call(_model_prompt_and_reward, config.id)
     if found is None:
