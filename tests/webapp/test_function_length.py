@@ -28,7 +28,6 @@ KNOWN_LONG: set[str] = {
     "tests/inference/test_big_payloads_live.py::test_concurrent_150mb_payloads_are_answered_and_the_web_stays_bounded",
     "tests/inference/test_redis_tenants_live.py::"
     "test_two_tenants_filling_vlm_buffers_leave_a_third_served_and_redis_under_its_cap",
-    "tests/inference/vlm/test_api.py::test_history_vlm_streams_buffer_steps_and_score_every_interval",
     "tests/interop/test_rlinf_plugin.py::test_rlinfs_workers_score_history_vlm_windows_with_the_deployment",
     "tests/webapp/filestore/test_stack_object_store.py::"
     "test_web_and_workers_share_nothing_but_database_redis_and_the_object_store",
