@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from django.shortcuts import get_object_or_404
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_serializer
 from rest_framework import serializers, status
 from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
@@ -14,7 +14,7 @@ from common.parsers import BoundedJSONParser
 from projects import access
 from projects.models import Project
 from training import permissions as training_perms
-from training.evaluation.model_evaluation import EvaluationUnavailable, evaluation_data
+from training.evaluation.model_evaluation import EvaluationPending, EvaluationUnavailable, evaluation_data
 
 from . import selectors, services
 from .models import DatasetSnapshot, ModelKind, TrainedModel, TrainingJob
@@ -102,7 +102,9 @@ class JobIn(serializers.Serializer):
     config = serializers.DictField(required=False, default=dict)
 
 
-class MetricPoint(serializers.Serializer):
+# component_name: the OpenAPI name the body had before the <Thing>In/<Thing>Out naming rule, kept for clients.
+@extend_schema_serializer(component_name="MetricPoint")
+class MetricPointOut(serializers.Serializer):
     kind = serializers.CharField()
     step = serializers.IntegerField()
     epoch = serializers.IntegerField(allow_null=True)
@@ -230,12 +232,21 @@ class JobRetryView(APIView):
 
 class JobMetricsView(APIView):
     @extend_schema(
-        responses=MetricPoint(many=True),
+        responses=MetricPointOut(many=True),
         description="Every curve point: steps (train_loss, train_acc, lr) and epochs (val_loss, val_acc).",
     )
     def get(self, request, job_id: int):
         _job(request, job_id)
         return Response(selectors.job_history(job_id))
+
+
+def _evaluation(*, model, snapshot, threshold: float):
+    """The figures on disk when the job wrote them (read without importing torch, so the web process stays
+    small); computed here only for a model or snapshot that has none yet."""
+    try:
+        return evaluation_data(model=model, snapshot=snapshot, threshold=threshold, compute=False)
+    except EvaluationPending:
+        return evaluation_data(model=model, snapshot=snapshot, threshold=threshold)
 
 
 class ModelEvaluationView(APIView):
@@ -259,7 +270,7 @@ class ModelEvaluationView(APIView):
         if "snapshot" in request.query_params:
             snapshot = get_object_or_404(DatasetSnapshot, pk=request.query_params["snapshot"], project=model.project)
         try:
-            data = evaluation_data(model=model, snapshot=snapshot, threshold=threshold)
+            data = _evaluation(model=model, snapshot=snapshot, threshold=threshold)
         except EvaluationUnavailable as exc:
             return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
         return Response(data)

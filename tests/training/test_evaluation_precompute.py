@@ -108,3 +108,35 @@ def test_a_failed_computation_is_shown_with_its_reason_and_the_page_stops_reload
     page = user_client.get(f"/models/{trained.pk}/evaluation")
     assert page.status_code == 400 and b'http-equiv="refresh"' not in page.content
     assert b"RuntimeError: checkpoint unreadable" in page.content
+
+
+EVALUATION_API_IN_A_WEB_PROCESS = """
+import sys, django
+django.setup()
+from django.contrib.auth import get_user_model
+from django.test import Client
+client = Client()
+client.force_login(get_user_model().objects.get(pk=int(sys.argv[1])))
+response = client.get(f"/api/models/{sys.argv[2]}/evaluation", HTTP_HOST="localhost")
+print(response.status_code, len(response.json()["probabilities"]), "torch" in sys.modules)
+"""
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_evaluation_api_answers_from_figures_on_disk_without_loading_torch(user, trained, process_env):
+    """A web process asked for a model's evaluation over the API reads what the job wrote: no torch (hundreds
+    of MB kept by the web process), the same figures as the page."""
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", EVALUATION_API_IN_A_WEB_PROCESS, str(user.pk), str(trained.pk)],
+        env={**process_env, "DJANGO_SETTINGS_MODULE": "webapp.settings", "ALLOWED_HOSTS": "localhost"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    status, probabilities, torch_loaded = done.stdout.split()[-3:]
+    assert status == "200" and int(probabilities) > 0
+    assert torch_loaded == "False"
