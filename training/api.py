@@ -14,7 +14,7 @@ from common.parsers import BoundedJSONParser
 from projects import access
 from projects.models import Project
 from training import permissions as training_perms
-from training.evaluation.model_evaluation import EvaluationUnavailable, evaluation_data
+from training.evaluation.model_evaluation import EvaluationPending, EvaluationUnavailable, evaluation_data
 
 from . import selectors, services
 from .models import DatasetSnapshot, ModelKind, TrainedModel, TrainingJob
@@ -240,6 +240,15 @@ class JobMetricsView(APIView):
         return Response(selectors.job_history(job_id))
 
 
+def _evaluation(*, model, snapshot, threshold: float):
+    """The figures on disk when the job wrote them (read without importing torch, so the web process stays
+    small); computed here only for a model or snapshot that has none yet."""
+    try:
+        return evaluation_data(model=model, snapshot=snapshot, threshold=threshold, compute=False)
+    except EvaluationPending:
+        return evaluation_data(model=model, snapshot=snapshot, threshold=threshold)
+
+
 class ModelEvaluationView(APIView):
     @extend_schema(
         parameters=[
@@ -261,7 +270,7 @@ class ModelEvaluationView(APIView):
         if "snapshot" in request.query_params:
             snapshot = get_object_or_404(DatasetSnapshot, pk=request.query_params["snapshot"], project=model.project)
         try:
-            data = evaluation_data(model=model, snapshot=snapshot, threshold=threshold)
+            data = _evaluation(model=model, snapshot=snapshot, threshold=threshold)
         except EvaluationUnavailable as exc:
             return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
         return Response(data)
