@@ -52,15 +52,12 @@ def capped_redis(tmp_path):
         yield server
 
 
-def test_concurrent_150mb_payloads_are_answered_and_the_web_stays_bounded(process_env, capped_redis, project):
-    from projects.services import agent_create
-
+def _spawn_web_and_worker(process_env, url: str):
+    """The Procfile's web line (two web processes) and an inference worker, both on the capped Redis; returns
+    (web, worker, port)."""
     sys.path.insert(0, str(ROOT / "scripts"))
     from supervisor_conf import procfile_parse
 
-    url, redis = capped_redis
-    deployment = deploy(make_trained_model(project))
-    token = agent_create(name="rl-big", kind="rl_worker", all_projects=True)[1]
     env = {**process_env, "REDIS_URL": url, "CELERY_BROKER_URL": url, "CELERY_RESULT_BACKEND": url}
     env |= {"REWARDS_RATE_LIMIT": "10000/second", "RS_WEB_PROCESSES": "2"}
     env["PATH"] = f"{os.path.dirname(sys.executable)}:{env['PATH']}"
@@ -70,55 +67,63 @@ def test_concurrent_150mb_payloads_are_answered_and_the_web_stays_bounded(proces
         ["bash", "-c", f"exec {web_line}"], env | {"RS_HOST": "127.0.0.1", "RS_PORT": str(port)}, "web-big.log"
     )
     worker = _spawn([sys.executable, "manage.py", "inference_worker", "--threads", "1"], env, "inference-big.log")
-    base = f"http://127.0.0.1:{port}"
-    rewards = f"{base}/api/deployments/{deployment.name}/rewards"
-    headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/x-npy"}
-    try:
-        deadline = time.monotonic() + 180
-        while not redis.hlen("rs:inf:workers"):
-            assert worker.poll() is None and time.monotonic() < deadline, "the inference worker did not start"
-            time.sleep(0.2)
-        _wait_for_port(port, web)
-        small = np.zeros((2, 32, 32, 3), np.uint8)
-        for _ in range(4):  # each web process answers once (its imports, the model loaded): memory at rest
-            assert requests.post(rewards, data=_npy(small), headers=headers, timeout=180).status_code == 200
-        pids = _web_pids(web.pid)
-        assert len(pids) >= 3, pids  # the parent and two web processes
-        web_before = sum(rss_bytes(pid) for pid in pids)
+    return web, worker, port
 
-        body = _npy(np.zeros((12, 2048, 2048, 3), np.uint8))
-        assert len(body) > 150_000_000
-        answers: list[tuple[int, float, str, str]] = []
-        peaks = {"redis": 0, "web": 0}
-        done = threading.Event()
 
-        def big() -> None:
-            started = time.monotonic()
-            try:
-                r = requests.post(rewards, data=body, headers=headers, timeout=TIMEOUT_S)
-                answers.append((r.status_code, time.monotonic() - started, r.headers.get("Retry-After", ""), r.text))
-            except requests.RequestException as exc:
-                answers.append((0, time.monotonic() - started, "", repr(exc)))
+def _web_memory_at_rest(redis, worker, web, port: int, rewards: str, headers: dict) -> int:
+    """Waits for the worker and the web, has each web process answer once (its imports, the model loaded),
+    and returns the web processes' memory then."""
+    deadline = time.monotonic() + 180
+    while not redis.hlen("rs:inf:workers"):
+        assert worker.poll() is None and time.monotonic() < deadline, "the inference worker did not start"
+        time.sleep(0.2)
+    _wait_for_port(port, web)
+    small = np.zeros((2, 32, 32, 3), np.uint8)
+    for _ in range(4):  # each web process answers once (its imports, the model loaded): memory at rest
+        assert requests.post(rewards, data=_npy(small), headers=headers, timeout=180).status_code == 200
+    pids = _web_pids(web.pid)
+    assert len(pids) >= 3, pids  # the parent and two web processes
+    return sum(rss_bytes(pid) for pid in pids)
 
-        def sample() -> None:
-            while not done.is_set():
-                peaks["redis"] = max(peaks["redis"], int(redis.info("memory")["used_memory"]))
-                peaks["web"] = max(peaks["web"], sum(rss_bytes(pid) for pid in _web_pids(web.pid)))
-                time.sleep(0.05)
 
-        sampler = threading.Thread(target=sample, daemon=True)
-        sampler.start()
-        threads = [threading.Thread(target=big) for _ in range(CLIENTS)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(TIMEOUT_S + 30)
-        done.set()
-        sampler.join(5)
-    finally:
-        _stop(web)
-        _stop(worker)
+def _send_big_payloads(rewards: str, headers: dict, redis, web) -> tuple[list[tuple[int, float, str, str]], dict]:
+    """CLIENTS concurrent 151 MB requests while a sampler records the peaks of Redis's and the web's memory;
+    returns (answers as (status, seconds, Retry-After, text), peaks)."""
+    body = _npy(np.zeros((12, 2048, 2048, 3), np.uint8))
+    assert len(body) > 150_000_000
+    answers: list[tuple[int, float, str, str]] = []
+    peaks = {"redis": 0, "web": 0}
+    done = threading.Event()
 
+    def big() -> None:
+        started = time.monotonic()
+        try:
+            r = requests.post(rewards, data=body, headers=headers, timeout=TIMEOUT_S)
+            answers.append((r.status_code, time.monotonic() - started, r.headers.get("Retry-After", ""), r.text))
+        except requests.RequestException as exc:
+            answers.append((0, time.monotonic() - started, "", repr(exc)))
+
+    def sample() -> None:
+        while not done.is_set():
+            peaks["redis"] = max(peaks["redis"], int(redis.info("memory")["used_memory"]))
+            peaks["web"] = max(peaks["web"], sum(rss_bytes(pid) for pid in _web_pids(web.pid)))
+            time.sleep(0.05)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    threads = [threading.Thread(target=big) for _ in range(CLIENTS)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(TIMEOUT_S + 30)
+    done.set()
+    sampler.join(5)
+    return answers, peaks
+
+
+def _check_answers_and_peaks(answers: list[tuple[int, float, str, str]], peaks: dict, web_before: int) -> None:
+    """Every request answered in time (scored or refused busy, never a lost reply), Redis under its cap, the
+    web's growth bounded."""
     statuses = sorted(status for status, *_ in answers)
     report = [(status, round(seconds, 1), text[:160]) for status, seconds, _, text in answers]
     print(*report, sep="\n")
@@ -137,3 +142,22 @@ def test_concurrent_150mb_payloads_are_answered_and_the_web_stays_bounded(proces
     assert peaks["redis"] <= MAXMEMORY, f"Redis peaked at {peaks['redis'] / MiB:.0f} MiB"
     grown = peaks["web"] - web_before
     assert grown < WEB_MEMORY_BOUND, f"the web processes grew by {grown / MiB:.0f} MiB ({report})"
+
+
+def test_concurrent_150mb_payloads_are_answered_and_the_web_stays_bounded(process_env, capped_redis, project):
+    from projects.services import agent_create
+
+    url, redis = capped_redis
+    deployment = deploy(make_trained_model(project))
+    token = agent_create(name="rl-big", kind="rl_worker", all_projects=True)[1]
+    web, worker, port = _spawn_web_and_worker(process_env, url)
+    base = f"http://127.0.0.1:{port}"
+    rewards = f"{base}/api/deployments/{deployment.name}/rewards"
+    headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/x-npy"}
+    try:
+        web_before = _web_memory_at_rest(redis, worker, web, port, rewards, headers)
+        answers, peaks = _send_big_payloads(rewards, headers, redis, web)
+    finally:
+        _stop(web)
+        _stop(worker)
+    _check_answers_and_peaks(answers, peaks, web_before)

@@ -25,7 +25,6 @@ KNOWN_LONG: set[str] = {
     "training/vlm/train.py::_train",
     "tests/e2e/test_labeling.py::test_keyboard_labeling_survives_a_reload",
     "tests/e2e/test_tour.py::test_the_readme_tour_ends_with_a_useful_deployed_reward",
-    "tests/inference/test_big_payloads_live.py::test_concurrent_150mb_payloads_are_answered_and_the_web_stays_bounded",
     "tests/inference/test_redis_tenants_live.py::"
     "test_two_tenants_filling_vlm_buffers_leave_a_third_served_and_redis_under_its_cap",
     "tests/interop/test_rlinf_plugin.py::test_rlinfs_workers_score_history_vlm_windows_with_the_deployment",
