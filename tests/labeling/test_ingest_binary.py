@@ -16,8 +16,8 @@ import pytest
 from django.core.files.storage import default_storage
 from PIL import Image
 
-from labeling.ingest.services import agent_create
 from labeling.models import Episode, Frame, Step
+from projects.services import agent_create
 from robot_agent.chunk_format import CONTENT_TYPE, encode_chunk
 from robot_agent.uploader import IngestClient, UploadError
 
