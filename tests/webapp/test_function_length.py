@@ -31,7 +31,6 @@ KNOWN_LONG: set[str] = {
     "tests/webapp/filestore/test_stack_object_store.py::"
     "test_web_and_workers_share_nothing_but_database_redis_and_the_object_store",
     "tests/webapp/test_bounded_stack.py::test_every_class_of_bad_input_gets_a_4xx_in_bounded_memory_while_pages_answer",
-    "tests/webapp/test_request_bombs.py::test_bombs_get_a_4xx_in_bounded_memory_while_the_app_answers",
 }
 
 

@@ -99,10 +99,11 @@ def import_upload(people: requests.Session, url: str, project_id: int, blob: byt
     )
 
 
-def test_bombs_get_a_4xx_in_bounded_memory_while_the_app_answers(server, project, django_user_model):
+def _deploy_rewards_and_chat(project):
+    """A ResNet deployment for rewards and a VLM one for chat, and an agent token for both; returns
+    (deployment, chat_deployment, token)."""
     from projects.services import agent_create
 
-    url, pid = server
     deployment = deploy(make_trained_model(project, seed=71))
     # chat needs a VLM deployment (a ResNet one gets a cheap 400 before any image is read); no worker loads
     # it here, so its checkpoint is never opened: the bomb must be refused before that
@@ -111,22 +112,21 @@ def test_bombs_get_a_4xx_in_bounded_memory_while_the_app_answers(server, project
     vlm.save()
     chat_deployment = deploy(vlm)
     token = agent_create(name="bomber", kind="rl_worker", deployments=[deployment, chat_deployment])[1]
-    django_user_model.objects.create_superuser("boss", "boss@example.com", "pw-boss-123")
-    people = _login(url, "boss", "pw-boss-123")
-    agent = {"Authorization": f"Bearer {token}"}
-    rewards = f"{url}/api/deployments/{deployment.name}/rewards"
+    return deployment, chat_deployment, token
 
-    def import_pickle(blob: bytes, name: str) -> requests.Response:
-        return import_upload(people, url, project.pk, blob, name)
 
-    # Warm up every path once with valid input, so imports and caches are in the baseline.
+def _warm_up(url: str, rewards: str, agent: dict, import_pickle) -> None:
+    """Every path once with valid input, so imports and caches are in the baseline."""
     small = {"images": [_png_b64(16)], "env_rewards": [0.0]}
     assert requests.post(rewards, json=small, headers=agent, timeout=60).status_code in (200, 503)
     chat = requests.post(f"{url}/v1/chat/completions", json={"model": "x", "messages": []}, headers=agent, timeout=60)
     assert chat.status_code == 400
     assert import_pickle(pickle_bombs.cycle(), "rank_0_env_0_episode_0_success.pkl").status_code == 302
-    before = _memory(pid)
 
+
+def _bombs(url: str, rewards: str, agent: dict, chat_deployment, import_pickle) -> dict:
+    """Name -> a call that throws that bomb: big black PNGs, a gigapixel `.npy` header, 400 chat images and
+    the pickle bombs through the import page."""
     black = _png_b64(2048)
     chat_parts = [{"type": "image_url", "image_url": {"url": f"data:image/png;base64,{black}"}}] * 400
     bombs = {
@@ -147,7 +147,12 @@ def test_bombs_get_a_4xx_in_bounded_memory_while_the_app_answers(server, project
     for name in PICKLES:
         blob = getattr(pickle_bombs, name)()
         bombs[name] = lambda blob=blob: import_pickle(blob, "rank_0_env_0_episode_1_success.pkl")
+    return bombs
 
+
+def _throw_while_checking_health(url: str, bombs: dict) -> tuple[dict[str, requests.Response], float]:
+    """Throws the bombs in order on a thread while the health check is polled; returns (answers, slowest
+    health check in seconds)."""
     answers: dict[str, requests.Response] = {}
 
     def throw():
@@ -164,8 +169,11 @@ def test_bombs_get_a_4xx_in_bounded_memory_while_the_app_answers(server, project
         slowest = max(slowest, time.monotonic() - start)
         time.sleep(0.2)
     thrower.join()
-    after = _memory(pid)
+    return answers, slowest
 
+
+def _check_every_bomb_refused(answers: dict[str, requests.Response], bombs: dict) -> None:
+    """A 4xx naming the limit, or for a pickle an import job that fails naming the bomb; no episode kept."""
     codes = {name: response.status_code for name, response in answers.items()}
     assert codes["rewards-json"] == 413 and "MAX_REQUEST_PIXELS" in answers["rewards-json"].json()["detail"], codes
     assert codes["rewards-npy"] == 413 and "MAX_REQUEST_PIXELS" in answers["rewards-npy"].json()["detail"], codes
@@ -182,6 +190,26 @@ def test_bombs_get_a_4xx_in_bounded_memory_while_the_app_answers(server, project
         assert job.status == "succeeded" and len(job.summary["failed"]) == 1, job.summary
         assert expected in job.summary["failed"][0][1], job.summary
     assert not Episode.objects.exists()
+
+
+def test_bombs_get_a_4xx_in_bounded_memory_while_the_app_answers(server, project, django_user_model):
+    url, pid = server
+    deployment, chat_deployment, token = _deploy_rewards_and_chat(project)
+    django_user_model.objects.create_superuser("boss", "boss@example.com", "pw-boss-123")
+    people = _login(url, "boss", "pw-boss-123")
+    agent = {"Authorization": f"Bearer {token}"}
+    rewards = f"{url}/api/deployments/{deployment.name}/rewards"
+
+    def import_pickle(blob: bytes, name: str) -> requests.Response:
+        return import_upload(people, url, project.pk, blob, name)
+
+    _warm_up(url, rewards, agent, import_pickle)
+    before = _memory(pid)
+    bombs = _bombs(url, rewards, agent, chat_deployment, import_pickle)
+    answers, slowest = _throw_while_checking_health(url, bombs)
+    after = _memory(pid)
+
+    _check_every_bomb_refused(answers, bombs)
     # The serving process: its peak grew by less than 256 MiB and it did not keep what it took.
     assert after["VmHWM"] - before["VmHWM"] < 256 * MIB, (before, after)
     assert after["VmRSS"] - before["VmRSS"] < 128 * MIB, (before, after)
