@@ -6,7 +6,13 @@ from asgiref.sync import async_to_sync
 from django.conf import settings
 from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse, extend_schema
+from drf_spectacular.utils import (
+    OpenApiExample,
+    OpenApiParameter,
+    OpenApiResponse,
+    extend_schema,
+    extend_schema_serializer,
+)
 from rest_framework import exceptions, serializers, status
 from rest_framework.parsers import BaseParser
 from rest_framework.response import Response
@@ -56,7 +62,9 @@ class ShmParser(NpyParser):
     media_type = SHM_MEDIA_TYPE
 
 
-class ItemSerializer(serializers.Serializer):
+# component_name: the OpenAPI name the body had before the <Thing>In/<Thing>Out naming rule, kept for clients.
+@extend_schema_serializer(component_name="Item")
+class ItemOut(serializers.Serializer):
     probability = serializers.FloatField(allow_null=True, help_text="Raw model probability (null: not scored).")
     success = serializers.BooleanField(allow_null=True, help_text="probability > threshold (null: not scored).")
     reward = serializers.FloatField(help_text="env_reward_weight * env_reward + reward_weight * model_output")
@@ -80,15 +88,17 @@ class ItemSerializer(serializers.Serializer):
     )
 
 
-class RewardsResponseSerializer(serializers.Serializer):
+@extend_schema_serializer(component_name="RewardsResponse")
+class RewardsOut(serializers.Serializer):
     deployment = serializers.CharField()
     version = serializers.IntegerField()
     reward_mode = serializers.CharField()
     threshold = serializers.FloatField()
-    items = ItemSerializer(many=True)
+    items = ItemOut(many=True)
 
 
-class RewardsJsonSerializer(serializers.Serializer):
+@extend_schema_serializer(component_name="RewardsJson")
+class RewardsJsonIn(serializers.Serializer):
     images = serializers.ListField(child=serializers.CharField(), help_text="Base64 PNG/JPEG (data URLs accepted).")
     env_rewards = serializers.ListField(child=serializers.FloatField(), required=False, allow_null=True)
     dones = serializers.ListField(child=serializers.BooleanField(), required=False, allow_null=True)
@@ -132,7 +142,7 @@ class RewardsView(APIView):
             "raw `probability`, `success` (probability > threshold) and `reward` per the deployment's reward "
             "mode and combine formula. 503 when the deployment is unhealthy or no worker answers."
         ),
-        request={"application/x-npy": OpenApiTypes.BINARY, "application/json": RewardsJsonSerializer},
+        request={"application/x-npy": OpenApiTypes.BINARY, "application/json": RewardsJsonIn},
         parameters=[
             OpenApiParameter("env_rewards", str, description="Comma-separated env rewards, one per image."),
             OpenApiParameter("dones", str, description="Comma-separated done flags (1/0 or true/false)."),
@@ -145,7 +155,7 @@ class RewardsView(APIView):
             OpenApiParameter("episode_ids", str, description="Comma-separated RL episode ids, one per image."),
         ],
         responses={
-            200: RewardsResponseSerializer,
+            200: RewardsOut,
             400: OpenApiResponse(description="Bad images, shapes or flags (the detail says which)."),
             401: OpenApiResponse(description="Missing or unknown token."),
             403: OpenApiResponse(description="The token lacks the `rewards` scope."),
@@ -237,7 +247,8 @@ def _require_deploy(request, trained_model: TrainedModel) -> None:
     access.require(request.user, inference_perms.DEPLOY_PROJECT, trained_model.project_id)
 
 
-class DeploymentSerializer(serializers.ModelSerializer):
+@extend_schema_serializer(component_name="Deployment")
+class DeploymentOut(serializers.ModelSerializer):
     trained_model = serializers.PrimaryKeyRelatedField(queryset=TrainedModel.objects.all())
     trained_model_name = serializers.CharField(source="trained_model.name", read_only=True)
     kind = serializers.CharField(source="trained_model.kind", read_only=True)
@@ -281,13 +292,14 @@ class DeploymentSerializer(serializers.ModelSerializer):
     version_label = serializers.CharField(read_only=True, help_text="The readable version: v1, v2, ...")
 
 
-class DeploymentUpdateSerializer(DeploymentSerializer):
-    class Meta(DeploymentSerializer.Meta):
-        read_only_fields = [*DeploymentSerializer.Meta.read_only_fields, "name"]
+@extend_schema_serializer(component_name="DeploymentUpdate")
+class DeploymentUpdateIn(DeploymentOut):
+    class Meta(DeploymentOut.Meta):
+        read_only_fields = [*DeploymentOut.Meta.read_only_fields, "name"]
 
 
 class DeploymentListView(APIView):
-    @extend_schema(operation_id="deployment_list", responses=DeploymentSerializer(many=True))
+    @extend_schema(operation_id="deployment_list", responses=DeploymentOut(many=True))
     def get(self, request):
         if access.is_agent(request.user):  # as the detail view: a token without the scope sees no settings
             access.require_scope(request.user, inference_perms.DEPLOYMENT_VIEW)
@@ -296,11 +308,9 @@ class DeploymentListView(APIView):
             .filter(access.visible_deployment_filter(request.user))
             .order_by("name")
         )
-        return Response(DeploymentSerializer(rows, many=True).data)
+        return Response(DeploymentOut(rows, many=True).data)
 
-    @extend_schema(
-        operation_id="deployment_create", request=DeploymentSerializer, responses={201: DeploymentSerializer}
-    )
+    @extend_schema(operation_id="deployment_create", request=DeploymentOut, responses={201: DeploymentOut})
     def post(self, request):
         if access.is_agent(request.user):
             raise exceptions.PermissionDenied(access.refusal(request.user, inference_perms.DEPLOY_PROJECT))
@@ -309,7 +319,7 @@ class DeploymentListView(APIView):
         if model is not None:  # refuse before judging the rest of the body
             _require_deploy(request, model)
         _refuse_taken_name(request, model)
-        serializer = DeploymentSerializer(data=request.data)
+        serializer = DeploymentOut(data=request.data)
         serializer.is_valid(raise_exception=True)
         values = dict(serializer.validated_data)
         _require_deploy(request, values["trained_model"])
@@ -319,7 +329,7 @@ class DeploymentListView(APIView):
             )
         except services.DeploymentError as exc:
             raise BadRequest(str(exc)) from None
-        return Response(DeploymentSerializer(deployment).data, status=status.HTTP_201_CREATED)
+        return Response(DeploymentOut(deployment).data, status=status.HTTP_201_CREATED)
 
 
 def _refuse_taken_name(request, model: TrainedModel | None) -> None:
@@ -345,19 +355,19 @@ MANAGER_REFUSALS = {
 
 
 class DeploymentDetailView(APIView):
-    @extend_schema(operation_id="deployment_get", responses=DeploymentSerializer)
+    @extend_schema(operation_id="deployment_get", responses=DeploymentOut)
     def get(self, request, name: str):
-        return Response(DeploymentSerializer(_deployment(request, name)).data)
+        return Response(DeploymentOut(_deployment(request, name)).data)
 
     @extend_schema(
         operation_id="deployment_update",
         summary="Change settings or switch the served checkpoint (trained_model)",
-        request=DeploymentUpdateSerializer,
-        responses=DeploymentSerializer,
+        request=DeploymentUpdateIn,
+        responses=DeploymentOut,
     )
     def patch(self, request, name: str):
         deployment = _deployment(request, name, inference_perms.DEPLOY)
-        serializer = DeploymentUpdateSerializer(deployment, data=request.data, partial=True)
+        serializer = DeploymentUpdateIn(deployment, data=request.data, partial=True)
         serializer.is_valid(raise_exception=True)
         values = dict(serializer.validated_data)
         if "trained_model" in values:
@@ -368,7 +378,7 @@ class DeploymentDetailView(APIView):
             )
         except services.DeploymentError as exc:
             raise BadRequest(str(exc)) from None
-        return Response(DeploymentSerializer(deployment).data)
+        return Response(DeploymentOut(deployment).data)
 
     @extend_schema(
         operation_id="deployment_delete",
@@ -381,7 +391,7 @@ class DeploymentDetailView(APIView):
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
-PAUSE_RESPONSES = {200: DeploymentSerializer, **MANAGER_REFUSALS}
+PAUSE_RESPONSES = {200: DeploymentOut, **MANAGER_REFUSALS}
 
 
 class DeploymentPauseView(APIView):
@@ -398,7 +408,7 @@ class DeploymentPauseView(APIView):
     def post(self, request, name: str):
         deployment = _deployment(request, name, inference_perms.DEPLOY)
         deployment = services.deployment_pause(deployment=deployment, paused=self.paused, actor=request.user)
-        return Response(DeploymentSerializer(deployment).data)
+        return Response(DeploymentOut(deployment).data)
 
 
 class DeploymentResumeView(DeploymentPauseView):
@@ -411,7 +421,8 @@ class DeploymentResumeView(DeploymentPauseView):
         return super().post(request, name)
 
 
-class DeploymentEventSerializer(serializers.ModelSerializer):
+@extend_schema_serializer(component_name="DeploymentEvent")
+class DeploymentEventOut(serializers.ModelSerializer):
     class Meta:
         model = DeploymentEvent
         fields = ["action", "actor", "revision", "detail", "created_at"]
@@ -421,11 +432,11 @@ class DeploymentHistoryView(APIView):
     @extend_schema(
         operation_id="deployment_history",
         summary="Who created, switched, changed, paused or reloaded the deployment, newest first",
-        responses=DeploymentEventSerializer(many=True),
+        responses=DeploymentEventOut(many=True),
     )
     def get(self, request, name: str):
         deployment = _deployment(request, name)
-        return Response(DeploymentEventSerializer(deployment.events.all()[:500], many=True).data)
+        return Response(DeploymentEventOut(deployment.events.all()[:500], many=True).data)
 
 
 class DeploymentModelIn(serializers.Serializer):
@@ -442,7 +453,7 @@ class DeploymentModelView(APIView):
         summary="Serve another trained model of the same project (bumps the version; nothing in flight drops)",
         request=DeploymentModelIn,
         responses={
-            200: DeploymentSerializer,
+            200: DeploymentOut,
             400: OpenApiResponse(description="Model of another project or kind."),
             403: OpenApiResponse(description="Not a manager of the project, or the token lacks the `training` scope."),
             404: OpenApiResponse(description="No such deployment (or not one the caller may see)."),
@@ -467,4 +478,4 @@ class DeploymentModelView(APIView):
             deployment = services.deployment_update(deployment=deployment, trained_model=model, actor=request.user)
         except services.DeploymentError as exc:
             raise BadRequest(str(exc)) from None
-        return Response(DeploymentSerializer(deployment).data)
+        return Response(DeploymentOut(deployment).data)

@@ -15,7 +15,13 @@ from __future__ import annotations
 import numpy as np
 from asgiref.sync import async_to_sync
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_field
+from drf_spectacular.utils import (
+    OpenApiParameter,
+    OpenApiResponse,
+    extend_schema,
+    extend_schema_field,
+    extend_schema_serializer,
+)
 from rest_framework import exceptions, serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -61,14 +67,17 @@ class Base64FrameField(FrameField):
     pass
 
 
-class VLMWindowSerializer(serializers.Serializer):
+# component_name: the OpenAPI name the body had before the <Thing>In/<Thing>Out naming rule, kept for clients.
+@extend_schema_serializer(component_name="VLMWindow")
+class VLMWindowIn(serializers.Serializer):
     main = serializers.ListField(child=Base64FrameField(), min_length=1, max_length=MAX_FRAMES_PER_VIEW)
     extra = serializers.ListField(child=Base64FrameField(), min_length=1, max_length=MAX_FRAMES_PER_VIEW)
     env_reward = serializers.FloatField(default=0.0)
     env_success = serializers.BooleanField(default=False)
 
 
-class VLMStreamStepSerializer(serializers.Serializer):
+@extend_schema_serializer(component_name="VLMStreamStep")
+class VLMStreamStepIn(serializers.Serializer):
     stream = serializers.CharField(max_length=100, help_text="One per parallel env (e.g. the env index).")
     main = Base64FrameField(help_text="This step's main-view frame, base64 PNG/JPEG.")
     extra = Base64FrameField(help_text="This step's extra-view frame, base64 PNG/JPEG.")
@@ -78,10 +87,11 @@ class VLMStreamStepSerializer(serializers.Serializer):
     reset = serializers.BooleanField(default=False, help_text="Clears the stream's buffer before this step.")
 
 
-class VLMRewardsRequestSerializer(serializers.Serializer):
+@extend_schema_serializer(component_name="VLMRewardsRequest")
+class VLMRewardsIn(serializers.Serializer):
     reward_mode = serializers.ChoiceField(choices=[*REWARD_MODES, "window"], required=False)
-    windows = serializers.ListField(child=VLMWindowSerializer(), required=False, max_length=MAX_WINDOWS)
-    steps = serializers.ListField(child=VLMStreamStepSerializer(), required=False, max_length=MAX_STEPS)
+    windows = serializers.ListField(child=VLMWindowIn(), required=False, max_length=MAX_WINDOWS)
+    steps = serializers.ListField(child=VLMStreamStepIn(), required=False, max_length=MAX_STEPS)
     generate = serializers.BooleanField(
         default=False, help_text="Label from greedy generation read by the parser, instead of label-token logits."
     )
@@ -102,7 +112,8 @@ class VLMRewardsRequestSerializer(serializers.Serializer):
         return data
 
 
-class VLMItemSerializer(serializers.Serializer):
+@extend_schema_serializer(component_name="VLMItem")
+class VLMItemOut(serializers.Serializer):
     stream = serializers.CharField(required=False)
     step = serializers.IntegerField(required=False, help_text="Index of the step within its stream's buffer.")
     scored = serializers.BooleanField()
@@ -118,14 +129,15 @@ class VLMItemSerializer(serializers.Serializer):
     assign_reward = serializers.FloatField(required=False, help_text="reward_weight * model_output for those steps.")
 
 
-class VLMRewardsResponseSerializer(serializers.Serializer):
+@extend_schema_serializer(component_name="VLMRewardsResponse")
+class VLMRewardsOut(serializers.Serializer):
     deployment = serializers.CharField()
     version = serializers.IntegerField()
     reward_mode = serializers.CharField()
     prompt = serializers.CharField()
     label_rewards = serializers.DictField(child=serializers.FloatField())
     gt_success_bonus = serializers.FloatField()
-    items = VLMItemSerializer(many=True)
+    items = VLMItemOut(many=True)
 
 
 def npy_request(request) -> dict:
@@ -222,7 +234,7 @@ def rewards_request(request) -> dict:
     """The validated request, from a JSON body or an `.npy` body with its query parameters."""
     content_type = (request.content_type or "").split(";")[0].strip()
     raw = npy_request(request) if content_type == NpyParser.media_type else request.data
-    body = VLMRewardsRequestSerializer(data=raw)
+    body = VLMRewardsIn(data=raw)
     body.is_valid(raise_exception=True)
     return body.validated_data
 
@@ -243,7 +255,7 @@ REWARDS_SCHEMA = extend_schema(
         "uint8 `[B,2,H,W,3]` array (one step per stream, both views) or `[B,2,T,H,W,3]` (windows) and the "
         "per-item values as comma-separated query parameters."
     ),
-    request={"application/json": VLMRewardsRequestSerializer, "application/x-npy": OpenApiTypes.BINARY},
+    request={"application/json": VLMRewardsIn, "application/x-npy": OpenApiTypes.BINARY},
     parameters=[
         OpenApiParameter("streams", str, description=".npy only: stream names, comma-separated (default 0..B-1)."),
         OpenApiParameter("env_rewards", str, description=".npy only: env rewards, comma-separated."),
@@ -252,7 +264,7 @@ REWARDS_SCHEMA = extend_schema(
         OpenApiParameter("resets", str, description=".npy only: reset flags (1/0), comma-separated."),
     ],
     responses={
-        200: VLMRewardsResponseSerializer,
+        200: VLMRewardsOut,
         400: OpenApiResponse(description="Bad images or fields, or not a VLM deployment (the detail says which)."),
         401: OpenApiResponse(description="Missing or unknown token."),
         403: OpenApiResponse(description="The token lacks the `rewards` scope."),

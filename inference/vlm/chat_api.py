@@ -12,7 +12,7 @@ import time
 import uuid
 
 from asgiref.sync import async_to_sync
-from drf_spectacular.utils import OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_serializer
 from rest_framework import exceptions, serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -45,7 +45,9 @@ OPENAI_ERROR_TYPES = {
 }
 
 
-class ChatCompletionRequestSerializer(serializers.Serializer):
+# component_name: the OpenAPI name the body had before the <Thing>In/<Thing>Out naming rule, kept for clients.
+@extend_schema_serializer(component_name="ChatCompletionRequest")
+class ChatCompletionIn(serializers.Serializer):
     model = serializers.CharField(
         max_length=200, help_text="The deployment's name or one of its aliases, case-insensitively."
     )
@@ -144,14 +146,14 @@ class ChatCompletionsView(APIView):
             "Greedy decoding with `max_tokens` (default 16); `temperature` is accepted and ignored. The "
             "response adds `reward_studio` with label probabilities, the parsed label and its reward."
         ),
-        request=ChatCompletionRequestSerializer,
+        request=ChatCompletionIn,
         responses={200: OpenApiResponse(description="An OpenAI chat.completion object.")},
     )
     def post(self, request):
         access.require_token_scope(
             request.user, inference_perms.REWARDS
         )  # before the body: what the token lacks comes first
-        body = ChatCompletionRequestSerializer(data=request.data)
+        body = ChatCompletionIn(data=request.data)
         body.is_valid(raise_exception=True)
         data = body.validated_data
         if data.get("stream"):

@@ -24,17 +24,17 @@ def rlinf_table() -> list[tuple[str, str]]:
 
 
 def test_the_reward_mode_row_names_exactly_the_deployment_modes():
-    from inference.api import DeploymentSerializer
+    from inference.api import DeploymentOut
 
     (key_cell,) = [key for key, _ in rlinf_table() if key.startswith("`reward.reward_mode`")]
     named = set(re.findall(r"`([a-z_]+)`", key_cell)) - {"reward.reward_mode"}
-    assert named == set(DeploymentSerializer().fields["reward_mode"].choices)
+    assert named == set(DeploymentOut().fields["reward_mode"].choices)
 
 
 def test_every_deployment_field_in_the_table_is_a_writable_field_of_the_api():
-    from inference.api import DeploymentSerializer
+    from inference.api import DeploymentOut
 
-    writable = {name for name, field in DeploymentSerializer().fields.items() if not field.read_only}
+    writable = {name for name, field in DeploymentOut().fields.items() if not field.read_only}
     named = {token for _, cell in rlinf_table() for token in re.findall(r"`([a-z_]+)`", cell)}
     assert {"reward_mode", "reward_type", "threshold", "min_history_size", "input_interval"} <= named & writable
     from inference.models import Deployment
@@ -46,9 +46,9 @@ def test_every_deployment_field_in_the_table_is_a_writable_field_of_the_api():
 
 
 def test_the_vlm_request_modes_the_readme_names_are_the_ones_the_api_accepts():
-    from inference.vlm.api import VLMRewardsRequestSerializer
+    from inference.vlm.api import VLMRewardsIn
 
-    accepted = set(VLMRewardsRequestSerializer().fields["reward_mode"].choices)
+    accepted = set(VLMRewardsIn().fields["reward_mode"].choices)
     named = set(re.findall(r"request `reward_mode` `([a-z_]+)`", VLM))
     named |= set(re.findall(r"\(alias `([a-z_]+)`", VLM))
     assert named == accepted, f"docs/vlm.md names {sorted(named)}, the API accepts {sorted(accepted)}"
