@@ -155,43 +155,38 @@ def test_rlinfs_reward_worker_builds_resnet_from_the_hook_and_serves_the_deploym
         np.testing.assert_allclose(step["rewards"], expected, atol=1e-5)
 
 
-@pytest.mark.slow
-@pytest.mark.django_db(transaction=True)
-@pytest.mark.usefixtures("inference_worker_process")
-def test_rlinfs_workers_score_history_vlm_windows_with_the_deployment(
-    project, rl_token, live_server_url, hub_qwen3_vl, tmp_path
-):
-    """RLinf's HistoryManager (in its env worker's `get_reward_model_output`) makes the windows; every env
-    gets `interval_reward` where it has none (step 0: no env is due, so `history_input` is empty), the label
-    reward of the deployment's judgement where it has one, plus `gt_success_bonus` where env_infos say
-    success."""
+def _deploy_tiny_vlm(project, prompt: str):
+    """A tiny Qwen3-VL registered with `prompt` and deployed; returns (model row, deployment)."""
     import uuid
 
     from django.core.files.storage import default_storage
 
     from training.models import TrainedModel
-    from training.storage import local_path
-    from training.vlm.checkpoint import checkpoint_load
     from training.vlm.fixture import build_tiny_qwen3_vl
-    from training.vlm.labels import LABELS
-    from training.vlm.scoring import ScoreItem, TrendScorer
 
     name = f"checkpoints/vlm_{uuid.uuid4().hex[:8]}"
     build_tiny_qwen3_vl(default_storage.path(name))
-    prompt = "Judge the trend."
     vlm = TrainedModel.objects.create(
         project=project, kind="vlm", name="tiny-vlm", checkpoint_path=name, config={"prompt": prompt}
     )
-    deployment = deploy(vlm)
+    return vlm, deploy(vlm)
+
+
+def _history_steps() -> dict:
+    """3 env steps of 3 envs: main and extra views, env 1 done at step 0, successes at steps 1 and 2."""
     rng = np.random.default_rng(5)
-    steps = {
+    return {
         "main": rng.integers(0, 256, (3, 3, 32, 32, 3), dtype=np.uint8),  # 3 steps of 3 envs
         "extra": rng.integers(0, 256, (3, 3, 1, 32, 32, 3), dtype=np.uint8),  # [B, 1 view, H, W, 3] as ManiSkill's
         "dones": np.array([[False, True, False], [False] * 3, [False] * 3]),
         "success": np.array([[False] * 3, [False, False, True], [True, False, False]]),
     }
-    label_reward = {"positive": 3.0, "negative": -2.0, "unclear": 0.5}
-    model = textwrap.dedent(
+
+
+def _history_vlm_model(hub_qwen3_vl) -> str:
+    """RLinf's `reward.model` for history_vlm: its trend parser's label rewards, an interval reward, a success
+    bonus and a window of 2 steps every 2 steps over both views."""
+    return textwrap.dedent(
         f"""\
         model_type: history_vlm
         model_path: {hub_qwen3_vl}
@@ -208,24 +203,15 @@ def test_rlinfs_workers_score_history_vlm_windows_with_the_deployment(
             history_keys: [main_images, extra_view_images]
         """
     )
-    served, local, wrong_kind = rlinf_worker(
-        tmp_path,
-        [
-            rlinf_yaml(
-                model + studio_block(live_server_url, rl_token, deployment.name, generate=False),
-                envs=3,
-                reward_mode="history_buffer",
-            ),
-            rlinf_yaml(model, envs=3, reward_mode="history_buffer"),  # local files: RLinf's own class
-            rlinf_yaml(resnet_model() + studio_block(live_server_url, rl_token, deployment.name), envs=3),
-        ],
-        steps,
-        task="pick the cube",
-        max_steps={"1": 0},
-    )
-    assert local["model_class"] == RLINF["history_vlm"]
-    assert served["model_class"] == STUDIO["history_vlm"]
-    assert f"resnet needs a resnet deployment; '{deployment.name}' serves a vlm model" in wrong_kind["error"]
+
+
+def _check_served_window_rewards(served: dict, steps: dict, vlm, prompt: str, label_reward: dict) -> None:
+    """Each served step's rewards are the label reward of the model's judgement of the window RLinf made (its
+    frames found back by digest), `interval_reward` where no window, plus the success bonus."""
+    from training.storage import local_path
+    from training.vlm.checkpoint import checkpoint_load
+    from training.vlm.labels import LABELS
+    from training.vlm.scoring import ScoreItem, TrendScorer
 
     frames = {}
     for view in ("main", "extra"):
@@ -251,6 +237,42 @@ def test_rlinfs_workers_score_history_vlm_windows_with_the_deployment(
         expected = np.array(expected) + 10.0 * steps["success"][i]
         np.testing.assert_allclose(step["rewards"], expected, atol=1e-6)
     assert scored == 3  # env 0 and 2 at step 1, env 1 (reset by its done at step 0) at step 2
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("inference_worker_process")
+def test_rlinfs_workers_score_history_vlm_windows_with_the_deployment(
+    project, rl_token, live_server_url, hub_qwen3_vl, tmp_path
+):
+    """RLinf's HistoryManager (in its env worker's `get_reward_model_output`) makes the windows; every env
+    gets `interval_reward` where it has none (step 0: no env is due, so `history_input` is empty), the label
+    reward of the deployment's judgement where it has one, plus `gt_success_bonus` where env_infos say
+    success."""
+    prompt = "Judge the trend."
+    vlm, deployment = _deploy_tiny_vlm(project, prompt)
+    steps = _history_steps()
+    label_reward = {"positive": 3.0, "negative": -2.0, "unclear": 0.5}
+    model = _history_vlm_model(hub_qwen3_vl)
+    served, local, wrong_kind = rlinf_worker(
+        tmp_path,
+        [
+            rlinf_yaml(
+                model + studio_block(live_server_url, rl_token, deployment.name, generate=False),
+                envs=3,
+                reward_mode="history_buffer",
+            ),
+            rlinf_yaml(model, envs=3, reward_mode="history_buffer"),  # local files: RLinf's own class
+            rlinf_yaml(resnet_model() + studio_block(live_server_url, rl_token, deployment.name), envs=3),
+        ],
+        steps,
+        task="pick the cube",
+        max_steps={"1": 0},
+    )
+    assert local["model_class"] == RLINF["history_vlm"]
+    assert served["model_class"] == STUDIO["history_vlm"]
+    assert f"resnet needs a resnet deployment; '{deployment.name}' serves a vlm model" in wrong_kind["error"]
+    _check_served_window_rewards(served, steps, vlm, prompt, label_reward)
 
 
 def digest(frame: np.ndarray) -> str:
