@@ -50,7 +50,6 @@ class DatasetSnapshot(Job):
     folder = models.CharField(max_length=300, blank=True, help_text="Storage-relative folder of the files.")
     frames_done = models.PositiveIntegerField(default=0, help_text="Frames written so far by the build.")
     frames_total = models.PositiveIntegerField(default=0, help_text="Frames the build will write (0: not known yet).")
-    celery_task_id = models.CharField(max_length=100, blank=True)
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
 
     class Meta:
@@ -89,7 +88,6 @@ class TrainingJob(Job):
     summary = models.JSONField(default=dict, blank=True, help_text="Latest and best metrics.")
     log = models.TextField(blank=True)
     error_detail = models.TextField(blank=True, help_text="The failed run's traceback (admin and logs only).")
-    celery_task_id = models.CharField(max_length=100, blank=True)
     worker = models.CharField(max_length=200, blank=True, help_text="Host and pid running the job (shown only).")
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
 

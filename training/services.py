@@ -6,7 +6,6 @@ import logging
 import os
 import socket
 import traceback
-from datetime import datetime
 from typing import Any
 
 from django.conf import settings
@@ -18,7 +17,7 @@ from django.utils import timezone
 from common.filestore.services import folder_published, stored_folder_delete, stored_republish, work_folder_drop
 from common.jobs.models import JobStatus
 from common.jobs.payload import job_progress_payload
-from common.jobs.services import JobHeartbeat, JobKind, Sweep, job_claim, job_finish
+from common.jobs.services import JobHeartbeat, JobKind, job_claim, job_finish
 from projects.models import Project
 from webhooks import events
 from webhooks.services import webhook_emit_safely
@@ -27,7 +26,6 @@ from .evaluation.precompute import evaluation_precompute
 from .jobs import launch
 from .jobs.errors import failure_reason
 from .jobs.limits import host_check, job_config_check, paths_confine
-from .jobs.lost_messages import jobs_resend_lost
 from .jobs.process_settings import job_process_settings
 from .jobs.reporter import JobReporter, push
 from .kit.family_parts import RunResult
@@ -299,16 +297,6 @@ def _send(job_id: int) -> None:
     job_enqueue(job_id=job_id)
 
 
-def _resend_lost(now: datetime) -> Sweep:
-    waiting = TrainingJob.objects.filter(status=JobStatus.QUEUED, cancel_requested=False)
-    after = settings.TRAINING_STALE_AFTER_SECONDS
-    return Sweep(
-        resent=jobs_resend_lost(
-            waiting, now=now, after_seconds=after, queue=settings.CELERY_QUEUE_TRAINING, enqueue=_send
-        )
-    )
-
-
 # The sweep requeues a running job whose heartbeat is older than TRAINING_STALE_AFTER_SECONDS (its worker
 # died; the next run resumes from the job's checkpoint), fails it once TRAINING_MAX_ATTEMPTS runs were lost,
 # and sends again a queued job whose broker message is gone.
@@ -321,7 +309,8 @@ TRAINING_JOBS = JobKind(
     hint="was the training worker killed or out of memory? Retry the job.",
     on_requeued=_requeued,
     on_failed=_failed,
-    sweep_waiting=_resend_lost,
+    queue_setting="CELERY_QUEUE_TRAINING",
+    resend_filter={"cancel_requested": False},
 )
 
 

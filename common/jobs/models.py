@@ -50,6 +50,9 @@ class Job(models.Model):
     )
     error = models.TextField(blank=True, help_text="Why the job failed, in one line (shown to users).")
     enqueued_at = models.DateTimeField(null=True, blank=True, help_text="When the job's message was last sent.")
+    # The task id of that message: a queued job whose message no longer waits in its queue lost it
+    # (common/jobs/lost_messages.py).
+    celery_task_id = models.CharField(max_length=100, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True, help_text="When the last run started.")
     finished_at = models.DateTimeField(null=True, blank=True)

@@ -128,7 +128,9 @@ class JobKind:
 
     `enqueue(pk)` sends a requeued job's message (once the requeue commits); `on_requeued(pk, note)` and
     `on_failed(pk)` do what else the kind owes a moved job (a log line, a push, a webhook, removed files);
-    `sweep_waiting(now)` looks after queued jobs (a lost message sent again, a job no worker took)."""
+    `queue_setting` names the Celery queue its messages wait in: a queued job (no run holding it, and
+    `resend_filter` true of it) whose message went out over the stale limit ago and no longer waits there is
+    sent again. `sweep_waiting(now)` is any other look at queued jobs (a job no worker took, failed)."""
 
     name: str
     model: type[Job]
@@ -139,6 +141,8 @@ class JobKind:
     on_requeued: Callable[[int, str], None] | None = None
     on_failed: Callable[[int], None] | None = None
     sweep_waiting: Callable[[datetime], Sweep] | None = None
+    queue_setting: str | None = None
+    resend_filter: dict[str, object] = field(default_factory=dict)
 
 
 def jobs_recover_stale(kind: JobKind, *, now: datetime | None = None) -> Sweep:
@@ -170,8 +174,22 @@ def jobs_recover_stale(kind: JobKind, *, now: datetime | None = None) -> Sweep:
                 if kind.on_requeued:
                     kind.on_requeued(pk, f"{silence}: requeued (attempt {attempt} of {max_attempts} lost)")
                 transaction.on_commit(functools.partial(kind.enqueue, pk))
+    if kind.queue_setting:
+        outcome.resent += _resend_lost(kind, now=now, after_seconds=stale_after)
     if kind.sweep_waiting:
         waiting = kind.sweep_waiting(now)
         outcome.failed += waiting.failed
         outcome.resent += waiting.resent
     return outcome
+
+
+def _resend_lost(kind: JobKind, *, now: datetime, after_seconds: int) -> list[int]:
+    """The kind's queued jobs whose broker message is gone, sent again (`lost_messages.jobs_resend_lost`)."""
+    from .lost_messages import jobs_resend_lost
+
+    life = kind.model.lifecycle
+    waiting = kind.model._default_manager.filter(status=life.queued, **kind.resend_filter)
+    if life.queued == life.running:  # one value for both: a run holds the job while its heartbeat is set
+        waiting = waiting.filter(heartbeat_at__isnull=True)
+    queue = str(getattr(settings, kind.queue_setting or ""))
+    return jobs_resend_lost(waiting, now=now, after_seconds=after_seconds, queue=queue, enqueue=kind.enqueue)

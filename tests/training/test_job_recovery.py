@@ -12,8 +12,8 @@ import pytest
 import torch
 from django.utils import timezone
 
+from common.jobs.broker_messages import waiting_task_ids
 from common.jobs.services import jobs_recover_stale
-from training.jobs.broker_messages import waiting_task_ids
 from training.kit.reporting import JobCancelled, MemoryReporter
 from training.kit.resume import state_path
 from training.models import TrainingJob
@@ -63,7 +63,7 @@ def test_sweep_requeues_silent_jobs_and_fails_them_after_the_last_attempt(snapsh
     later = timezone.now() + timedelta(seconds=120)
     assert jobs_recover_stale(TRAINING_JOBS, now=later).resent == []
     _drain(settings)
-    with mock.patch("training.jobs.lost_messages.broker_task_ids", return_value=None):
+    with mock.patch("common.jobs.lost_messages.broker_task_ids", return_value=None):
         assert (
             jobs_recover_stale(TRAINING_JOBS, now=later).resent == []
         )  # an unreadable broker: nothing sent on a guess

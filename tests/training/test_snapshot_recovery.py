@@ -11,8 +11,8 @@ import pytest
 import redis
 from django.utils import timezone
 
+from common.jobs.broker_messages import waiting_task_ids
 from common.jobs.services import jobs_recover_stale
-from training.jobs.broker_messages import waiting_task_ids
 from training.models import DatasetSnapshot
 from training.snapshots.recovery import SNAPSHOT_BUILDS
 from training.snapshots.services import BuildProgress, BuildSuperseded, snapshot_build, snapshot_create
@@ -102,7 +102,7 @@ def test_a_duplicate_message_never_starts_a_second_build_of_a_live_one(labeled_p
 
 @pytest.mark.django_db
 def test_sweep_resends_a_build_whose_message_is_gone_and_only_then(labeled_project, broker, settings, monkeypatch):
-    from training.jobs import lost_messages
+    from common.jobs import lost_messages
 
     waiting = _building(labeled_project, silent_for=None, attempt=0)
     assert jobs_recover_stale(SNAPSHOT_BUILDS).resent == [waiting.pk]  # no message for it in the broker

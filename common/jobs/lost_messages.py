@@ -1,5 +1,6 @@
-"""Queued jobs whose broker message is gone (Redis restarted without persistence, a purge) are sent again:
-training jobs and snapshot builds keep the task id of their last message, so the sweep can tell."""
+"""Queued jobs whose broker message is gone (Redis restarted without persistence, a purge) are sent again: a
+job keeps the task id of its last message (`Job.celery_task_id`), so the sweep can tell (for the kinds that
+name their queue, `JobKind.queue_setting`)."""
 
 from __future__ import annotations
 
