@@ -133,12 +133,106 @@ def _queue(agent: requests.Session, base: str, path: str, body: dict) -> dict:
     return answer.json()
 
 
+def _ingest_labeled_episodes(agent: requests.Session, base: str, project, s3_storage: dict) -> list[str]:
+    """Episodes ingested through the web and labeled by hand (half succeed midway); their frames land in the
+    bucket: returns the frames' keys."""
+    from labeling.models import Episode, FrameLabel
+
+    rng = np.random.default_rng(0)
+    for number in range(EPISODES):
+        episode_id = str(uuid.uuid4())
+        body = {"project": project.name, "uuid": episode_id, "env_id": "PickCube-v1"}
+        assert agent.post(f"{base}/api/episodes", json=body, timeout=60).status_code in (200, 201)
+        success_from = STEPS // 2 if number % 2 == 0 else STEPS
+        files = {
+            f"frame.{i}.{camera}": io.BytesIO(_png(i >= success_from, rng))
+            for i in range(STEPS)
+            for camera in project.camera_views
+        }
+        answer = agent.post(
+            f"{base}/api/episodes/{episode_id}/steps",
+            data={"steps": json.dumps(step_rows(range(STEPS)))},
+            files=files,
+            timeout=60,
+        )
+        assert answer.status_code in (200, 201), answer.text
+        assert agent.post(f"{base}/api/episodes/{episode_id}/finish", json={}, timeout=60).status_code == 200
+        episode = Episode.objects.get(uuid=episode_id)
+        FrameLabel.objects.bulk_create(
+            FrameLabel(
+                project=project,
+                episode=episode,
+                step=step,
+                value="success" if step.index >= success_from else "fail",
+                source="human",
+            )
+            for step in episode.steps.all()
+        )
+    listing = s3_client(s3_storage["S3_ENDPOINT_URL"]).list_objects_v2(Bucket=s3_storage["S3_BUCKET"])
+    frames = [item["Key"] for item in listing.get("Contents", []) if item["Key"].startswith("frames/")]
+    assert len(frames) == EPISODES * STEPS * len(project.camera_views)
+    return frames
+
+
+def _snapshot_and_train_resnet(agent: requests.Session, base: str, project) -> tuple[DatasetSnapshot, TrainedModel]:
+    """A snapshot and a ResNet job queued through the web and run on the Celery worker: frames read from the
+    bucket, outputs published to it."""
+    options = {"val_split": 0.5, "trend": False}
+    made = _queue(agent, base, f"/api/projects/{project.pk}/snapshots", {"options": options})
+    snapshot = DatasetSnapshot.objects.get(pk=made["id"])
+    _wait(lambda: DatasetSnapshot.objects.get(pk=snapshot.pk).status != "building", 240, "the snapshot")
+    snapshot.refresh_from_db()
+    assert snapshot.status == "ready", snapshot.error
+    assert folder_manifest(default_storage, snapshot.folder) is not None
+    config = {"hidden_dim": 8, "image_size": [3, SIZE, SIZE], "epochs": 1, "batch_size": 16, "warmup_steps": 0}
+    body = {"snapshot": snapshot.number, "config": config | {"num_threads": 1, "patience": 0}}
+    job = TrainingJob.objects.get(pk=_queue(agent, base, f"/api/projects/{project.pk}/jobs", body)["id"])
+    finished = ("succeeded", "failed", "cancelled")
+    _wait(lambda: TrainingJob.objects.get(pk=job.pk).status in finished, 300, "the training job")
+    job.refresh_from_db()
+    assert job.status == "succeeded", job.error
+    model = TrainedModel.objects.get(job=job)
+    assert folder_manifest(default_storage, model.checkpoint_path) is not None
+    return snapshot, model
+
+
+def _deploy_and_ask_rewards(agent: requests.Session, base: str, model: TrainedModel, client) -> None:
+    """Deployed; rewards through the web from the inference worker, which fetched the model into its cache."""
+    deployment = deploy(model)
+    _wait(lambda: client.hlen(WORKERS_KEY), 120, "the inference worker")
+    images = np.random.default_rng(1).integers(0, 256, (3, SIZE, SIZE, 3), dtype=np.uint8)
+    buffer = io.BytesIO()
+    np.save(buffer, images, allow_pickle=False)
+    answer = agent.post(
+        f"{base}/api/deployments/{deployment.name}/rewards",
+        data=buffer.getvalue(),
+        headers={"Content-Type": "application/x-npy"},
+        timeout=60,
+    )
+    assert answer.status_code == 200, answer.text
+
+
+def _check_people_downloads(base: str, user, project, frames: list[str]) -> None:
+    """People: the LeRobot export and a frame, through the web, from the bucket."""
+    browser = Client()
+    browser.force_login(user)
+    session = requests.Session()
+    session.headers["Cookie"] = f"sessionid={browser.cookies['sessionid'].value}"
+    export = session.get(f"{base}/projects/{project.pk}/export/lerobot/?fps=10", timeout=120)
+    assert export.status_code == 200, export.text[:500]
+    assert export.headers["Content-Type"] == "application/zip", (export.url, export.text[:500])
+    with zipfile.ZipFile(io.BytesIO(export.content)) as archive:
+        assert any(name.endswith(".parquet") for name in archive.namelist())
+    assert default_storage.url(frames[0]) == f"/media/{frames[0]}"  # what the labeling page is given
+    frame = session.get(f"{base}{default_storage.url(frames[0])}", timeout=60)
+    assert frame.status_code == 200 and frame.content.startswith(b"\x89PNG")
+    assert session.get(f"{base}/media/{frames[0]}.gone.png", timeout=60).status_code == 404
+
+
 def test_web_and_workers_share_nothing_but_database_redis_and_the_object_store(
     project, user, agent_token, process_env, s3_storage, own_redis, settings, tmp_path
 ):
     import redis
-
-    from labeling.models import Episode, FrameLabel
 
     homes = {name: tmp_path / name for name in ("web", "celery", "inference")}
     client = redis.Redis.from_url(own_redis)
@@ -146,88 +240,10 @@ def test_web_and_workers_share_nothing_but_database_redis_and_the_object_store(
     with _stack(homes, env, settings.SECRET_KEY, "stack-s3") as base:
         agent = requests.Session()
         agent.headers["Authorization"] = f"Bearer {agent_token[1]}"
-
-        # ingest through the web: frames land in the bucket
-        rng = np.random.default_rng(0)
-        for number in range(EPISODES):
-            episode_id = str(uuid.uuid4())
-            body = {"project": project.name, "uuid": episode_id, "env_id": "PickCube-v1"}
-            assert agent.post(f"{base}/api/episodes", json=body, timeout=60).status_code in (200, 201)
-            success_from = STEPS // 2 if number % 2 == 0 else STEPS
-            files = {
-                f"frame.{i}.{camera}": io.BytesIO(_png(i >= success_from, rng))
-                for i in range(STEPS)
-                for camera in project.camera_views
-            }
-            answer = agent.post(
-                f"{base}/api/episodes/{episode_id}/steps",
-                data={"steps": json.dumps(step_rows(range(STEPS)))},
-                files=files,
-                timeout=60,
-            )
-            assert answer.status_code in (200, 201), answer.text
-            assert agent.post(f"{base}/api/episodes/{episode_id}/finish", json={}, timeout=60).status_code == 200
-            episode = Episode.objects.get(uuid=episode_id)
-            FrameLabel.objects.bulk_create(
-                FrameLabel(
-                    project=project,
-                    episode=episode,
-                    step=step,
-                    value="success" if step.index >= success_from else "fail",
-                    source="human",
-                )
-                for step in episode.steps.all()
-            )
-        listing = s3_client(s3_storage["S3_ENDPOINT_URL"]).list_objects_v2(Bucket=s3_storage["S3_BUCKET"])
-        frames = [item["Key"] for item in listing.get("Contents", []) if item["Key"].startswith("frames/")]
-        assert len(frames) == EPISODES * STEPS * len(project.camera_views)
-
-        # snapshot and training on the Celery worker: frames read from the bucket, outputs published
-        options = {"val_split": 0.5, "trend": False}
-        made = _queue(agent, base, f"/api/projects/{project.pk}/snapshots", {"options": options})
-        snapshot = DatasetSnapshot.objects.get(pk=made["id"])
-        _wait(lambda: DatasetSnapshot.objects.get(pk=snapshot.pk).status != "building", 240, "the snapshot")
-        snapshot.refresh_from_db()
-        assert snapshot.status == "ready", snapshot.error
-        assert folder_manifest(default_storage, snapshot.folder) is not None
-        config = {"hidden_dim": 8, "image_size": [3, SIZE, SIZE], "epochs": 1, "batch_size": 16, "warmup_steps": 0}
-        body = {"snapshot": snapshot.number, "config": config | {"num_threads": 1, "patience": 0}}
-        job = TrainingJob.objects.get(pk=_queue(agent, base, f"/api/projects/{project.pk}/jobs", body)["id"])
-        finished = ("succeeded", "failed", "cancelled")
-        _wait(lambda: TrainingJob.objects.get(pk=job.pk).status in finished, 300, "the training job")
-        job.refresh_from_db()
-        assert job.status == "succeeded", job.error
-        model = TrainedModel.objects.get(job=job)
-        assert folder_manifest(default_storage, model.checkpoint_path) is not None
-
-        # deployed; rewards through the web from the inference worker, which fetched the model into its cache
-        deployment = deploy(model)
-        _wait(lambda: client.hlen(WORKERS_KEY), 120, "the inference worker")
-        images = np.random.default_rng(1).integers(0, 256, (3, SIZE, SIZE, 3), dtype=np.uint8)
-        buffer = io.BytesIO()
-        np.save(buffer, images, allow_pickle=False)
-        answer = agent.post(
-            f"{base}/api/deployments/{deployment.name}/rewards",
-            data=buffer.getvalue(),
-            headers={"Content-Type": "application/x-npy"},
-            timeout=60,
-        )
-        assert answer.status_code == 200, answer.text
-
-        # people: the LeRobot export and a frame, through the web, from the bucket
-        browser = Client()
-        browser.force_login(user)
-        session = requests.Session()
-        session.headers["Cookie"] = f"sessionid={browser.cookies['sessionid'].value}"
-        export = session.get(f"{base}/projects/{project.pk}/export/lerobot/?fps=10", timeout=120)
-        assert export.status_code == 200, export.text[:500]
-        assert export.headers["Content-Type"] == "application/zip", (export.url, export.text[:500])
-        with zipfile.ZipFile(io.BytesIO(export.content)) as archive:
-            assert any(name.endswith(".parquet") for name in archive.namelist())
-        assert default_storage.url(frames[0]) == f"/media/{frames[0]}"  # what the labeling page is given
-        frame = session.get(f"{base}{default_storage.url(frames[0])}", timeout=60)
-        assert frame.status_code == 200 and frame.content.startswith(b"\x89PNG")
-        assert session.get(f"{base}/media/{frames[0]}.gone.png", timeout=60).status_code == 404
+        frames = _ingest_labeled_episodes(agent, base, project, s3_storage)
+        snapshot, model = _snapshot_and_train_resnet(agent, base, project)
+        _deploy_and_ask_rewards(agent, base, model, client)
+        _check_people_downloads(base, user, project, frames)
 
     # nothing went through a local media folder; each worker's cache holds what it read, and only that
     assert [name for name, home in homes.items() if (home / "media").exists()] == []
