@@ -107,11 +107,12 @@ def _vlm_models(projects):
     ]
 
 
-def test_two_tenants_filling_vlm_buffers_leave_a_third_served_and_redis_under_its_cap(process_env, capped_redis, user):
+def _three_projects_deployed():
+    """Three projects, each with a history_vlm deployment of the tiny Qwen3-VL and an agent token; the third also
+    has a ResNet deployment. Returns (vlm deployments, resnet deployment, tokens)."""
     from projects.models import Project
     from projects.services import agent_create
 
-    url, client = capped_redis
     projects = [Project.objects.create(name=f"P{i}", task_description="Pick up the red cube.") for i in range(3)]
     history = {"reward_mode": "history_buffer", "history_size": 2, "min_history_size": 2, "input_interval": 1}
     vlm = [deploy(model, **history) for model in _vlm_models(projects)]
@@ -120,91 +121,138 @@ def test_two_tenants_filling_vlm_buffers_leave_a_third_served_and_redis_under_it
         agent_create(name=f"rl-{i}", kind="rl_worker", projects=[p], deployments=[vlm[i], *([resnet] * (i == 2))])[1]
         for i, p in enumerate(projects)
     ]
+    return vlm, resnet, tokens
+
+
+def _warm_the_third(base: str, headers: dict, resnet_name: str, vlm_name: str, black: str) -> None:
+    """The third project's models loaded before the attack (a first forward loads them: tens of seconds here)."""
+    warm = np.zeros((1, 32, 32, 3), np.uint8)
+    buffer = io.BytesIO()
+    np.save(buffer, warm)
+    r = requests.post(
+        f"{base}/api/deployments/{resnet_name}/rewards",
+        data=buffer.getvalue(),
+        headers={**headers, "Content-Type": "application/x-npy"},
+        timeout=180,
+    )
+    assert r.status_code == 200, r.text
+    for _ in range(2):
+        steps = [{"stream": "warm", "main": black, "extra": black}]
+        r = requests.post(
+            f"{base}/api/deployments/{vlm_name}/vlm/rewards", json={"steps": steps}, headers=headers, timeout=180
+        )
+        assert r.status_code == 200, r.text
+
+
+def _sample_peak(client, stop: threading.Event, peak: list[int]) -> None:
+    """Redis's used memory, its highest in peak[0], until `stop`."""
+    while not stop.is_set():
+        peak[0] = max(peak[0], int(client.info("memory")["used_memory"]))
+        time.sleep(0.02)
+
+
+def _attack(base: str, token: str, deployment: str, seed: int, black: str, stop: threading.Event, attackers: Counter):
+    """New VLM streams of big black steps as fast as one client can send them, until `stop`; counts statuses."""
+    session = requests.Session()
+    session.headers["Authorization"] = f"Bearer {token}"
+    n = 0
+    while not stop.is_set():
+        steps = [{"stream": f"s{seed}-{n}-{k}", "main": black, "extra": black} for k in range(4)]
+        n += 1
+        r = session.post(f"{base}/api/deployments/{deployment}/vlm/rewards", json={"steps": steps}, timeout=60)
+        attackers[r.status_code] += 1
+
+
+def _serve_victim(base: str, token: str, resnet_name: str, vlm_name: str, stop: threading.Event, victim: list):
+    """The third project's ResNet rewards and VLM steps of one stream, every 0.2 s until `stop`; records each
+    answer as (kind, status, text)."""
+    session = requests.Session()
+    session.headers["Authorization"] = f"Bearer {token}"
+    images = np.random.default_rng(0).integers(0, 256, (4, 32, 32, 3), dtype=np.uint8)
+    buffer = io.BytesIO()
+    np.save(buffer, images)
+    frame = _png(np.random.default_rng(1).integers(0, 256, (64, 64, 3), dtype=np.uint8))
+    t = 0
+    while not stop.is_set():
+        r = session.post(
+            f"{base}/api/deployments/{resnet_name}/rewards",
+            data=buffer.getvalue(),
+            headers={"Content-Type": "application/x-npy"},
+            timeout=120,
+        )
+        victim.append(("resnet", r.status_code, r.text[:200]))
+        steps = [{"stream": "victim", "main": frame, "extra": frame}]
+        r = session.post(f"{base}/api/deployments/{vlm_name}/vlm/rewards", json={"steps": steps}, timeout=120)
+        victim.append(("vlm", r.status_code, r.text[:200]))
+        if r.status_code == 200 and t:
+            assert r.json()["items"][0]["scored"], r.text  # a window of the stream's steps was scored
+        t += 1
+        time.sleep(0.2)
+
+
+def _attack_while_serving_the_third(base: str, client, vlm: list, resnet, tokens: list, black: str):
+    """Two attackers each for the first two projects, the third project's client and a Redis sampler, for
+    ATTACK_S; returns (attackers' statuses, victim's answers, Redis's peak, VLM buffers held at the end)."""
+    stop = threading.Event()
+    peak = [0]
+    attackers: Counter = Counter()
+    victim: list[tuple[str, int, str]] = []
+    threads = [
+        threading.Thread(target=_sample_peak, args=(client, stop, peak)),
+        threading.Thread(target=_serve_victim, args=(base, tokens[2], resnet.name, vlm[2].name, stop, victim)),
+    ]
+    threads += [
+        threading.Thread(target=_attack, args=(base, tokens[i], vlm[i].name, 10 * i + j, black, stop, attackers))
+        for i in (0, 1)
+        for j in (0, 1)
+    ]
+    for thread in threads:
+        thread.start()
+    time.sleep(ATTACK_S)
+    buffered = sum(int(v) for v in client.hvals(BUDGET_KEY))
+    stop.set()
+    for thread in threads:
+        thread.join(120)
+    return attackers, victim, peak[0], buffered
+
+
+def _check_a_full_redis_is_a_503_then_back(base: str, client, vlm_name: str, headers: dict, black: str) -> None:
+    """Redis full (someone else's writes): a VLM step is a 503 with Retry-After, never a 500; and a 200 at
+    once when Redis has room again."""
+    i = 0
+    while True:
+        try:
+            client.set(f"filler:{i}", b"x" * MiB)
+        except redis_lib.exceptions.OutOfMemoryError:
+            break
+        i += 1
+    for stream in ("victim", "new-stream"):
+        steps = [{"stream": stream, "main": black, "extra": black}]
+        r = requests.post(
+            f"{base}/api/deployments/{vlm_name}/vlm/rewards", json={"steps": steps}, headers=headers, timeout=60
+        )
+        assert r.status_code == 503 and r.headers.get("Retry-After"), (r.status_code, r.headers, r.text)
+        assert "maxmemory" in r.text, r.text
+    for key in client.scan_iter("filler:*"):
+        client.delete(key)
+    r = requests.post(
+        f"{base}/api/deployments/{vlm_name}/vlm/rewards", json={"steps": steps}, headers=headers, timeout=60
+    )
+    assert r.status_code == 200, r.text  # and back at once when Redis has room
+
+
+def test_two_tenants_filling_vlm_buffers_leave_a_third_served_and_redis_under_its_cap(process_env, capped_redis, user):
+    url, client = capped_redis
+    vlm, resnet, tokens = _three_projects_deployed()
     black = _png(np.zeros((512, 512, 3), np.uint8))  # 1.3 kB of PNG, 786 kB of pixels per view
 
     with _stack(process_env, url) as base:
-        # the third project's models loaded before the attack (a first forward loads them: tens of seconds here)
         headers = {"Authorization": f"Bearer {tokens[2]}"}
-        warm = np.zeros((1, 32, 32, 3), np.uint8)
-        buffer = io.BytesIO()
-        np.save(buffer, warm)
-        r = requests.post(
-            f"{base}/api/deployments/{resnet.name}/rewards",
-            data=buffer.getvalue(),
-            headers={**headers, "Content-Type": "application/x-npy"},
-            timeout=180,
-        )
-        assert r.status_code == 200, r.text
-        for _ in range(2):
-            steps = [{"stream": "warm", "main": black, "extra": black}]
-            r = requests.post(
-                f"{base}/api/deployments/{vlm[2].name}/vlm/rewards", json={"steps": steps}, headers=headers, timeout=180
-            )
-            assert r.status_code == 200, r.text
-        stop = threading.Event()
-        peak = [0]
-
-        def sample():
-            while not stop.is_set():
-                peak[0] = max(peak[0], int(client.info("memory")["used_memory"]))
-                time.sleep(0.02)
-
-        attackers: Counter = Counter()
-
-        def attack(token: str, deployment: str, seed: int):
-            session = requests.Session()
-            session.headers["Authorization"] = f"Bearer {token}"
-            n = 0
-            while not stop.is_set():
-                steps = [{"stream": f"s{seed}-{n}-{k}", "main": black, "extra": black} for k in range(4)]
-                n += 1
-                r = session.post(f"{base}/api/deployments/{deployment}/vlm/rewards", json={"steps": steps}, timeout=60)
-                attackers[r.status_code] += 1
-
-        victim: list[tuple[str, int, str]] = []
-
-        def serve_victim():
-            session = requests.Session()
-            session.headers["Authorization"] = f"Bearer {tokens[2]}"
-            images = np.random.default_rng(0).integers(0, 256, (4, 32, 32, 3), dtype=np.uint8)
-            buffer = io.BytesIO()
-            np.save(buffer, images)
-            frame = _png(np.random.default_rng(1).integers(0, 256, (64, 64, 3), dtype=np.uint8))
-            t = 0
-            while not stop.is_set():
-                r = session.post(
-                    f"{base}/api/deployments/{resnet.name}/rewards",
-                    data=buffer.getvalue(),
-                    headers={"Content-Type": "application/x-npy"},
-                    timeout=120,
-                )
-                victim.append(("resnet", r.status_code, r.text[:200]))
-                steps = [{"stream": "victim", "main": frame, "extra": frame}]
-                r = session.post(
-                    f"{base}/api/deployments/{vlm[2].name}/vlm/rewards", json={"steps": steps}, timeout=120
-                )
-                victim.append(("vlm", r.status_code, r.text[:200]))
-                if r.status_code == 200 and t:
-                    assert r.json()["items"][0]["scored"], r.text  # a window of the stream's steps was scored
-                t += 1
-                time.sleep(0.2)
-
-        threads = [threading.Thread(target=sample), threading.Thread(target=serve_victim)]
-        threads += [
-            threading.Thread(target=attack, args=(tokens[i], vlm[i].name, 10 * i + j)) for i in (0, 1) for j in (0, 1)
-        ]
-        for thread in threads:
-            thread.start()
-        time.sleep(ATTACK_S)
-        buffered = sum(int(v) for v in client.hvals(BUDGET_KEY))
-        stop.set()
-        for thread in threads:
-            thread.join(120)
+        _warm_the_third(base, headers, resnet.name, vlm[2].name, black)
+        attackers, victim, peak, buffered = _attack_while_serving_the_third(base, client, vlm, resnet, tokens, black)
 
         print(f"attackers: {dict(attackers)}; victim: {Counter((k, s) for k, s, _ in victim)}; ")
-        print(
-            f"Redis peak {peak[0] / MiB:.1f} MiB of {MAXMEMORY / MiB:.0f}; buffers at the end {buffered / MiB:.1f} MiB"
-        )
+        print(f"Redis peak {peak / MiB:.1f} MiB of {MAXMEMORY / MiB:.0f}; buffers at the end {buffered / MiB:.1f} MiB")
         assert attackers[429] > 0, attackers  # they did reach their projects' shares...
         assert attackers[200] > 0, attackers
         assert sum(1 for kind, _, _ in victim if kind == "vlm") >= 3, victim
@@ -212,26 +260,6 @@ def test_two_tenants_filling_vlm_buffers_leave_a_third_served_and_redis_under_it
             v for v in victim if v[1] != 200
         ]  # ...the third is served
         assert buffered <= BUFFERS, buffered
-        assert 0 < peak[0] <= MAXMEMORY, peak
+        assert 0 < peak <= MAXMEMORY, peak
 
-        # Redis full (someone else's writes): a VLM step is a 503 with Retry-After, never a 500
-        i = 0
-        while True:
-            try:
-                client.set(f"filler:{i}", b"x" * MiB)
-            except redis_lib.exceptions.OutOfMemoryError:
-                break
-            i += 1
-        for stream in ("victim", "new-stream"):
-            steps = [{"stream": stream, "main": black, "extra": black}]
-            r = requests.post(
-                f"{base}/api/deployments/{vlm[2].name}/vlm/rewards", json={"steps": steps}, headers=headers, timeout=60
-            )
-            assert r.status_code == 503 and r.headers.get("Retry-After"), (r.status_code, r.headers, r.text)
-            assert "maxmemory" in r.text, r.text
-        for key in client.scan_iter("filler:*"):
-            client.delete(key)
-        r = requests.post(
-            f"{base}/api/deployments/{vlm[2].name}/vlm/rewards", json={"steps": steps}, headers=headers, timeout=60
-        )
-        assert r.status_code == 200, r.text  # and back at once when Redis has room
+        _check_a_full_redis_is_a_503_then_back(base, client, vlm[2].name, headers, black)
