@@ -82,8 +82,9 @@ def _check_adapter_reloads(model_row, prompt, trend):
     """The adapter reloads and gives the same label probabilities as the trained model did; returns the
     stored evaluation."""
     from training.storage import local_path
-    from training.vlm.checkpoint import FULL_WEIGHTS, checkpoint_load
+    from training.vlm.checkpoint import checkpoint_load
     from training.vlm.data import trend_split_load
+    from training.vlm.rlinf_export import FULL_WEIGHTS
     from training.vlm.scoring import ScoreItem, TrendScorer
 
     assert model_row.kind == "vlm" and model_row.config["prompt"] == prompt

@@ -54,9 +54,9 @@ def tiny(vlm_fixture_dir):
 
 
 def test_default_prompt_matches_the_project_default():
-    from labeling.models import DEFAULT_PROMPT_TEMPLATE as PROJECT_DEFAULT
+    from projects.models import Project
 
-    assert DEFAULT_PROMPT_TEMPLATE == PROJECT_DEFAULT
+    assert DEFAULT_PROMPT_TEMPLATE == Project._meta.get_field("prompt_template").default
 
 
 def test_prompt_names_task_window_size_and_the_three_words():
@@ -209,7 +209,8 @@ def test_lora_training_lowers_the_loss_and_the_checkpoint_reloads_identically(vl
     from peft import PeftModel
 
     from training.kit.reporting import MemoryReporter
-    from training.vlm.checkpoint import FULL_WEIGHTS, base_load, checkpoint_load, full_weights_load
+    from training.vlm.checkpoint import base_load, checkpoint_load, full_weights_load
+    from training.vlm.rlinf_export import FULL_WEIGHTS
     from training.vlm.scoring import ScoreItem, TrendScorer
     from training.vlm.train import lora_wrap, train_vlm
 

@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .labels import LABELS
-from .rlinf_export import FULL_WEIGHTS as FULL_WEIGHTS  # re-exported: where the tests and callers look
 
 if TYPE_CHECKING:
     import torch
