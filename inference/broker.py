@@ -413,14 +413,14 @@ def refusal_message(code: int, deployment: str, bounds: QueueBounds, nbytes: int
 
 
 REDIS_REFUSED = (
-    "Redis refused to store the request (it is at its maxmemory; see the README's Redis settings): "
+    "Redis refused to store the request (it is at its maxmemory; see the Redis settings in docs/operations.md): "
     "retry shortly, and raise Redis' maxmemory or lower the inference byte budgets if this persists"
 )
 
 
 REPLY_LOST = (
     "an inference worker scored the request but Redis refused to store its reply (it is at its maxmemory; "
-    "see the README's Redis settings): retry shortly"
+    "see the Redis settings in docs/operations.md): retry shortly"
 )
 REPLY_CHECK_S = 2.0  # how often a request waiting for its reply checks that the reply was not lost
 REPLY_GRACE_S = 2.0  # its payload gone, how long it waits for the reply before calling it lost

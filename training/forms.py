@@ -210,7 +210,7 @@ class JobForm(forms.Form):
         text = (self.cleaned_data.get("crop") or "").strip()
         if not text:
             return []
-        try:  # "0.2, 0.25, 0.5, 0.5" or the README's and the API's "[0.2, 0.25, 0.5, 0.5]"
+        try:  # "0.2, 0.25, 0.5, 0.5" or the docs' and the API's "[0.2, 0.25, 0.5, 0.5]"
             box = [float(part) for part in text.strip("[]() ").replace(",", " ").split()]
         except ValueError:
             raise forms.ValidationError("crop: four numbers, top, left, height, width (fractions)") from None

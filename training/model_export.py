@@ -46,7 +46,7 @@ def rlinf_files(model: TrainedModel, root: str) -> dict[str, bytes]:
             "NOT REPRODUCIBLE BY RLINF'S OWN CLASS: " + match.reason,
             "",
             "The remote route works: `export RLINF_EXT_MODULE=reward_client.rlinf_plugin` and deploy this model;",
-            "RLinf's reward worker then asks the deployment (see the README, 'RLinf: local files or the service').",
+            "RLinf's reward worker then asks the deployment (see docs/rl-integration.md).",
         ]
         config_text = f"# not written: {match.reason}\n"
     return {RLINF_CONFIG_FILE: config_text.encode(), RLINF_NOTE_FILE: ("\n".join(note) + "\n").encode()}

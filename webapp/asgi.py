@@ -41,7 +41,7 @@ from .routing import websocket_urlpatterns  # noqa: E402
 
 
 def _warn_about_redis_memory() -> None:
-    """At start: say so if Redis could evict queued work (see README, "Limits")."""
+    """At start: say so if Redis could evict queued work (see docs/operations.md, "Limits and production settings")."""
     import logging
 
     import redis

@@ -1,4 +1,4 @@
-"""Reward Studio settings. Every deploy-time value comes from an environment variable (see README)."""
+"""Reward Studio settings. Every deploy-time value comes from an environment variable (docs/operations.md, "Settings")."""
 
 from __future__ import annotations
 
@@ -117,7 +117,7 @@ REDIS_URL = env_str("REDIS_URL", "redis://127.0.0.1:6379/0")
 # Files (frames, exports, checkpoints) go through Django's storage API: `local` keeps them under MEDIA_ROOT,
 # `s3` on an S3-compatible object store (django-storages), any other value names a storage class. Workers
 # without the web's disk fetch what they read into a bounded local cache and publish what they write
-# (common/filestore/, README "Scaling out").
+# (common/filestore/, docs/operations.md, "Scaling out").
 STORAGE_BACKEND = env_str("STORAGE_BACKEND", "local")
 S3_BUCKET = env_str("S3_BUCKET", "")
 S3_ENDPOINT_URL = env_str("S3_ENDPOINT_URL", "")
@@ -155,7 +155,7 @@ DATA_UPLOAD_MAX_NUMBER_FILES = 10_000
 # Image guard rails for ingest (Pillow decompression-bomb limit follows the same bound).
 MAX_IMAGE_SIDE = env_int("MAX_IMAGE_SIDE", 2048, minimum=16)
 MAX_IMAGE_PIXELS = env_int("MAX_IMAGE_PIXELS", 2048 * 2048, minimum=256)
-# Request bounds (README "Request and import limits"): decoded pixels of one request, JSON body size,
+# Request bounds (docs/operations.md, "Limits and production settings"): decoded pixels of one request, JSON body size,
 # concurrent decoding per process, and what one imported pickle may allocate.
 MAX_REQUEST_PIXELS = env_int("MAX_REQUEST_PIXELS", 1024 * 224 * 224, minimum=256)
 MAX_JSON_BODY_BYTES = env_int("MAX_JSON_BODY_BYTES", 64 * 1024 * 1024, minimum=1024)
@@ -168,7 +168,7 @@ ANONYMOUS_BODY_MAX_BYTES = env_int("ANONYMOUS_BODY_MAX_BYTES", 64 * 1024, minimu
 INGEST_MAX_STEPS_PER_CHUNK = env_int("INGEST_MAX_STEPS_PER_CHUNK", 1000, minimum=1)
 INGEST_MAX_IMAGES_PER_CHUNK = env_int("INGEST_MAX_IMAGES_PER_CHUNK", 1024, minimum=1)
 # Ingest transactions on PostgreSQL commit without waiting for the WAL flush unless this is on
-# (labeling.ingest.services._ingest_commit_mode; README "Request and import limits").
+# (labeling.ingest.services._ingest_commit_mode; docs/operations.md, "Limits and production settings").
 INGEST_SYNCHRONOUS_COMMIT = env_bool("INGEST_SYNCHRONOUS_COMMIT", False)
 # Threads of a web process that store binary step chunks (labeling.ingest.fastpath); SQLite takes one
 # writer at a time, so one thread there.
@@ -332,7 +332,7 @@ TRAINING_MAX_PROCESSES = env_int("TRAINING_MAX_PROCESSES", 0, minimum=0)
 # TRAINING_MAX_BATCH_BYTES.
 TRAINING_HOST_CPUS = env_int("TRAINING_HOST_CPUS", os.cpu_count() or 1, minimum=1)
 TRAINING_MAX_BATCH_BYTES = env_int("TRAINING_MAX_BATCH_BYTES", 4 * 1024**3, minimum=1024 * 1024)
-# Off where the web process has no copy of the training workers' MODEL_DIR (README "Scaling out"): a job's
+# Off where the web process has no copy of the training workers' MODEL_DIR (docs/operations.md, "Scaling out"): a job's
 # pretrained_path / base_model_path is then checked for existence by the worker that runs it, not at submission.
 TRAINING_MODELS_ON_WEB = env_bool("TRAINING_MODELS_ON_WEB", True)
 TRAINING_RENDEZVOUS_TIMEOUT_SECONDS = env_int("TRAINING_RENDEZVOUS_TIMEOUT_SECONDS", 300, minimum=5)
@@ -358,7 +358,7 @@ WHITENOISE_USE_FINDERS = True
 WHITENOISE_AUTOREFRESH = DEBUG
 WHITENOISE_ROOT = BASE_DIR / "webapp" / "root"  # files served at the site's root: /favicon.ico, /favicon.svg
 
-# ---- Hardening: limits, Redis bounds, production defaults (README: "Limits and production settings") ----
+# ---- Hardening: limits, Redis bounds, production defaults (docs/operations.md, "Limits and production settings") ----
 API_RATE_LIMIT = env_rate("API_RATE_LIMIT", "100/second")
 REWARDS_RATE_LIMIT = env_rate("REWARDS_RATE_LIMIT", "300/second")
 BAD_REQUEST_RATE_LIMIT = env_rate("BAD_REQUEST_RATE_LIMIT", "30/10 seconds")
@@ -368,7 +368,7 @@ INFERENCE_CLIENT_QUEUE_MAX = env_int("INFERENCE_CLIENT_QUEUE_MAX", 250, minimum=
 # Bytes, not only counts: payload bytes waiting per deployment and per client, and pixels per worker batch.
 INFERENCE_QUEUE_MAX_BYTES = env_int("INFERENCE_QUEUE_MAX_BYTES", 512 * 1024 * 1024, minimum=1024 * 1024)
 INFERENCE_CLIENT_QUEUE_MAX_BYTES = env_int("INFERENCE_CLIENT_QUEUE_MAX_BYTES", 256 * 1024 * 1024, minimum=1024 * 1024)
-# payload bytes waiting in every inference queue together, and one project's (README: "Limits and production settings")
+# payload bytes waiting in every inference queue together, and one project's (docs/operations.md, "Limits and production settings")
 INFERENCE_INFLIGHT_MAX_BYTES = env_int("INFERENCE_INFLIGHT_MAX_BYTES", 384 * 1024 * 1024, minimum=1024 * 1024)
 # reward bodies one web process holds at once (common/body_budget.py); more: 503 with Retry-After
 WEB_BODIES_MAX_BYTES = env_int("WEB_BODIES_MAX_BYTES", 384 * 1024 * 1024, minimum=1024 * 1024)
@@ -382,12 +382,12 @@ SHM_ENABLED = env_bool("SHM_ENABLED", True)
 BENCH_MODELS = env_bool("BENCH_MODELS", False)
 VLM_CLIENT_BUFFER_MAX_BYTES = env_int("VLM_CLIENT_BUFFER_MAX_BYTES", 512 * 1024 * 1024, minimum=1024 * 1024)
 VLM_STREAM_TTL_S = env_int("VLM_STREAM_TTL_S", 600, minimum=1)
-# all VLM step buffers together, and one project's (README: "Limits and production settings"): well under Redis' maxmemory
+# all VLM step buffers together, and one project's (docs/operations.md, "Limits and production settings"): well under Redis' maxmemory
 VLM_BUFFERS_MAX_BYTES = env_int("VLM_BUFFERS_MAX_BYTES", 384 * 1024 * 1024, minimum=1024 * 1024)
 VLM_PROJECT_BUFFERS_MAX_BYTES = env_int("VLM_PROJECT_BUFFERS_MAX_BYTES", 128 * 1024 * 1024, minimum=1024 * 1024)
 VLM_MAX_STREAMS = env_int("VLM_MAX_STREAMS", 256, minimum=1)
 TELEOP_TOKEN_CHECK_S = env_int("TELEOP_TOKEN_CHECK_S", 2, minimum=1)
-# RL-run scale (README: "RL runs at scale"). Each web process's request-path Redis pools (inference broker,
+# RL-run scale (docs/operations.md, "RL runs at scale"). Each web process's request-path Redis pools (inference broker,
 # payload writer, rate limits, channel layer) open at most REDIS_MAX_CONNECTIONS connections each; a request
 # waits up to REDIS_POOL_TIMEOUT_S for a free one (then a 503), never "Too many connections".
 REDIS_MAX_CONNECTIONS = env_int("REDIS_MAX_CONNECTIONS", 2048, minimum=16)
@@ -457,7 +457,7 @@ AXES_VERBOSE = False
 # Error pages shown with DEBUG on never print connection strings (a wrong Host header shows this page).
 DEFAULT_EXCEPTION_REPORTER_FILTER = "webapp.security.debug_filter.SettingsFilter"
 
-# Bounded parsers (README "Request and import limits"): how deeply any JSON the app reads may nest (API bodies,
+# Bounded parsers (docs/operations.md, "Limits and production settings"): how deeply any JSON the app reads may nest (API bodies,
 # fast paths, chunk headers, WebSocket messages), a step chunk's header (binary, or a multipart chunk's `steps`
 # field), and each free-form object stored as JSON (a step's `info`, an episode's `metadata`).
 JSON_MAX_DEPTH = env_int("JSON_MAX_DEPTH", 64, minimum=8)

@@ -1,4 +1,4 @@
-"""Files on a store that may not be this machine's disk (README "Scaling out").
+"""Files on a store that may not be this machine's disk (docs/operations.md, "Scaling out").
 
 - `config`: the STORAGES entry for `STORAGE_BACKEND` (`local`, `s3` or a storage class).
 - `store`: the few calls the rest needs from a Django storage (download to a path, upload from one).

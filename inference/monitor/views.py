@@ -44,7 +44,7 @@ def _visible(request, name: str) -> Deployment:
 
 class DeploymentHealthView(APIView):
     """Health and reward-hacking alarm of a deployment: an RL run polls it and stops itself on an alarm
-    (with its rewards token; a trusted network's tokenless requests do not reach it: README, TRUSTED_CIDRS)."""
+    (with its rewards token; a trusted network's tokenless requests do not reach it: docs/operations.md, TRUSTED_CIDRS)."""
 
     authentication_classes = MONITOR_AUTHENTICATION
 

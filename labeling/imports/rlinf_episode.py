@@ -12,7 +12,7 @@ as a window's second view), then every view of `extra_view_images`; `wrist_image
 A view array may be `[H,W,3]` or `[V,H,W,3]`.
 
 Values may be numpy arrays or torch tensors; both become numpy/Python here. No Django imports.
-The format is what RLinf 0.3.0's `CollectEpisode` wrapper writes with `export_format="pickle"` (README,
+The format is what RLinf 0.3.0's `CollectEpisode` wrapper writes with `export_format="pickle"` (docs/ingest.md,
 "Importing existing data"; tests/interop/test_rlinf_recordings.py imports files written by it).
 """
 

@@ -136,7 +136,7 @@ class TrustedNetworkScheme(OpenApiAuthenticationExtension):
         return {"type": "http", "scheme": "bearer", "description": "None needed from networks in TRUSTED_CIDRS."}
 
 
-# The deployments' reward and chat endpoints and `/health` (exactly what README's TRUSTED_CIDRS row lists): a
+# The deployments' reward and chat endpoints and `/health` (exactly what the TRUSTED_CIDRS row of docs/operations.md lists): a
 # token, else a logged-in person (judged as themselves: a person who is no member of the deployment's project
 # does not become a trusted client by calling from a trusted network), else a trusted network. The hot rewards
 # endpoint caches tokens (REWARDS_AUTHENTICATION).

@@ -41,7 +41,7 @@ NAMESPACE = uuid.UUID("3f1e2a4c-9b7d-4e0a-8c55-0d6b1f2e9a31")
 INSTALL_HINT = (
     "ManiSkill needs a Vulkan driver: run scripts/setup_vulkan.sh (it unpacks Mesa's lavapipe from "
     "bookworm-backports into .vendor/vulkan) or install mesa-vulkan-drivers >= 25 and libvulkan1, "
-    "then start again. See README, 'Live teleop'."
+    "then start again. See docs/teleop.md."
 )
 
 
