@@ -28,7 +28,10 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
 from urllib.parse import urlsplit
 
 import numpy as np
@@ -160,12 +163,64 @@ def _receive_until(socket, kind: str) -> dict:
     raise AssertionError(f"no {kind!r} message")
 
 
-def test_every_class_of_bad_input_gets_a_4xx_in_bounded_memory_while_pages_answer(
-    stack, project, django_user_model, settings
-):
+@dataclass
+class _Target:
+    """What the bad input is thrown at: the stack's URL, an agent's token, a logged-in person, the project with
+    its snapshot and episode, and its two deployments (a ResNet, a history_buffer VLM)."""
+
+    url: str
+    token: str
+    people: requests.Session
+    project: Any
+    snapshot: Any
+    resnet: Any
+    vlm: Any
+    episode: str
+
+    @property
+    def agent(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.token}"}
+
+    @property
+    def npy(self) -> dict[str, str]:
+        return {**self.agent, "Content-Type": "application/x-npy"}
+
+    @property
+    def rewards(self) -> str:
+        return f"{self.url}/api/deployments/{self.resnet.name}/rewards"
+
+    @property
+    def steps(self) -> str:
+        return f"/api/episodes/{self.episode}/steps"
+
+    def import_file(self, blob: bytes, name: str) -> requests.Response:
+        return import_upload(self.people, self.url, self.project.pk, blob, name)
+
+    @staticmethod
+    def import_job(response: requests.Response) -> ImportJob:
+        job_id = int(response.headers["Location"].rstrip("/").rsplit("/", 1)[1])
+        rows = ImportJob.objects.filter(pk=job_id)
+        return _wait(lambda: rows.filter(status__in=("succeeded", "failed")).first(), 120, f"import job {job_id}")
+
+    def job(self, config: dict) -> requests.Response:
+        return self.people.post(
+            f"{self.url}/api/projects/{self.project.pk}/jobs",
+            json={"snapshot": self.snapshot.number, "config": {**SMALL, **config}},
+            headers={"X-CSRFToken": self.people.cookies["csrftoken"], "Referer": self.url},
+            timeout=60,
+        )
+
+    def chunk(self, images: dict) -> int:
+        data, files = _chunk_files(multipart_chunk([1, 2], images=images))
+        return requests.post(
+            f"{self.url}{self.steps}", data=data, files=files, headers=self.agent, timeout=60
+        ).status_code
+
+
+def _target(url: str, project, django_user_model) -> _Target:
+    """The deployments, an agent for both, a superuser logged in and a small snapshot for the job API."""
     from projects.services import agent_create
 
-    url, pids = stack
     resnet = deploy(make_trained_model(project, seed=81))
     vlm_model = make_trained_model(project, seed=82)
     vlm_model.kind, vlm_model.name = "vlm", "tiny-vlm"
@@ -174,47 +229,29 @@ def test_every_class_of_bad_input_gets_a_4xx_in_bounded_memory_while_pages_answe
     token = agent_create(
         name="bounded", scopes=["ingest", "teleop", "rewards"], projects=[project], deployments=[resnet, vlm]
     )[1]
-    agent = {"Authorization": f"Bearer {token}"}
     django_user_model.objects.create_superuser("boss", "boss@example.com", "pw-boss-123")
     people = _login(url, "boss", "pw-boss-123")
     snapshot = small_snapshot(project, episodes=3, steps=6)
-    rewards = f"{url}/api/deployments/{resnet.name}/rewards"
-    episode = str(uuid.uuid4())
-    steps = f"/api/episodes/{episode}/steps"
-    npy = {**agent, "Content-Type": "application/x-npy"}
+    return _Target(url, token, people, project, snapshot, resnet, vlm, episode=str(uuid.uuid4()))
 
-    def import_file(blob: bytes, name: str) -> requests.Response:
-        return import_upload(people, url, project.pk, blob, name)
 
-    def import_job(response: requests.Response) -> ImportJob:
-        job_id = int(response.headers["Location"].rstrip("/").rsplit("/", 1)[1])
-        rows = ImportJob.objects.filter(pk=job_id)
-        return _wait(lambda: rows.filter(status__in=("succeeded", "failed")).first(), 120, f"import job {job_id}")
-
-    def job(config: dict) -> requests.Response:
-        return people.post(
-            f"{url}/api/projects/{project.pk}/jobs",
-            json={"snapshot": snapshot.number, "config": {**SMALL, **config}},
-            headers={"X-CSRFToken": people.cookies["csrftoken"], "Referer": url},
-            timeout=60,
-        )
-
-    def chunk(images: dict) -> int:
-        data, files = _chunk_files(multipart_chunk([1, 2], images=images))
-        return requests.post(f"{url}{steps}", data=data, files=files, headers=agent, timeout=60).status_code
-
-    # Warm every path once with valid input, so imports, caches and the loaded model are in the baseline.
-    created = requests.post(f"{url}/api/episodes", json={"project": project.name, "uuid": episode}, headers=agent)
+def _warm_every_path(t: _Target) -> None:
+    """Every path once with valid input, so imports, caches and the loaded model are in the baseline."""
+    body = {"project": t.project.name, "uuid": t.episode}
+    created = requests.post(f"{t.url}/api/episodes", json=body, headers=t.agent)
     assert created.status_code == 201, created.text
-    assert chunk({}) == 200
-    warm = requests.post(rewards, data=dump_npy(np.zeros((2, 32, 32, 3), np.uint8)), headers=npy, timeout=120)
+    assert t.chunk({}) == 200
+    warm = requests.post(t.rewards, data=dump_npy(np.zeros((2, 32, 32, 3), np.uint8)), headers=t.npy, timeout=120)
     assert warm.status_code == 200, warm.text
-    assert import_job(import_file(pickle_bombs.cycle(), "rank_0_env_0_episode_0_success.pkl")).status == "succeeded"
-    assert people.get(f"{url}/projects/{project.pk}/", timeout=60).status_code == 200
-    assert job({"processes": 1, "epochs": 0}).status_code in (201, 400)  # the job API's code path, either way
-    episodes = Episode.objects.count()
-    before = {name: _memory(pid) for name, pid in pids.items()}
+    assert t.import_job(t.import_file(pickle_bombs.cycle(), "rank_0_env_0_episode_0_success.pkl")).status == "succeeded"
+    assert t.people.get(f"{t.url}/projects/{t.project.pk}/", timeout=60).status_code == 200
+    assert t.job({"processes": 1, "epochs": 0}).status_code in (201, 400)  # the job API's code path, either way
 
+
+def _bombs(t: _Target) -> tuple[dict, Callable[[], list[int]]]:
+    """Name -> a call that throws that class of bad request and returns its status; and a call that sends four
+    large batches within the limits at once (their statuses)."""
+    url, agent, npy = t.url, t.agent, t.npy
     black = _png_b64(np.zeros((2048, 2048, 3), np.uint8))
     rng = np.random.default_rng(0)
     noisy = _png_b64(rng.integers(0, 256, (512, 512, 3), dtype=np.uint8))
@@ -223,11 +260,11 @@ def test_every_class_of_bad_input_gets_a_4xx_in_bounded_memory_while_pages_answe
 
     def big_batches() -> list[int]:
         with ThreadPoolExecutor(4) as pool:
-            answers = pool.map(lambda _: requests.post(rewards, data=big_batch, headers=npy, timeout=120), range(4))
+            answers = pool.map(lambda _: requests.post(t.rewards, data=big_batch, headers=npy, timeout=120), range(4))
             return [a.status_code for a in answers]
 
     bombs = {
-        "huge body": lambda: _huge_body(url, f"/api/deployments/{resnet.name}/rewards", agent),
+        "huge body": lambda: _huge_body(url, f"/api/deployments/{t.resnet.name}/rewards", agent),
         "deep JSON": lambda: (
             requests.post(
                 f"{url}/api/episodes",
@@ -237,34 +274,36 @@ def test_every_class_of_bad_input_gets_a_4xx_in_bounded_memory_while_pages_answe
         ),
         "huge chunk header": lambda: (
             requests.post(
-                f"{url}{steps}",
+                f"{url}{t.steps}",
                 data=b"RSC\x01" + struct.pack(">I", 3 * MIB) + b" " * (3 * MIB),
                 headers={**agent, "Content-Type": "application/x-rs-steps"},
             ).status_code
         ),
-        "PNG bomb (4000x4000)": lambda: chunk({(2, "extra"): bomb_png()}),
-        "PNG bomb (256 MiB zlib)": lambda: chunk({(2, "extra"): broken_png("bomb")}),
-        "broken IDAT": lambda: chunk({(2, "main"): broken_png("corrupt stream")}),
+        "PNG bomb (4000x4000)": lambda: t.chunk({(2, "extra"): bomb_png()}),
+        "PNG bomb (256 MiB zlib)": lambda: t.chunk({(2, "extra"): broken_png("bomb")}),
+        "broken IDAT": lambda: t.chunk({(2, "main"): broken_png("corrupt stream")}),
         "oversized batch (npy)": lambda: (
-            requests.post(rewards, data=_npy_header((1024, 2048, 2048, 3)), headers=npy, timeout=60).status_code
+            requests.post(t.rewards, data=_npy_header((1024, 2048, 2048, 3)), headers=npy, timeout=60).status_code
         ),
         "oversized batch (JSON)": lambda: (
-            requests.post(rewards, json={"images": [black] * 32}, headers=agent, timeout=120).status_code
+            requests.post(t.rewards, json={"images": [black] * 32}, headers=agent, timeout=120).status_code
         ),
         "VLM buffers over budget": lambda: (
             requests.post(
-                f"{url}/api/deployments/{vlm.name}/vlm/rewards", json=vlm_steps, headers=agent, timeout=60
+                f"{url}/api/deployments/{t.vlm.name}/vlm/rewards", json=vlm_steps, headers=agent, timeout=60
             ).status_code
         ),
-        "processes": lambda: job({"processes": 64}).status_code,
-        "nodes": lambda: job({"nodes": 10_000}).status_code,
-        "path outside MODEL_DIR": lambda: job({"pretrained": True, "pretrained_path": "/etc/passwd"}).status_code,
+        "processes": lambda: t.job({"processes": 64}).status_code,
+        "nodes": lambda: t.job({"nodes": 10_000}).status_code,
+        "path outside MODEL_DIR": lambda: t.job({"pretrained": True, "pretrained_path": "/etc/passwd"}).status_code,
     }
-    uploads = {name: getattr(pickle_bombs, name)() for name in PICKLES}
-    uploads["zip bomb"] = zip_bomb()
-    answers: dict[str, object] = {}
-    teleop_episode = str(uuid.uuid4())
+    return bombs, big_batches
 
+
+def _throw_while_paging(t: _Target, pids: dict[str, int], bombs: dict, uploads: dict, big_batches, teleop_episode):
+    """Every class in turn on a thread (each process's RSS read after each), while a person's page is asked for
+    every 0.2 s; returns (answers by class, the RSS trail, each page's (seconds, status))."""
+    answers: dict[str, object] = {}
     trail: list[tuple[str, dict[str, int]]] = []  # each process's RSS (MiB) after each class: what grew where
 
     def mark(name: str) -> None:
@@ -276,11 +315,11 @@ def test_every_class_of_bad_input_gets_a_4xx_in_bounded_memory_while_pages_answe
             mark(name)
         for name, blob in uploads.items():
             file_name = "bomb.zip" if name == "zip bomb" else "rank_0_env_0_episode_1_success.pkl"
-            answers[name] = import_file(blob, file_name)
+            answers[name] = t.import_file(blob, file_name)
             mark(name)
         answers["large batches within the limits"] = big_batches()
         mark("large batches")
-        answers["teleop"] = _teleop(url, token, project.name, teleop_episode)
+        answers["teleop"] = _teleop(t.url, t.token, t.project.name, teleop_episode)
         mark("teleop")
 
     thrower = threading.Thread(target=throw)
@@ -288,13 +327,15 @@ def test_every_class_of_bad_input_gets_a_4xx_in_bounded_memory_while_pages_answe
     pages = []
     while thrower.is_alive():
         start = time.monotonic()
-        status = people.get(f"{url}/projects/{project.pk}/", timeout=30).status_code
+        status = t.people.get(f"{t.url}/projects/{t.project.pk}/", timeout=30).status_code
         pages.append((time.monotonic() - start, status))
         time.sleep(0.2)
     thrower.join()
-    jobs = {name: import_job(answers[name]) for name in uploads}  # the Celery worker's part
-    after = {name: _memory(pid) for name, pid in pids.items()}
+    return answers, trail, pages
 
+
+def _check_each_class_refused(answers: dict, jobs: dict, teleop_episode: str, episodes: int) -> None:
+    """A 4xx for each request, imports skipped with the reason, the teleop warnings, nothing stored."""
     expected = {
         "huge body": 413,
         "deep JSON": 400,
@@ -321,6 +362,9 @@ def test_every_class_of_bad_input_gets_a_4xx_in_bounded_memory_while_pages_answe
         assert words in message, (words, message)
     assert Episode.objects.exclude(uuid=teleop_episode).count() == episodes  # nothing of it was stored
 
+
+def _check_memory_and_pages(before: dict, after: dict, pids: dict[str, int], trail: list, pages: list) -> None:
+    """Each process grew by less than its bound; every page answered 200 within PAGE_WITHIN_S."""
     growth = {
         name: (after[name]["VmRSS"] - before[name]["VmRSS"], after[name]["VmHWM"] - before[name]["VmHWM"])
         for name in pids
@@ -332,6 +376,27 @@ def test_every_class_of_bad_input_gets_a_4xx_in_bounded_memory_while_pages_answe
         assert rss < BOUNDS[name][0] and peak < BOUNDS[name][1], (name, growth[name], BOUNDS[name], trail)
     assert all(status == 200 for _, status in pages), pages
     assert max(t for t, _ in pages) < PAGE_WITHIN_S, sorted(pages)[-5:]
+
+
+def test_every_class_of_bad_input_gets_a_4xx_in_bounded_memory_while_pages_answer(
+    stack, project, django_user_model, settings
+):
+    url, pids = stack
+    t = _target(url, project, django_user_model)
+    _warm_every_path(t)
+    episodes = Episode.objects.count()
+    before = {name: _memory(pid) for name, pid in pids.items()}
+
+    bombs, big_batches = _bombs(t)
+    uploads = {name: getattr(pickle_bombs, name)() for name in PICKLES}
+    uploads["zip bomb"] = zip_bomb()
+    teleop_episode = str(uuid.uuid4())
+    answers, trail, pages = _throw_while_paging(t, pids, bombs, uploads, big_batches, teleop_episode)
+    jobs = {name: t.import_job(answers[name]) for name in uploads}  # the Celery worker's part
+    after = {name: _memory(pid) for name, pid in pids.items()}
+
+    _check_each_class_refused(answers, jobs, teleop_episode, episodes)
+    _check_memory_and_pages(before, after, pids, trail, pages)
 
 
 def _npy_header(shape: tuple[int, ...]) -> bytes:

@@ -25,7 +25,6 @@ KNOWN_LONG: set[str] = {
     "training/vlm/train.py::_train",
     "tests/e2e/test_labeling.py::test_keyboard_labeling_survives_a_reload",
     "tests/e2e/test_tour.py::test_the_readme_tour_ends_with_a_useful_deployed_reward",
-    "tests/webapp/test_bounded_stack.py::test_every_class_of_bad_input_gets_a_4xx_in_bounded_memory_while_pages_answer",
 }
 
 
