@@ -198,8 +198,8 @@ IMPORT_TIME_LIMIT_SECONDS = env_int("IMPORT_TIME_LIMIT_SECONDS", 3600, minimum=1
 # Project-wide proposal generation (a Celery task): the longest one may run.
 PROPOSALS_TIME_LIMIT_SECONDS = env_int("PROPOSALS_TIME_LIMIT_SECONDS", 1800, minimum=10)
 IMPORT_MAX_MEMORY_BYTES = env_int("IMPORT_MAX_MEMORY_BYTES", 8 * 1024 * 1024 * 1024, minimum=64 * 1024 * 1024)
-# Video and LeRobot imports (labeling/lerobot/importer.py): frames decoded from one video (one camera of one
-# episode), episodes of one dataset; frames of one LeRobot export (labeling/lerobot/export.py).
+# Video and LeRobot imports (labeling/imports/lerobot/importer.py): frames decoded from one video (one camera of one
+# episode), episodes of one dataset; frames of one LeRobot export (labeling/imports/lerobot/export.py).
 VIDEO_MAX_FRAMES = env_int("VIDEO_MAX_FRAMES", 20_000, minimum=1)
 LEROBOT_MAX_EPISODES = env_int("LEROBOT_MAX_EPISODES", 10_000, minimum=1)
 LEROBOT_EXPORT_MAX_FRAMES = env_int("LEROBOT_EXPORT_MAX_FRAMES", 20_000, minimum=1)
