@@ -57,14 +57,9 @@ def labeler(django_user_model, project):
     return person
 
 
-@pytest.mark.e2e
-@pytest.mark.django_db(transaction=True)
-def test_keyboard_labeling_survives_a_reload(browser, live_server_url, labeler, project, screenshot_dir):
-    rewards = [round(0.5 + 0.5 * math.sin(2 * math.pi * i / 60), 4) for i in range(200)]  # rises and falls
-    episode = episode_with_frames(project=project, num_steps=200, size=64, success_from=170, rewards=rewards)
-    page = browser.new_page(viewport={"width": 1400, "height": 1100})
-    errors: list[str] = []
-    page.on("pageerror", lambda exc: errors.append(str(exc)))
+def _open_the_episode(page, live_server_url: str, project, episode) -> None:
+    """Logged in, from the project page to the episode's labeling page, once its proposals are generated (on
+    first open, apart from human labels)."""
     login(page, live_server_url, "labeler", PASSWORD)
     page.goto(f"{live_server_url}/projects/{project.pk}/")
     page.click(f"a[href='/episodes/{episode.uuid}/label/']")
@@ -72,9 +67,12 @@ def test_keyboard_labeling_survives_a_reload(browser, live_server_url, labeler, 
     # proposals are generated on first open, apart from human labels
     page.wait_for_function("() => window.__rs.model.proposal[199] === 'success'")
     assert FrameLabel.objects.filter(episode=episode, source="proposal").count() == 200
-    kb = page.keyboard
 
-    # frame labels, one key each; auto-advance on with `t`
+
+def _frame_labels_with_undo_and_redo(page, episode) -> dict[int, str]:
+    """Frame labels, one key each, auto-advance on with `t`, a selection, a clear, undo and redo; returns the
+    human frame labels then."""
+    kb = page.keyboard
     kb.press("c")  # step 0 success
     kb.press("t")
     kb.press("ArrowRight")  # 1
@@ -95,8 +93,12 @@ def test_keyboard_labeling_survives_a_reload(browser, live_server_url, labeler, 
     kb.press("Shift+Z")  # redo: cleared again
     wait_saved(page)
     assert human_frames(episode) == expected
+    return expected
 
-    # shift-click on the timeline selects a range; one key labels it all
+
+def _shift_click_a_range(page, episode, expected: dict[int, str]) -> None:
+    """Shift-click on the timeline selects a range; one key labels it all."""
+    kb = page.keyboard
     box = page.locator("#timeline").bounding_box()
     step_x = lambda step: box["x"] + (step + 0.5) * box["width"] / 200  # noqa: E731
     page.mouse.click(step_x(20), box["y"] + 30)
@@ -109,7 +111,10 @@ def test_keyboard_labeling_survives_a_reload(browser, live_server_url, labeler, 
     assert human_frames(episode) == expected
     kb.press("Escape")
 
-    # window labels: the window starts at the cursor; `1` positive (auto-advance by the stride)
+
+def _window_labels_with_undo_and_redo(page, episode) -> None:
+    """Window labels: the window starts at the cursor; `1` positive (auto-advance by the stride)."""
+    kb = page.keyboard
     kb.press("Home")
     kb.press("1")  # 0..4 positive, cursor -> 1
     kb.press("]")  # 2
@@ -121,7 +126,10 @@ def test_keyboard_labeling_survives_a_reload(browser, live_server_url, labeler, 
     wait_saved(page)
     assert human_windows(episode) == {(0, 4, "positive"), (2, 6, "negative")}
 
-    # the terminal habit: hold `a` while playing; every frame passed is labeled fail
+
+def _hold_a_while_playing(page, episode) -> None:
+    """The terminal habit: hold `a` while playing; every frame passed is labeled fail."""
+    kb = page.keyboard
     kb.press("t")  # auto-advance off
     page.evaluate("() => { window.__rs.state.fps = 30 }")
     kb.press("End")
@@ -138,7 +146,10 @@ def test_keyboard_labeling_survives_a_reload(browser, live_server_url, labeler, 
     assert len(held) >= 8 and set(held.values()) == {"fail"}
     assert sorted(held) == list(range(start, start + len(held)))  # contiguous: no frame skipped
 
-    # `?` shows the shortcuts
+
+def _help_and_history(page, screenshot_dir) -> None:
+    """`?` shows the shortcuts (opened at its top); `h` shows who changed what."""
+    kb = page.keyboard
     kb.press("?")
     assert page.locator("dialog#help").is_visible()
     # it opens at its top (focus on the title, not on the Close button at the bottom)
@@ -152,7 +163,9 @@ def test_keyboard_labeling_survives_a_reload(browser, live_server_url, labeler, 
     page.wait_for_selector("#history-rows tr")
     assert "labeler" in page.inner_text("#history-rows")
 
-    # reload: every label is still there
+
+def _check_every_label_after_a_reload(page, episode, screenshot_dir) -> None:
+    """Reload: every frame and window label is still shown."""
     before_frames, before_windows = human_frames(episode), human_windows(episode)
     page.reload()
     page.wait_for_selector("body[data-ready='1']")
@@ -162,8 +175,26 @@ def test_keyboard_labeling_survives_a_reload(browser, live_server_url, labeler, 
         "() => window.__rs.model.windows.filter(w => w.source === 'human').map(w => [w.start, w.end, w.value])"
     )
     assert {tuple(w) for w in shown_windows} == before_windows
-    kb.press("Home")
+    page.keyboard.press("Home")
     page.screenshot(path=str(screenshot_dir / "labeling-episode.png"), full_page=True)
+
+
+@pytest.mark.e2e
+@pytest.mark.django_db(transaction=True)
+def test_keyboard_labeling_survives_a_reload(browser, live_server_url, labeler, project, screenshot_dir):
+    rewards = [round(0.5 + 0.5 * math.sin(2 * math.pi * i / 60), 4) for i in range(200)]  # rises and falls
+    episode = episode_with_frames(project=project, num_steps=200, size=64, success_from=170, rewards=rewards)
+    page = browser.new_page(viewport={"width": 1400, "height": 1100})
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    _open_the_episode(page, live_server_url, project, episode)
+
+    expected = _frame_labels_with_undo_and_redo(page, episode)
+    _shift_click_a_range(page, episode, expected)
+    _window_labels_with_undo_and_redo(page, episode)
+    _hold_a_while_playing(page, episode)
+    _help_and_history(page, screenshot_dir)
+    _check_every_label_after_a_reload(page, episode, screenshot_dir)
     assert LabelChange.objects.filter(episode=episode, author=labeler).exists()
     assert errors == []
 

@@ -23,7 +23,6 @@ SKIPPED = {".venv", "venv", ".git", "bench", "migrations", "node_modules", "buil
 KNOWN_LONG: set[str] = {
     "training/snapshots/services.py::_write_files",
     "training/vlm/train.py::_train",
-    "tests/e2e/test_labeling.py::test_keyboard_labeling_survives_a_reload",
     "tests/e2e/test_tour.py::test_the_readme_tour_ends_with_a_useful_deployed_reward",
 }
 
