@@ -29,9 +29,16 @@ from webhooks import events
 from webhooks.services import webhook_emit_safely
 
 from .. import selectors
-from ..datasets.binary_split import leak_warning, missing_classes, plan_split, shared_episodes
+from ..datasets.binary_split import SplitPlan, leak_warning, missing_classes, plan_split, shared_episodes
 from ..datasets.options import SnapshotOptions
-from ..datasets.rlinf_binary import FrameRef, payload_metadata, realworld_metadata, write_payload
+from ..datasets.rlinf_binary import (
+    BinaryOptions,
+    BinarySplit,
+    FrameRef,
+    payload_metadata,
+    realworld_metadata,
+    write_payload,
+)
 from ..datasets.trend import TrendOptions, eval_warning, split_windows, write_trend_dataset
 from ..jobs.errors import failure_reason
 from ..models import DatasetSnapshot
@@ -227,6 +234,9 @@ class _FrameCache:
             self.held -= _pixels(self._cache.popitem(last=False)[1])
         return array
 
+    def load_frame(self, ref: FrameRef):
+        return self.load(ref.image)
+
 
 def _pixels(array) -> int:
     return int(array.shape[0]) * int(array.shape[1])
@@ -264,11 +274,46 @@ def _skipped_stats(skipped: dict[str, str], limit: int = 20) -> dict:
 
 
 def _write_files(snapshot: DatasetSnapshot, folder: Path, attempt: int) -> dict:
-    project = snapshot.project
+    """Write the snapshot's files into `folder` (the payloads, their indexes, the PNG folders and the trend
+    dataset when asked, snapshot.json) from the project's readable labeled frames; their stats."""
     opts = SnapshotOptions.from_dict(snapshot.options)
-    episodes, manifest = selectors.labeled_frames(project=project, sources=opts.sources, camera=opts.camera)
-    checking = BuildProgress(snapshot.pk, 0, attempt=attempt)  # keeps the heartbeat; the total comes later
     skipped: dict[str, str] = {}
+    episodes, manifest = _readable_frames(snapshot, opts, skipped, attempt)
+    binary = opts.binary()
+    plan = _split_plan(snapshot.project, episodes, binary, opts)
+    split = plan.split
+    quota_build_check(snapshot=snapshot, images=[ref.image for ref in split.train + split.val])
+    frames = _FrameCache(settings.BACKGROUND_DECODE_PIXELS)
+    total = (len(split.train) + len(split.val)) * (2 if opts.png_folders else 1)
+    progress = BuildProgress(snapshot.pk, total, attempt=attempt)
+    load = progress.counting(frames.load_frame)
+    metadata = _payload_metadata(snapshot, plan, episodes, binary)
+    write_payload(folder / "train.pt", split.train, load, metadata)
+    write_payload(folder / "val.pt", split.val, load, metadata)
+    splits_by_key = _write_indexes(folder, manifest, split)
+    if opts.png_folders:
+        _write_png_folders(folder, split.train + split.val, splits_by_key, frames, progress)
+    stats = _split_stats(episodes, plan, opts)
+    if opts.trend:
+        load_name = progress.counting(frames.load, count=False)
+        beat = progress.counting(lambda name: None, count=False)
+        stats["trend"] = _write_trend(
+            snapshot, folder / "trend", opts, load_name, lambda names: _undecodable(names, skipped, beat)
+        )
+    stats["skipped_frames"] = _skipped_stats(skipped)
+    _write_summary(folder, snapshot, opts, stats)
+    return stats
+
+
+def _readable_frames(
+    snapshot: DatasetSnapshot, opts: SnapshotOptions, skipped: dict[str, str], attempt: int
+) -> tuple[list[list[FrameRef]], list[dict]]:
+    """The project's labeled frames of the options' sources and camera (by episode) and their manifest rows,
+    less the frames that cannot be read or decoded (their reasons added to `skipped`); SnapshotError when
+    none is left. The check keeps the build's heartbeat (the frame count comes later)."""
+    project = snapshot.project
+    episodes, manifest = selectors.labeled_frames(project=project, sources=opts.sources, camera=opts.camera)
+    checking = BuildProgress(snapshot.pk, 0, attempt=attempt)
     names = [ref.image for ep in episodes for ref in ep]
     broken = _undecodable(names, skipped, checking.counting(lambda name: None, count=False))
     if broken:
@@ -277,7 +322,14 @@ def _write_files(snapshot: DatasetSnapshot, folder: Path, attempt: int) -> dict:
         manifest = [row for row in manifest if by_frame[(row["episode"], row["step"])] not in broken]
     if not episodes:
         raise SnapshotError(f"no labeled frames from sources {opts.sources} with camera {opts.camera!r}")
-    binary = opts.binary()
+    return episodes, manifest
+
+
+def _split_plan(
+    project: Project, episodes: list[list[FrameRef]], binary: BinaryOptions, opts: SnapshotOptions
+) -> SplitPlan:
+    """The train/val split (episodes pinned to a split stay in it); SnapshotError, saying what to do, when a
+    split lacks success or fail frames."""
     plan = plan_split(episodes, binary, mode=opts.split, pinned=selectors.pinned_episode_splits(project=project))
     split = plan.split
     problems = missing_classes(split)
@@ -292,24 +344,23 @@ def _write_files(snapshot: DatasetSnapshot, folder: Path, attempt: int) -> dict:
             f"What to do: label both success and fail frames (at least one of each per split), or change "
             f"split (now {opts.split}), val_split (now {opts.val_split}) or seed (now {opts.seed})."
         )
-    quota_build_check(snapshot=snapshot, images=[ref.image for ref in split.train + split.val])
-    frames = _FrameCache(settings.BACKGROUND_DECODE_PIXELS)
-    total = (len(split.train) + len(split.val)) * (2 if opts.png_folders else 1)
-    progress = BuildProgress(snapshot.pk, total, attempt=attempt)
+    return plan
 
-    def load_frame(ref: FrameRef):
-        return frames.load(ref.image)
 
-    load = progress.counting(load_frame)
-    raw_path = f"reward-studio://{project.name}/snapshot_{snapshot.number}"
+def _payload_metadata(
+    snapshot: DatasetSnapshot, plan: SplitPlan, episodes: list[list[FrameRef]], binary: BinaryOptions
+) -> dict:
+    """The payloads' metadata: RLinf's real-world layout for a split by frame, else the plain one."""
+    split = plan.split
+    raw_path = f"reward-studio://{snapshot.project.name}/snapshot_{snapshot.number}"
     if plan.mode == "frame":
         all_frames = [f for ep in episodes for f in ep]
-        metadata = realworld_metadata(all_frames, binary, num_train=len(split.train), num_val=len(split.val))
-    else:
-        metadata = payload_metadata(binary, raw_data_path=raw_path, num_train=len(split.train), num_val=len(split.val))
-    write_payload(folder / "train.pt", split.train, load, metadata)
-    write_payload(folder / "val.pt", split.val, load, metadata)
+        return realworld_metadata(all_frames, binary, num_train=len(split.train), num_val=len(split.val))
+    return payload_metadata(binary, raw_data_path=raw_path, num_train=len(split.train), num_val=len(split.val))
 
+
+def _write_indexes(folder: Path, manifest: list[dict], split: BinarySplit) -> dict[tuple[str, int], str]:
+    """labels.jsonl (every manifest row with its split), val_index.json and train_index.json; each frame's split."""
     splits_by_key = {(r.episode, r.step): name for name in ("train", "val") for r in getattr(split, name)}
     with (folder / "labels.jsonl").open("w") as out:
         for row in manifest:
@@ -318,12 +369,13 @@ def _write_files(snapshot: DatasetSnapshot, folder: Path, attempt: int) -> dict:
         json.dump([{"episode": r.episode, "step": r.step, "label": r.label} for r in split.val], out)
     with (folder / "train_index.json").open("w") as out:  # each train.pt frame's episode (OOD calibration)
         json.dump([{"episode": r.episode, "step": r.step, "label": r.label} for r in split.train], out)
+    return splits_by_key
 
-    if opts.png_folders:
-        _write_png_folders(folder, split.train + split.val, splits_by_key, frames, progress)
 
+def _split_stats(episodes: list[list[FrameRef]], plan: SplitPlan, opts: SnapshotOptions) -> dict:
+    split = plan.split
     shared = shared_episodes(split.train_episodes, split.val_episodes)
-    stats = {
+    return {
         "episodes": len(episodes),
         "labeled_frames": sum(len(ep) for ep in episodes),
         "train": _counts(split.train),
@@ -338,17 +390,14 @@ def _write_files(snapshot: DatasetSnapshot, folder: Path, attempt: int) -> dict:
         "sources": sorted({r.source for ep in episodes for r in ep}),
         "camera": opts.camera,
     }
-    if opts.trend:
-        load_name = progress.counting(frames.load, count=False)
-        beat = progress.counting(lambda name: None, count=False)
-        stats["trend"] = _write_trend(
-            snapshot, folder / "trend", opts, load_name, lambda names: _undecodable(names, skipped, beat)
-        )
-    stats["skipped_frames"] = _skipped_stats(skipped)
+
+
+def _write_summary(folder: Path, snapshot: DatasetSnapshot, opts: SnapshotOptions, stats: dict) -> None:
+    """snapshot.json: the project, number, options and stats, who made it and when."""
     (folder / "snapshot.json").write_text(
         json.dumps(
             {
-                "project": project.name,
+                "project": snapshot.project.name,
                 "number": snapshot.number,
                 "options": opts.to_dict(),
                 "stats": stats,
@@ -358,7 +407,6 @@ def _write_files(snapshot: DatasetSnapshot, folder: Path, attempt: int) -> dict:
             indent=2,
         )
     )
-    return stats
 
 
 def _counts(frames: list[FrameRef]) -> dict[str, int]:
