@@ -18,6 +18,7 @@ import pytest
 from inference.broker import dump_npy, queue_key
 from inference.workers.loop import ALIVE_TTL_S, DIED_TWICE, HELD_PREFIX
 from tests.conftest import _spawn, _stop, free_port
+from tests.waiting import wait_until
 
 from .conftest import broker_submit, deploy, make_tiny_checkpoint, make_trained_model, random_images
 
@@ -40,16 +41,6 @@ def _private_redis_url(url: str) -> str:
 def _worker(process_env, name: str, redis_url: str) -> subprocess.Popen:
     args = [sys.executable, "manage.py", "inference_worker", "--threads", "1", "--metrics-port", str(free_port())]
     return _spawn(args, {**process_env, "REDIS_URL": redis_url}, f"inference-worker-{name}.log")
-
-
-def _wait(predicate, timeout: float, what: str, every: float = 0.05):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(every)
-    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
 
 
 def _holders(client) -> dict[str, int]:
@@ -75,7 +66,9 @@ def test_requests_a_killed_worker_held_are_answered_by_the_other_at_once(project
         for name in ("a", "b"):
             proc = _worker(process_env, name, redis_url)
             workers[proc.pid] = proc
-        _wait(lambda: all(client.exists(f"rs:inf:alive:{w}") for w in _worker_ids(client, workers)), 120, "workers")
+        wait_until(
+            lambda: all(client.exists(f"rs:inf:alive:{w}") for w in _worker_ids(client, workers)), 120, "workers"
+        )
         # both load the model before the test proper (a load is not what this test is about)
         warm = broker_submit(redis_url, *[(deployment.name, 1, dump_npy(random_images(2, SIZE)), {})] * 4)
         assert all(r.error == "" for r in warm), warm
@@ -91,7 +84,7 @@ def test_requests_a_killed_worker_held_are_answered_by_the_other_at_once(project
 
         sender = threading.Thread(target=submit)
         sender.start()
-        holder = _wait(lambda: _holders(client), 20, "a worker to hold a batch", every=0.002)
+        holder = wait_until(lambda: _holders(client), 20, "a worker to hold a batch", every=0.002)
         victim_id = next(iter(holder))
         victim = workers[int(victim_id.rpartition(":")[2])]
         os.kill(victim.pid, signal.SIGKILL)  # no clean-up of any kind

@@ -10,7 +10,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 import uuid
 from pathlib import Path
 
@@ -21,6 +20,7 @@ from django.core.files.storage import default_storage
 from labeling.models import Episode, Frame, ImportJob, Step
 from labeling.tasks import run_import_job
 from tests.conftest import _spawn, _stop
+from tests.waiting import wait_until
 from webapp.celery import sweep_stale_jobs
 
 from .import_builders import image, png_bytes
@@ -38,16 +38,6 @@ def _worker(process_env, name: str) -> subprocess.Popen:
     args = [sys.executable, "-m", "celery", "-A", "webapp", "worker", "-Q", QUEUE]
     args += ["--pool", "solo", "-n", f"{name}@%h", "--without-gossip", "--without-mingle", "--loglevel", "INFO"]
     return _spawn(args, env, f"celery-import-{name}.log")
-
-
-def _wait(predicate, timeout: float, what: str, every: float = 0.1):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(every)
-    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
 
 
 def _upload() -> Path:
@@ -78,7 +68,7 @@ def test_an_import_whose_worker_was_killed_finishes_exactly_once(project, proces
     try:
         run_import_job.delay(job.pk)
         # killed with some folders imported and others not yet (progress counts folders done)
-        _wait(lambda: ImportJob.objects.get(pk=job.pk).done >= 2, 90, "the first folders to be imported")
+        wait_until(lambda: ImportJob.objects.get(pk=job.pk).done >= 2, 90, "the first folders to be imported", 0.1)
         os.kill(first.pid, signal.SIGKILL)  # no clean-up of any kind
         first.wait(timeout=10)
         killed = ImportJob.objects.get(pk=job.pk)
@@ -86,9 +76,11 @@ def test_an_import_whose_worker_was_killed_finishes_exactly_once(project, proces
         assert not sweep_stale_jobs()["imports"]["requeued"]  # its heartbeat is still fresh
 
         second = _worker(process_env, "fresh")
-        requeued = _wait(lambda: sweep_stale_jobs()["imports"]["requeued"], 20, "the sweep to requeue the import")
+        requeued = wait_until(
+            lambda: sweep_stale_jobs()["imports"]["requeued"], 20, "the sweep to requeue the import", 0.1
+        )
         assert requeued == [job.pk]
-        _wait(lambda: ImportJob.objects.get(pk=job.pk).finished, 120, "the requeued import to finish")
+        wait_until(lambda: ImportJob.objects.get(pk=job.pk).finished, 120, "the requeued import to finish", 0.1)
     finally:
         if first.poll() is None:
             _stop(first)

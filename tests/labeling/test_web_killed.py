@@ -22,6 +22,7 @@ from django.db import transaction
 
 from labeling.models import Episode, Frame, Step
 from tests.conftest import _spawn, _stop, _wait_for_port, _warm_up, free_port
+from tests.waiting import wait_until
 
 from .ingest_helpers import multipart_chunk, png_bytes
 
@@ -89,16 +90,6 @@ class Upload:
         return self.outcome
 
 
-def _wait(predicate, timeout: float, what: str, every: float = 0.01):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(every)
-    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
-
-
 def _frame_files(project, episode_id: str) -> list[Path]:
     folder = Path(default_storage.path(f"frames/{project.pk}/{episode_id}"))
     return sorted(folder.iterdir()) if folder.exists() else []
@@ -130,7 +121,12 @@ def test_a_request_in_flight_to_a_killed_server_fails_at_once_and_writes_nothing
         with transaction.atomic():  # the episode's row lock: the server's chunk waits for it, in flight
             Episode.objects.select_for_update().get(uuid=episode_id)
             upload = Upload(server.url, agent_token[1], episode_id, range(STEPS))
-            _wait(lambda: _backends(database_url, "AND wait_event_type = 'Lock'"), 60, "the chunk to wait for the lock")
+            wait_until(
+                lambda: _backends(database_url, "AND wait_event_type = 'Lock'"),
+                60,
+                "the chunk to wait for the lock",
+                0.01,
+            )
             killed_at = server.kill()
             outcome = upload.wait()
         assert isinstance(outcome, requests.ConnectionError), outcome
@@ -138,7 +134,9 @@ def test_a_request_in_flight_to_a_killed_server_fails_at_once_and_writes_nothing
     finally:
         server.stop()
     # the dead server's database session ends once it got the lock and found its client gone
-    _wait(lambda: not _backends(database_url, "AND state <> 'idle'"), 10, "the dead server's transaction to end")
+    wait_until(
+        lambda: not _backends(database_url, "AND state <> 'idle'"), 10, "the dead server's transaction to end", 0.01
+    )
     assert not Step.objects.filter(episode__uuid=episode_id).exists()
     assert Episode.objects.get(uuid=episode_id).num_steps == 0
     assert not _frame_files(project, episode_id)
@@ -152,7 +150,7 @@ def test_a_chunk_whose_server_was_killed_while_writing_is_stored_once_when_retri
     server = Server(process_env)
     try:
         upload = Upload(server.url, token, episode_id, range(STEPS))
-        _wait(lambda: _frame_files(project, episode_id), 60, "the server to write the chunk's first frame", 0.0005)
+        wait_until(lambda: _frame_files(project, episode_id), 60, "the server to write the chunk's first frame", 0.0005)
         killed_at = server.kill()
         outcome = upload.wait()
         assert upload.ended_at - killed_at < FAILS_WITHIN_S

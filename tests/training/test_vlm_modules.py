@@ -56,7 +56,7 @@ def tiny(vlm_fixture_dir):
 def test_default_prompt_matches_the_project_default():
     from projects.models import Project
 
-    assert DEFAULT_PROMPT_TEMPLATE == Project._meta.get_field("prompt_template").default
+    assert Project._meta.get_field("prompt_template").default == DEFAULT_PROMPT_TEMPLATE
 
 
 def test_prompt_names_task_window_size_and_the_three_words():
