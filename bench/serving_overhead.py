@@ -24,15 +24,24 @@ With 16 clients it is per image: the wall time per image served minus the scorer
 of 16 clients whose bodies together exceed INFERENCE_QUEUE_MAX_BYTES is skipped (the service refuses such
 a flood with 503s by design). The clients run in this process, on the same cores as the service.
 
+`--body json` sends the same images as the endpoint's JSON body instead (`{"images": [<base64 PNG>, ...]}`, each
+frame a lossless PNG as reward_client's `png_base64` makes it, encoded once before the timing, as the `.npy` body
+is): the web process then decodes the PNGs (INFERENCE_DECODE_COMPRESSED's default). The transport, relay, copy and
+floor limits carry that JSON body's bytes.
+
 The processes get REWARDS_RATE_LIMIT=1000000/second (the limiter still runs; its default 300/s per token
 would cap the batch-1 figure itself), everything else at its default. Self-contained, as bench/inference.py:
 
-    .venv/bin/python bench/serving_overhead.py [--batches 1,64,256,1024] [--sizes 128,224] [--clients 16]
+    .venv/bin/python bench/serving_overhead.py [--batches 1,64,256,1024] [--sizes 128,224] [--clients 16] \
+        [--body npy|json]
 """
 
 from __future__ import annotations
 
 import argparse
+import base64
+import io
+import json
 import multiprocessing
 import os
 import socket
@@ -162,6 +171,25 @@ def images(batch: int, size: int, seed: int) -> np.ndarray:
     return array
 
 
+def json_body(frames: np.ndarray) -> bytes:
+    """The rewards endpoint's JSON body for `frames`: one base64 PNG per frame (lossless: the instant model's
+    answers are those of the `.npy` body), encoded as reward_client's `png_base64` does."""
+    from PIL import Image
+
+    def png_base64(frame: np.ndarray) -> str:
+        buffer = io.BytesIO()
+        Image.fromarray(frame).save(buffer, format="PNG")
+        return base64.b64encode(buffer.getvalue()).decode("ascii")
+
+    return json.dumps({"images": [png_base64(frame) for frame in frames]}).encode()
+
+
+def json_clients(clients: list[LeanRewardClient]) -> None:
+    """The lean RL clients send JSON bodies from now on (the same connection, token and path)."""
+    for client in clients:
+        client.headers["Content-Type"] = "application/json"
+
+
 def mb(nbytes: float) -> str:
     return f"{nbytes / 1e6:.2f}"
 
@@ -200,13 +228,16 @@ def measure(
 
     batch, size = frames.shape[0], frames.shape[1]
     label = f"{batch}x{size}x{size}"
-    body = dump_npy(frames)
+    body = json_body(frames) if args.body == "json" else dump_npy(frames)
     served = [item["probability"] for item in clients[0].items(body)]  # warm, and right
     assert served == instant_probabilities(frames), "served answers differ from the instant model's"
     source = np.frombuffer(body, dtype=np.uint8)
     target = np.empty_like(source)
-    view = np.frombuffer(body, dtype=np.uint8, count=frames.size, offset=len(body) - frames.size)
-    frame_view = view.reshape(frames.shape)
+    if args.body == "json":
+        frame_view = frames  # what the web process decodes the PNGs into
+    else:
+        view = np.frombuffer(body, dtype=np.uint8, count=frames.size, offset=len(body) - frames.size)
+        frame_view = view.reshape(frames.shape)
     repeats = max(3, min(args.requests, round(args.mb_per_figure * 1e6 / len(body))))
     forward = statistics.median(harness.timed(lambda: scorer.score(frame_view)) for _ in range(5))
     copy = statistics.median(harness.timed(lambda: np.copyto(target, source)) for _ in range(repeats))
@@ -282,10 +313,18 @@ def main() -> None:
         help="one client: the machine idles this long before each timed call (service, floor and TCP alike), as "
         "between an RL worker's steps; 0: back to back",
     )
+    parser.add_argument(
+        "--body",
+        choices=("npy", "json"),
+        default="npy",
+        help="the rewards body: npy (application/x-npy) or json (base64 PNG images, application/json)",
+    )
     args = harness.parse_args(parser, batches="1,64", sizes="32", clients=2, requests=3, mb_per_figure=1.0)
     batches = [int(b) for b in args.batches.split(",")]
     sizes = [int(s) for s in args.sizes.split(",")]
     largest = max(batches) * max(sizes) ** 2 * 3 + 4096
+    if args.body == "json":
+        largest = largest * 2  # base64 (4/3) of PNGs of noise (a little over the pixels' bytes)
     transport = Transport(largest)  # forked before Django's and redis' threads start
     project, model, deployment, agents = setup(max(1, args.clients))
     from django.conf import settings
@@ -317,11 +356,14 @@ def main() -> None:
         service = [server.pid, worker.pid]  # uvicorn is exec'd by its bash line: the same process
         clients = [LeanRewardClient(url, token, deployment.name) for _, token in agents]
         floor = LeanRewardClient(floor_url, "floor", deployment.name)
+        if args.body == "json":
+            json_clients([*clients, floor])
         print(
             f"instant model (BENCH_MODELS=1), uvicorn as the Procfile, worker "
             f"{' '.join(f'{k}={v}' for k, v in WORKER_ENV.items())}, max_batch_size {deployment.max_batch_size}, "
             f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores at the start"
             + (f", one client idling {args.idle_ms:g} ms before each call" if args.idle_ms else "")
+            + (", JSON bodies (base64 PNG images)" if args.body == "json" else "")
         )
         print(
             f"{'images':>13} {'cl':>3} {'body MB':>8} {'round ms':>9} {'floor ms':>9} {'outside/req ms':>14} {'outside/img us':>14} "

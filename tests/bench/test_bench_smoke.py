@@ -55,10 +55,10 @@ def postgres_env(tmp_path, process_env) -> dict[str, str]:
     return {**process_env, "TMPDIR": str(tmp_path), "MEDIA_ROOT": str(tmp_path / "media")}
 
 
-def smoke(name: str, env: dict[str, str]) -> str:
-    """bench/<name>.py --smoke's standard output, once it exited 0."""
+def smoke(name: str, env: dict[str, str], *options: str) -> str:
+    """bench/<name>.py --smoke's standard output (with these options), once it exited 0."""
     proc = subprocess.run(
-        [sys.executable, str(BENCH / f"{name}.py"), "--smoke"],
+        [sys.executable, str(BENCH / f"{name}.py"), "--smoke", *options],
         cwd=ROOT,
         env=env,
         capture_output=True,
@@ -146,6 +146,13 @@ def test_serving_overhead(bench_env):
     assert_rows(
         out, r"1x32x32\s+1\s+[\d.]+\s+[\d.]+\s+[\d.]+\s", r"1x32x32\s+2\s", r"64x32x32\s+1\s", r"64x32x32\s+2\s"
     )
+
+
+def test_serving_overhead_json_body(bench_env):
+    """The same images as the endpoint's JSON body (base64 PNGs): served, and answered as the instant model does."""
+    out = smoke("serving_overhead", bench_env, "--body", "json", "--clients", "1")
+    assert "JSON bodies (base64 PNG images)" in out, out
+    assert_rows(out, r"1x32x32\s+1\s+[\d.]+\s+[\d.]+\s+[\d.]+\s", r"64x32x32\s+1\s")
 
 
 def test_ood_overhead(bench_env):
