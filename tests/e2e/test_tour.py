@@ -124,24 +124,20 @@ def set_fail_reward_for_ood(page, base_url: str, name: str) -> None:
     page.wait_for_selector(f"text=Settings of {name} saved")
 
 
-@pytest.mark.e2e
-@pytest.mark.slow
-@pytest.mark.django_db(transaction=True)
-@pytest.mark.usefixtures("celery_worker_process", "inference_worker_process")
-@pytest.mark.timeout(1800)  # the training alone takes minutes on 2 busy cores (pyproject's default: 600 s)
-def test_the_readme_tour_ends_with_a_useful_deployed_reward(
-    browser, live_server_url, settings, tmp_path, screenshot_dir
-):
-    # 1. the run command's demo data and admin login (scripts/run.sh: `manage.py setup_demo`)
+def _demo_data(settings, tmp_path: Path) -> tuple[str, str]:
+    """1. The run command's demo data and admin login (scripts/run.sh: `manage.py setup_demo`); returns the
+    printed admin password and the demo agent's token."""
     settings.DATA_DIR = tmp_path / "data"
     out = io.StringIO()
     call_command("setup_demo", stdout=out)
     printed = out.getvalue()
     password = re.search(r"Log in as: admin / (\S+)", printed).group(1)
     token_file = Path(re.search(r"Demo agent token \(for robot_agent / RL workers\): (\S+)", printed).group(1))
-    token = token_file.read_text().strip()
+    return password, token_file.read_text().strip()
 
-    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+
+def _log_in_and_open_the_demo(page, live_server_url: str, password: str) -> None:
+    """2. As the printed admin, to the PickCube demo's page: its episodes, ready to label, with thumbnails."""
     page.goto(f"{live_server_url}/accounts/login/")
     page.fill("input[name=username]", "admin")
     page.fill("input[name=password]", password)
@@ -152,7 +148,10 @@ def test_the_readme_tour_ends_with_a_useful_deployed_reward(
     assert page.locator("#episodes tbody tr").count() == EPISODES  # 2. its episodes, ready to label, with thumbnails
     assert page.locator("#episodes td.thumb img").count() == EPISODES
 
-    # 3. Training: a snapshot with the form's defaults, then the PickCube preset
+
+def _train_with_the_preset(page, screenshot_dir: Path) -> float:
+    """3. Training: a snapshot with the form's defaults, then the PickCube preset; returns the training's
+    seconds."""
     page.locator("a[href$='/training/']").first.click()
     page.wait_for_selector("#snapshot-form")
     page.locator("#snapshot-form button[type=submit]").click()
@@ -172,8 +171,12 @@ def test_the_readme_tour_ends_with_a_useful_deployed_reward(
     trained_for = time.monotonic() - started
     assert page.locator("#status").inner_text() == "succeeded", TrainingJob.objects.get().error
     page.screenshot(path=str(screenshot_dir / "tour_01_job_done.png"), full_page=True)
+    return trained_for
 
-    # the model passes the sanity check: in the numbers themselves, on the evaluation and the deploy page
+
+def _check_the_model_is_sane(page, trained_for: float):
+    """The model passes the sanity check: in the numbers themselves, on the evaluation and the deploy page; the
+    evaluation's off-distribution panel flags the probes. Returns (model, probabilities, labels, majority share)."""
     model = TrainedModel.objects.get()
     assert model.snapshot is not None
     probs, labels = model_predictions(model=model, snapshot=model.snapshot)
@@ -196,8 +199,12 @@ def test_the_readme_tour_ends_with_a_useful_deployed_reward(
     for probe in FLAGGED_PROBES:
         row = page.locator(f"#ood-panel tr[data-probe='{probe}']")
         assert (float(row.get_attribute("data-flagged")), row.locator("td").last.inner_text()) == (1.0, "yes"), probe
+    return model, probs, labels, majority
 
-    # 4. the slider where the evaluation's accuracy is best, then Deploy…: its threshold comes along
+
+def _deploy_at_the_best_threshold(page, live_server_url: str, model, probs, labels, majority, screenshot_dir: Path):
+    """4. The slider where the evaluation's accuracy is best, then Deploy…: its threshold comes along. Returns
+    the deployment."""
     sweep = evaluation.threshold_sweep(probs, labels)
     threshold = f"{max(sweep, key=lambda row: row['accuracy'])['threshold']:.2f}"
     page.locator("#threshold").fill(threshold)
@@ -214,8 +221,12 @@ def test_the_readme_tour_ends_with_a_useful_deployed_reward(
     deployment = Deployment.objects.get(name=name)
     assert deployment.trained_model == model and deployment.threshold == pytest.approx(float(threshold))
     page.screenshot(path=str(screenshot_dir / "tour_02_deployments.png"), full_page=True)
+    return deployment
 
-    # rewards through the README's snippet, from outside the repository: frames of the demo's episodes
+
+def _check_rewards_through_the_snippet(tmp_path: Path, live_server_url: str, token: str, model, deployment) -> None:
+    """Rewards through the README's snippet, from outside the repository: frames of the demo's episodes, as the
+    checkpoint answers them, equal over three clients, ranked well."""
     rendered = demo_episodes(EPISODES, size=128)
     picks = []  # (episode, step, its label by the lift: the demo's labels, README step 1), 4 per episode
     for episode in rendered:
@@ -229,7 +240,7 @@ def test_the_readme_tour_ends_with_a_useful_deployed_reward(
         tmp_path / "rl-machine",
         url=live_server_url,
         token=token,
-        deployment=name,
+        deployment=deployment.name,
         images=images,
         env_rewards=env_rewards,
     )
@@ -245,13 +256,11 @@ def test_the_readme_tour_ends_with_a_useful_deployed_reward(
     print(f"tour: served {len(p)} demo frames (train and validation episodes), ROC AUC {served_auc:.3f}")
     assert served_auc >= 0.8, (p.round(2).tolist(), truth.tolist())
 
-    # 5. flagged frames paid fail_reward (after the snippet, which checks the flag-only default): set on the
-    # deployment's page, then black, grey and noise frames at the camera's size over REST, with the validation
-    # split's frames (held out from training) beside them
-    set_fail_reward_for_ood(page, live_server_url, name)
-    page.close()
-    deployment.refresh_from_db()
-    assert (deployment.ood_action, deployment.fail_reward) == ("fail_reward", FAIL_REWARD)
+
+def _check_flagged_frames_pay_fail_reward(live_server_url: str, token: str, model, deployment) -> None:
+    """Black, grey and noise frames at the camera's size over REST are flagged and paid FAIL_REWARD; the
+    validation split's frames (held out from training) are flagged at most 1% of the time."""
+    name = deployment.name
     probes = np.stack(  # the demo camera's 128 px
         [
             np.zeros((128, 128, 3), np.uint8),
@@ -278,3 +287,29 @@ def test_the_readme_tour_ends_with_a_useful_deployed_reward(
     )
     # the threshold is their 99th percentile: at most 1%, give or take a frame at the threshold in float32
     assert flagged_held_out <= 0.01 * len(held_out) + 1, flagged_held_out
+
+
+@pytest.mark.e2e
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("celery_worker_process", "inference_worker_process")
+@pytest.mark.timeout(1800)  # the training alone takes minutes on 2 busy cores (pyproject's default: 600 s)
+def test_the_readme_tour_ends_with_a_useful_deployed_reward(
+    browser, live_server_url, settings, tmp_path, screenshot_dir
+):
+    password, token = _demo_data(settings, tmp_path)
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    _log_in_and_open_the_demo(page, live_server_url, password)
+    trained_for = _train_with_the_preset(page, screenshot_dir)
+    model, probs, labels, majority = _check_the_model_is_sane(page, trained_for)
+    deployment = _deploy_at_the_best_threshold(page, live_server_url, model, probs, labels, majority, screenshot_dir)
+    _check_rewards_through_the_snippet(tmp_path, live_server_url, token, model, deployment)
+
+    # 5. flagged frames paid fail_reward (after the snippet, which checks the flag-only default): set on the
+    # deployment's page, then black, grey and noise frames at the camera's size over REST, with the validation
+    # split's frames (held out from training) beside them
+    set_fail_reward_for_ood(page, live_server_url, deployment.name)
+    page.close()
+    deployment.refresh_from_db()
+    assert (deployment.ood_action, deployment.fail_reward) == ("fail_reward", FAIL_REWARD)
+    _check_flagged_frames_pay_fail_reward(live_server_url, token, model, deployment)
