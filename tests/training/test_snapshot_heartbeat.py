@@ -14,7 +14,7 @@ import redis
 
 from common.jobs.services import jobs_recover_stale
 from tests.conftest import _spawn, _stop
-from tests.labeling.test_import_worker_killed import _wait
+from tests.waiting import wait_until
 from training.models import DatasetSnapshot
 from training.snapshots.recovery import SNAPSHOT_BUILDS
 from training.snapshots.services import snapshot_create
@@ -37,7 +37,7 @@ def test_a_silent_build_is_kept_alive_by_its_heartbeat_and_swept_once_its_worker
     worker = _spawn([sys.executable, "-m", "tests.training.silent_build", str(snapshot.pk)], env, "silent-build.log")
     try:
         rows = DatasetSnapshot.objects.filter(pk=snapshot.pk)
-        _wait(lambda: rows.filter(attempt=1, heartbeat_at__isnull=False).exists(), 60, "the build to start")
+        wait_until(lambda: rows.filter(attempt=1, heartbeat_at__isnull=False).exists(), 60, "the build to start")
         first_beat = rows.get().heartbeat_at
         silent_until = time.monotonic() + 2 * STALE_AFTER_S  # twice the limit without a progress write
         while time.monotonic() < silent_until:
@@ -50,7 +50,7 @@ def test_a_silent_build_is_kept_alive_by_its_heartbeat_and_swept_once_its_worker
         os.kill(worker.pid, signal.SIGKILL)
         worker.wait(timeout=10)
         killed_at = time.monotonic()
-        swept = _wait(lambda: jobs_recover_stale(SNAPSHOT_BUILDS).requeued, STALE_AFTER_S + 10, "the sweep")
+        swept = wait_until(lambda: jobs_recover_stale(SNAPSHOT_BUILDS).requeued, STALE_AFTER_S + 10, "the sweep")
         assert swept == [snapshot.pk] and time.monotonic() - killed_at >= STALE_AFTER_S - 1.5
         requeued = rows.get()
         assert requeued.status == "building" and requeued.heartbeat_at is None  # the next build may claim it

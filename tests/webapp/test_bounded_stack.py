@@ -49,11 +49,11 @@ from tests.inference.test_redis_bounds import private_redis  # noqa: F401 - the 
 from tests.labeling import pickle_bombs
 from tests.labeling.broken_pngs import broken_png
 from tests.labeling.ingest_helpers import multipart_chunk
-from tests.labeling.test_import_worker_killed import _wait
 from tests.labeling.test_ingest_bad_input import bomb_png
 from tests.labeling.zip_bombs import zip_bomb
 from tests.training.test_distributed_training import small_snapshot
 from tests.training.test_training_job import SMALL
+from tests.waiting import wait_until
 from tests.webapp.test_request_bombs import PICKLES, _login, _memory, import_upload
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
@@ -96,7 +96,9 @@ def stack(process_env, private_redis):  # noqa: F811
         _wait_for_port(port, procs["web"])
         _warm_up(f"http://127.0.0.1:{port}")
         client = redis.Redis.from_url(private_redis.url)
-        _wait(lambda: client.hlen(WORKERS_KEY) or procs["inference"].poll() is not None, 120, "the inference worker")
+        wait_until(
+            lambda: client.hlen(WORKERS_KEY) or procs["inference"].poll() is not None, 120, "the inference worker"
+        )
         assert procs["inference"].poll() is None, "the inference worker exited; see artifacts/bounded-inference.log"
         yield f"http://127.0.0.1:{port}", {name: proc.pid for name, proc in procs.items()}
     finally:
@@ -200,7 +202,7 @@ class _Target:
     def import_job(response: requests.Response) -> ImportJob:
         job_id = int(response.headers["Location"].rstrip("/").rsplit("/", 1)[1])
         rows = ImportJob.objects.filter(pk=job_id)
-        return _wait(lambda: rows.filter(status__in=("succeeded", "failed")).first(), 120, f"import job {job_id}")
+        return wait_until(lambda: rows.filter(status__in=("succeeded", "failed")).first(), 120, f"import job {job_id}")
 
     def job(self, config: dict) -> requests.Response:
         return self.people.post(
