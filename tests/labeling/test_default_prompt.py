@@ -1,4 +1,4 @@
-"""The default prompt lives with the project model (labeling) and is the one training renders. (That no
+"""The default prompt lives with the project model (projects) and is the one training renders. (That no
 labeling module imports training or inference is pinned for every app in tests/webapp/test_import_layers.py.)"""
 
 from __future__ import annotations
@@ -31,7 +31,8 @@ def test_the_default_prompt_names_the_projects_window_size():
 def test_projects_that_kept_the_old_default_are_moved_to_the_window_sized_one(db):
     import importlib
 
-    from django.apps import apps
+    from django.db import connection
+    from django.db.migrations.loader import MigrationLoader
 
     from projects.models import Project
     from projects.prompts import DEFAULT_PROMPT_TEMPLATE
@@ -39,6 +40,8 @@ def test_projects_that_kept_the_old_default_are_moved_to_the_window_sized_one(db
     migration = importlib.import_module("labeling.migrations.0009_prompt_window_size")
     kept = Project.objects.create(name="kept", prompt_template=migration.OLD)
     own = Project.objects.create(name="own", prompt_template="Task: {task}. Judge it.")
-    migration.forwards(apps, None)
+    # The models as the migration knew them (Project was labeling's then; its table is the same).
+    then = MigrationLoader(connection).project_state(("labeling", "0009_prompt_window_size")).apps
+    migration.forwards(then, None)
     assert Project.objects.get(pk=kept.pk).prompt_template == DEFAULT_PROMPT_TEMPLATE == migration.NEW
     assert Project.objects.get(pk=own.pk).prompt_template == "Task: {task}. Judge it."
