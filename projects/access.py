@@ -10,7 +10,7 @@ one of them and an object:
 - a project the caller cannot see at all answers 404 (no data and no hint that it exists);
 - a project it can see but where its role or token scope is too small answers 403 naming what is missing.
 
-People: annotator < reviewer < manager per project (labeling.Membership); superusers are site admins.
+People: annotator < reviewer < manager per project (projects.Membership); superusers are site admins.
 Agents: each permission needs one token scope, and the object must be one of the token's projects or
 deployments (or `all_projects`). Role lookups are cached on the actor object for the request; an agent's
 project and deployment ids are cached on the Agent object (token caches keep it for seconds).

@@ -20,6 +20,7 @@ from django.db import connection, transaction
 from django.db.models import F, Q, QuerySet
 from django.utils import timezone
 
+from .lost_messages import jobs_resend_lost
 from .models import Job
 
 logger = logging.getLogger(__name__)
@@ -185,8 +186,6 @@ def jobs_recover_stale(kind: JobKind, *, now: datetime | None = None) -> Sweep:
 
 def _resend_lost(kind: JobKind, *, now: datetime, after_seconds: int) -> list[int]:
     """The kind's queued jobs whose broker message is gone, sent again (`lost_messages.jobs_resend_lost`)."""
-    from .lost_messages import jobs_resend_lost
-
     life = kind.model.lifecycle
     waiting = kind.model._default_manager.filter(status=life.queued, **kind.resend_filter)
     if life.queued == life.running:  # one value for both: a run holds the job while its heartbeat is set
